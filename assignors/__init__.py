@@ -1,0 +1,37 @@
+"""Assignors: decide which member runs which task replica (see ``assignors.base``)."""
+
+from assignors.base import (
+    Assignment,
+    AssignmentContext,
+    Assignor,
+    AssignorError,
+    MemberInfo,
+    TaskReplica,
+    TaskSpec,
+    TaskSplit,
+    eligible_members,
+)
+from assignors.registry import UnknownAssignorError, available_assignors, get_assignor, register
+from assignors.snapshot import LoadSnapshot, TaskLoadStats, WorkerLoadStats
+
+__all__ = [
+    # contract
+    "Assignor",
+    "AssignmentContext",
+    "Assignment",
+    "AssignorError",
+    "MemberInfo",
+    "TaskSpec",
+    "TaskReplica",
+    "TaskSplit",
+    "eligible_members",
+    # lookup
+    "get_assignor",
+    "register",
+    "available_assignors",
+    "UnknownAssignorError",
+    # load snapshot
+    "LoadSnapshot",
+    "TaskLoadStats",
+    "WorkerLoadStats",
+]

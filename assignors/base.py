@@ -1,0 +1,157 @@
+"""The assignor plug-in contract.
+
+The group's leader worker runs an assignor once per generation. An assignor is
+anything with a ``name`` and an ``assign(context) -> Assignment`` method; it
+does no I/O and takes all randomness from ``context.rng`` so a given seed gives
+a given result. The coordinator validates what it returns (every placeable
+task replica assigned exactly once, replicas of one task on distinct members,
+only current members, pools kept) before the group accepts it.
+
+Worked example (round-robin, two members, three tasks)::
+
+    ctx = AssignmentContext(group_id="g", generation=1,
+                            members=(MemberInfo("m-a"), MemberInfo("m-b")),
+                            tasks=(TaskSpec("t1"), TaskSpec("t2"), TaskSpec("t3")))
+    RoundRobinAssignor().assign(ctx).members
+    # {"m-a": [t1#0, t3#0], "m-b": [t2#0]}
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Mapping, Protocol, runtime_checkable
+
+from assignors.snapshot import LoadSnapshot
+
+__all__ = [
+    "TaskReplica",
+    "TaskSpec",
+    "MemberInfo",
+    "AssignmentContext",
+    "Assignment",
+    "TaskSplit",
+    "Assignor",
+    "AssignorError",
+    "eligible_members",
+]
+
+_EMPTY: Mapping[str, str] = MappingProxyType({})
+
+
+class AssignorError(Exception):
+    """An assignor cannot produce an assignment for this input (the message says why).
+
+    The leader reports it to the coordinator, which answers INVALID_ASSIGNMENT
+    with this message and keeps the previous assignment's tasks stopped until the
+    input changes (a member joins, the catalog is edited).
+    """
+
+
+@dataclass(frozen=True, order=True, slots=True)
+class TaskReplica:
+    """One replica of one task; replica 0 is the leader replica."""
+
+    task_id: str
+    replica: int = 0
+
+    def __str__(self) -> str:
+        return f"{self.task_id}#{self.replica}"
+
+
+@dataclass(frozen=True, slots=True)
+class TaskSpec:
+    """A task of the group's catalog."""
+
+    task_id: str
+    replicas: int = 1
+    pool: str = ""
+    weight: float = 1.0
+    attributes: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+
+    def replica_ids(self) -> tuple[TaskReplica, ...]:
+        return tuple(TaskReplica(self.task_id, r) for r in range(self.replicas))
+
+
+@dataclass(frozen=True, slots=True)
+class MemberInfo:
+    """A member as the leader sees it: identity, placement metadata, what it owns."""
+
+    member_id: str
+    instance_id: str = ""
+    client_id: str = ""
+    host: str = ""
+    rack: str = ""
+    pool: str = ""
+    capacity: float = 1.0
+    attributes: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    owned: tuple[TaskReplica, ...] = ()
+    owned_generation: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class TaskSplit:
+    """Replace ``parent_task_id`` by ``children`` in the catalog (Pulsar bundle split)."""
+
+    parent_task_id: str
+    children: tuple[TaskSpec, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AssignmentContext:
+    """Everything an assignor may use. Members and tasks are sorted by id."""
+
+    group_id: str
+    generation: int
+    members: tuple[MemberInfo, ...]
+    tasks: tuple[TaskSpec, ...]
+    load_snapshot: LoadSnapshot | None = None
+    rng: random.Random = field(default_factory=lambda: random.Random(0))
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "members", tuple(sorted(self.members, key=lambda m: m.member_id)))
+        object.__setattr__(self, "tasks", tuple(sorted(self.tasks, key=lambda t: t.task_id)))
+
+    def previous_owners(self) -> dict[TaskReplica, str]:
+        """Who owned each replica last (the most recent claim wins if two members claim one)."""
+        owners: dict[TaskReplica, tuple[int, str]] = {}
+        for member in self.members:
+            for replica in member.owned:
+                seen = owners.get(replica)
+                if seen is None or member.owned_generation > seen[0]:
+                    owners[replica] = (member.owned_generation, member.member_id)
+        return {replica: owner for replica, (_, owner) in owners.items()}
+
+
+@dataclass(slots=True)
+class Assignment:
+    """An assignor's answer: each member's replicas, and what could not be placed.
+
+    Every member of the context appears in ``members`` (possibly with no tasks).
+    ``unassigned`` maps a replica to the reason it was not placed; the
+    coordinator accepts that only when no eligible member could take it.
+    """
+
+    members: dict[str, list[TaskReplica]]
+    unassigned: dict[TaskReplica, str] = field(default_factory=dict)
+    splits: list[TaskSplit] = field(default_factory=list)
+
+
+@runtime_checkable
+class Assignor(Protocol):
+    """What a group's leader runs to decide the assignment."""
+
+    name: str
+
+    def assign(self, context: AssignmentContext) -> Assignment: ...
+
+
+def eligible_members(task: TaskSpec, members: tuple[MemberInfo, ...]) -> tuple[MemberInfo, ...]:
+    """Members allowed to run ``task``: those of its pool.
+
+    Pools isolate physically (seed 001 §3): the empty pool is the default pool,
+    so an unpooled task goes only to unpooled members, and a member declaring a
+    pool runs only that pool's tasks.
+    """
+    return tuple(m for m in members if m.pool == task.pool)

@@ -1,0 +1,64 @@
+"""Coordinator settings: keyword-only, frozen, each with its default and unit.
+
+Names and defaults follow Kafka's broker settings for the classic group
+protocol (``group.min.session.timeout.ms`` and friends), snake_cased.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any, Mapping
+
+__all__ = ["CoordinatorConfig", "ConfigError"]
+
+
+class ConfigError(ValueError):
+    """A setting is unknown or out of range (the message names it)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class CoordinatorConfig:
+    group_min_session_timeout_ms: int = 6_000
+    """Smallest session timeout a member may ask for (ms)."""
+    group_max_session_timeout_ms: int = 1_800_000
+    """Largest session timeout a member may ask for (ms)."""
+    group_initial_rebalance_delay_ms: int = 3_000
+    """A new group waits this long (extended per new member, up to the rebalance timeout) so a
+    fleet starting together forms one generation, not one per member (ms)."""
+    group_max_size: int = 100_000
+    """Most members a group may have."""
+    max_metadata_bytes: int = 1_048_576
+    """Largest serialised MemberMetadata a JoinGroup may carry (bytes)."""
+    max_tasks_per_request: int = 1_000_000
+    """Most tasks one PutTasks may carry."""
+    max_replicas: int = 1_000
+    """Largest replication factor a task may have."""
+    max_message_bytes: int = 64 * 1_048_576
+    """gRPC receive limit (bytes); larger requests get RESOURCE_EXHAUSTED."""
+
+    def __post_init__(self) -> None:
+        if self.group_min_session_timeout_ms <= 0:
+            raise ConfigError("group_min_session_timeout_ms must be > 0")
+        if self.group_max_session_timeout_ms < self.group_min_session_timeout_ms:
+            raise ConfigError("group_max_session_timeout_ms must be >= group_min_session_timeout_ms")
+        if self.group_initial_rebalance_delay_ms < 0:
+            raise ConfigError("group_initial_rebalance_delay_ms must be >= 0")
+        for name in ("group_max_size", "max_metadata_bytes", "max_tasks_per_request", "max_replicas",
+                     "max_message_bytes"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be > 0")
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> "CoordinatorConfig":
+        """Build from a config file section; unknown keys are an error, not silently dropped."""
+        known = {f.name: f for f in fields(cls)}
+        unknown = sorted(set(values) - set(known))
+        if unknown:
+            raise ConfigError(f"unknown coordinator setting(s): {', '.join(unknown)}")
+        converted: dict[str, Any] = {}
+        for key, value in values.items():
+            try:
+                converted[key] = int(value)
+            except (TypeError, ValueError):
+                raise ConfigError(f"{key} must be an integer, got {value!r}") from None
+        return cls(**converted)

@@ -1,0 +1,177 @@
+"""Run a GroupCoordinator behind a gRPC server.
+
+``start_server`` is the factory (returns the server and its bound port; bind
+port 0 in tests). ``ServerThread`` runs one on a private event loop in a
+background thread, for tests, benchmarks and the demo; ``serve_forever`` is
+what ``groupcoord serve`` runs in the foreground.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import signal
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable, TypeVar
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from coordinator.coordinator import GroupCoordinator
+from coordinator.service import AdminServicer, CoordinatorServicer
+from groupcoord.v1 import groupcoord_pb2 as pb
+from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
+
+__all__ = ["RunningServer", "start_server", "ServerThread", "serve_forever"]
+
+log = logging.getLogger("groupcoord.server")
+T = TypeVar("T")
+
+
+@dataclass
+class RunningServer:
+    server: grpc.aio.Server
+    port: int
+    coordinator: GroupCoordinator
+    health: health.aio.HealthServicer
+    timer_task: asyncio.Task[None]
+
+    async def stop(self, grace_s: float = 1.0) -> None:
+        self.timer_task.cancel()
+        await self.health.enter_graceful_shutdown()
+        await self.server.stop(grace_s)
+
+
+async def _drive_timers(coordinator: GroupCoordinator) -> None:
+    """Fire the coordinator's timers at their deadlines; wake early when one is scheduled."""
+    wake = asyncio.Event()
+    coordinator.timers.on_schedule = wake.set
+    clock = coordinator.clock
+    while True:
+        try:
+            coordinator.timers.poll()
+        except Exception:  # a bug in one timer must not stop every other group's timers
+            log.exception("timer callback failed")
+        deadline = coordinator.timers.next_deadline()
+        wake.clear()
+        timeout = None if deadline is None else max(0.0, deadline - clock.now())
+        try:
+            await asyncio.wait_for(wake.wait(), timeout)
+        except TimeoutError:
+            pass
+
+
+async def start_server(
+    coordinator: GroupCoordinator,
+    listen: str = "127.0.0.1:0",
+    *,
+    credentials: grpc.ServerCredentials | None = None,
+    interceptors: list[grpc.aio.ServerInterceptor] | None = None,
+) -> RunningServer:
+    """Start serving ``coordinator`` on ``listen`` (host:port; port 0 picks a free one)."""
+    limit = coordinator.config.max_message_bytes
+    server = grpc.aio.server(
+        interceptors=interceptors or (),
+        options=[
+            ("grpc.max_receive_message_length", limit),
+            ("grpc.max_send_message_length", limit),
+            ("grpc.so_reuseport", 0),
+        ],
+    )
+    pb_grpc.add_GroupCoordinatorServicer_to_server(CoordinatorServicer(coordinator), server)
+    pb_grpc.add_GroupAdminServicer_to_server(AdminServicer(coordinator), server)
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    names = [
+        pb.DESCRIPTOR.services_by_name["GroupCoordinator"].full_name,
+        pb.DESCRIPTOR.services_by_name["GroupAdmin"].full_name,
+        health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+        reflection.SERVICE_NAME,
+    ]
+    reflection.enable_server_reflection(names, server)
+    if credentials is not None:
+        port = server.add_secure_port(listen, credentials)
+    else:
+        port = server.add_insecure_port(listen)
+    if port == 0:
+        raise OSError(f"cannot listen on {listen}")
+    await server.start()
+    for name in ("", *names[:2]):
+        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    timer_task = asyncio.get_running_loop().create_task(_drive_timers(coordinator))
+    log.info("coordinator listening on %s (port %d)", listen, port)
+    return RunningServer(server, port, coordinator, health_servicer, timer_task)
+
+
+class ServerThread:
+    """A coordinator server on its own event loop thread.
+
+    ``call(fn)`` runs ``fn`` on that loop (the only thread that may touch the
+    model) and returns its result, so tests can inspect groups safely.
+    """
+
+    def __init__(self, coordinator: GroupCoordinator | None = None, listen: str = "127.0.0.1:0") -> None:
+        self.coordinator = coordinator or GroupCoordinator()
+        self._listen = listen
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="groupcoord-server", daemon=True)
+        self._running: RunningServer | None = None
+
+    def start(self) -> "ServerThread":
+        self._thread.start()
+        self._running = self._submit(start_server(self.coordinator, self._listen)).result(timeout=30)
+        return self
+
+    @property
+    def port(self) -> int:
+        assert self._running is not None, "server not started"
+        return self._running.port
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def _submit(self, coro: Any) -> concurrent.futures.Future[Any]:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop)
+
+    def call(self, fn: Callable[[], T], timeout: float = 30) -> T:
+        async def run() -> T:
+            return fn()
+
+        result: T = self._submit(run()).result(timeout=timeout)
+        return result
+
+    def stop(self) -> None:
+        if self._running is not None:
+            self._submit(self._running.stop(0.5)).result(timeout=30)
+            self._running = None
+        if self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=10)
+        if not self._loop.is_closed() and not self._loop.is_running():
+            self._loop.close()
+
+    def __enter__(self) -> "ServerThread":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+async def serve_forever(
+    coordinator: GroupCoordinator, listen: str, *, on_started: Callable[[RunningServer], None] | None = None
+) -> None:
+    """Serve until SIGINT/SIGTERM, then shut down gracefully."""
+    running = await start_server(coordinator, listen)
+    if on_started is not None:
+        on_started(running)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    log.info("shutting down")
+    await running.stop(2.0)

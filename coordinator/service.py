@@ -1,0 +1,116 @@
+"""gRPC servicers: translate RPCs into calls on the GroupCoordinator model.
+
+All calls run on the server's event loop thread, so the model needs no locks.
+Held requests (JoinGroup, SyncGroup) wait on a future the model completes.
+An unexpected exception is logged with its traceback and answered with gRPC
+INTERNAL; the model's own errors travel in-band as ErrorCodes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from typing import Any, Awaitable, Callable, TypeVar
+
+import grpc
+
+from coordinator.coordinator import GroupCoordinator
+from groupcoord.v1 import groupcoord_pb2 as pb
+from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
+
+__all__ = ["CoordinatorServicer", "AdminServicer"]
+
+log = logging.getLogger("groupcoord.service")
+F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
+
+
+def _guarded(method: F) -> F:
+    @functools.wraps(method)
+    async def wrapper(self: Any, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            return await method(self, request, context)
+        except (asyncio.CancelledError, grpc.aio.AbortError):
+            raise
+        except Exception:
+            log.exception("%s failed on %s", method.__name__, type(request).__name__)
+            await context.abort(grpc.StatusCode.INTERNAL, f"{method.__name__}: internal error (see coordinator log)")
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _peer_host(context: grpc.aio.ServicerContext) -> str:
+    peer = context.peer() or ""
+    # "ipv4:127.0.0.1:5555" / "ipv6:[::1]:5555" -> the address without the port
+    kind, _, rest = peer.partition(":")
+    if kind in ("ipv4", "ipv6"):
+        return rest.rsplit(":", 1)[0].strip("[]")
+    return peer
+
+
+async def _held(start: Callable[[Callable[[Any], None]], None]) -> Any:
+    future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+    def reply(response: Any) -> None:
+        if not future.done():
+            future.set_result(response)
+
+    start(reply)
+    return await future
+
+
+class CoordinatorServicer(pb_grpc.GroupCoordinatorServicer):
+    def __init__(self, coordinator: GroupCoordinator) -> None:
+        self.coordinator = coordinator
+
+    @_guarded
+    async def JoinGroup(self, request: pb.JoinGroupRequest, context: grpc.aio.ServicerContext) -> Any:
+        host = _peer_host(context)
+        return await _held(lambda reply: self.coordinator.join_group(request, reply, host=host))
+
+    @_guarded
+    async def SyncGroup(self, request: pb.SyncGroupRequest, context: grpc.aio.ServicerContext) -> Any:
+        return await _held(lambda reply: self.coordinator.sync_group(request, reply))
+
+    @_guarded
+    async def Heartbeat(self, request: pb.HeartbeatRequest, context: grpc.aio.ServicerContext) -> Any:
+        return self.coordinator.heartbeat(request)
+
+    @_guarded
+    async def LeaveGroup(self, request: pb.LeaveGroupRequest, context: grpc.aio.ServicerContext) -> Any:
+        return self.coordinator.leave_group(request)
+
+    @_guarded
+    async def ReportLoad(self, request: pb.ReportLoadRequest, context: grpc.aio.ServicerContext) -> Any:
+        return self.coordinator.report_load(request)
+
+
+class AdminServicer(pb_grpc.GroupAdminServicer):
+    def __init__(self, coordinator: GroupCoordinator) -> None:
+        self.coordinator = coordinator
+
+    @_guarded
+    async def ListGroups(self, request: pb.ListGroupsRequest, context: grpc.aio.ServicerContext) -> Any:
+        return self.coordinator.list_groups()
+
+    @_guarded
+    async def DescribeGroup(self, request: pb.DescribeGroupRequest, context: grpc.aio.ServicerContext) -> Any:
+        return self.coordinator.describe_group(request.group_id)
+
+    @_guarded
+    async def PutTasks(self, request: pb.PutTasksRequest, context: grpc.aio.ServicerContext) -> Any:
+        return self.coordinator.put_tasks(request)
+
+    @_guarded
+    async def DeleteTasks(self, request: pb.DeleteTasksRequest, context: grpc.aio.ServicerContext) -> Any:
+        return self.coordinator.delete_tasks(request)
+
+    @_guarded
+    async def PublishLoadSnapshot(
+        self, request: pb.PublishLoadSnapshotRequest, context: grpc.aio.ServicerContext
+    ) -> Any:
+        return self.coordinator.publish_load_snapshot(request)
+
+    @_guarded
+    async def DeleteGroup(self, request: pb.DeleteGroupRequest, context: grpc.aio.ServicerContext) -> Any:
+        return self.coordinator.delete_group(request)

@@ -1,0 +1,85 @@
+"""Keyed, replaceable timers on an injected clock (after Kafka's CoordinatorTimer).
+
+Scheduling a key that is already scheduled replaces the old timer, so
+``session/<group>/<member>`` always has one deadline. Nothing fires by itself:
+the owner calls ``poll()`` (the server's timer task does so at each deadline;
+tests call it after ``FakeClock.advance``). Cancelled or replaced timers are
+dropped lazily from the heap.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from dataclasses import dataclass, field
+from typing import Callable
+
+from coordinator.clock import Clock
+
+__all__ = ["TimerQueue"]
+
+
+@dataclass(order=True)
+class _Entry:
+    deadline: float
+    seq: int
+    key: str = field(compare=False)
+    callback: Callable[[], None] = field(compare=False)
+    live: bool = field(default=True, compare=False)
+
+
+class TimerQueue:
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self._heap: list[_Entry] = []
+        self._by_key: dict[str, _Entry] = {}
+        self._seq = itertools.count()
+        self.on_schedule: Callable[[], None] = lambda: None  # lets a driver wake up early
+
+    def schedule(self, key: str, delay_s: float, callback: Callable[[], None]) -> None:
+        """Run ``callback`` ``delay_s`` seconds from now, replacing any timer with this key."""
+        self.cancel(key)
+        entry = _Entry(self.clock.now() + max(0.0, delay_s), next(self._seq), key, callback)
+        self._by_key[key] = entry
+        heapq.heappush(self._heap, entry)
+        self.on_schedule()
+
+    def cancel(self, key: str) -> bool:
+        entry = self._by_key.pop(key, None)
+        if entry is None:
+            return False
+        entry.live = False
+        return True
+
+    def clear(self) -> None:
+        """Cancel every timer."""
+        for entry in self._by_key.values():
+            entry.live = False
+        self._by_key.clear()
+        self._heap.clear()
+
+    def deadline(self, key: str) -> float | None:
+        entry = self._by_key.get(key)
+        return entry.deadline if entry else None
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._by_key
+
+    def next_deadline(self) -> float | None:
+        while self._heap and not self._heap[0].live:
+            heapq.heappop(self._heap)
+        return self._heap[0].deadline if self._heap else None
+
+    def poll(self) -> int:
+        """Fire every timer whose deadline has passed, in deadline order; returns how many fired."""
+        fired = 0
+        now = self.clock.now()
+        while self._heap and self._heap[0].deadline <= now:
+            entry = heapq.heappop(self._heap)
+            if not entry.live:
+                continue
+            del self._by_key[entry.key]
+            entry.live = False
+            entry.callback()
+            fired += 1
+        return fired

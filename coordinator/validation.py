@@ -1,0 +1,110 @@
+"""Check a leader's assignment before the group accepts it.
+
+Rules (SPEC §2): only current members are named, each at most once; every
+replica of every catalog task is assigned exactly once, or reported unassigned
+only when its pool has fewer members than its replication factor; replicas of
+one task sit on distinct members; a task only goes to members of its pool.
+Splits (a task replaced by its children) are applied to the catalog first, so
+the assignment must cover the children, not the parent.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Mapping
+
+from groupcoord.v1 import groupcoord_pb2 as pb
+
+__all__ = ["AssignmentRejected", "apply_splits", "validate_assignment", "replicas_of"]
+
+
+class AssignmentRejected(ValueError):
+    """The assignment breaks a rule; the message says which, naming the task and members."""
+
+
+def replicas_of(task: pb.Task) -> int:
+    return task.replicas if task.replicas > 0 else 1
+
+
+def apply_splits(tasks: Mapping[str, pb.Task], splits: Iterable[pb.TaskSplit]) -> dict[str, pb.Task]:
+    """The catalog after the splits, or AssignmentRejected if a split is malformed."""
+    result = dict(tasks)
+    for split in splits:
+        if split.parent_task_id not in result:
+            raise AssignmentRejected(f"split of unknown task {split.parent_task_id!r}")
+        if not split.children:
+            raise AssignmentRejected(f"split of {split.parent_task_id!r} has no children")
+        del result[split.parent_task_id]
+        for child in split.children:
+            if not child.task_id or child.task_id in result:
+                raise AssignmentRejected(
+                    f"split of {split.parent_task_id!r}: child id {child.task_id!r} is empty or already in use"
+                )
+            result[child.task_id] = child
+    return result
+
+
+def validate_assignment(
+    member_pools: Mapping[str, str],
+    tasks: Mapping[str, pb.Task],
+    assignments: Iterable[pb.MemberAssignment],
+    unassigned: Iterable[pb.UnassignedReplica],
+) -> None:
+    """Raise AssignmentRejected unless the assignment is complete and consistent."""
+    owner: dict[tuple[str, int], str] = {}
+    members_of_task: dict[str, set[str]] = {}
+    seen_members: set[str] = set()
+    for assignment in assignments:
+        member_id = assignment.member_id
+        if member_id not in member_pools:
+            raise AssignmentRejected(f"assignment names {member_id!r}, which is not a member of this generation")
+        if member_id in seen_members:
+            raise AssignmentRejected(f"member {member_id!r} appears twice in the assignment")
+        seen_members.add(member_id)
+        for replica in assignment.tasks:
+            task = tasks.get(replica.task_id)
+            if task is None:
+                raise AssignmentRejected(f"task {replica.task_id!r} assigned to {member_id!r} is not in the catalog")
+            if not 0 <= replica.replica < replicas_of(task):
+                raise AssignmentRejected(
+                    f"task {replica.task_id!r} has {replicas_of(task)} replica(s); replica {replica.replica} "
+                    f"assigned to {member_id!r} does not exist"
+                )
+            key = (replica.task_id, replica.replica)
+            if key in owner:
+                raise AssignmentRejected(
+                    f"task {replica.task_id}#{replica.replica} assigned twice: to {owner[key]!r} and {member_id!r}"
+                )
+            owner[key] = member_id
+            if member_pools[member_id] != task.pool:
+                raise AssignmentRejected(
+                    f"task {replica.task_id!r} of pool {task.pool or '(default)'!r} assigned to {member_id!r} "
+                    f"of pool {member_pools[member_id] or '(default)'!r}"
+                )
+            holders = members_of_task.setdefault(replica.task_id, set())
+            if member_id in holders:
+                raise AssignmentRejected(f"two replicas of task {replica.task_id!r} assigned to {member_id!r}")
+            holders.add(member_id)
+    pool_sizes: dict[str, int] = {}
+    for pool in member_pools.values():
+        pool_sizes[pool] = pool_sizes.get(pool, 0) + 1
+    declared: set[tuple[str, int]] = set()
+    for item in unassigned:
+        key = (item.task.task_id, item.task.replica)
+        task = tasks.get(item.task.task_id)
+        if task is None:
+            raise AssignmentRejected(f"unassigned task {item.task.task_id!r} is not in the catalog")
+        if key in owner:
+            raise AssignmentRejected(f"task {key[0]}#{key[1]} is both assigned and reported unassigned")
+        declared.add(key)
+    for task in tasks.values():
+        placeable = min(replicas_of(task), pool_sizes.get(task.pool, 0))
+        assigned = len(members_of_task.get(task.task_id, ()))
+        if assigned < placeable:
+            missing = [r for r in range(replicas_of(task)) if (task.task_id, r) not in owner]
+            raise AssignmentRejected(
+                f"task {task.task_id!r}: replica(s) {missing} not assigned although pool "
+                f"{task.pool or '(default)'!r} has {pool_sizes.get(task.pool, 0)} member(s)"
+            )
+        for r in range(replicas_of(task)):
+            if (task.task_id, r) not in owner and (task.task_id, r) not in declared:
+                raise AssignmentRejected(f"task {task.task_id}#{r} is neither assigned nor reported unassigned")

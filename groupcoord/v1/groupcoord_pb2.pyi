@@ -1,0 +1,552 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    NONE: _ClassVar[ErrorCode]
+    UNKNOWN_MEMBER_ID: _ClassVar[ErrorCode]
+    ILLEGAL_GENERATION: _ClassVar[ErrorCode]
+    REBALANCE_IN_PROGRESS: _ClassVar[ErrorCode]
+    NOT_COORDINATOR: _ClassVar[ErrorCode]
+    COORDINATOR_NOT_AVAILABLE: _ClassVar[ErrorCode]
+    INCONSISTENT_GROUP_PROTOCOL: _ClassVar[ErrorCode]
+    INVALID_SESSION_TIMEOUT: _ClassVar[ErrorCode]
+    GROUP_MAX_SIZE_REACHED: _ClassVar[ErrorCode]
+    INVALID_ASSIGNMENT: _ClassVar[ErrorCode]
+    FENCED_INSTANCE_ID: _ClassVar[ErrorCode]
+    INVALID_REQUEST: _ClassVar[ErrorCode]
+    MEMBER_ID_REQUIRED: _ClassVar[ErrorCode]
+    INVALID_GROUP_ID: _ClassVar[ErrorCode]
+    GROUP_ID_NOT_FOUND: _ClassVar[ErrorCode]
+    DUPLICATE_TASK: _ClassVar[ErrorCode]
+    UNKNOWN_TASK: _ClassVar[ErrorCode]
+    NON_EMPTY_GROUP: _ClassVar[ErrorCode]
+    COORDINATOR_LOAD_IN_PROGRESS: _ClassVar[ErrorCode]
+
+class GroupState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    GROUP_STATE_UNKNOWN: _ClassVar[GroupState]
+    EMPTY: _ClassVar[GroupState]
+    PREPARING_REBALANCE: _ClassVar[GroupState]
+    AWAITING_SYNC: _ClassVar[GroupState]
+    STABLE: _ClassVar[GroupState]
+    DEAD: _ClassVar[GroupState]
+NONE: ErrorCode
+UNKNOWN_MEMBER_ID: ErrorCode
+ILLEGAL_GENERATION: ErrorCode
+REBALANCE_IN_PROGRESS: ErrorCode
+NOT_COORDINATOR: ErrorCode
+COORDINATOR_NOT_AVAILABLE: ErrorCode
+INCONSISTENT_GROUP_PROTOCOL: ErrorCode
+INVALID_SESSION_TIMEOUT: ErrorCode
+GROUP_MAX_SIZE_REACHED: ErrorCode
+INVALID_ASSIGNMENT: ErrorCode
+FENCED_INSTANCE_ID: ErrorCode
+INVALID_REQUEST: ErrorCode
+MEMBER_ID_REQUIRED: ErrorCode
+INVALID_GROUP_ID: ErrorCode
+GROUP_ID_NOT_FOUND: ErrorCode
+DUPLICATE_TASK: ErrorCode
+UNKNOWN_TASK: ErrorCode
+NON_EMPTY_GROUP: ErrorCode
+COORDINATOR_LOAD_IN_PROGRESS: ErrorCode
+GROUP_STATE_UNKNOWN: GroupState
+EMPTY: GroupState
+PREPARING_REBALANCE: GroupState
+AWAITING_SYNC: GroupState
+STABLE: GroupState
+DEAD: GroupState
+
+class Error(_message.Message):
+    __slots__ = ("code", "message", "coordinator_hint")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    COORDINATOR_HINT_FIELD_NUMBER: _ClassVar[int]
+    code: ErrorCode
+    message: str
+    coordinator_hint: str
+    def __init__(self, code: _Optional[_Union[ErrorCode, str]] = ..., message: _Optional[str] = ..., coordinator_hint: _Optional[str] = ...) -> None: ...
+
+class TaskReplica(_message.Message):
+    __slots__ = ("task_id", "replica")
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    REPLICA_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    replica: int
+    def __init__(self, task_id: _Optional[str] = ..., replica: _Optional[int] = ...) -> None: ...
+
+class Task(_message.Message):
+    __slots__ = ("task_id", "replicas", "pool", "weight", "attributes")
+    class AttributesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    POOL_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    replicas: int
+    pool: str
+    weight: float
+    attributes: _containers.ScalarMap[str, str]
+    def __init__(self, task_id: _Optional[str] = ..., replicas: _Optional[int] = ..., pool: _Optional[str] = ..., weight: _Optional[float] = ..., attributes: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class MemberMetadata(_message.Message):
+    __slots__ = ("rack", "pool", "capacity", "attributes", "owned", "owned_generation", "user_data")
+    class AttributesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    RACK_FIELD_NUMBER: _ClassVar[int]
+    POOL_FIELD_NUMBER: _ClassVar[int]
+    CAPACITY_FIELD_NUMBER: _ClassVar[int]
+    ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
+    OWNED_FIELD_NUMBER: _ClassVar[int]
+    OWNED_GENERATION_FIELD_NUMBER: _ClassVar[int]
+    USER_DATA_FIELD_NUMBER: _ClassVar[int]
+    rack: str
+    pool: str
+    capacity: float
+    attributes: _containers.ScalarMap[str, str]
+    owned: _containers.RepeatedCompositeFieldContainer[TaskReplica]
+    owned_generation: int
+    user_data: bytes
+    def __init__(self, rack: _Optional[str] = ..., pool: _Optional[str] = ..., capacity: _Optional[float] = ..., attributes: _Optional[_Mapping[str, str]] = ..., owned: _Optional[_Iterable[_Union[TaskReplica, _Mapping]]] = ..., owned_generation: _Optional[int] = ..., user_data: _Optional[bytes] = ...) -> None: ...
+
+class JoinGroupRequest(_message.Message):
+    __slots__ = ("group_id", "member_id", "instance_id", "client_id", "session_timeout_ms", "rebalance_timeout_ms", "protocols", "metadata")
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    REBALANCE_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOLS_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    group_id: str
+    member_id: str
+    instance_id: str
+    client_id: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocols: _containers.RepeatedScalarFieldContainer[str]
+    metadata: MemberMetadata
+    def __init__(self, group_id: _Optional[str] = ..., member_id: _Optional[str] = ..., instance_id: _Optional[str] = ..., client_id: _Optional[str] = ..., session_timeout_ms: _Optional[int] = ..., rebalance_timeout_ms: _Optional[int] = ..., protocols: _Optional[_Iterable[str]] = ..., metadata: _Optional[_Union[MemberMetadata, _Mapping]] = ...) -> None: ...
+
+class GroupMember(_message.Message):
+    __slots__ = ("member_id", "instance_id", "client_id", "host", "metadata")
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    member_id: str
+    instance_id: str
+    client_id: str
+    host: str
+    metadata: MemberMetadata
+    def __init__(self, member_id: _Optional[str] = ..., instance_id: _Optional[str] = ..., client_id: _Optional[str] = ..., host: _Optional[str] = ..., metadata: _Optional[_Union[MemberMetadata, _Mapping]] = ...) -> None: ...
+
+class JoinGroupResponse(_message.Message):
+    __slots__ = ("error", "generation", "protocol", "leader_id", "member_id", "members", "tasks", "load_snapshot")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    LOAD_SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    error: Error
+    generation: int
+    protocol: str
+    leader_id: str
+    member_id: str
+    members: _containers.RepeatedCompositeFieldContainer[GroupMember]
+    tasks: _containers.RepeatedCompositeFieldContainer[Task]
+    load_snapshot: LoadSnapshot
+    def __init__(self, error: _Optional[_Union[Error, _Mapping]] = ..., generation: _Optional[int] = ..., protocol: _Optional[str] = ..., leader_id: _Optional[str] = ..., member_id: _Optional[str] = ..., members: _Optional[_Iterable[_Union[GroupMember, _Mapping]]] = ..., tasks: _Optional[_Iterable[_Union[Task, _Mapping]]] = ..., load_snapshot: _Optional[_Union[LoadSnapshot, _Mapping]] = ...) -> None: ...
+
+class MemberAssignment(_message.Message):
+    __slots__ = ("member_id", "tasks", "user_data")
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    USER_DATA_FIELD_NUMBER: _ClassVar[int]
+    member_id: str
+    tasks: _containers.RepeatedCompositeFieldContainer[TaskReplica]
+    user_data: bytes
+    def __init__(self, member_id: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[TaskReplica, _Mapping]]] = ..., user_data: _Optional[bytes] = ...) -> None: ...
+
+class UnassignedReplica(_message.Message):
+    __slots__ = ("task", "reason")
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    task: TaskReplica
+    reason: str
+    def __init__(self, task: _Optional[_Union[TaskReplica, _Mapping]] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class TaskSplit(_message.Message):
+    __slots__ = ("parent_task_id", "children")
+    PARENT_TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    CHILDREN_FIELD_NUMBER: _ClassVar[int]
+    parent_task_id: str
+    children: _containers.RepeatedCompositeFieldContainer[Task]
+    def __init__(self, parent_task_id: _Optional[str] = ..., children: _Optional[_Iterable[_Union[Task, _Mapping]]] = ...) -> None: ...
+
+class SyncGroupRequest(_message.Message):
+    __slots__ = ("group_id", "member_id", "generation", "instance_id", "assignments", "unassigned", "splits", "assignor_error")
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNMENTS_FIELD_NUMBER: _ClassVar[int]
+    UNASSIGNED_FIELD_NUMBER: _ClassVar[int]
+    SPLITS_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNOR_ERROR_FIELD_NUMBER: _ClassVar[int]
+    group_id: str
+    member_id: str
+    generation: int
+    instance_id: str
+    assignments: _containers.RepeatedCompositeFieldContainer[MemberAssignment]
+    unassigned: _containers.RepeatedCompositeFieldContainer[UnassignedReplica]
+    splits: _containers.RepeatedCompositeFieldContainer[TaskSplit]
+    assignor_error: str
+    def __init__(self, group_id: _Optional[str] = ..., member_id: _Optional[str] = ..., generation: _Optional[int] = ..., instance_id: _Optional[str] = ..., assignments: _Optional[_Iterable[_Union[MemberAssignment, _Mapping]]] = ..., unassigned: _Optional[_Iterable[_Union[UnassignedReplica, _Mapping]]] = ..., splits: _Optional[_Iterable[_Union[TaskSplit, _Mapping]]] = ..., assignor_error: _Optional[str] = ...) -> None: ...
+
+class SyncGroupResponse(_message.Message):
+    __slots__ = ("error", "generation", "protocol", "tasks", "user_data")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    USER_DATA_FIELD_NUMBER: _ClassVar[int]
+    error: Error
+    generation: int
+    protocol: str
+    tasks: _containers.RepeatedCompositeFieldContainer[TaskReplica]
+    user_data: bytes
+    def __init__(self, error: _Optional[_Union[Error, _Mapping]] = ..., generation: _Optional[int] = ..., protocol: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[TaskReplica, _Mapping]]] = ..., user_data: _Optional[bytes] = ...) -> None: ...
+
+class HeartbeatRequest(_message.Message):
+    __slots__ = ("group_id", "member_id", "generation", "instance_id")
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    group_id: str
+    member_id: str
+    generation: int
+    instance_id: str
+    def __init__(self, group_id: _Optional[str] = ..., member_id: _Optional[str] = ..., generation: _Optional[int] = ..., instance_id: _Optional[str] = ...) -> None: ...
+
+class HeartbeatResponse(_message.Message):
+    __slots__ = ("error",)
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    error: Error
+    def __init__(self, error: _Optional[_Union[Error, _Mapping]] = ...) -> None: ...
+
+class LeaveGroupRequest(_message.Message):
+    __slots__ = ("group_id", "member_id", "instance_id")
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    group_id: str
+    member_id: str
+    instance_id: str
+    def __init__(self, group_id: _Optional[str] = ..., member_id: _Optional[str] = ..., instance_id: _Optional[str] = ...) -> None: ...
+
+class LeaveGroupResponse(_message.Message):
+    __slots__ = ("error",)
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    error: Error
+    def __init__(self, error: _Optional[_Union[Error, _Mapping]] = ...) -> None: ...
+
+class ResourceUsage(_message.Message):
+    __slots__ = ("usage", "limit")
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    usage: float
+    limit: float
+    def __init__(self, usage: _Optional[float] = ..., limit: _Optional[float] = ...) -> None: ...
+
+class TaskLoadReport(_message.Message):
+    __slots__ = ("task_id", "msg_rate_in", "msg_rate_out", "msg_throughput_in", "msg_throughput_out", "topics", "producers", "consumers")
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    MSG_RATE_IN_FIELD_NUMBER: _ClassVar[int]
+    MSG_RATE_OUT_FIELD_NUMBER: _ClassVar[int]
+    MSG_THROUGHPUT_IN_FIELD_NUMBER: _ClassVar[int]
+    MSG_THROUGHPUT_OUT_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    PRODUCERS_FIELD_NUMBER: _ClassVar[int]
+    CONSUMERS_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    msg_rate_in: float
+    msg_rate_out: float
+    msg_throughput_in: float
+    msg_throughput_out: float
+    topics: int
+    producers: int
+    consumers: int
+    def __init__(self, task_id: _Optional[str] = ..., msg_rate_in: _Optional[float] = ..., msg_rate_out: _Optional[float] = ..., msg_throughput_in: _Optional[float] = ..., msg_throughput_out: _Optional[float] = ..., topics: _Optional[int] = ..., producers: _Optional[int] = ..., consumers: _Optional[int] = ...) -> None: ...
+
+class LoadReport(_message.Message):
+    __slots__ = ("ts_ms", "cpu", "memory", "direct_memory", "bandwidth_in", "bandwidth_out", "tasks")
+    TS_MS_FIELD_NUMBER: _ClassVar[int]
+    CPU_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    DIRECT_MEMORY_FIELD_NUMBER: _ClassVar[int]
+    BANDWIDTH_IN_FIELD_NUMBER: _ClassVar[int]
+    BANDWIDTH_OUT_FIELD_NUMBER: _ClassVar[int]
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    ts_ms: int
+    cpu: ResourceUsage
+    memory: ResourceUsage
+    direct_memory: ResourceUsage
+    bandwidth_in: ResourceUsage
+    bandwidth_out: ResourceUsage
+    tasks: _containers.RepeatedCompositeFieldContainer[TaskLoadReport]
+    def __init__(self, ts_ms: _Optional[int] = ..., cpu: _Optional[_Union[ResourceUsage, _Mapping]] = ..., memory: _Optional[_Union[ResourceUsage, _Mapping]] = ..., direct_memory: _Optional[_Union[ResourceUsage, _Mapping]] = ..., bandwidth_in: _Optional[_Union[ResourceUsage, _Mapping]] = ..., bandwidth_out: _Optional[_Union[ResourceUsage, _Mapping]] = ..., tasks: _Optional[_Iterable[_Union[TaskLoadReport, _Mapping]]] = ...) -> None: ...
+
+class ReportLoadRequest(_message.Message):
+    __slots__ = ("group_id", "member_id", "generation", "report")
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    REPORT_FIELD_NUMBER: _ClassVar[int]
+    group_id: str
+    member_id: str
+    generation: int
+    report: LoadReport
+    def __init__(self, group_id: _Optional[str] = ..., member_id: _Optional[str] = ..., generation: _Optional[int] = ..., report: _Optional[_Union[LoadReport, _Mapping]] = ...) -> None: ...
+
+class ReportLoadResponse(_message.Message):
+    __slots__ = ("error",)
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    error: Error
+    def __init__(self, error: _Optional[_Union[Error, _Mapping]] = ...) -> None: ...
+
+class TaskLoadStats(_message.Message):
+    __slots__ = ("task_id", "worker_id", "short_samples", "short_msg_rate_in", "short_msg_rate_out", "short_msg_throughput_in", "short_msg_throughput_out", "long_samples", "long_msg_rate_in", "long_msg_rate_out", "long_msg_throughput_in", "long_msg_throughput_out", "topics", "producers", "consumers", "split_candidate")
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    SHORT_SAMPLES_FIELD_NUMBER: _ClassVar[int]
+    SHORT_MSG_RATE_IN_FIELD_NUMBER: _ClassVar[int]
+    SHORT_MSG_RATE_OUT_FIELD_NUMBER: _ClassVar[int]
+    SHORT_MSG_THROUGHPUT_IN_FIELD_NUMBER: _ClassVar[int]
+    SHORT_MSG_THROUGHPUT_OUT_FIELD_NUMBER: _ClassVar[int]
+    LONG_SAMPLES_FIELD_NUMBER: _ClassVar[int]
+    LONG_MSG_RATE_IN_FIELD_NUMBER: _ClassVar[int]
+    LONG_MSG_RATE_OUT_FIELD_NUMBER: _ClassVar[int]
+    LONG_MSG_THROUGHPUT_IN_FIELD_NUMBER: _ClassVar[int]
+    LONG_MSG_THROUGHPUT_OUT_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    PRODUCERS_FIELD_NUMBER: _ClassVar[int]
+    CONSUMERS_FIELD_NUMBER: _ClassVar[int]
+    SPLIT_CANDIDATE_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    worker_id: str
+    short_samples: int
+    short_msg_rate_in: float
+    short_msg_rate_out: float
+    short_msg_throughput_in: float
+    short_msg_throughput_out: float
+    long_samples: int
+    long_msg_rate_in: float
+    long_msg_rate_out: float
+    long_msg_throughput_in: float
+    long_msg_throughput_out: float
+    topics: int
+    producers: int
+    consumers: int
+    split_candidate: bool
+    def __init__(self, task_id: _Optional[str] = ..., worker_id: _Optional[str] = ..., short_samples: _Optional[int] = ..., short_msg_rate_in: _Optional[float] = ..., short_msg_rate_out: _Optional[float] = ..., short_msg_throughput_in: _Optional[float] = ..., short_msg_throughput_out: _Optional[float] = ..., long_samples: _Optional[int] = ..., long_msg_rate_in: _Optional[float] = ..., long_msg_rate_out: _Optional[float] = ..., long_msg_throughput_in: _Optional[float] = ..., long_msg_throughput_out: _Optional[float] = ..., topics: _Optional[int] = ..., producers: _Optional[int] = ..., consumers: _Optional[int] = ..., split_candidate: _Optional[bool] = ...) -> None: ...
+
+class WorkerLoadStats(_message.Message):
+    __slots__ = ("worker_id", "cpu_usage", "cpu_limit", "memory_usage", "memory_limit", "direct_memory_usage", "direct_memory_limit", "bandwidth_in_usage", "bandwidth_in_limit", "bandwidth_out_usage", "bandwidth_out_limit", "num_tasks", "long_msg_rate_in", "long_msg_rate_out", "long_msg_throughput_in", "long_msg_throughput_out", "ts_ms")
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    CPU_USAGE_FIELD_NUMBER: _ClassVar[int]
+    CPU_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_USAGE_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    DIRECT_MEMORY_USAGE_FIELD_NUMBER: _ClassVar[int]
+    DIRECT_MEMORY_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    BANDWIDTH_IN_USAGE_FIELD_NUMBER: _ClassVar[int]
+    BANDWIDTH_IN_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    BANDWIDTH_OUT_USAGE_FIELD_NUMBER: _ClassVar[int]
+    BANDWIDTH_OUT_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    NUM_TASKS_FIELD_NUMBER: _ClassVar[int]
+    LONG_MSG_RATE_IN_FIELD_NUMBER: _ClassVar[int]
+    LONG_MSG_RATE_OUT_FIELD_NUMBER: _ClassVar[int]
+    LONG_MSG_THROUGHPUT_IN_FIELD_NUMBER: _ClassVar[int]
+    LONG_MSG_THROUGHPUT_OUT_FIELD_NUMBER: _ClassVar[int]
+    TS_MS_FIELD_NUMBER: _ClassVar[int]
+    worker_id: str
+    cpu_usage: float
+    cpu_limit: float
+    memory_usage: float
+    memory_limit: float
+    direct_memory_usage: float
+    direct_memory_limit: float
+    bandwidth_in_usage: float
+    bandwidth_in_limit: float
+    bandwidth_out_usage: float
+    bandwidth_out_limit: float
+    num_tasks: int
+    long_msg_rate_in: float
+    long_msg_rate_out: float
+    long_msg_throughput_in: float
+    long_msg_throughput_out: float
+    ts_ms: int
+    def __init__(self, worker_id: _Optional[str] = ..., cpu_usage: _Optional[float] = ..., cpu_limit: _Optional[float] = ..., memory_usage: _Optional[float] = ..., memory_limit: _Optional[float] = ..., direct_memory_usage: _Optional[float] = ..., direct_memory_limit: _Optional[float] = ..., bandwidth_in_usage: _Optional[float] = ..., bandwidth_in_limit: _Optional[float] = ..., bandwidth_out_usage: _Optional[float] = ..., bandwidth_out_limit: _Optional[float] = ..., num_tasks: _Optional[int] = ..., long_msg_rate_in: _Optional[float] = ..., long_msg_rate_out: _Optional[float] = ..., long_msg_throughput_in: _Optional[float] = ..., long_msg_throughput_out: _Optional[float] = ..., ts_ms: _Optional[int] = ...) -> None: ...
+
+class LoadSnapshot(_message.Message):
+    __slots__ = ("group_id", "snapshot_id", "created_ms", "tasks", "workers")
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_ID_FIELD_NUMBER: _ClassVar[int]
+    CREATED_MS_FIELD_NUMBER: _ClassVar[int]
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    WORKERS_FIELD_NUMBER: _ClassVar[int]
+    group_id: str
+    snapshot_id: str
+    created_ms: int
+    tasks: _containers.RepeatedCompositeFieldContainer[TaskLoadStats]
+    workers: _containers.RepeatedCompositeFieldContainer[WorkerLoadStats]
+    def __init__(self, group_id: _Optional[str] = ..., snapshot_id: _Optional[str] = ..., created_ms: _Optional[int] = ..., tasks: _Optional[_Iterable[_Union[TaskLoadStats, _Mapping]]] = ..., workers: _Optional[_Iterable[_Union[WorkerLoadStats, _Mapping]]] = ...) -> None: ...
+
+class ListGroupsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GroupListing(_message.Message):
+    __slots__ = ("group_id", "state", "generation", "num_members", "protocol")
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    NUM_MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+    group_id: str
+    state: GroupState
+    generation: int
+    num_members: int
+    protocol: str
+    def __init__(self, group_id: _Optional[str] = ..., state: _Optional[_Union[GroupState, str]] = ..., generation: _Optional[int] = ..., num_members: _Optional[int] = ..., protocol: _Optional[str] = ...) -> None: ...
+
+class ListGroupsResponse(_message.Message):
+    __slots__ = ("error", "groups")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    error: Error
+    groups: _containers.RepeatedCompositeFieldContainer[GroupListing]
+    def __init__(self, error: _Optional[_Union[Error, _Mapping]] = ..., groups: _Optional[_Iterable[_Union[GroupListing, _Mapping]]] = ...) -> None: ...
+
+class DescribeGroupRequest(_message.Message):
+    __slots__ = ("group_id",)
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    group_id: str
+    def __init__(self, group_id: _Optional[str] = ...) -> None: ...
+
+class DescribedMember(_message.Message):
+    __slots__ = ("member", "assigned", "last_seen_ms_ago")
+    MEMBER_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNED_FIELD_NUMBER: _ClassVar[int]
+    LAST_SEEN_MS_AGO_FIELD_NUMBER: _ClassVar[int]
+    member: GroupMember
+    assigned: _containers.RepeatedCompositeFieldContainer[TaskReplica]
+    last_seen_ms_ago: int
+    def __init__(self, member: _Optional[_Union[GroupMember, _Mapping]] = ..., assigned: _Optional[_Iterable[_Union[TaskReplica, _Mapping]]] = ..., last_seen_ms_ago: _Optional[int] = ...) -> None: ...
+
+class DescribeGroupResponse(_message.Message):
+    __slots__ = ("error", "group_id", "state", "generation", "protocol", "leader_id", "members", "tasks", "unassigned", "last_error", "load_snapshot")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    UNASSIGNED_FIELD_NUMBER: _ClassVar[int]
+    LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
+    LOAD_SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    error: Error
+    group_id: str
+    state: GroupState
+    generation: int
+    protocol: str
+    leader_id: str
+    members: _containers.RepeatedCompositeFieldContainer[DescribedMember]
+    tasks: _containers.RepeatedCompositeFieldContainer[Task]
+    unassigned: _containers.RepeatedCompositeFieldContainer[UnassignedReplica]
+    last_error: str
+    load_snapshot: LoadSnapshot
+    def __init__(self, error: _Optional[_Union[Error, _Mapping]] = ..., group_id: _Optional[str] = ..., state: _Optional[_Union[GroupState, str]] = ..., generation: _Optional[int] = ..., protocol: _Optional[str] = ..., leader_id: _Optional[str] = ..., members: _Optional[_Iterable[_Union[DescribedMember, _Mapping]]] = ..., tasks: _Optional[_Iterable[_Union[Task, _Mapping]]] = ..., unassigned: _Optional[_Iterable[_Union[UnassignedReplica, _Mapping]]] = ..., last_error: _Optional[str] = ..., load_snapshot: _Optional[_Union[LoadSnapshot, _Mapping]] = ...) -> None: ...
+
+class PutTasksRequest(_message.Message):
+    __slots__ = ("group_id", "tasks")
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    group_id: str
+    tasks: _containers.RepeatedCompositeFieldContainer[Task]
+    def __init__(self, group_id: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[Task, _Mapping]]] = ...) -> None: ...
+
+class PutTasksResponse(_message.Message):
+    __slots__ = ("error", "num_tasks")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    NUM_TASKS_FIELD_NUMBER: _ClassVar[int]
+    error: Error
+    num_tasks: int
+    def __init__(self, error: _Optional[_Union[Error, _Mapping]] = ..., num_tasks: _Optional[int] = ...) -> None: ...
+
+class DeleteTasksRequest(_message.Message):
+    __slots__ = ("group_id", "task_ids")
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_IDS_FIELD_NUMBER: _ClassVar[int]
+    group_id: str
+    task_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, group_id: _Optional[str] = ..., task_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class DeleteTasksResponse(_message.Message):
+    __slots__ = ("error", "num_tasks")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    NUM_TASKS_FIELD_NUMBER: _ClassVar[int]
+    error: Error
+    num_tasks: int
+    def __init__(self, error: _Optional[_Union[Error, _Mapping]] = ..., num_tasks: _Optional[int] = ...) -> None: ...
+
+class PublishLoadSnapshotRequest(_message.Message):
+    __slots__ = ("snapshot",)
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    snapshot: LoadSnapshot
+    def __init__(self, snapshot: _Optional[_Union[LoadSnapshot, _Mapping]] = ...) -> None: ...
+
+class PublishLoadSnapshotResponse(_message.Message):
+    __slots__ = ("error",)
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    error: Error
+    def __init__(self, error: _Optional[_Union[Error, _Mapping]] = ...) -> None: ...
+
+class DeleteGroupRequest(_message.Message):
+    __slots__ = ("group_id",)
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    group_id: str
+    def __init__(self, group_id: _Optional[str] = ...) -> None: ...
+
+class DeleteGroupResponse(_message.Message):
+    __slots__ = ("error",)
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    error: Error
+    def __init__(self, error: _Optional[_Union[Error, _Mapping]] = ...) -> None: ...

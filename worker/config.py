@@ -1,0 +1,63 @@
+"""Worker client settings: keyword-only, frozen, checked at construction."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Mapping
+
+__all__ = ["WorkerConfig", "parse_addresses"]
+
+
+def parse_addresses(addresses: str | tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """'h1:p1,h2:p2' or a sequence -> ('h1:p1', 'h2:p2'); raises ValueError on a bad one."""
+    items = addresses.split(",") if isinstance(addresses, str) else list(addresses)
+    result = tuple(a.strip() for a in items if a.strip())
+    if not result:
+        raise ValueError("at least one coordinator address (HOST:PORT) is needed")
+    for address in result:
+        host, sep, port = address.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"coordinator address {address!r} is not HOST:PORT")
+    return result
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkerConfig:
+    group_id: str
+    coordinators: tuple[str, ...]
+    """Coordinator addresses (HOST:PORT); the client tries them in turn and follows NOT_COORDINATOR."""
+    client_id: str = "worker"
+    """Prefix of the member id and name in logs."""
+    instance_id: str = ""
+    """Reserved for static membership."""
+    assignors: tuple[str, ...] = ("round-robin",)
+    """Assignor names this worker supports, most preferred first."""
+    session_timeout_ms: int = 10_000
+    rebalance_timeout_ms: int = 60_000
+    heartbeat_interval_ms: int = 3_000
+    retry_backoff_ms: int = 100
+    retry_backoff_max_ms: int = 10_000
+    request_timeout_ms: int = 30_000
+    rack: str = ""
+    pool: str = ""
+    capacity: float = 1.0
+    attributes: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "coordinators", parse_addresses(self.coordinators))
+        if not self.group_id:
+            raise ValueError("group_id must not be empty")
+        if not self.assignors:
+            raise ValueError("assignors must name at least one assignor")
+        if self.session_timeout_ms <= 0 or self.heartbeat_interval_ms <= 0:
+            raise ValueError("session_timeout_ms and heartbeat_interval_ms must be > 0")
+        if self.heartbeat_interval_ms >= self.session_timeout_ms:
+            raise ValueError(
+                f"heartbeat_interval_ms ({self.heartbeat_interval_ms}) must be less than "
+                f"session_timeout_ms ({self.session_timeout_ms})"
+            )
+        if self.rebalance_timeout_ms < 0 or self.retry_backoff_ms < 0 or self.retry_backoff_max_ms < self.retry_backoff_ms:
+            raise ValueError("rebalance_timeout_ms, retry_backoff_ms must be >= 0 and retry_backoff_max_ms >= retry_backoff_ms")
+        if not self.capacity > 0:
+            raise ValueError("capacity must be > 0")
