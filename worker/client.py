@@ -50,7 +50,10 @@ class WorkerState(Enum):
 
 
 class TaskListener(Protocol):
-    """What the service is told. Called on the client's thread; exceptions are logged, not fatal."""
+    """What the service is told. Called on the client's thread; exceptions are logged, not fatal.
+
+    A listener may also define ``on_joined(member_id, generation, is_leader)``.
+    """
 
     def on_assigned(self, tasks: Sequence[TaskReplica], generation: int) -> None: ...
 
@@ -320,6 +323,8 @@ class WorkerClient:
             self.config.client_id, response.generation,
             "leader" if self.is_leader else "follower", response.leader_id, response.protocol,
         )
+        if hasattr(self.listener, "on_joined"):
+            self._notify("on_joined", self._member_id, response.generation, self.is_leader)
         return response
 
     def _sync(self, join: pb.JoinGroupResponse) -> tuple[TaskReplica, ...]:

@@ -1,0 +1,158 @@
+"""``groupcoord serve``: options from flags and a config file, store choice, start-up, shutdown.
+
+Config file (TOML)::
+
+    [server]
+    listen = "127.0.0.1:9400"
+    data_dir = "groupcoord-data"
+    store = "sqlite"            # sqlite | memory | zookeeper
+    zk = "127.0.0.1:2181"       # for store = "zookeeper"
+    advertise = "127.0.0.1:9400"
+    zk_root = "/groupcoord/default"
+    zk_session_timeout_s = 10
+
+    [coordinator]               # any CoordinatorConfig field
+    group_initial_rebalance_delay_ms = 3000
+
+Flags override the file. Problems are ``ValueError`` with one readable line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from coordinator.config import ConfigError, CoordinatorConfig
+
+__all__ = ["ServeOptions", "run_coordinator"]
+
+log = logging.getLogger("groupcoord.serve")
+_SERVER_KEYS = {"listen", "data_dir", "store", "zk", "advertise", "zk_root", "zk_session_timeout_s"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServeOptions:
+    listen: str = "127.0.0.1:9400"
+    data_dir: Path = Path("groupcoord-data")
+    store: str = "sqlite"
+    zk: str = ""
+    advertise: str = ""
+    zk_root: str = "/groupcoord/default"
+    zk_session_timeout_s: float = 10.0
+    coordinator: CoordinatorConfig = field(default_factory=CoordinatorConfig)
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> "ServeOptions":
+        server: dict[str, Any] = {}
+        coordinator: dict[str, Any] = {}
+        if args.config:
+            try:
+                with open(args.config, "rb") as handle:
+                    document = tomllib.load(handle)
+            except OSError as error:
+                raise ValueError(f"cannot read config file {args.config}: {error.strerror}") from None
+            except tomllib.TOMLDecodeError as error:
+                raise ValueError(f"config file {args.config} is not valid TOML: {error}") from None
+            unknown_sections = sorted(set(document) - {"server", "coordinator"})
+            if unknown_sections:
+                raise ValueError(f"config file {args.config}: unknown section(s) {', '.join(unknown_sections)}")
+            server = dict(document.get("server", {}))
+            coordinator = dict(document.get("coordinator", {}))
+            unknown = sorted(set(server) - _SERVER_KEYS)
+            if unknown:
+                raise ValueError(f"config file {args.config}: unknown [server] key(s) {', '.join(unknown)}")
+        for key in ("listen", "data_dir", "store", "zk", "advertise"):
+            value = getattr(args, key, None)
+            if value is not None:
+                server[key] = value
+        if getattr(args, "initial_rebalance_delay_ms", None) is not None:
+            coordinator["group_initial_rebalance_delay_ms"] = args.initial_rebalance_delay_ms
+        try:
+            config = CoordinatorConfig.from_mapping(coordinator)
+        except ConfigError as error:
+            raise ValueError(str(error)) from None
+        store = server.get("store", "sqlite")
+        if store not in ("sqlite", "memory", "zookeeper"):
+            raise ValueError(f"store must be sqlite, memory or zookeeper, not {store!r}")
+        if store == "zookeeper" and not server.get("zk"):
+            raise ValueError("--store zookeeper needs --zk HOST:PORT[,...]")
+        listen = str(server.get("listen", cls.listen))
+        host, sep, port = listen.rpartition(":")
+        if not sep or not port.isdigit():
+            raise ValueError(f"--listen {listen!r} is not HOST:PORT")
+        return cls(
+            listen=listen,
+            data_dir=Path(server.get("data_dir", "groupcoord-data")),
+            store=store,
+            zk=str(server.get("zk", "")),
+            advertise=str(server.get("advertise", "")),
+            zk_root=str(server.get("zk_root", cls.zk_root)),
+            zk_session_timeout_s=float(server.get("zk_session_timeout_s", cls.zk_session_timeout_s)),
+            coordinator=config,
+        )
+
+
+def _open_store(options: ServeOptions) -> Any:
+    from coordinator.store import MemoryStore
+
+    if options.store == "memory":
+        return MemoryStore()
+    if options.store == "sqlite":
+        from coordinator.sqlite_store import SqliteStore
+
+        return SqliteStore(options.data_dir / "groups.db")
+    raise ValueError("the zookeeper store is started by run_coordinator")
+
+
+def _sample_log(options: ServeOptions) -> Any:
+    from loadstats.sample_log import SampleLog
+
+    return SampleLog(options.data_dir / "samples")
+
+
+def run_coordinator(options: ServeOptions) -> int:
+    """Run until SIGINT/SIGTERM; returns the exit status."""
+    from coordinator.coordinator import GroupCoordinator
+    from coordinator.load_reports import attach_sample_log
+    from coordinator.server import serve_forever
+    from coordinator.store import StoreError
+
+    try:
+        options.data_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ValueError(f"cannot create data directory {options.data_dir}: {error.strerror}") from None
+    if not os.access(options.data_dir, os.W_OK):
+        raise ValueError(f"data directory {options.data_dir} is not writable")
+    if options.store == "zookeeper":
+        from coordinator.ha import run_ha_coordinator
+
+        return run_ha_coordinator(options)
+    try:
+        store = _open_store(options)
+    except StoreError as error:
+        raise ValueError(str(error)) from None
+    coordinator = GroupCoordinator(options.coordinator, store=store)
+    loaded = coordinator.load()
+    samples = _sample_log(options)
+    attach_sample_log(coordinator, samples)
+
+    def started(running: Any) -> None:
+        print(f"groupcoord coordinator listening on {options.listen.rpartition(':')[0]}:{running.port} "
+              f"(store {options.store}, data dir {options.data_dir}, {loaded} group(s) loaded)",
+              file=sys.stderr, flush=True)
+
+    try:
+        asyncio.run(serve_forever(coordinator, options.listen, on_started=started))
+    except OSError as error:
+        raise ValueError(f"cannot serve on {options.listen}: {error}") from None
+    finally:
+        samples.close()
+        store.close()
+    return 0

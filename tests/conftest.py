@@ -1,0 +1,43 @@
+"""Shared fixtures: a coordinator model on a fake clock, and a real gRPC server on loopback."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from coordinator.config import CoordinatorConfig  # noqa: E402
+from coordinator.coordinator import GroupCoordinator  # noqa: E402
+from coordinator.server import ServerThread  # noqa: E402
+from coordinator.testing import Harness  # noqa: E402
+
+logging.getLogger("transitions").setLevel(logging.WARNING)
+
+
+@pytest.fixture
+def harness() -> Harness:
+    return Harness()
+
+
+@pytest.fixture
+def server() -> Iterator[ServerThread]:
+    """A real coordinator on a free loopback port, real clock, short timeouts for tests."""
+    config = CoordinatorConfig(group_initial_rebalance_delay_ms=0, group_min_session_timeout_ms=200)
+    with ServerThread(GroupCoordinator(config)) as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
+def cli_env() -> dict[str, str]:
+    """Environment for running ``python -m groupcoord.cli`` in a subprocess from the repo root."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
