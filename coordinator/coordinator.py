@@ -357,21 +357,24 @@ class GroupCoordinator:
         group.protocol = group.select_protocol()
         if group.leader_id not in group.members:
             group.leader_id = next(iter(group.members))
+        replies: list[tuple[Member, Reply]] = []
+        for member in group.members.values():
+            assert member.join_reply is not None
+            replies.append((member, member.join_reply))
+            member.join_reply = None
+            member.last_seen = self.clock.now()
+            self._schedule_session(group, member)
         group.complete_join()
         group.pending_sync = set(group.members)
         self.timers.schedule(
             f"sync/{group.group_id}", group.rebalance_timeout_ms() / 1000, lambda: self._on_sync_timeout(group)
         )
-        self._persist(group)
+        self._persist(group)  # durable before anyone hears of the new generation
         log.info(
             "group %s: generation %d with %d member(s), leader %s, assignor %s",
             group.group_id, group.generation, len(group.members), group.leader_id, group.protocol,
         )
-        for member in group.members.values():
-            reply, member.join_reply = member.join_reply, None
-            member.last_seen = self.clock.now()
-            self._schedule_session(group, member)
-            assert reply is not None
+        for member, reply in replies:
             reply(self._join_response(group, member))
 
     def _on_sync_timeout(self, group: Group) -> None:
@@ -450,17 +453,20 @@ class GroupCoordinator:
         group.last_error = ""
         self.timers.cancel(f"sync/{group.group_id}")
         group.pending_sync.clear()
+        replies: list[tuple[Member, Reply]] = []
+        for member in group.members.values():
+            if member.sync_reply is not None:
+                replies.append((member, member.sync_reply))
+                member.sync_reply = None
         group.complete_sync()
-        self._persist(group)
+        self._persist(group)  # durable before any member starts its tasks
         log.info(
             "group %s: generation %d stable: %d replica(s) over %d member(s), %d unassigned",
             group.group_id, group.generation, sum(len(v) for v in group.assignment.values()),
             len(group.members), len(group.unassigned),
         )
-        for member in group.members.values():
-            if member.sync_reply is not None:
-                reply, member.sync_reply = member.sync_reply, None
-                reply(self._sync_response(group, member.member_id))
+        for member, reply in replies:
+            reply(self._sync_response(group, member.member_id))
 
     def _sync_response(self, group: Group, member_id: str) -> pb.SyncGroupResponse:
         return pb.SyncGroupResponse(

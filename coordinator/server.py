@@ -21,9 +21,8 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from coordinator.coordinator import GroupCoordinator
-from coordinator.service import AdminServicer, CoordinatorServicer
+from coordinator.service import AdminServicer, CoordinatorServicer, add_servicer
 from groupcoord.v1 import groupcoord_pb2 as pb
-from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
 
 __all__ = ["RunningServer", "start_server", "ServerThread", "serve_forever"]
 
@@ -81,8 +80,8 @@ async def start_server(
             ("grpc.so_reuseport", 0),
         ],
     )
-    pb_grpc.add_GroupCoordinatorServicer_to_server(CoordinatorServicer(coordinator), server)
-    pb_grpc.add_GroupAdminServicer_to_server(AdminServicer(coordinator), server)
+    add_servicer(server, "GroupCoordinator", CoordinatorServicer(coordinator))
+    add_servicer(server, "GroupAdmin", AdminServicer(coordinator))
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     names = [

@@ -14,20 +14,55 @@ import logging
 from typing import Any, Awaitable, Callable, TypeVar
 
 import grpc
+from google.protobuf.message import DecodeError
 
 from coordinator.coordinator import GroupCoordinator
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
 
-__all__ = ["CoordinatorServicer", "AdminServicer"]
+__all__ = ["CoordinatorServicer", "AdminServicer", "add_servicer"]
 
 log = logging.getLogger("groupcoord.service")
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 
 
+class Malformed:
+    """Stands in for a request whose bytes did not parse (answered with INVALID_ARGUMENT)."""
+
+    def __init__(self, type_name: str, error: str) -> None:
+        self.description = f"request is not a valid {type_name}: {error}"
+
+
+def _lenient_parser(message_class: Any) -> Callable[[bytes], Any]:
+    def parse(data: bytes) -> Any:
+        try:
+            return message_class.FromString(data)
+        except DecodeError as error:
+            return Malformed(message_class.DESCRIPTOR.full_name, str(error))
+
+    return parse
+
+
+def add_servicer(server: grpc.aio.Server, service_name: str, servicer: Any) -> None:
+    """Register ``servicer`` for ``service_name`` with parsers that turn bad bytes into INVALID_ARGUMENT
+    (the generated registration would answer UNKNOWN and log a traceback)."""
+    service = pb.DESCRIPTOR.services_by_name[service_name]
+    handlers = {
+        method.name: grpc.unary_unary_rpc_method_handler(
+            getattr(servicer, method.name),
+            request_deserializer=_lenient_parser(getattr(pb, method.input_type.name)),
+            response_serializer=lambda message: message.SerializeToString(),
+        )
+        for method in service.methods
+    }
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service.full_name, handlers),))
+
+
 def _guarded(method: F) -> F:
     @functools.wraps(method)
     async def wrapper(self: Any, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        if isinstance(request, Malformed):
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.description)
         try:
             return await method(self, request, context)
         except (asyncio.CancelledError, grpc.aio.AbortError):

@@ -31,7 +31,8 @@ def harness() -> Harness:
 def server() -> Iterator[ServerThread]:
     """A real coordinator on a free loopback port, real clock, short timeouts for tests."""
     config = CoordinatorConfig(group_initial_rebalance_delay_ms=0, group_min_session_timeout_ms=200)
-    with ServerThread(GroupCoordinator(config)) as running:
+    # every persisted change (each state transition) re-checks the group's invariants
+    with ServerThread(GroupCoordinator(config, on_change=lambda group: group.validate())) as running:
         yield running
 
 

@@ -228,8 +228,9 @@ class WorkerClient:
             self._cond.notify_all()
 
     def _retrying(self) -> tenacity.Retrying:
+        initial = self.config.retry_backoff_ms / 1000
         backoff = tenacity.wait_exponential_jitter(
-            initial=self.config.retry_backoff_ms / 1000, max=self.config.retry_backoff_max_ms / 1000
+            multiplier=initial, max=self.config.retry_backoff_max_ms / 1000, jitter=initial
         )
 
         def wait(retry_state: tenacity.RetryCallState) -> float:

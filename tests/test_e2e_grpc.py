@@ -1,0 +1,217 @@
+"""Worker clients against a real coordinator on a loopback port."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Sequence
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from assignors.base import TaskReplica
+from coordinator.config import CoordinatorConfig
+from coordinator.coordinator import GroupCoordinator
+from coordinator.server import ServerThread
+from groupcoord.admin import AdminClient
+from groupcoord.v1 import groupcoord_pb2 as pb
+from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
+from worker import WorkerClient, WorkerConfig, WorkerState
+
+G = "orders"
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, int, tuple[str, ...]]] = []
+        self.lock = threading.Lock()
+
+    def on_assigned(self, tasks: Sequence[TaskReplica], generation: int) -> None:
+        with self.lock:
+            self.events.append(("assigned", generation, tuple(str(t) for t in tasks)))
+
+    def on_revoked(self, tasks: Sequence[TaskReplica]) -> None:
+        with self.lock:
+            self.events.append(("revoked", -1, tuple(str(t) for t in tasks)))
+
+
+def make_worker(address: str, name: str, listener: object | None = None, **overrides: object) -> WorkerClient:
+    settings: dict[str, object] = dict(
+        group_id=G, coordinators=address, client_id=name, session_timeout_ms=3000,
+        heartbeat_interval_ms=100, rebalance_timeout_ms=5000, retry_backoff_ms=20, retry_backoff_max_ms=200,
+    )
+    settings.update(overrides)
+    return WorkerClient(WorkerConfig(**settings), listener or Recorder())  # type: ignore[arg-type]
+
+
+def settled(workers: list[WorkerClient], generation_at_least: int = 1) -> bool:
+    generations = {w.generation for w in workers}
+    return (
+        all(w.state is WorkerState.STABLE for w in workers)
+        and len(generations) == 1
+        and min(generations) >= generation_at_least
+    )
+
+
+def wait_settled(workers: list[WorkerClient], admin: AdminClient, tasks: int, timeout: float = 20) -> pb.DescribeGroupResponse:
+    def done(d: pb.DescribeGroupResponse) -> bool:
+        return (
+            d.state == pb.STABLE
+            and len(d.members) == len(workers)
+            and sum(len(m.assigned) for m in d.members) == tasks
+            and all(w.state is WorkerState.STABLE and w.generation == d.generation for w in workers)
+        )
+
+    return admin.wait_for(G, done, timeout)
+
+
+def test_group_forms_rebalances_on_join_and_leave(server: ServerThread) -> None:
+    admin = AdminClient(server.address)
+    admin.put_tasks(G, [f"t{i}" for i in range(6)])
+    workers = [make_worker(server.address, f"w{i}").start() for i in range(2)]
+    try:
+        described = wait_settled(workers, admin, 6)
+        owned = sorted(str(t) for w in workers for t in w.assigned_tasks)
+        assert owned == sorted(f"t{i}#0" for i in range(6))
+        assert {len(w.assigned_tasks) for w in workers} == {3}
+        assert described.protocol == "round-robin"
+        assert described.leader_id in {w.member_id for w in workers}
+
+        third = make_worker(server.address, "w2").start()
+        workers.append(third)
+        described = wait_settled(workers, admin, 6)
+        assert {len(w.assigned_tasks) for w in workers} == {2}
+
+        leaving = workers.pop(0)
+        leaving.close()
+        assert leaving.state is WorkerState.DOWN and leaving.assigned_tasks == ()
+        described = wait_settled(workers, admin, 6)
+        assert leaving.member_id == "" and len(described.members) == 2
+    finally:
+        for w in workers:
+            w.close()
+        admin.close()
+
+
+def test_task_catalog_edit_reaches_the_workers(server: ServerThread) -> None:
+    admin = AdminClient(server.address)
+    admin.put_tasks(G, ["a"])
+    recorder = Recorder()
+    worker = make_worker(server.address, "solo", recorder).start()
+    try:
+        wait_settled([worker], admin, 1)
+        admin.put_tasks(G, ["b", "c"], replicas=1)
+        wait_settled([worker], admin, 3)
+        assert sorted(t.task_id for t in worker.assigned_tasks) == ["a", "b", "c"]
+        admin.delete_tasks(G, ["a"])
+        wait_settled([worker], admin, 2)
+        assert sorted(t.task_id for t in worker.assigned_tasks) == ["b", "c"]
+        # eager protocol: every re-join revoked everything first
+        kinds = [kind for kind, _, _ in recorder.events]
+        assert kinds[:3] == ["assigned", "revoked", "assigned"]
+    finally:
+        worker.close()
+        admin.close()
+
+
+class Exploding:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def on_assigned(self, tasks: Sequence[TaskReplica], generation: int) -> None:
+        self.calls += 1
+        raise RuntimeError("the service's own bug")
+
+    def on_revoked(self, tasks: Sequence[TaskReplica]) -> None:
+        raise RuntimeError("another bug")
+
+
+def test_a_listener_that_raises_does_not_break_the_loop(server: ServerThread, caplog: pytest.LogCaptureFixture) -> None:
+    admin = AdminClient(server.address)
+    admin.put_tasks(G, ["a"])
+    listener = Exploding()
+    worker = make_worker(server.address, "fragile", listener).start()
+    try:
+        wait_settled([worker], admin, 1)
+        admin.put_tasks(G, ["b"])
+        wait_settled([worker], admin, 2)
+        assert listener.calls >= 2 and worker.fatal_error is None
+        assert "listener on_assigned raised" in caplog.text
+    finally:
+        worker.close()
+        admin.close()
+
+
+def test_worker_keeps_retrying_an_unreachable_coordinator_and_says_so(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="groupcoord.worker")
+    with ServerThread() as probe:
+        dead_address = probe.address  # a port that was just freed: nothing answers there
+    retries = threading.Event()
+
+    def sleep(seconds: float) -> None:  # no real waiting: count the backoffs
+        if seconds > 0:
+            retries.set()
+
+    worker = WorkerClient(
+        WorkerConfig(group_id=G, coordinators=dead_address, session_timeout_ms=3000, heartbeat_interval_ms=100,
+                     request_timeout_ms=500, retry_backoff_ms=10, retry_backoff_max_ms=20),
+        Recorder(), sleep=sleep,
+    ).start()
+    try:
+        assert retries.wait(10)
+        assert worker.state is WorkerState.JOINING
+        assert worker.fatal_error is None
+    finally:
+        worker.close()
+    assert "retrying in" in caplog.text and dead_address in caplog.text
+
+
+def test_worker_follows_not_coordinator_to_the_active_one() -> None:
+    config = CoordinatorConfig(group_initial_rebalance_delay_ms=0, group_min_session_timeout_ms=200)
+    with ServerThread(GroupCoordinator(config)) as active, ServerThread(GroupCoordinator(config)) as standby:
+        standby.call(lambda: setattr(standby.coordinator, "active", False))
+        standby.call(lambda: setattr(standby.coordinator, "active_hint", active.address))
+        worker = make_worker(f"{standby.address}", "follower", rebalance_timeout_ms=1000).start()
+        admin = AdminClient(f"{standby.address},{active.address}")
+        try:
+            admin.put_tasks(G, ["x"])
+            assert worker.wait_until(lambda w: w.state is WorkerState.STABLE and bool(w.assigned_tasks), 20)
+            assert worker.coordinator_address == active.address
+        finally:
+            worker.close()
+            admin.close()
+
+
+def test_health_and_reflection(server: ServerThread) -> None:
+    with grpc.insecure_channel(server.address) as channel:
+        health = health_pb2_grpc.HealthStub(channel)
+        for service in ("", "groupcoord.v1.GroupCoordinator", "groupcoord.v1.GroupAdmin"):
+            status = health.Check(health_pb2.HealthCheckRequest(service=service), timeout=5).status
+            assert status == health_pb2.HealthCheckResponse.SERVING
+        from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+        stub = reflection_pb2_grpc.ServerReflectionStub(channel)
+        responses = stub.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")]))
+        names = {s.name for r in responses for s in r.list_services_response.service}
+        assert {"groupcoord.v1.GroupCoordinator", "groupcoord.v1.GroupAdmin"} <= names
+
+
+def test_bad_requests_over_the_wire_get_codes_not_crashes(server: ServerThread) -> None:
+    with grpc.insecure_channel(server.address) as channel:
+        stub = pb_grpc.GroupCoordinatorStub(channel)
+        assert stub.JoinGroup(pb.JoinGroupRequest(group_id=""), timeout=5).error.code == pb.INVALID_GROUP_ID
+        response = stub.JoinGroup(pb.JoinGroupRequest(group_id="g", session_timeout_ms=5), timeout=5)
+        assert response.error.code == pb.INVALID_SESSION_TIMEOUT
+        assert stub.Heartbeat(pb.HeartbeatRequest(group_id="g", member_id="x"), timeout=5).error.code == \
+            pb.UNKNOWN_MEMBER_ID
+        sync = stub.SyncGroup(pb.SyncGroupRequest(group_id="nope", member_id="x"), timeout=5)
+        assert sync.error.code == pb.UNKNOWN_MEMBER_ID
+        # bytes that are not a JoinGroupRequest: refused by the server, which keeps serving
+        raw = channel.unary_unary("/groupcoord.v1.GroupCoordinator/JoinGroup")
+        with pytest.raises(grpc.RpcError) as refused:
+            raw(b"\xff\xff\xff\xff", timeout=5)
+        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "not a valid groupcoord.v1.JoinGroupRequest" in refused.value.details()
+        assert stub.Heartbeat(pb.HeartbeatRequest(group_id="g", member_id="x"), timeout=5).error.code == \
+            pb.UNKNOWN_MEMBER_ID
