@@ -129,13 +129,16 @@ def _state_name(state: int) -> str:
 def _balance(response: pb.DescribeGroupResponse) -> dict[str, Any]:
     """Assignment quality of the current generation (assignors.metrics)."""
     from assignors.base import TaskReplica
-    from assignors.metrics import balance_summary
+    from assignors.metrics import summarize
 
     assignment = {
         d.member.member_id: [TaskReplica(t.task_id, t.replica) for t in d.assigned] for d in response.members
     }
     weights = {t.task_id: (t.weight or 1.0) for t in response.tasks}
-    return balance_summary(assignment, weights)
+    racks = {d.member.member_id: d.member.metadata.rack for d in response.members}
+    pools = {d.member.member_id: d.member.metadata.pool for d in response.members}
+    quality = summarize(assignment, weights=weights, racks=racks, pools=pools, unassigned=len(response.unassigned))
+    return quality.as_dict()
 
 
 def describe_as_dict(response: pb.DescribeGroupResponse) -> dict[str, Any]:
