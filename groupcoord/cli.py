@@ -195,7 +195,9 @@ def _print_describe(info: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    console = Console(highlight=False, soft_wrap=True)
+    import shutil
+
+    console = Console(highlight=False, width=max(140, shutil.get_terminal_size((140, 24)).columns))
     head = Table(box=None, show_edge=False, pad_edge=False)
     for column in ("GROUP", "STATE", "GENERATION", "ASSIGNOR", "LEADER", "MEMBERS", "TASKS"):
         head.add_column(column)
