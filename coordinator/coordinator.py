@@ -237,10 +237,11 @@ class GroupCoordinator:
         fail: Callable[..., None],
     ) -> None:
         protocols = tuple(request.protocols)
-        others = Group(group.group_id, members={k: v for k, v in group.members.items() if k != member.member_id})
-        if not others.supports_protocols(protocols):
-            fail(pb.INCONSISTENT_GROUP_PROTOCOL, self._protocol_mismatch(others, protocols))
-            return
+        if protocols != member.protocols:  # only a change can break agreement (keeps re-joins O(1))
+            others = Group(group.group_id, members={k: v for k, v in group.members.items() if k != member.member_id})
+            if not others.supports_protocols(protocols):
+                fail(pb.INCONSISTENT_GROUP_PROTOCOL, self._protocol_mismatch(others, protocols))
+                return
         member.last_seen = self.clock.now()
         state = group.state
         if state is S.PREPARING_REBALANCE:

@@ -4,7 +4,10 @@ Scheduling a key that is already scheduled replaces the old timer, so
 ``session/<group>/<member>`` always has one deadline. Nothing fires by itself:
 the owner calls ``poll()`` (the server's timer task does so at each deadline;
 tests call it after ``FakeClock.advance``). Cancelled or replaced timers are
-dropped lazily from the heap.
+dropped lazily from the heap. Pushing a timer further out (every heartbeat
+does this to its session timer) only moves the entry's due time: the heap
+entry is re-armed when it surfaces, so the heap holds about one entry per key
+however many heartbeats arrive.
 """
 
 from __future__ import annotations
@@ -21,10 +24,11 @@ __all__ = ["TimerQueue"]
 
 @dataclass(order=True)
 class _Entry:
-    deadline: float
+    deadline: float  # position in the heap; never later than ``due``
     seq: int
     key: str = field(compare=False)
     callback: Callable[[], None] = field(compare=False)
+    due: float = field(default=0.0, compare=False)  # when it really fires
     live: bool = field(default=True, compare=False)
 
 
@@ -38,8 +42,14 @@ class TimerQueue:
 
     def schedule(self, key: str, delay_s: float, callback: Callable[[], None]) -> None:
         """Run ``callback`` ``delay_s`` seconds from now, replacing any timer with this key."""
+        due = self.clock.now() + max(0.0, delay_s)
+        existing = self._by_key.get(key)
+        if existing is not None and existing.deadline <= due:
+            existing.due = due  # later than its heap position: re-armed when it surfaces
+            existing.callback = callback
+            return
         self.cancel(key)
-        entry = _Entry(self.clock.now() + max(0.0, delay_s), next(self._seq), key, callback)
+        entry = _Entry(due, next(self._seq), key, callback, due)
         self._by_key[key] = entry
         heapq.heappush(self._heap, entry)
         self.on_schedule()
@@ -60,7 +70,10 @@ class TimerQueue:
 
     def deadline(self, key: str) -> float | None:
         entry = self._by_key.get(key)
-        return entry.deadline if entry else None
+        return entry.due if entry else None
+
+    def __len__(self) -> int:
+        return len(self._heap)
 
     def __contains__(self, key: str) -> bool:
         return key in self._by_key
@@ -77,6 +90,10 @@ class TimerQueue:
         while self._heap and self._heap[0].deadline <= now:
             entry = heapq.heappop(self._heap)
             if not entry.live:
+                continue
+            if entry.due > now:  # pushed out since it was queued
+                entry.deadline = entry.due
+                heapq.heappush(self._heap, entry)
                 continue
             del self._by_key[entry.key]
             entry.live = False
