@@ -21,6 +21,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from coordinator.coordinator import GroupCoordinator
+from coordinator.store import FencedError
 from coordinator.service import AdminServicer, CoordinatorServicer, add_servicer
 from groupcoord.v1 import groupcoord_pb2 as pb
 
@@ -52,6 +53,9 @@ async def _drive_timers(coordinator: GroupCoordinator) -> None:
     while True:
         try:
             coordinator.timers.poll()
+        except FencedError as fenced:
+            log.warning("lost leadership while running timers: %s", fenced)
+            coordinator.unload("")
         except Exception:  # a bug in one timer must not stop every other group's timers
             log.exception("timer callback failed")
         deadline = coordinator.timers.next_deadline()

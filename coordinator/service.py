@@ -17,6 +17,7 @@ import grpc
 from google.protobuf.message import DecodeError
 
 from coordinator.coordinator import GroupCoordinator
+from coordinator.store import FencedError, StoreError
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
 
@@ -67,6 +68,13 @@ def _guarded(method: F) -> F:
             return await method(self, request, context)
         except (asyncio.CancelledError, grpc.aio.AbortError):
             raise
+        except FencedError as fenced:
+            log.warning("lost leadership while answering %s: %s", method.__name__, fenced)
+            self.coordinator.unload("")
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "this coordinator lost its leadership; rediscover")
+        except StoreError as error:
+            log.error("%s: store write failed: %s", method.__name__, error)
+            await context.abort(grpc.StatusCode.UNAVAILABLE, f"the coordinator's store failed: {error}")
         except Exception:
             log.exception("%s failed on %s", method.__name__, type(request).__name__)
             await context.abort(grpc.StatusCode.INTERNAL, f"{method.__name__}: internal error (see coordinator log)")

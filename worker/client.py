@@ -399,6 +399,8 @@ class WorkerClient:
             response = self._call("ReportLoad", request, self.config.request_timeout_ms / 1000)
             if response.error.code != pb.NONE:
                 log.info("%s: load report refused: %s", self.config.client_id, response.error.message)
+        except WorkerClosedError:
+            raise
         except errors.GroupCoordError as error:
             log.info("%s: load report not sent: %s", self.config.client_id, error)
         except Exception:

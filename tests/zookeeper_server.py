@@ -1,0 +1,173 @@
+"""A real, throw-away ZooKeeper server for tests (Debian's ``zookeeper`` package, standalone mode).
+
+    with ZooKeeperServer() as zk:          # free loopback port, temp data dir
+        client = KazooClient(zk.hosts)     # "127.0.0.1:<port>"
+        zk.restart()                       # same port, same data: sessions survive if quick enough
+
+``require_zookeeper()`` (called by the constructor) skips the test when the package is missing,
+unless ``CI=true``: then the missing package is a failure, so CI can never pass by skipping.
+The server runs with ``tickTime=500`` so sessions as short as 1 s are allowed (tests use 2-4 s).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import TracebackType
+from typing import Self
+
+import pytest
+
+__all__ = ["ZooKeeperServer", "require_zookeeper", "wait_until", "zookeeper_classpath"]
+
+ZOOKEEPER_JAR = Path(os.environ.get("ZOOKEEPER_JAR", "/usr/share/java/zookeeper.jar"))
+_LOGGING_JARS = ("/usr/share/java/slf4j-simple.jar",)  # optional: server log to stderr, else NOP logger
+_MAIN = "org.apache.zookeeper.server.ZooKeeperServerMain"
+
+
+def zookeeper_classpath() -> str | None:
+    """The classpath of Debian's ZooKeeper (its jar's manifest names the dependencies), or None."""
+    if not ZOOKEEPER_JAR.is_file():
+        return None
+    return os.pathsep.join([str(ZOOKEEPER_JAR), *(j for j in _LOGGING_JARS if Path(j).is_file())])
+
+
+def _java() -> str | None:
+    home = os.environ.get("JAVA_HOME")
+    if home and Path(home, "bin", "java").is_file():
+        return str(Path(home, "bin", "java"))
+    return shutil.which("java")
+
+
+def require_zookeeper() -> tuple[str, str]:
+    """(java, classpath), or skip the test (fail it when CI=true) with how to install them."""
+    java, classpath = _java(), zookeeper_classpath()
+    if java and classpath:
+        return java, classpath
+    missing = "java" if not java else f"{ZOOKEEPER_JAR}"
+    message = f"ZooKeeper tests need {missing}: apt-get install -y zookeeper (Debian's package, brings a JRE)"
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(message, pytrace=False)
+    pytest.skip(message)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _four_letter(port: int, word: bytes, timeout: float = 1.0) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(word)
+        chunks = []
+        while chunk := s.recv(4096):
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+
+class ZooKeeperServer:
+    """One standalone ZooKeeper process on 127.0.0.1; ``stop()``/``start()``/``restart()`` keep port and data."""
+
+    def __init__(
+        self,
+        *,
+        tick_ms: int = 500,
+        start_timeout: float = 60.0,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._java, self._classpath = require_zookeeper()
+        self.port = _free_port()
+        self.host = "127.0.0.1"
+        self._tmp = Path(tempfile.mkdtemp(prefix="groupcoord-zk-"))
+        self._start_timeout = start_timeout
+        self._monotonic = monotonic
+        self._proc: subprocess.Popen[bytes] | None = None
+        (self._tmp / "data").mkdir()
+        self.config = self._tmp / "zoo.cfg"
+        self.config.write_text(
+            f"tickTime={tick_ms}\n"
+            f"minSessionTimeout={2 * tick_ms}\n"
+            f"dataDir={self._tmp / 'data'}\n"
+            f"clientPort={self.port}\n"
+            f"clientPortAddress={self.host}\n"
+            "maxClientCnxns=0\n"
+            "admin.enableServer=false\n"
+            "4lw.commands.whitelist=ruok,srvr,stat,cons\n"
+        )
+        self.log_path = self._tmp / "zookeeper.log"
+
+    @property
+    def hosts(self) -> str:
+        """The connection string for kazoo (``host:port``)."""
+        return f"{self.host}:{self.port}"
+
+    def start(self) -> None:
+        """Start the server and wait until it answers ``ruok`` and serves requests."""
+        if self._proc is not None:
+            raise RuntimeError("ZooKeeper is already running")
+        with self.log_path.open("ab") as log:
+            self._proc = subprocess.Popen(
+                [self._java, "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Dzookeeper.jmx.log4j.disable=true", "-cp", self._classpath, _MAIN,
+                 str(self.config)],
+                stdout=log, stderr=subprocess.STDOUT, cwd=self._tmp, start_new_session=True,
+            )
+        deadline = self._monotonic() + self._start_timeout
+        while self._monotonic() < deadline:
+            if self._proc.poll() is not None:
+                raise RuntimeError(f"ZooKeeper exited with {self._proc.returncode}; see {self.log_path}:\n"
+                                   + self.log_path.read_text(errors="replace")[-2000:])
+            try:
+                if _four_letter(self.port, b"srvr").startswith(b"Zookeeper version"):
+                    return
+            except OSError:
+                pass
+            time.sleep(0.1)  # polling a condition with a deadline, not ordering events
+        self.stop()
+        raise RuntimeError(f"ZooKeeper did not answer on {self.hosts} within {self._start_timeout}s; see {self.log_path}")
+
+    def stop(self) -> None:
+        """Kill the server (SIGKILL: like a crash; its data stays for ``start()``)."""
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def close(self) -> None:
+        """Stop the server and remove its data."""
+        self.stop()
+        shutil.rmtree(self._tmp, ignore_errors=True)
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+
+def wait_until(predicate: Callable[[], object], timeout: float, what: str,
+               monotonic: Callable[[], float] = time.monotonic) -> None:
+    """Poll ``predicate`` until it is true or ``timeout`` seconds pass (then fail with ``what``)."""
+    deadline = monotonic() + timeout
+    while not predicate():
+        if monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.02)
