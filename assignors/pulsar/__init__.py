@@ -1,0 +1,74 @@
+"""Pulsar's load balancing as assignors: members play Pulsar's brokers, tasks its bundles.
+
+Modules, one job each: ``config`` (every setting, Pulsar's defaults and units), ``data`` (the load
+data model), ``convert`` (``LoadData`` from the statistics job's snapshot), ``shedding`` (four
+shedders), ``placement`` (three placement strategies), ``split`` (bundle split), ``assignors``
+(the ``pulsar-*`` assignors that tie them together).
+"""
+
+from assignors.pulsar.assignors import (
+    PulsarAssignor,
+    PulsarAvgAssignor,
+    PulsarOverloadAssignor,
+    PulsarThresholdAssignor,
+    PulsarUniformAssignor,
+)
+from assignors.pulsar.config import LoadBalancerConfig
+from assignors.pulsar.convert import load_data_from_context, load_data_from_snapshot
+from assignors.pulsar.data import (
+    BrokerData,
+    BundleData,
+    LoadData,
+    LocalBrokerData,
+    NamespaceBundleStats,
+    ResourceUsage,
+    TimeAverageBrokerData,
+    TimeAverageMessageData,
+)
+from assignors.pulsar.placement import LeastLongTermMessageRate, LeastResourceUsageWithWeight, RoundRobinBrokerSelector
+from assignors.pulsar.shedding import AvgShedder, OverloadShedder, ThresholdShedder, UniformLoadShedder
+from assignors.pulsar.split import (
+    find_bundles_to_split,
+    flow_or_qps_equally_divide,
+    range_equally_divide,
+    specified_positions_divide,
+    split_task,
+    topic_count_equally_divide,
+)
+
+__all__ = [  # noqa: RUF022 - grouped by role, as STYLE 16 asks
+    # assignors
+    "PulsarAssignor",
+    "PulsarThresholdAssignor",
+    "PulsarUniformAssignor",
+    "PulsarAvgAssignor",
+    "PulsarOverloadAssignor",
+    # config and data
+    "LoadBalancerConfig",
+    "ResourceUsage",
+    "NamespaceBundleStats",
+    "LocalBrokerData",
+    "TimeAverageMessageData",
+    "BundleData",
+    "TimeAverageBrokerData",
+    "BrokerData",
+    "LoadData",
+    "load_data_from_context",
+    "load_data_from_snapshot",
+    # shedding
+    "OverloadShedder",
+    "ThresholdShedder",
+    "UniformLoadShedder",
+    "AvgShedder",
+    # placement
+    "LeastLongTermMessageRate",
+    "LeastResourceUsageWithWeight",
+    "RoundRobinBrokerSelector",
+    # split
+    "find_bundles_to_split",
+    "split_task",
+    "range_equally_divide",
+    "topic_count_equally_divide",
+    "specified_positions_divide",
+    "flow_or_qps_equally_divide",
+]

@@ -1,0 +1,164 @@
+"""Build Pulsar's ``LoadData`` from the statistics job's ``LoadSnapshot`` and the context's members.
+
+The snapshot (``assignors.snapshot``) is the one data model shared with the load-statistics job;
+this module is the only place that reads it. Mapping:
+
+* member -> ``BrokerData``; its ``LocalBrokerData`` resources come from ``WorkerLoadStats``
+  (usage and limit per resource; a member without a row, e.g. one that just joined, reports 0%).
+* task -> ``BundleData`` from ``TaskLoadStats``: the short/long averages with their sample counts.
+  A task without a row gets Pulsar's default stats (50 msg/s and 50 kB/s each way, 0 samples).
+* the member's tasks are the replicas it owns in ``owners`` (default: the previous assignment);
+  its ``last_stats`` per task are the task's *short-term* averages (the snapshot carries no
+  single latest sample; Pulsar's ``lastStats`` is the latest one) and its msg rate/throughput
+  totals their sums. Each replica of a replicated task is assumed to carry the task's whole load.
+* ``TimeAverageBrokerData`` is the sum of the member's tasks' averages (Pulsar's ``reset``);
+  ``WorkerLoadStats.long_*`` totals describe the ownership at snapshot time and are not used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+
+from assignors.base import AssignmentContext, MemberInfo, TaskReplica, TaskSpec
+from assignors.pulsar.data import (
+    NUM_LONG_SAMPLES,
+    NUM_SHORT_SAMPLES,
+    BrokerData,
+    BundleData,
+    LoadData,
+    LocalBrokerData,
+    NamespaceBundleStats,
+    ResourceUsage,
+    TimeAverageMessageData,
+    default_bundle_stats,
+)
+from assignors.snapshot import LoadSnapshot, TaskLoadStats, WorkerLoadStats
+
+__all__ = ["bundle_data_from_stats", "load_data_from_context", "load_data_from_snapshot", "snapshot_key"]
+
+
+def snapshot_key(snapshot: LoadSnapshot) -> object:
+    """What identifies one snapshot (a round): its id and creation time, else the object itself."""
+    if snapshot.snapshot_id or snapshot.created_ms:
+        return (snapshot.group_id, snapshot.snapshot_id, snapshot.created_ms)
+    return ("object", id(snapshot))
+
+
+def bundle_data_from_stats(stats: TaskLoadStats | None) -> BundleData:
+    """A task's short- and long-term averages; Pulsar's defaults when the snapshot has none."""
+    if stats is None:
+        return BundleData()
+    short = TimeAverageMessageData(
+        max_samples=NUM_SHORT_SAMPLES,
+        num_samples=min(stats.short_samples, NUM_SHORT_SAMPLES),
+        msg_throughput_in=stats.short_msg_throughput_in,
+        msg_throughput_out=stats.short_msg_throughput_out,
+        msg_rate_in=stats.short_msg_rate_in,
+        msg_rate_out=stats.short_msg_rate_out,
+    )
+    long = TimeAverageMessageData(
+        max_samples=NUM_LONG_SAMPLES,
+        num_samples=min(stats.long_samples, NUM_LONG_SAMPLES),
+        msg_throughput_in=stats.long_msg_throughput_in,
+        msg_throughput_out=stats.long_msg_throughput_out,
+        msg_rate_in=stats.long_msg_rate_in,
+        msg_rate_out=stats.long_msg_rate_out,
+    )
+    return BundleData(short_term_data=short, long_term_data=long, topics=stats.topics)
+
+
+def _local_broker_data(worker: WorkerLoadStats | None) -> LocalBrokerData:
+    if worker is None:
+        return LocalBrokerData()
+    return LocalBrokerData(
+        cpu=ResourceUsage(worker.cpu_usage, worker.cpu_limit),
+        memory=ResourceUsage(worker.memory_usage, worker.memory_limit),
+        direct_memory=ResourceUsage(worker.direct_memory_usage, worker.direct_memory_limit),
+        bandwidth_in=ResourceUsage(worker.bandwidth_in_usage, worker.bandwidth_in_limit),
+        bandwidth_out=ResourceUsage(worker.bandwidth_out_usage, worker.bandwidth_out_limit),
+    )
+
+
+def _bundle_stats(bd: BundleData, stats: TaskLoadStats | None) -> NamespaceBundleStats:
+    s = bd.short_term_data
+    return NamespaceBundleStats(
+        msg_rate_in=s.msg_rate_in,
+        msg_rate_out=s.msg_rate_out,
+        msg_throughput_in=s.msg_throughput_in,
+        msg_throughput_out=s.msg_throughput_out,
+        topics=stats.topics if stats else 0,
+        producer_count=stats.producers if stats else 0,
+        consumer_count=stats.consumers if stats else 0,
+    )
+
+
+def load_data_from_snapshot(
+    snapshot: LoadSnapshot | None,
+    members: Collection[str],
+    tasks: Collection[str],
+    member_tasks: Mapping[str, Collection[str]],
+    *,
+    recently_unloaded: Mapping[str, float] | None = None,
+    bundle_overrides: Mapping[str, BundleData] | None = None,
+) -> LoadData:
+    """``LoadData`` for ``members`` and ``tasks``; ``member_tasks`` says who runs what now.
+
+    ``bundle_overrides`` supplies estimates for tasks the snapshot does not know yet (split children).
+    """
+    task_rows: Mapping[str, TaskLoadStats] = snapshot.tasks if snapshot else {}
+    worker_rows: Mapping[str, WorkerLoadStats] = snapshot.workers if snapshot else {}
+    load_data = LoadData(
+        recently_unloaded_bundles=dict(recently_unloaded or {}),
+        round_id=snapshot_key(snapshot) if snapshot else None,
+    )
+    for task_id in tasks:
+        if task_id not in task_rows and bundle_overrides and task_id in bundle_overrides:
+            load_data.bundle_data[task_id] = bundle_overrides[task_id]
+        else:
+            load_data.bundle_data[task_id] = bundle_data_from_stats(task_rows.get(task_id))
+    default = default_bundle_stats()
+    for member in members:
+        local = _local_broker_data(worker_rows.get(member))
+        owned = sorted(set(member_tasks.get(member, ())))
+        local.update_bundle_data(
+            {t: _bundle_stats(load_data.bundle_data[t], task_rows.get(t)) for t in owned if t in load_data.bundle_data}
+        )
+        broker = BrokerData(local_data=local)
+        broker.time_average_data.reset(local.bundles, load_data.bundle_data, default)
+        load_data.broker_data[member] = broker
+    return load_data
+
+
+def load_data_from_context(
+    context: AssignmentContext,
+    owners: Mapping[TaskReplica, str] | None = None,
+    *,
+    members: Collection[MemberInfo] | None = None,
+    tasks: Collection[TaskSpec] | None = None,
+    recently_unloaded: Mapping[str, float] | None = None,
+    bundle_overrides: Mapping[str, BundleData] | None = None,
+) -> LoadData:
+    """``LoadData`` for the context (or a subset: one pool's ``members`` and ``tasks``).
+
+    ``owners`` maps replicas to members (default ``context.previous_owners()`` restricted to
+    current members and catalog tasks).
+    """
+    members = context.members if members is None else members
+    tasks = context.tasks if tasks is None else tasks
+    member_ids = [m.member_id for m in members]
+    task_ids = [t.task_id for t in tasks]
+    if owners is None:
+        owners = context.previous_owners()
+    present, known = set(member_ids), set(task_ids)
+    member_tasks: dict[str, list[str]] = {m: [] for m in member_ids}
+    for replica, member in owners.items():
+        if member in present and replica.task_id in known:
+            member_tasks[member].append(replica.task_id)
+    return load_data_from_snapshot(
+        context.load_snapshot,
+        member_ids,
+        task_ids,
+        member_tasks,
+        recently_unloaded=recently_unloaded,
+        bundle_overrides=bundle_overrides,
+    )
