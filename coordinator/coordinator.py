@@ -612,7 +612,7 @@ class GroupCoordinator:
             for g in sorted(self.groups.values(), key=lambda g: g.group_id)
         ])
 
-    def describe_group(self, group_id: str) -> pb.DescribeGroupResponse:
+    def describe_group(self, group_id: str, *, include_load_snapshot: bool = False) -> pb.DescribeGroupResponse:
         error = self._not_active() or _check_group_id(group_id)
         if error is not None:
             return pb.DescribeGroupResponse(error=error)
@@ -638,7 +638,9 @@ class GroupCoordinator:
             unassigned=group.unassigned,
             last_error=group.last_error,
         )
-        if group.load_snapshot is not None:
+        if group.load_snapshot is not None and include_load_snapshot:
+            response.load_snapshot.CopyFrom(group.load_snapshot)
+        elif group.load_snapshot is not None:
             snap = group.load_snapshot
             response.load_snapshot.CopyFrom(pb.LoadSnapshot(
                 group_id=snap.group_id, snapshot_id=snap.snapshot_id, created_ms=snap.created_ms,

@@ -138,7 +138,7 @@ class AdminServicer(pb_grpc.GroupAdminServicer):
 
     @_guarded
     async def DescribeGroup(self, request: pb.DescribeGroupRequest, context: grpc.aio.ServicerContext) -> Any:
-        return self.coordinator.describe_group(request.group_id)
+        return self.coordinator.describe_group(request.group_id, include_load_snapshot=request.include_load_snapshot)
 
     @_guarded
     async def PutTasks(self, request: pb.PutTasksRequest, context: grpc.aio.ServicerContext) -> Any:

@@ -42,6 +42,9 @@ class _Watched:
         self._seen = seen
         self._lock = lock
 
+    def __getattr__(self, name: str) -> Any:  # needs_rebalance, recheck_interval_s, ...
+        return getattr(self.inner, name)
+
     def assign(self, context: Any) -> Any:
         result = self.inner.assign(context)
         with self._lock:

@@ -215,3 +215,51 @@ def test_bad_requests_over_the_wire_get_codes_not_crashes(server: ServerThread) 
         assert "not a valid groupcoord.v1.JoinGroupRequest" in refused.value.details()
         assert stub.Heartbeat(pb.HeartbeatRequest(group_id="g", member_id="x"), timeout=5).error.code == \
             pb.UNKNOWN_MEMBER_ID
+
+
+class RecheckingAssignor:
+    """Round-robin that asks for one rebalance when it sees the published snapshot."""
+
+    name = "test-recheck"
+    recheck_interval_s = 0.05
+
+    def __init__(self) -> None:
+        from assignors.round_robin import RoundRobinAssignor
+
+        self.inner = RoundRobinAssignor()
+        self.checked_with: list[object] = []
+        self.fired = False
+
+    def assign(self, context: object) -> object:
+        return self.inner.assign(context)  # type: ignore[arg-type]
+
+    def needs_rebalance(self, context: object) -> bool:
+        snapshot = getattr(context, "load_snapshot", None)
+        self.checked_with.append(snapshot)
+        if snapshot is not None and not self.fired:
+            self.fired = True
+            return True
+        return False
+
+
+def test_leader_rechecks_on_the_newest_snapshot_and_rebalances(server: ServerThread) -> None:
+    assignor = RecheckingAssignor()
+    admin = AdminClient(server.address)
+    admin.put_tasks(G, ["a", "b"])
+    worker = WorkerClient(
+        WorkerConfig(group_id=G, coordinators=server.address, assignors=("test-recheck",), session_timeout_ms=3000,
+                     heartbeat_interval_ms=50),
+        Recorder(), assignor_lookup=lambda name: assignor,
+    ).start()
+    try:
+        first = wait_settled([worker], admin, 2)
+        snapshot = pb.LoadSnapshot(group_id=G, snapshot_id="s1", created_ms=1,
+                                   tasks=[pb.TaskLoadStats(task_id="a", long_msg_rate_in=5.0)])
+        admin.publish_load_snapshot(snapshot)
+        later = admin.wait_for(G, lambda d: d.state == pb.STABLE and d.generation > first.generation, 20)
+        assert later.generation == first.generation + 1
+        seen = [s for s in assignor.checked_with if s is not None]
+        assert seen and seen[0].tasks["a"].long_msg_rate_in == 5.0  # type: ignore[attr-defined]
+    finally:
+        worker.close()
+        admin.close()

@@ -34,7 +34,7 @@ from groupcoord import errors
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
 from worker.config import WorkerConfig
-from worker.convert import context_from_join, replicas_from_pb, sync_request_from_assignment
+from worker.convert import context_from_describe, context_from_join, replicas_from_pb, sync_request_from_assignment
 
 __all__ = ["WorkerClient", "WorkerState", "TaskListener", "WorkerClosedError"]
 
@@ -117,6 +117,7 @@ class WorkerClient:
         self._inflight: grpc.Future | None = None
         self._last_heartbeat_ok = monotonic()
         self._rebalance_requested = False
+        self._next_recheck: float | None = None
         self.fatal_error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name=f"groupcoord-worker-{config.client_id}", daemon=True)
 
@@ -373,6 +374,8 @@ class WorkerClient:
             errors.raise_for(response.error, member_id=self._member_id)
             self._last_heartbeat_ok = self._monotonic()
             self._report_load()
+            if self.is_leader:
+                self._maybe_recheck()
         except errors.CoordinatorMovedError as moved:
             self._rediscover(moved.coordinator_hint)
             silent_for = self._monotonic() - self._last_heartbeat_ok
@@ -385,6 +388,42 @@ class WorkerClient:
             log.info("%s: heartbeat: %s; re-joining", cfg.client_id, error)
             self._on_error(error)
             self._set_state(WorkerState.PREPARING_JOIN)
+
+    def _maybe_recheck(self) -> None:
+        """Leader only: an assignor with ``needs_rebalance(context)`` and ``recheck_interval_s``
+        (the Pulsar shedders) is asked every interval, on the newest load snapshot, whether it
+        would move something now; if so the leader re-joins, which rebalances the group."""
+        try:
+            assignor = self._assignor_lookup(self._protocol)
+        except LookupError:
+            return
+        check = getattr(assignor, "needs_rebalance", None)
+        interval = getattr(assignor, "recheck_interval_s", None)
+        if check is None or not interval:
+            return
+        now = self._monotonic()
+        if self._next_recheck is None:
+            self._next_recheck = now + float(interval)
+            return
+        if now < self._next_recheck:
+            return
+        self._next_recheck = now + float(interval)
+        try:
+            assert self._channel is not None
+            described = pb_grpc.GroupAdminStub(self._channel).DescribeGroup(
+                pb.DescribeGroupRequest(group_id=self.config.group_id, include_load_snapshot=True),
+                timeout=self.config.request_timeout_ms / 1000,
+            )
+            if described.error.code != pb.NONE or described.generation != self._generation:
+                return
+            if check(context_from_describe(described)):
+                log.info("%s: assignor %s would move tasks on the newest load snapshot: rebalancing",
+                         self.config.client_id, self._protocol)
+                self._set_state(WorkerState.PREPARING_JOIN)
+        except grpc.RpcError as error:
+            log.info("%s: load re-check skipped: %s", self.config.client_id, error)
+        except Exception:
+            log.exception("%s: assignor %s re-check failed", self.config.client_id, self._protocol)
 
     def _report_load(self) -> None:
         if self._load_reporter is None:
@@ -459,6 +498,7 @@ class WorkerClient:
     # ------------------------------------------------------------------ listener
 
     def _assign(self, tasks: tuple[TaskReplica, ...], generation: int) -> None:
+        self._next_recheck = None
         with self._cond:
             self._assigned = tasks
             self._owned = tasks

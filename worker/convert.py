@@ -9,7 +9,7 @@ from assignors.base import Assignment, AssignmentContext, MemberInfo, TaskReplic
 from assignors.snapshot import LoadSnapshot, TaskLoadStats, WorkerLoadStats
 from groupcoord.v1 import groupcoord_pb2 as pb
 
-__all__ = ["context_from_join", "sync_request_from_assignment", "replicas_from_pb", "snapshot_from_pb", "task_spec"]
+__all__ = ["context_from_join", "context_from_describe", "sync_request_from_assignment", "replicas_from_pb", "snapshot_from_pb", "task_spec"]
 
 
 def replicas_from_pb(replicas: object) -> tuple[TaskReplica, ...]:
@@ -86,6 +86,30 @@ def context_from_join(group_id: str, response: pb.JoinGroupResponse, seed: int |
         tasks=tuple(task_spec(t) for t in response.tasks),
         load_snapshot=snapshot,
         rng=random.Random(response.generation if seed is None else seed),
+    )
+
+
+def context_from_describe(response: pb.DescribeGroupResponse) -> AssignmentContext:
+    """The group as it runs now (owned = current assignment), for the leader's periodic re-check."""
+    members = []
+    for described in response.members:
+        metadata = pb.MemberMetadata()
+        metadata.CopyFrom(described.member.metadata)
+        del metadata.owned[:]
+        metadata.owned.extend(described.assigned)
+        metadata.owned_generation = response.generation
+        member = pb.GroupMember()
+        member.CopyFrom(described.member)
+        member.metadata.CopyFrom(metadata)
+        members.append(_member_info(member))
+    snapshot = snapshot_from_pb(response.load_snapshot) if response.HasField("load_snapshot") else None
+    return AssignmentContext(
+        group_id=response.group_id,
+        generation=response.generation,
+        members=tuple(members),
+        tasks=tuple(task_spec(t) for t in response.tasks),
+        load_snapshot=snapshot,
+        rng=random.Random(response.generation),
     )
 
 

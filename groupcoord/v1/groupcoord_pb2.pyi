@@ -454,10 +454,12 @@ class ListGroupsResponse(_message.Message):
     def __init__(self, error: _Optional[_Union[Error, _Mapping]] = ..., groups: _Optional[_Iterable[_Union[GroupListing, _Mapping]]] = ...) -> None: ...
 
 class DescribeGroupRequest(_message.Message):
-    __slots__ = ("group_id",)
+    __slots__ = ("group_id", "include_load_snapshot")
     GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_LOAD_SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
     group_id: str
-    def __init__(self, group_id: _Optional[str] = ...) -> None: ...
+    include_load_snapshot: bool
+    def __init__(self, group_id: _Optional[str] = ..., include_load_snapshot: _Optional[bool] = ...) -> None: ...
 
 class DescribedMember(_message.Message):
     __slots__ = ("member", "assigned", "last_seen_ms_ago")
