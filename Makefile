@@ -24,7 +24,7 @@ test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not slow"
 
 bench: $(STAMP)
-	$(PY) benchmarks/run_all.py
+	$(PY) benchmarks/run_all.py $(BENCH_ARGS)
 
 # Regenerate the gRPC/protobuf stubs from proto/ (tests fail when they are stale).
 proto: $(STAMP)

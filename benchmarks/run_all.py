@@ -1,0 +1,52 @@
+"""`make bench`: run every benchmark script in turn; each prints its own table.
+
+    python benchmarks/run_all.py [--quick] [--only NAME[,NAME...]]
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+BENCHMARKS = {
+    "coordinator": "coordinator_bench.py",  # heartbeat capacity, rebalance latency (issue 2, 6)
+    "store": "store_bench.py",  # SQLite vs memory saves (issue 6)
+    "failover": "failover_bench.py",  # active coordinator killed -> group Stable again (issue 6)
+    "assignors": "assignors_bench.py",  # replica shift, round-robin, sticky vs kafka-python (issue 3)
+    "pulsar": "pulsar_bench.py",  # shedding + placement, 10k tasks / 1k members (issue 4)
+    "balance_sim": "balance_sim.py",  # strategies side by side, plots in benchmarks/out (issue 4)
+    "stats": "stats_bench.py",  # Spark job vs single-process reference (issue 5)
+}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--only", default="", help="comma-separated subset of: " + ", ".join(BENCHMARKS))
+    args = parser.parse_args()
+    chosen = [n for n in args.only.split(",") if n] or list(BENCHMARKS)
+    unknown = sorted(set(chosen) - set(BENCHMARKS))
+    if unknown:
+        print(f"run_all: unknown benchmark(s): {', '.join(unknown)}", file=sys.stderr)
+        return 2
+    failed = []
+    for name in chosen:
+        script = HERE / BENCHMARKS[name]
+        print(f"\n######## {name} ({script.name})", flush=True)
+        started = time.monotonic()
+        result = subprocess.run([sys.executable, str(script), *(["--quick"] if args.quick else [])])
+        print(f"######## {name}: exit {result.returncode} in {time.monotonic() - started:.0f}s", flush=True)
+        if result.returncode != 0:
+            failed.append(name)
+    if failed:
+        print(f"run_all: failed: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
