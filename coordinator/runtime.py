@@ -139,17 +139,22 @@ def run_coordinator(options: ServeOptions) -> int:
     except StoreError as error:
         raise ValueError(str(error)) from None
     coordinator = GroupCoordinator(options.coordinator, store=store)
-    loaded = coordinator.load()
     samples = _sample_log(options)
     attach_sample_log(coordinator, samples)
 
     def started(running: Any) -> None:
         print(f"groupcoord coordinator listening on {options.listen.rpartition(':')[0]}:{running.port} "
-              f"(store {options.store}, data dir {options.data_dir}, {loaded} group(s) loaded)",
+              f"(store {options.store}, data dir {options.data_dir}, {len(coordinator.groups)} group(s) loaded)",
               file=sys.stderr, flush=True)
 
+    async def main() -> None:
+        # Load last, right before serving: restored sessions and join timers start now, not
+        # at some earlier point of a slow start-up.
+        coordinator.load()
+        await serve_forever(coordinator, options.listen, on_started=started)
+
     try:
-        asyncio.run(serve_forever(coordinator, options.listen, on_started=started))
+        asyncio.run(main())
     except OSError as error:
         raise ValueError(f"cannot serve on {options.listen}: {error}") from None
     finally:

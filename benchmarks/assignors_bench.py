@@ -1,0 +1,386 @@
+"""Assignor benchmark: time, balance and movement, ours next to kafka-python's.
+
+Run ``python benchmarks/assignors_bench.py`` (``--quick`` for a small smoke
+run). Scenarios, at 100,000 tasks over 1,000 members by default:
+
+* Kafka replica shift, RF 3, without and with racks (10 racks): the bare
+  function and the ``kafka-replica-shift`` assignor (which also builds the
+  ``TaskReplica`` objects).
+* ``round-robin`` and ``sticky`` from scratch, then after one member leaves
+  and after one joins, all starting from the same previous assignment (our
+  sticky result from scratch), so movement compares like with like.
+* The same with kafka-python's ``RoundRobinPartitionAssignor`` and
+  ``StickyPartitionAssignor`` (one topic whose partitions are the tasks, every
+  member subscribed, the previous assignment passed as sticky user data),
+  each run in a child process under ``--kafka-timeout``: kafka-python's sticky
+  assignor does not finish at full size in reasonable time, and the table
+  says so. A second, smaller comparison size (``--compare``) lets it finish.
+
+Times are the best of ``--repeat`` runs (wall clock, ``time.perf_counter``);
+on a shared machine the best run is the least disturbed one. Before each
+timed run the heap is collected and frozen (``gc.freeze``), on both sides,
+so a run pays garbage collection only for the objects it creates. Balance is
+max/mean of replicas per member (1.00 is perfect); moved counts replicas
+whose owner changed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import importlib.metadata
+import importlib.util
+import multiprocessing as mp
+import os
+import queue
+import random
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+try:
+    import assignors  # noqa: F401  (installed, or on PYTHONPATH)
+except ImportError:  # run as a script from a checkout: the repository root holds the package
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from assignors.base import AssignmentContext, MemberInfo, TaskReplica, TaskSpec
+from assignors.kafka_replica import KafkaReplicaShiftAssignor, assign_replicas_to_brokers
+from assignors.metrics import balance, movement, rack_spread
+from assignors.round_robin import RoundRobinAssignor
+from assignors.sticky import StickyAssignor
+
+
+def _kafka_python_version() -> str | None:
+    """kafka-python's version if importable; looked up without importing it (it is only used in child processes)."""
+    if importlib.util.find_spec("kafka") is None:
+        return None
+    try:
+        return importlib.metadata.version("kafka-python")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown version"
+
+
+KAFKA_PYTHON = _kafka_python_version()
+
+TOPIC = "tasks"
+
+
+@dataclass
+class Row:
+    scenario: str
+    implementation: str
+    size: str
+    seconds: float | None
+    max_over_mean: float | None = None
+    moved: int | None = None
+    note: str = ""
+
+
+def best_of(repeat: int, run: Callable[[], Any]) -> tuple[float, Any]:
+    best, result = float("inf"), None
+    for _ in range(repeat):
+        result = None
+        with settled_heap():
+            start = time.perf_counter()
+            result = run()
+            best = min(best, time.perf_counter() - start)
+    return best, result
+
+
+@contextmanager
+def settled_heap() -> Iterator[None]:
+    """Collect, then freeze what exists, so the timed run pays GC only for objects it creates.
+
+    The benchmark holds inputs and earlier results that a real leader would
+    not, and kafka-python runs in a fresh child; freezing puts both sides on
+    the same footing. The collector stays on during the run.
+    """
+    gc.collect()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
+def member_ids(n: int) -> list[str]:
+    return [f"m{i:04d}" for i in range(n)]
+
+
+def task_ids(n: int) -> list[str]:
+    return [f"t{i:06d}" for i in range(n)]
+
+
+# -- replica shift ---------------------------------------------------------------------------
+
+
+def replica_shift_rows(n_tasks: int, n_members: int, repeat: int) -> list[Row]:
+    rows = []
+    size = f"{n_tasks:,} x RF3 / {n_members:,}"
+    ids = member_ids(n_members)
+    racks = {m: f"rack{i % 10}" for i, m in enumerate(ids)}
+    for label, rack_map in (("no racks", None), ("10 racks", racks)):
+        seconds, placement = best_of(
+            repeat, lambda rm=rack_map: assign_replicas_to_brokers(ids, n_tasks, 3, racks=rm, rng=random.Random(1))
+        )
+        per_member: dict[str, list[TaskReplica]] = {m: [] for m in ids}
+        for pid, brokers in placement.items():
+            for replica, broker in enumerate(brokers):
+                per_member[broker].append(TaskReplica(str(pid), replica))
+        leaders = balance({m: [r for r in rs if r.replica == 0] for m, rs in per_member.items()})
+        note = f"leaders max/mean {leaders.count_max_over_mean:.2f}"
+        if rack_map:
+            note += f", rack spread {rack_spread(per_member, rack_map):.2f}"
+        rows.append(
+            Row(
+                f"replica shift fn, {label}",
+                "groupcoord",
+                size,
+                seconds,
+                balance(per_member).count_max_over_mean,
+                None,
+                note,
+            )
+        )
+        members = tuple(MemberInfo(m, rack=rack_map[m] if rack_map else "") for m in ids)
+        tasks = tuple(TaskSpec(t, replicas=3) for t in task_ids(n_tasks))
+        context = AssignmentContext("bench", 1, members, tasks, rng=random.Random(1))
+        seconds, result = best_of(repeat, lambda c=context: KafkaReplicaShiftAssignor().assign(c))
+        rows.append(
+            Row(
+                f"kafka-replica-shift assignor, {label}",
+                "groupcoord",
+                size,
+                seconds,
+                balance(result.members).count_max_over_mean,
+            )
+        )
+    return rows
+
+
+# -- round-robin and sticky ------------------------------------------------------------------
+
+
+def context_for(ids: list[str], tasks: tuple[TaskSpec, ...], owned: dict[str, list[TaskReplica]]) -> AssignmentContext:
+    members = tuple(MemberInfo(m, owned=tuple(owned.get(m, ())), owned_generation=1) for m in ids)
+    return AssignmentContext("bench", 2, members, tasks)
+
+
+@dataclass
+class Plan:
+    """Per scenario: the members present and the previous assignment (member -> task numbers)."""
+
+    members: dict[str, list[str]]
+    previous: dict[str, dict[str, list[int]]]
+
+
+def ours_rows(n_tasks: int, n_members: int, repeat: int) -> tuple[list[Row], Plan]:
+    """Our round-robin and sticky; also returns the plan kafka-python replays."""
+    ids = member_ids(n_members)
+    tasks = tuple(TaskSpec(t) for t in task_ids(n_tasks))
+    size = f"{n_tasks:,} / {n_members:,}"
+    fresh = StickyAssignor().assign(context_for(ids, tasks, {})).members
+    leave_ids = [m for m in ids if m != ids[n_members // 2]]
+    join_ids = [*ids, f"m{n_members:04d}"]
+    scenarios = {
+        "from scratch": (ids, {}),
+        "one member leaves": (leave_ids, fresh),
+        "one member joins": (join_ids, fresh),
+    }
+    rows = []
+    for assignor in (RoundRobinAssignor(), StickyAssignor()):
+        for scenario, (members, previous) in scenarios.items():
+            context = context_for(members, tasks, previous)
+            seconds, result = best_of(repeat, lambda c=context, a=assignor: a.assign(c))
+            moved = movement(previous, result.members) if previous else None
+            rows.append(
+                Row(
+                    f"{assignor.name}, {scenario}",
+                    "groupcoord",
+                    size,
+                    seconds,
+                    balance(result.members).count_max_over_mean,
+                    moved,
+                )
+            )
+    plain = {m: [int(r.task_id[1:]) for r in rs] for m, rs in fresh.items()}
+    plan = Plan(
+        members={scenario: members for scenario, (members, _) in scenarios.items()},
+        previous={scenario: (plain if previous else {}) for scenario, (_, previous) in scenarios.items()},
+    )
+    return rows, plan
+
+
+def _kafka_python_child(kind: str, n_tasks: int, members: list[str], previous: dict[str, list[int]], out: Any) -> None:
+    """Run one kafka-python assignment; put ``(seconds, answer)`` or ``(None, error text)`` on ``out``."""
+    try:
+        out.put(_kafka_python_run(kind, n_tasks, members, previous))
+    except Exception as exc:  # noqa: BLE001 - any failure becomes a table note, e.g. kafka-python 2.x's older API
+        out.put((None, f"failed: {type(exc).__name__}: {exc}"[:80]))
+
+
+def _kafka_python_run(
+    kind: str, n_tasks: int, members: list[str], previous: dict[str, list[int]]
+) -> tuple[float, dict[str, list[int]]]:
+    """kafka-python 3.x API: ``assign(cluster, [member with member_id, group_instance_id, metadata])``."""
+    from types import SimpleNamespace
+
+    from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+    from kafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
+    from kafka.coordinator.assignors.sticky.user_data import StickyAssignorUserData
+    from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
+
+    partitions = set(range(n_tasks))
+    cluster = SimpleNamespace(topics=lambda: {TOPIC}, partitions_for_topic=lambda t: partitions if t == TOPIC else None)
+    group = []
+    for member_id in members:
+        user_data: Any = b""
+        if kind == "sticky" and member_id in previous:
+            user_data = StickyAssignorUserData(previous_assignment=[(TOPIC, previous[member_id])], generation=1)
+        subscription = ConsumerProtocolSubscription(version=0, topics=[TOPIC], user_data=user_data)
+        group.append(SimpleNamespace(member_id=member_id, group_instance_id=None, metadata=subscription))
+    assignor = RoundRobinPartitionAssignor() if kind == "roundrobin" else StickyPartitionAssignor()
+    with settled_heap():
+        start = time.perf_counter()
+        answer = assignor.assign(cluster, group)
+        seconds = time.perf_counter() - start
+    return seconds, {m: [p.partition for p in a.partitions()] for m, a in answer.items()}
+
+
+def kafka_python_rows(n_tasks: int, plan: Plan, timeout: float) -> list[Row]:
+    size = f"{n_tasks:,} / {len(plan.members['from scratch']):,}"
+    if KAFKA_PYTHON is None:
+        return [
+            Row(
+                "kafka-python comparison",
+                "kafka-python",
+                size,
+                None,
+                note="skipped: kafka-python not importable (pip install 'groupcoord[bench]')",
+            )
+        ]
+    rows = []
+    ctx = mp.get_context("fork")
+    for kind, label in (("roundrobin", "RoundRobinPartitionAssignor"), ("sticky", "StickyPartitionAssignor")):
+        for scenario in ("from scratch", "one member leaves", "one member joins"):
+            previous = plan.previous[scenario]
+            inbox = ctx.Queue()
+            child = ctx.Process(
+                target=_kafka_python_child, args=(kind, n_tasks, plan.members[scenario], previous, inbox)
+            )
+            child.start()
+            try:
+                seconds, answer = inbox.get(timeout=timeout)
+            except queue.Empty:  # the child is still computing
+                child.kill()
+                child.join()
+                rows.append(
+                    Row(
+                        f"{kind}, {scenario}",
+                        f"kafka-python {label}",
+                        size,
+                        None,
+                        note=f"did not finish in {timeout:.0f} s",
+                    )
+                )
+                continue
+            child.join()
+            if seconds is None:
+                rows.append(Row(f"{kind}, {scenario}", f"kafka-python {label}", size, None, note=answer))
+                continue
+            counts = [len(v) for v in answer.values()]
+            before = {p: m for m, ps in previous.items() for p in ps}
+            moved = sum(1 for m, ps in answer.items() for p in ps if before.get(p, m) != m) if previous else None
+            rows.append(
+                Row(
+                    f"{kind}, {scenario}",
+                    f"kafka-python {label}",
+                    size,
+                    seconds,
+                    max(counts) * len(counts) / sum(counts),
+                    moved,
+                )
+            )
+    return rows
+
+
+# -- output ----------------------------------------------------------------------------------
+
+
+def render(rows: list[Row], title: str) -> None:
+    header = ("scenario", "implementation", "size", "time s", "max/mean", "moved", "note")
+    cells = [
+        (
+            r.scenario,
+            r.implementation,
+            r.size,
+            "-" if r.seconds is None else f"{r.seconds:.3f}",
+            "-" if r.max_over_mean is None else f"{r.max_over_mean:.3f}",
+            "-" if r.moved is None else f"{r.moved:,}",
+            r.note,
+        )
+        for r in rows
+    ]
+    try:
+        from rich.console import Console
+        from rich.table import Table
+    except ImportError:
+        widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(header)]
+        print(title)
+        print("  ".join(h.ljust(w) for h, w in zip(header, widths)))
+        print("  ".join("-" * w for w in widths))
+        for c in cells:
+            print("  ".join(v.ljust(w) for v, w in zip(c, widths)))
+        return
+    table = Table(title=title)
+    for h in header:
+        table.add_column(h, justify="right" if h in ("time s", "max/mean", "moved") else "left")
+    for c in cells:
+        table.add_row(*c)
+    Console(width=200).print(table)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes, one run each (smoke test)")
+    parser.add_argument("--tasks", type=int, default=None, help="tasks / partitions (default 100,000; quick 500)")
+    parser.add_argument("--members", type=int, default=None, help="members (default 1,000; quick 10)")
+    parser.add_argument("--repeat", type=int, default=None, help="runs per measurement, best kept (default 3; quick 1)")
+    parser.add_argument("--kafka-timeout", type=float, default=None, help="seconds per kafka-python run (60; quick 10)")
+    parser.add_argument(
+        "--compare",
+        default=None,
+        help="extra TASKSxMEMBERS size for the kafka-python comparison "
+        "(default 5000x50; none with --quick; 'none' to skip)",
+    )
+    args = parser.parse_args(argv)
+    n_tasks = args.tasks or (500 if args.quick else 100_000)
+    n_members = args.members or (10 if args.quick else 1_000)
+    repeat = args.repeat or (1 if args.quick else 3)
+    timeout = args.kafka_timeout or (10.0 if args.quick else 60.0)
+    compare = args.compare or ("none" if args.quick else "5000x50")
+
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(
+        f"python {sys.version.split()[0]}, {os.cpu_count()} cpu(s), load average {load:.2f}, "
+        f"kafka-python {KAFKA_PYTHON or 'not installed: comparison skipped'}"
+    )
+    rows = replica_shift_rows(n_tasks, n_members, repeat)
+    sizes = [(n_tasks, n_members)]
+    if compare != "none":
+        t, _, m = compare.partition("x")
+        sizes.append((int(t), int(m)))
+    for size_tasks, size_members in sizes:
+        ours, plan = ours_rows(size_tasks, size_members, repeat)
+        rows += ours
+        rows += kafka_python_rows(size_tasks, plan, timeout)
+    render(rows, f"assignors: best of {repeat} run(s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
