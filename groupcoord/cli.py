@@ -283,9 +283,9 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
     try:
         options = ServeOptions.from_args(args)
-    except ValueError as error:
+        return run_coordinator(options)
+    except ValueError as error:  # bad config, unusable data dir or store file, port in use
         raise UsageError(str(error)) from None
-    return run_coordinator(options)
 
 
 class _JsonLinesListener:
