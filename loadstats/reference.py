@@ -1,0 +1,193 @@
+"""Reference computations of the time averages, outside Spark.
+
+* :func:`time_average` / :func:`reference_stats`: the small pure-Python sequential reference,
+  literally the seed's recurrence (Pulsar's ``TimeAverageMessageData.update``)::
+
+      n   = min(samples seen, max samples)
+      avg = ((n - 1) * avg + x) / n
+
+  applied per task in the sample order below. The Spark job must agree with it to 1e-9 relative.
+* :func:`reference_arrow`: the same recurrence vectorised with numpy/pyarrow over a whole sample
+  table in one process (the benchmark's baseline). It steps the recurrence once per sample rank,
+  each step over all tasks at once, so it performs exactly the floating-point operations of the
+  sequential reference.
+
+Sample order (shared with the job): per ``(group_id, task_id)`` ascending by ``ts_ms``, then
+``worker_id``, then the values ``msg_rate_in, msg_rate_out, msg_throughput_in, msg_throughput_out,
+topics, producers, consumers``. Rows tied on all of these are identical in every figure that
+matters, so their relative order cannot change a result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from loadstats.samples import RESOURCE_COLUMNS, TASK_COUNT_COLUMNS, TASK_RATE_COLUMNS
+
+__all__ = ["reference_arrow", "reference_stats", "reference_worker_stats", "task_order_key", "time_average"]
+
+TASK_ORDER: tuple[str, ...] = ("ts_ms", "worker_id", *TASK_RATE_COLUMNS, *TASK_COUNT_COLUMNS)
+
+
+def time_average(values: Iterable[float], max_samples: int) -> tuple[float, int]:
+    """Run the recurrence over ``values`` (already in order); return ``(average, capped sample count)``."""
+    if max_samples < 1:
+        raise ValueError(f"max_samples must be >= 1, got {max_samples}")
+    avg = 0.0
+    n = 0
+    for x in values:
+        n = min(n + 1, max_samples)
+        avg = ((n - 1) * avg + x) / n
+    return avg, n
+
+
+def task_order_key(row: Mapping[str, Any]) -> tuple[Any, ...]:
+    """The deterministic sample order within one task (see the module docstring)."""
+    return tuple(row[c] for c in TASK_ORDER)
+
+
+def reference_stats(
+    rows: Iterable[Mapping[str, Any]], short_samples: int = 10, long_samples: int = 1000
+) -> dict[tuple[str, str], dict[str, Any]]:
+    """Per ``(group_id, task_id)``: the snapshot's task columns (without ``split_candidate``).
+
+    ``rows`` are *valid* sample rows (dicts of the sample schema); worker rows are skipped.
+    """
+    by_task: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for row in rows:
+        if row.get("task_id") is None:
+            continue
+        by_task.setdefault((row["group_id"], row["task_id"]), []).append(row)
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for key, task_rows in by_task.items():
+        task_rows.sort(key=task_order_key)
+        last = task_rows[-1]
+        stats: dict[str, Any] = {"group_id": key[0], "task_id": key[1], "worker_id": last["worker_id"]}
+        for prefix, n_max in (("short", short_samples), ("long", long_samples)):
+            for col in TASK_RATE_COLUMNS:
+                avg, n = time_average((r[col] for r in task_rows), n_max)
+                stats[f"{prefix}_{col}"] = avg
+            stats[f"{prefix}_samples"] = n
+        for col in TASK_COUNT_COLUMNS:
+            stats[col] = last[col]
+        out[key] = stats
+    return out
+
+
+def reference_worker_stats(
+    rows: Iterable[Mapping[str, Any]], task_stats: Mapping[tuple[str, str], Mapping[str, Any]]
+) -> dict[tuple[str, str], dict[str, Any]]:
+    """Per ``(group_id, worker_id)``: latest resource columns, task count and long-term totals."""
+    latest: dict[tuple[str, str], Mapping[str, Any]] = {}
+    for row in rows:
+        if row.get("task_id") is not None:
+            continue
+        key = (row["group_id"], row["worker_id"])
+        order = (row["ts_ms"], *(row[c] for c in RESOURCE_COLUMNS))
+        prev = latest.get(key)
+        if prev is None or order > (prev["ts_ms"], *(prev[c] for c in RESOURCE_COLUMNS)):
+            latest[key] = row
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for key, row in latest.items():
+        out[key] = {
+            "group_id": key[0],
+            "worker_id": key[1],
+            **{c: row[c] for c in RESOURCE_COLUMNS},
+            "num_tasks": 0,
+            **{f"long_{c}": 0.0 for c in TASK_RATE_COLUMNS},
+            "ts_ms": row["ts_ms"],
+        }
+    for (group_id, _task), stats in task_stats.items():
+        w = out.get((group_id, stats["worker_id"]))
+        if w is None:
+            continue
+        w["num_tasks"] += 1
+        for c in TASK_RATE_COLUMNS:
+            w[f"long_{c}"] += stats[f"long_{c}"]
+    return out
+
+
+def _recurrence_by_rank(
+    values: np.ndarray, starts: np.ndarray, counts: np.ndarray, order_by_count: np.ndarray, max_samples: int
+) -> np.ndarray:
+    """Vectorised recurrence: ``values`` sorted by (task, order); tasks given by ``starts``/``counts``."""
+    n_tasks = len(starts)
+    avg = np.zeros(n_tasks, dtype=np.float64)
+    if n_tasks == 0:
+        return avg
+    # Tasks sorted by descending count: at rank k the active tasks are a prefix of that order.
+    sorted_counts = counts[order_by_count]
+    sorted_starts = starts[order_by_count]
+    acc = np.zeros(n_tasks, dtype=np.float64)
+    max_k = int(sorted_counts[0])
+    # number of tasks with count >= k, for k = 1..max_k
+    active = np.searchsorted(-sorted_counts, -np.arange(1, max_k + 1), side="right")
+    for k in range(1, max_k + 1):
+        m = int(active[k - 1])
+        n = float(min(k, max_samples))
+        x = values[sorted_starts[:m] + (k - 1)]
+        acc[:m] = ((n - 1.0) * acc[:m] + x) / n
+    avg[order_by_count] = acc
+    return avg
+
+
+def reference_arrow(table: pa.Table, short_samples: int = 10, long_samples: int = 1000) -> pa.Table:
+    """The task columns of the snapshot computed in one process with pyarrow + numpy.
+
+    ``table`` holds valid sample rows (the sample schema); worker rows are skipped. Returns one
+    row per ``(group_id, task_id)`` sorted by them.
+    """
+    tasks = table.filter(pc.is_valid(table["task_id"]))
+    keys = [("group_id", "ascending"), ("task_id", "ascending")] + [(c, "ascending") for c in TASK_ORDER]
+    tasks = tasks.sort_by(keys)
+    n_rows = tasks.num_rows
+    names = ["group_id", "task_id", "worker_id", "short_samples"]
+    names += [f"short_{c}" for c in TASK_RATE_COLUMNS] + ["long_samples"]
+    names += [f"long_{c}" for c in TASK_RATE_COLUMNS] + list(TASK_COUNT_COLUMNS)
+    if n_rows == 0:
+        return _empty_result(names)
+    group = tasks["group_id"].combine_chunks()
+    task = tasks["task_id"].combine_chunks()
+    # Boundaries where (group_id, task_id) changes.
+    change = np.ones(n_rows, dtype=bool)
+    if n_rows > 1:
+        same_g = pc.equal(group[1:], group[:-1]).to_numpy(zero_copy_only=False)
+        same_t = pc.equal(task[1:], task[:-1]).to_numpy(zero_copy_only=False)
+        change[1:] = ~(same_g & same_t)
+    starts = np.flatnonzero(change)
+    counts = np.diff(np.append(starts, n_rows))
+    lasts = starts + counts - 1
+    order_by_count = np.argsort(-counts, kind="stable")
+    out: dict[str, Any] = {
+        "group_id": group.take(pa.array(starts)),
+        "task_id": task.take(pa.array(starts)),
+        "worker_id": tasks["worker_id"].combine_chunks().take(pa.array(lasts)),
+    }
+    for prefix, n_max in (("short", short_samples), ("long", long_samples)):
+        out[f"{prefix}_samples"] = pa.array(np.minimum(counts, n_max).astype(np.int64))
+        for col in TASK_RATE_COLUMNS:
+            values = tasks[col].to_numpy().astype(np.float64, copy=False)
+            out[f"{prefix}_{col}"] = pa.array(_recurrence_by_rank(values, starts, counts, order_by_count, n_max))
+    for col in TASK_COUNT_COLUMNS:
+        out[col] = tasks[col].combine_chunks().take(pa.array(lasts))
+    return pa.table({n: out[n] for n in names})
+
+
+def _empty_result(names: Sequence[str]) -> pa.Table:
+    types = {"group_id": pa.string(), "task_id": pa.string(), "worker_id": pa.string()}
+    cols = {}
+    for n in names:
+        if n in types:
+            cols[n] = pa.array([], type=types[n])
+        elif n.endswith("_samples"):
+            cols[n] = pa.array([], type=pa.int64())
+        elif n in TASK_COUNT_COLUMNS:
+            cols[n] = pa.array([], type=pa.int32())
+        else:
+            cols[n] = pa.array([], type=pa.float64())
+    return pa.table(cols)

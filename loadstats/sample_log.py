@@ -1,0 +1,357 @@
+"""The coordinator's sample log: load reports appended as JSON Lines files Spark reads.
+
+``append()`` never blocks and never raises: it puts the report on a bounded queue and a
+background writer thread flattens it (:func:`loadstats.samples.report_rows`) and writes it. When
+the queue is full the report is dropped and counted. Write errors (bad path, permissions, full
+disk) are logged (at most once per ``error_log_interval_s``), counted and kept as ``last_error``
+in :meth:`SampleLog.stats`; the rows of that batch are counted as failed and the writer keeps
+going (it retries on the next batch).
+
+Files. The writer appends to a hidden ``.samples-<...>.jsonl.inprogress`` file in ``directory``
+and renames it to ``samples-<created ms>-<pid>-<seq>-<token>.jsonl`` when it rolls: after
+``roll_bytes`` bytes, after ``roll_seconds`` seconds, on :meth:`flush` and on :meth:`close`.
+Spark ignores names starting with ``.`` or ``_``, and a rename within one directory is atomic,
+so the job never reads half a file. A mounted shared filesystem path (NFS, a FUSE-mounted
+bucket, ...) works as ``directory`` for a cluster; the job reads the same tree by any URI Spark
+understands. At start the log finishes the ``.inprogress`` files that a dead process of the same
+host left behind (cut to the last complete line, then renamed).
+
+Why JSON Lines rather than Parquet: reports arrive a few rows at a time; JSON Lines appends
+them as they come with bounded memory, and a crash loses at most a partial last line of the
+in-progress file (recovered at the next start). A Parquet file only becomes readable once its
+footer is written, so everything since the last roll would be lost in a crash, and small rolls
+make many tiny files. The job reads both formats; rows per second of a coordinator are far
+below what JSON parsing in Spark handles. Non-finite numbers are written as ``NaN`` /
+``Infinity`` (Spark reads them) and the job rejects them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import queue
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Self
+
+from loadstats.samples import LoadReport, report_rows
+
+__all__ = ["SampleLog", "SampleLogStats"]
+
+log = logging.getLogger(__name__)
+
+_SUFFIX = ".jsonl"
+_INPROGRESS = ".inprogress"
+
+
+@dataclass(frozen=True)
+class SampleLogStats:
+    """Counters of a :class:`SampleLog`. Rows are sample rows (1 worker row + 1 per task)."""
+
+    rows_written: int
+    rows_dropped: int  # queue full, or appended after close()
+    rows_failed: int  # lost to write errors
+    reports_written: int
+    reports_dropped: int
+    files_rolled: int
+    errors: int
+    last_error: str | None
+    queued: int
+
+
+class _Marker:
+    """A control item on the queue: flush (roll) or stop; ``done`` is set when handled."""
+
+    __slots__ = ("done", "stop")
+
+    def __init__(self, stop: bool) -> None:
+        self.stop = stop
+        self.done = threading.Event()
+
+
+class SampleLog:
+    """Append-only, rolled JSON Lines sample log with a background writer (see module docstring).
+
+    ``clock`` (monotonic seconds) drives ``roll_seconds``; ``wall_clock_ms`` only names files.
+    """
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        roll_bytes: int = 64 * 1024 * 1024,
+        roll_seconds: float = 300.0,
+        queue_size: int = 10_000,
+        batch_size: int = 512,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
+        error_log_interval_s: float = 60.0,
+        fsync_on_roll: bool = True,
+    ) -> None:
+        if roll_bytes <= 0 or roll_seconds <= 0 or queue_size <= 0 or batch_size <= 0:
+            raise ValueError("roll_bytes, roll_seconds, queue_size and batch_size must be > 0")
+        self.directory = os.fspath(directory)
+        self._roll_bytes = roll_bytes
+        self._roll_seconds = roll_seconds
+        self._batch_size = batch_size
+        self._clock = clock
+        self._wall_ms = wall_clock_ms
+        self._error_log_interval = error_log_interval_s
+        self._fsync = fsync_on_roll
+        self._queue: queue.Queue[tuple[str, str, LoadReport] | _Marker] = queue.Queue(maxsize=queue_size)
+        self._lock = threading.Lock()
+        self._closed = False
+        # counters (written under _lock)
+        self._rows_written = 0
+        self._rows_dropped = 0
+        self._rows_failed = 0
+        self._reports_written = 0
+        self._reports_dropped = 0
+        self._files_rolled = 0
+        self._errors = 0
+        self._last_error: str | None = None
+        self._last_error_logged = -float("inf")
+        # writer state (writer thread only)
+        self._file: object | None = None
+        self._tmp_path: str | None = None
+        self._file_bytes = 0
+        self._file_opened_at = 0.0
+        self._seq = 0
+        self._token = uuid.uuid4().hex[:8]
+        self._recover_orphans()
+        self._thread = threading.Thread(target=self._run, name=f"sample-log-{self._token}", daemon=True)
+        self._thread.start()
+
+    # -- caller side ---------------------------------------------------------------------------
+
+    def append(self, group_id: str, worker_id: str, report: LoadReport) -> None:
+        """Queue one report; never blocks, never raises (drops and counts when full or closed)."""
+        try:
+            if self._closed:
+                raise queue.Full
+            self._queue.put_nowait((group_id, worker_id, report))
+        except queue.Full:
+            with self._lock:
+                self._reports_dropped += 1
+                self._rows_dropped += 1 + len(getattr(report, "tasks", ()))
+        except Exception:  # pragma: no cover - defensive: append must never raise
+            log.exception("sample log: append failed")
+
+    def flush(self, timeout: float | None = 10.0) -> bool:
+        """Write everything appended so far and make it visible (roll). True if done in time."""
+        if self._closed or not self._thread.is_alive():
+            return False
+        marker = _Marker(stop=False)
+        try:
+            self._queue.put(marker, timeout=timeout)
+        except queue.Full:
+            return False
+        return marker.done.wait(timeout)
+
+    def close(self, timeout: float | None = 10.0) -> None:
+        """Write what is queued, roll the last file, stop the writer. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        marker = _Marker(stop=True)
+        try:
+            self._queue.put(marker, timeout=timeout)
+        except queue.Full:
+            log.error("sample log: queue still full at close; stopping without draining")
+        self._thread.join(timeout)
+
+    def stats(self) -> SampleLogStats:
+        with self._lock:
+            return SampleLogStats(
+                rows_written=self._rows_written,
+                rows_dropped=self._rows_dropped,
+                rows_failed=self._rows_failed,
+                reports_written=self._reports_written,
+                reports_dropped=self._reports_dropped,
+                files_rolled=self._files_rolled,
+                errors=self._errors,
+                last_error=self._last_error,
+                queued=self._queue.qsize(),
+            )
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- writer thread -------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            try:
+                item = self._queue.get(timeout=self._wait_time())
+            except queue.Empty:
+                self._maybe_roll_by_time()
+                continue
+            batch: list[tuple[str, str, LoadReport]] = []
+            marker: _Marker | None = None
+            while True:
+                if isinstance(item, _Marker):
+                    marker = item
+                    break
+                batch.append(item)
+                if len(batch) >= self._batch_size:
+                    break
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+            if batch:
+                self._write(batch)
+            self._maybe_roll_by_time()
+            if marker is not None:
+                self._roll()
+                marker.done.set()
+                if marker.stop:
+                    return
+
+    def _wait_time(self) -> float:
+        if self._file is None:
+            return 1.0
+        remaining = self._file_opened_at + self._roll_seconds - self._clock()
+        return max(0.01, min(1.0, remaining))
+
+    def _maybe_roll_by_time(self) -> None:
+        if self._file is not None and self._clock() - self._file_opened_at >= self._roll_seconds:
+            self._roll()
+
+    def _error(self, what: str, exc: BaseException) -> None:
+        message = f"{what}: {exc!r}"
+        with self._lock:
+            self._errors += 1
+            self._last_error = message
+        now = self._clock()
+        if now - self._last_error_logged >= self._error_log_interval:
+            self._last_error_logged = now
+            log.error("sample log %s: %s", self.directory, message)
+
+    def _open(self) -> None:
+        os.makedirs(self.directory, exist_ok=True)
+        self._seq += 1
+        name = f".samples-{self._wall_ms():015d}-{os.getpid()}-{self._seq:06d}-{self._token}{_SUFFIX}{_INPROGRESS}"
+        path = os.path.join(self.directory, name)
+        self._file = open(path, "ab")  # noqa: SIM115 - kept open across batches
+        self._tmp_path = path
+        self._file_bytes = 0
+        self._file_opened_at = self._clock()
+
+    def _write(self, batch: list[tuple[str, str, LoadReport]]) -> None:
+        lines: list[bytes] = []
+        n_rows = 0
+        for group_id, worker_id, report in batch:
+            try:
+                for row in report_rows(group_id, worker_id, report):
+                    lines.append(json.dumps(row, separators=(",", ":")).encode())
+                    n_rows += 1
+            except Exception as exc:  # noqa: BLE001 - a malformed report object: count, keep going
+                self._error("bad report", exc)
+        if not lines:
+            return
+        data = b"\n".join(lines) + b"\n"
+        try:
+            if self._file is None:
+                self._open()
+            f = self._file
+            assert f is not None
+            f.write(data)  # type: ignore[attr-defined]
+            f.flush()  # type: ignore[attr-defined]
+        except Exception as exc:  # noqa: BLE001 - never raise into the coordinator
+            self._error("write failed", exc)
+            with self._lock:
+                self._rows_failed += n_rows
+            self._abandon_partial()
+            return
+        self._file_bytes += len(data)
+        with self._lock:
+            self._rows_written += n_rows
+            self._reports_written += len(batch)
+        if self._file_bytes >= self._roll_bytes:
+            self._roll()
+
+    def _abandon_partial(self) -> None:
+        """After a failed write: cut the file back to its last complete batch and roll it."""
+        f, path = self._file, self._tmp_path
+        self._file, self._tmp_path = None, None
+        if f is None or path is None:
+            return
+        try:
+            f.close()  # type: ignore[attr-defined]
+        except OSError as exc:
+            log.debug("sample log: close after a failed write: %r", exc)
+        try:
+            os.truncate(path, self._file_bytes)
+            self._finish(path, self._file_bytes)
+        except OSError as exc:
+            self._error("could not finish partial file", exc)
+
+    def _roll(self) -> None:
+        f, path = self._file, self._tmp_path
+        self._file, self._tmp_path = None, None
+        if f is None or path is None:
+            return
+        try:
+            f.flush()  # type: ignore[attr-defined]
+            if self._fsync:
+                os.fsync(f.fileno())  # type: ignore[attr-defined]
+            f.close()  # type: ignore[attr-defined]
+            self._finish(path, self._file_bytes)
+        except OSError as exc:
+            self._error("roll failed", exc)
+
+    def _finish(self, tmp_path: str, size: int) -> None:
+        if size == 0:
+            os.unlink(tmp_path)
+            return
+        directory, name = os.path.split(tmp_path)
+        final = name[1 : -len(_INPROGRESS)]
+        os.replace(tmp_path, os.path.join(directory, final))
+        with self._lock:
+            self._files_rolled += 1
+
+    def _recover_orphans(self) -> None:
+        """Finish ``.inprogress`` files left by dead processes (pids of this host)."""
+        try:
+            names = os.listdir(self.directory)
+        except OSError:
+            return
+        for name in names:
+            if not (name.startswith(".samples-") and name.endswith(_INPROGRESS)):
+                continue
+            try:
+                pid = int(name.split("-")[2])
+            except (IndexError, ValueError):
+                continue
+            if pid == os.getpid() or _pid_alive(pid):  # a live writer's file: leave it
+                continue
+            path = os.path.join(self.directory, name)
+            try:
+                with open(path, "rb") as f:
+                    data = f.read()
+                good = data.rfind(b"\n") + 1
+                os.truncate(path, good)
+                self._finish(path, good)
+                log.warning("sample log: recovered %s (%d bytes)", name, good)
+            except OSError as exc:
+                self._error("orphan recovery failed", exc)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+    return True

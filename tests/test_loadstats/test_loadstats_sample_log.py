@@ -1,0 +1,165 @@
+"""The coordinator's sample log: concurrent reporters, rolling, bad paths, drops, recovery."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import threading
+
+import pytest
+
+from loadstats.sample_log import SampleLog
+from loadstats.samples import SAMPLE_COLUMNS, LoadReport, ResourceUsage, TaskLoad
+
+
+def _report(i: int, n_tasks: int = 2) -> LoadReport:
+    return LoadReport(
+        ts_ms=i,
+        cpu=ResourceUsage(float(i), 400.0),
+        tasks=tuple(TaskLoad(f"t{j}", float(i), 1.0, 2.0, 3.0, 1, 1, 1) for j in range(n_tasks)),
+    )
+
+
+def _visible(directory: str) -> list[str]:
+    return sorted(n for n in os.listdir(directory) if not n.startswith((".", "_")))
+
+
+def _read_rows(directory: str) -> list[dict]:
+    rows = []
+    for name in _visible(directory):
+        with open(os.path.join(directory, name), encoding="utf-8") as f:
+            for line in f:
+                rows.append(json.loads(line))
+    return rows
+
+
+def test_concurrent_writers_roll_by_size(tmp_path) -> None:
+    d = str(tmp_path / "samples")
+    threads_n, per_thread = 8, 250
+    with SampleLog(d, roll_bytes=20_000, queue_size=100_000, batch_size=16) as slog:
+
+        def work(t: int) -> None:
+            for i in range(per_thread):
+                slog.append("g", f"w{t}", _report(i))
+
+        threads = [threading.Thread(target=work, args=(t,)) for t in range(threads_n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert slog.flush(timeout=30)
+        stats = slog.stats()
+    rows = _read_rows(d)
+    expected = threads_n * per_thread * 3
+    assert stats.rows_written == expected and stats.rows_dropped == 0 and stats.errors == 0
+    assert len(rows) == expected
+    assert all(list(r) == list(SAMPLE_COLUMNS) for r in rows)
+    assert len(_visible(d)) > 5 and stats.files_rolled == len(_visible(d))
+    # every worker's reports all arrived, in its own order
+    for t in range(threads_n):
+        ts = [r["ts_ms"] for r in rows if r["worker_id"] == f"w{t}" and r["task_id"] is None]
+        assert ts == list(range(per_thread))
+    assert not [n for n in os.listdir(d) if n.endswith(".inprogress")]
+
+
+def test_roll_by_time_on_fake_clock(tmp_path) -> None:
+    now = [0.0]
+    d = str(tmp_path)
+    slog = SampleLog(d, roll_seconds=10.0, clock=lambda: now[0])
+    try:
+        slog.append("g", "w", _report(1))
+        # nothing visible until the file rolls
+        assert slog.flush(timeout=10)  # flush rolls
+        assert len(_visible(d)) == 1
+        slog.append("g", "w", _report(2))
+        deadline = threading.Event()
+        for _ in range(200):  # wait until written into the in-progress file
+            if slog.stats().rows_written == 6:
+                break
+            deadline.wait(0.01)
+        assert len(_visible(d)) == 1
+        now[0] = 11.0  # the writer wakes at least every second and rolls by age
+        for _ in range(300):
+            if len(_visible(d)) == 2:
+                break
+            deadline.wait(0.01)
+        assert len(_visible(d)) == 2
+    finally:
+        slog.close()
+
+
+def test_queue_full_drops_and_counts(tmp_path) -> None:
+    gate = threading.Event()
+    slog = SampleLog(str(tmp_path), queue_size=2, batch_size=1)
+    original = slog._write  # block the writer so the queue fills up
+
+    def slow_write(batch):  # type: ignore[no-untyped-def]
+        gate.wait(10)
+        original(batch)
+
+    slog._write = slow_write  # type: ignore[method-assign]
+    try:
+        for i in range(50):
+            slog.append("g", "w", _report(i, n_tasks=1))  # never blocks
+        stats = slog.stats()
+        assert stats.reports_dropped >= 40 and stats.rows_dropped == 2 * stats.reports_dropped
+    finally:
+        gate.set()
+        slog.close()
+    assert slog.stats().reports_written + slog.stats().reports_dropped == 50
+    slog.append("g", "w", _report(99))  # after close: dropped, no exception
+    assert slog.stats().reports_dropped >= 41
+
+
+def test_bad_path_is_counted_not_raised(tmp_path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    slog = SampleLog(str(blocker / "samples"))
+    try:
+        for i in range(5):
+            slog.append("g", "w", _report(i))
+        slog.flush(timeout=10)
+        stats = slog.stats()
+        assert stats.errors >= 1 and stats.rows_failed == 15 and stats.rows_written == 0
+        assert stats.last_error and "write failed" in stats.last_error
+    finally:
+        slog.close()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root ignores directory permissions")
+def test_read_only_directory(tmp_path) -> None:  # pragma: no cover - CI runs as root here
+    d = tmp_path / "ro"
+    d.mkdir()
+    d.chmod(stat.S_IRUSR | stat.S_IXUSR)
+    with SampleLog(str(d)) as slog:
+        slog.append("g", "w", _report(1))
+        slog.flush(timeout=10)
+        assert slog.stats().errors >= 1
+
+
+def test_write_error_then_recovery(tmp_path) -> None:
+    d = tmp_path / "later"
+    slog = SampleLog(str(d))
+    try:
+        d.parent.chmod(0o755)
+        (tmp_path / "later").write_text("blocks mkdir")  # a file where the directory should be
+        slog.append("g", "w", _report(1))
+        slog.flush(timeout=10)
+        assert slog.stats().errors >= 1
+        os.unlink(d)  # the operator fixes the path: the next batch goes through
+        slog.append("g", "w", _report(2))
+        assert slog.flush(timeout=10)
+        assert slog.stats().rows_written == 3
+    finally:
+        slog.close()
+    assert [r["ts_ms"] for r in _read_rows(str(d)) if r["task_id"] is None] == [2]
+
+
+def test_orphan_of_dead_process_is_recovered(tmp_path) -> None:
+    dead_pid = 2**22 + 12345  # above Linux's default pid_max
+    name = f".samples-000000000000001-{dead_pid}-000001-deadbeef.jsonl.inprogress"
+    (tmp_path / name).write_bytes(b'{"ts_ms": 1}\n{"ts_ms": 2, "grou')
+    SampleLog(str(tmp_path)).close()
+    assert _visible(str(tmp_path)) == [f"samples-000000000000001-{dead_pid}-000001-deadbeef.jsonl"]
+    assert _read_rows(str(tmp_path)) == [{"ts_ms": 1}]
