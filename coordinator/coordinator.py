@@ -446,7 +446,9 @@ class GroupCoordinator:
             self._prepare_rebalance(group, f"invalid assignment from the leader: {reason}")
             reply(pb.SyncGroupResponse(error=_error(pb.INVALID_ASSIGNMENT, reason), generation=-1))
             return
-        group.tasks = tasks
+        if request.splits:
+            group.tasks = tasks
+            group.catalog_version += 1
         group.assignment = {a.member_id: list(a.tasks) for a in request.assignments}
         for member_id in group.members:
             group.assignment.setdefault(member_id, [])
@@ -704,6 +706,7 @@ class GroupCoordinator:
         return pb.DeleteTasksResponse(num_tasks=len(group.tasks))
 
     def _catalog_changed(self, group: Group) -> None:
+        group.catalog_version += 1
         if group.state in (S.STABLE, S.AWAITING_SYNC):
             self._prepare_rebalance(group, "task catalog changed")
         else:

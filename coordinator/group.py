@@ -72,6 +72,9 @@ class Group:
     initial_delay_remaining_ms: int = 0
     new_member_during_delay: bool = False
     in_initial_delay: bool = False
+    # serialised catalog for records, rebuilt only when ``catalog_version`` moves
+    catalog_version: int = 0
+    record_tasks_cache: tuple[int, list[str]] | None = None
     if TYPE_CHECKING:
         state: GroupState
 

@@ -54,10 +54,19 @@ def group_to_record(group: Group) -> dict[str, Any]:
             member_id: [[r.task_id, r.replica] for r in replicas] for member_id, replicas in group.assignment.items()
         },
         "unassigned": [[u.task.task_id, u.task.replica, u.reason] for u in group.unassigned],
-        "tasks": [_b64(group.tasks[t]) for t in sorted(group.tasks)],
+        "tasks": _catalog_record(group),
         "load_snapshot": _b64(group.load_snapshot) if group.load_snapshot is not None else None,
         "last_error": group.last_error,
     }
+
+
+def _catalog_record(group: Group) -> list[str]:
+    """The catalog's serialised form, cached until the catalog changes (it dominates large records)."""
+    cached = group.record_tasks_cache
+    if cached is None or cached[0] != group.catalog_version:
+        cached = (group.catalog_version, [_b64(group.tasks[t]) for t in sorted(group.tasks)])
+        group.record_tasks_cache = cached
+    return cached[1]
 
 
 def group_from_record(record: dict[str, Any]) -> Group:

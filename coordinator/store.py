@@ -59,8 +59,10 @@ class MemoryStore:
             return copy.deepcopy(self._records)
 
     def save(self, group_id: str, record: Mapping[str, Any]) -> None:
+        # Records are built afresh for each save and never mutated after, so keeping the
+        # reference is safe; load_all hands out copies.
         with self._lock:
-            self._records[group_id] = copy.deepcopy(dict(record))
+            self._records[group_id] = dict(record)
 
     def delete(self, group_id: str) -> None:
         with self._lock:
