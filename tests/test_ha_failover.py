@@ -22,9 +22,11 @@ from typing import Any
 
 import pytest
 
-from groupcoord import errors
+import grpc
+
 from groupcoord.admin import AdminClient
 from groupcoord.v1 import groupcoord_pb2 as pb
+from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
 from tests.zookeeper_server import ZooKeeperServer
 
 G = "ha"
@@ -54,13 +56,15 @@ def start_coordinator(tmp: Path, name: str, zk: str, port: int, env: dict[str, s
 
 
 def active_address(addresses: list[str]) -> str | None:
+    """The address that answers as the active coordinator itself (no following of hints)."""
     for address in addresses:
-        try:
-            with AdminClient(address, timeout_s=1) as admin:
-                admin.list_groups()
+        with grpc.insecure_channel(address) as channel:
+            try:
+                response = pb_grpc.GroupAdminStub(channel).ListGroups(pb.ListGroupsRequest(), timeout=1)
+            except grpc.RpcError:
+                continue
+            if response.error.code == pb.NONE:
                 return address
-        except errors.GroupCoordError:
-            continue
     return None
 
 
