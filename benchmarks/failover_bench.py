@@ -25,8 +25,8 @@ sys.path.insert(0, str(ROOT))
 
 from groupcoord.admin import AdminClient  # noqa: E402
 from groupcoord.v1 import groupcoord_pb2 as pb  # noqa: E402
-from tests.test_ha_failover import ZK_SESSION_S, active_address, free_port, start_coordinator  # noqa: E402
-from tests.zookeeper_server import ZooKeeperServer  # noqa: E402
+from tests.test_ha_failover import ZK_SESSION_S, active_address, start_coordinator  # noqa: E402
+from tests.zookeeper_server import ZooKeeperServer, free_port  # noqa: E402
 
 
 def main() -> int:

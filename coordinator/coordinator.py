@@ -11,20 +11,23 @@ reply goes out.
 Timer keys: ``join/<g>`` (join phase), ``sync/<g>`` (members that never sync),
 ``session/<g>/<m>`` (member liveness), ``pending/<g>/<m>`` (ids handed out with
 MEMBER_ID_REQUIRED and never used).
+
+A store write that fails (other than fenced) puts the group back as it was
+last stored, so memory never runs ahead of the store (see ``_persist``).
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable, Sequence
 
 from coordinator.clock import Clock, SystemClock
 from coordinator.config import CoordinatorConfig
 from coordinator.group import Group, Member, Reply
 from coordinator.records import group_from_record, group_to_record
 from coordinator.states import GroupState, new_machine
-from coordinator.store import GroupStore, MemoryStore
+from coordinator.store import FencedError, GroupRecord, GroupStore, MemoryStore, StoreError
 from coordinator.timers import TimerQueue
 from coordinator.validation import AssignmentRejected, apply_splits, replicas_of, validate_assignment
 from groupcoord.v1 import groupcoord_pb2 as pb
@@ -65,10 +68,13 @@ class GroupCoordinator:
         self.timers = TimerQueue(self.clock)
         self.store = store or MemoryStore()
         self.groups: dict[str, Group] = {}
+        self._stored: dict[str, GroupRecord] = {}  # each group's record as last written or loaded
         self._machine = new_machine()
         self._on_change = on_change or (lambda group: None)
         # Whether this process may answer for groups; HA flips it (standbys answer NOT_COORDINATOR).
         self.active = True
+        # HA: the election's verdict, asked on every request and before timers fire (None: standalone)
+        self.office_check: Callable[[], bool] | None = None
         self.active_hint = ""
         self.loading = False
         self.on_load_report: Callable[[str, str, pb.LoadReport], None] | None = None
@@ -78,11 +84,17 @@ class GroupCoordinator:
     def load(self) -> int:
         """Resume every stored group (after a restart or on becoming active); returns how many."""
         for group_id, record in self.store.load_all().items():
-            group = group_from_record(record)
-            self._machine.add_model(group, initial=S.EMPTY)
-            self._restore_state(group, S(record.get("state", S.EMPTY.value)))
-            self.groups[group_id] = group
+            self._resume(group_id, record)
         return len(self.groups)
+
+    def _resume(self, group_id: str, record: GroupRecord) -> Group:
+        """The group as ``record`` has it, in memory with fresh timers."""
+        group = group_from_record(record)
+        self._machine.add_model(group, initial=S.EMPTY)
+        self._restore_state(group, S(record.get("state", S.EMPTY.value)))
+        self.groups[group_id] = group
+        self._stored[group_id] = record
+        return group
 
     def _restore_state(self, group: Group, state: GroupState) -> None:
         """Members keep their sessions (they go on heartbeating); a group caught mid-rebalance
@@ -108,12 +120,27 @@ class GroupCoordinator:
             group.mark_dead()
             self._machine.remove_model(group)
         self.groups.clear()
+        self._stored.clear()
         self.timers.clear()
+
+    def in_office(self) -> bool:
+        """Whether this process is the active coordinator, per ``active`` and the election.
+
+        ``active`` alone lags: the election's "lost" callback reaches the loop only after requests and
+        timers already queued there (e.g. right after a SIGSTOP ends), so ask the election directly
+        and stand down at once if it says no."""
+        if not self.active:
+            return False
+        if self.office_check is not None and not self.office_check():
+            log.warning("the election says our term is over: this process stops acting as the active coordinator")
+            self.unload("")
+            return False
+        return True
 
     def _not_active(self) -> pb.Error | None:
         if self.loading:
             return _error(pb.COORDINATOR_LOAD_IN_PROGRESS, "loading groups, retry shortly")
-        if not self.active:
+        if not self.in_office():
             return _error(pb.NOT_COORDINATOR, "this coordinator is a standby", self.active_hint)
         return None
 
@@ -123,9 +150,46 @@ class GroupCoordinator:
         self.groups[group_id] = group
         return group
 
-    def _persist(self, group: Group) -> None:
-        self.store.save(group.group_id, group_to_record(group))
+    def _persist(self, group: Group, unsent: Sequence[tuple[Reply, Any]] = ()) -> None:
+        """Write the group's record before anybody hears of the change.
+
+        If the store refuses, memory must not run ahead of it: a fenced write ends our term (the caller
+        unloads every group); any other failure (disk full, ZooKeeper unreachable) puts the group back
+        as last stored, then re-raises so the request fails. ``unsent`` are the held requests this
+        change already took off their members (reply, response type): nobody else would answer them.
+        """
+        record = group_to_record(group)
+        try:
+            self.store.save(group.group_id, record)
+        except StoreError as error:
+            fenced = isinstance(error, FencedError)
+            failure = _error(pb.NOT_COORDINATOR if fenced else pb.COORDINATOR_NOT_AVAILABLE,
+                             f"the coordinator's store failed: {error}")
+            for reply, response_type in unsent:
+                reply(response_type(error=failure, generation=-1))
+            if not fenced:
+                self._roll_back(group)
+            raise
+        self._stored[group.group_id] = record
         self._on_change(group)
+
+    def _roll_back(self, group: Group) -> None:
+        """Replace ``group`` by its last stored record (drop it if never stored), as a restart would:
+        its held requests fail with COORDINATOR_NOT_AVAILABLE (the members retry), its timers restart."""
+        log.warning("group %s: store write failed: back to its last stored state", group.group_id)
+        for member in group.members.values():
+            self._fail_held(member, pb.COORDINATOR_NOT_AVAILABLE, "the coordinator's store failed; retry")
+            self.timers.cancel(f"session/{group.group_id}/{member.member_id}")
+        for member_id in group.pending_members:  # handed out but never stored: they join afresh
+            self.timers.cancel(f"pending/{group.group_id}/{member_id}")
+        self.timers.cancel(f"join/{group.group_id}")
+        self.timers.cancel(f"sync/{group.group_id}")
+        group.mark_dead()
+        self._machine.remove_model(group)
+        del self.groups[group.group_id]
+        record = self._stored.get(group.group_id)
+        if record is not None:
+            self._resume(group.group_id, record)
 
     # ------------------------------------------------------------------ JoinGroup
 
@@ -370,7 +434,7 @@ class GroupCoordinator:
         self.timers.schedule(
             f"sync/{group.group_id}", group.rebalance_timeout_ms() / 1000, lambda: self._on_sync_timeout(group)
         )
-        self._persist(group)  # durable before anyone hears of the new generation
+        self._persist(group, [(reply, pb.JoinGroupResponse) for _, reply in replies])  # durable before anyone hears
         log.info(
             "group %s: generation %d with %d member(s), leader %s, assignor %s",
             group.group_id, group.generation, len(group.members), group.leader_id, group.protocol,
@@ -462,7 +526,7 @@ class GroupCoordinator:
                 replies.append((member, member.sync_reply))
                 member.sync_reply = None
         group.complete_sync()
-        self._persist(group)  # durable before any member starts its tasks
+        self._persist(group, [(reply, pb.SyncGroupResponse) for _, reply in replies])  # durable before tasks start
         log.info(
             "group %s: generation %d stable: %d replica(s) over %d member(s), %d unassigned",
             group.group_id, group.generation, sum(len(v) for v in group.assignment.values()),
@@ -737,10 +801,11 @@ class GroupCoordinator:
         if group.state is not S.EMPTY or group.pending_members:
             return pb.DeleteGroupResponse(error=_error(
                 pb.NON_EMPTY_GROUP, f"group {request.group_id!r} is {group.state.value}; it must be Empty"))
+        self.store.delete(group.group_id)  # first: if it fails, nothing changed
         group.mark_dead()
-        self.store.delete(group.group_id)
         self._machine.remove_model(group)
         del self.groups[group.group_id]
+        self._stored.pop(group.group_id, None)
         return pb.DeleteGroupResponse()
 
 

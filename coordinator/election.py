@@ -16,7 +16,10 @@ active bumps the epoch (v + 1) atomically with taking the node. The epoch is the
 write, so once anybody else has won, or our session has gone, our writes fail in ZooKeeper itself.
 
 Session states: on SUSPENDED or LOST the active stops at once (``on_lost`` fires, ``is_leader()`` is
-false, ``fence()`` raises) even though the session may still be alive. On reconnection with the same
+false, ``fence()`` raises) even though the session may still be alive. A process pause (SIGSTOP, a
+stalled VM, swapping) longer than ``max_pause`` counts the same: after a resume our threads may run
+before kazoo notices that the session is gone, so the pause detector (see ``_pause_detected``)
+drops the fence in whichever thread asks first. On reconnection with the same
 session, if the leader node is still ours we win *again* with a new epoch (so the coordinator
 reloads from the store, as after any election); otherwise we follow. A restarted coordinator whose
 previous incarnation's node still exists waits for that session to expire rather than deleting it.
@@ -33,6 +36,7 @@ import os
 import queue
 import socket
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -95,9 +99,22 @@ class LeaderElection:
         on_lost: Callable[[], None] | None = None,
         op_timeout: float = 10.0,
         retry_delay: float = 1.0,
+        session_timeout: float | None = None,
+        pause_tick: float = 0.1,
+        max_pause: float | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         """``address`` is what standbys tell workers (``--advertise``); ``op_timeout`` bounds each ZooKeeper
-        call; ``retry_delay`` is the pause before retrying after an unexpected error."""
+        call; ``retry_delay`` is the pause before retrying after an unexpected error.
+
+        Pause detection: a thread notes ``monotonic()`` every ``pause_tick`` seconds; a gap over
+        ``max_pause`` (default: half of ``session_timeout``, itself by default the timeout the kazoo
+        client asks for) ends our term as SUSPENDED would. Why half: kazoo pings when the connection
+        has been idle for a third of the session timeout T, so while we ran normally the server heard
+        from us no earlier than about T/3 before our last tick, and it cannot expire the session before
+        T after that, i.e. while ``now - last_tick < 2T/3``. T/2 keeps a T/6 margin for network latency
+        and the tick's own lateness. If ZooKeeper negotiated a *shorter* timeout than we asked for
+        (over its ``maxSessionTimeout``), pass the real one."""
         self._client = client
         self.root = root.rstrip("/")
         self.address = address
@@ -108,6 +125,11 @@ class LeaderElection:
         self._op_timeout = op_timeout
         self._retry_delay = retry_delay
         self._payload = json.dumps({"address": address, "host": socket.gethostname(), "pid": os.getpid()}).encode()
+        if session_timeout is None:
+            session_timeout = _requested_session_timeout(client)
+        self._pause_tick = pause_tick
+        self.max_pause = session_timeout / 2 if max_pause is None else max_pause
+        self._monotonic = monotonic
 
         self._lock = threading.Lock()
         self._fence: Fence | None = None  # set while we are the active
@@ -116,8 +138,10 @@ class LeaderElection:
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._callbacks: queue.SimpleQueue[tuple[str, int] | None] = queue.SimpleQueue()
+        self._last_tick = monotonic()  # the pause detector's last sign of life; under _lock
         self._thread: threading.Thread | None = None
         self._callback_thread: threading.Thread | None = None
+        self._pause_thread: threading.Thread | None = None
 
     # -- public API -------------------------------------------------------------------------------
 
@@ -127,6 +151,10 @@ class LeaderElection:
             raise RuntimeError("election already started")
         self._callback_thread = threading.Thread(target=self._run_callbacks, name="election-callbacks", daemon=True)
         self._callback_thread.start()
+        with self._lock:
+            self._last_tick = self._monotonic()
+        self._pause_thread = threading.Thread(target=self._watch_pauses, name="election-pauses", daemon=True)
+        self._pause_thread.start()
         self._client.add_listener(self._on_state)
         self._thread = threading.Thread(target=self._run, name="election", daemon=True)
         self._thread.start()
@@ -139,6 +167,9 @@ class LeaderElection:
         self._stopping.set()
         self._wake.set()
         self._thread.join(self._op_timeout)
+        if self._pause_thread is not None:
+            self._pause_thread.join(self._op_timeout)
+            self._pause_thread = None
         self._client.remove_listener(self._on_state)
         with self._lock:
             fence, self._fence = self._fence, None
@@ -153,26 +184,30 @@ class LeaderElection:
 
     def is_leader(self) -> bool:
         with self._lock:
+            self._pause_detected()
             return self._fence is not None
 
     @property
     def epoch(self) -> int | None:
         """Our epoch while active, else None."""
         with self._lock:
+            self._pause_detected()
             return self._fence.epoch if self._fence else None
 
     def current_leader(self) -> str | None:
         """The active coordinator's advertised address, if known (ours when we are active)."""
         with self._lock:
+            self._pause_detected()
             if self._fence is not None:
                 return self.address
             if self._leader_address == self.address:
-                return None  # a previous incarnation of us, waiting for its session to expire
+                return None  # a previous incarnation of us, or our own term ended by a pause or a disconnect
             return self._leader_address
 
     def fence(self) -> Fence:
         """The checks a write must carry; raises ``FencedError`` unless we are the active."""
         with self._lock:
+            self._pause_detected()
             if self._fence is None:
                 raise FencedError(f"{self.address} is not the active coordinator (leader: {self._leader_address})")
             return self._fence
@@ -186,18 +221,52 @@ class LeaderElection:
     def _on_state(self, state: str) -> None:
         if state in (KazooState.SUSPENDED, KazooState.LOST):
             with self._lock:
-                self._disconnects += 1
-                was_leader, self._fence = self._fence is not None, None
+                was_leader = self._drop_fence_locked()
                 if state == KazooState.LOST:
                     self._leader_address = None
             if was_leader:
                 log.warning("ZooKeeper connection %s: %s stops acting as the active coordinator", state, self.address)
-                self._callbacks.put(("lost", 0))
         else:  # CONNECTED: a new session after LOST, or the same one after SUSPENDED
             self._wake.set()
 
     def _on_node_event(self, event: WatchedEvent) -> None:
         self._wake.set()
+
+    # -- pause detection --------------------------------------------------------------------------
+
+    def _watch_pauses(self) -> None:
+        """Tick every ``pause_tick`` seconds; a late tick is a pause (handled here if nobody asked first)."""
+        while not self._stopping.wait(self._pause_tick):
+            with self._lock:
+                self._pause_detected()
+                self._last_tick = self._monotonic()
+
+    def _pause_detected(self) -> bool:
+        """Under ``_lock``: if the process stood still for over ``max_pause`` since the last tick, our
+        session may have expired and a standby may rule: stop at once, as on SUSPENDED, and have the
+        election thread look again (a live session whose leader node is still ours wins a new epoch)."""
+        now = self._monotonic()
+        gap = now - self._last_tick
+        if gap <= self.max_pause:
+            return False
+        self._last_tick = now  # report each pause once
+        was_leader = self._drop_fence_locked()
+        self._wake.set()
+        if was_leader:
+            log.warning("process paused for %.1fs (over %.1fs: our ZooKeeper session may have expired): %s stops "
+                        "acting as the active coordinator", gap, self.max_pause, self.address)
+        else:
+            log.info("process paused for %.1fs; re-checking the election", gap)
+        return True
+
+    def _drop_fence_locked(self) -> bool:
+        """Under ``_lock``: end our term (if any) and void any win computed before now; True if we were active.
+        The callback is queued under the lock so that it cannot overtake a later "elected"."""
+        self._disconnects += 1
+        was_leader, self._fence = self._fence is not None, None
+        if was_leader:
+            self._callbacks.put(("lost", 0))
+        return was_leader
 
     # -- the election thread ----------------------------------------------------------------------
 
@@ -269,21 +338,23 @@ class LeaderElection:
             self._resign(fence)
             return
         with self._lock:
+            self._pause_detected()
             if self._disconnects != disconnects:
-                # the connection wavered after we looked: the reconnect will make us win again
+                # the connection wavered (or we were paused) after we looked: we look again and win again
                 return
             self._fence = fence
             self._leader_address = self.address
+            self._callbacks.put(("elected", fence.epoch))
         log.info("%s is the active coordinator (epoch %d)", self.address, fence.epoch)
-        self._callbacks.put(("elected", fence.epoch))
 
     def _follow(self, leader: str | None) -> None:
         with self._lock:
             was_leader, self._fence = self._fence is not None, None
             self._leader_address = leader
+            if was_leader:
+                self._callbacks.put(("lost", 0))
         if was_leader:
-            log.warning("%s lost the leader node to %s", self.address, leader)
-            self._callbacks.put(("lost", 0))
+            log.warning("%s lost the leader node to %s: stops acting as the active coordinator", self.address, leader)
 
     def _resign(self, fence: Fence) -> None:
         """Delete our leader node (best effort) so a standby takes over without waiting for our session."""
@@ -307,6 +378,11 @@ class LeaderElection:
                     self._on_lost()
             except Exception:
                 log.exception("election %s callback failed", kind)
+
+
+def _requested_session_timeout(client: KazooClient) -> float:
+    """The session timeout (seconds) ``client`` asks ZooKeeper for (kazoo keeps it in milliseconds)."""
+    return float(getattr(client, "_session_timeout", 10_000)) / 1000
 
 
 def _address_of(data: bytes) -> str | None:

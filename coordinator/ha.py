@@ -5,8 +5,10 @@ the active's address (read from the election node). On winning, a process
 loads every group from ZooKeeper (answering COORDINATOR_LOAD_IN_PROGRESS
 meanwhile) and becomes active; members keep their generation and sessions, so
 heartbeating workers carry on without a rebalance. On losing (its ZooKeeper
-session suspended or expired, or a write refused by the fence) it drops every
-group at once and goes back to standby.
+session suspended or expired, the process paused for longer than half the
+session timeout, or a write refused by the fence) it drops every group at once
+and goes back to standby; every request and every timer first asks the
+election whether this process is still in office.
 """
 
 from __future__ import annotations
@@ -35,6 +37,9 @@ class HighAvailability:
         self.loop = loop
         coordinator.active = False
         coordinator.store = store
+        # asked on every request and before timers fire: after a process pause the election may know
+        # (or find out first) that our term is over before ``on_lost`` gets through to the loop
+        coordinator.office_check = election.is_leader
 
     # election callbacks run on the election's callback thread: hop onto the loop
     def on_elected(self, epoch: int) -> None:
@@ -99,7 +104,8 @@ def run_ha_coordinator(options: Any) -> int:
         advertise = options.advertise or f"{options.listen.rpartition(':')[0]}:{running.port}"
         # the callbacks name ``ha``, built next: the store needs the election first
         election = LeaderElection(client, f"{options.zk_root}/election", advertise,
-                                  on_elected=lambda epoch: ha.on_elected(epoch), on_lost=lambda: ha.on_lost())
+                                  on_elected=lambda epoch: ha.on_elected(epoch), on_lost=lambda: ha.on_lost(),
+                                  session_timeout=options.zk_session_timeout_s)
         store = ZooKeeperStore(client, f"{options.zk_root}/groups", election)
         ha = HighAvailability(coordinator, election, store, loop)
         hint_task = loop.create_task(ha.refresh_hint())

@@ -21,7 +21,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from coordinator.coordinator import GroupCoordinator
-from coordinator.store import FencedError
+from coordinator.store import FencedError, StoreError
 from coordinator.service import AdminServicer, CoordinatorServicer, add_servicer
 from groupcoord.v1 import groupcoord_pb2 as pb
 
@@ -51,14 +51,19 @@ async def _drive_timers(coordinator: GroupCoordinator) -> None:
     coordinator.timers.on_schedule = wake.set
     clock = coordinator.clock
     while True:
+        in_office = False
         try:
-            coordinator.timers.poll()
+            in_office = coordinator.in_office()  # no timer fires once our term is over (e.g. after a pause)
+            if in_office:
+                coordinator.timers.poll()
         except FencedError as fenced:
             log.warning("lost leadership while running timers: %s", fenced)
             coordinator.unload("")
+        except StoreError as error:  # the group is back as last stored; its timers run again
+            log.error("timer: store write failed: %s", error)
         except Exception:  # a bug in one timer must not stop every other group's timers
             log.exception("timer callback failed")
-        deadline = coordinator.timers.next_deadline()
+        deadline = coordinator.timers.next_deadline() if in_office else None  # out of office: wait to be woken
         wake.clear()
         timeout = None if deadline is None else max(0.0, deadline - clock.now())
         try:

@@ -2,20 +2,23 @@
 
 ``Harness`` wraps a GroupCoordinator on a FakeClock, collects held replies,
 and checks every group's invariants after each request and timer step, so a
-test that breaks an invariant fails where it happens.
+test that breaks an invariant fails where it happens. ``FailingStore`` wraps a
+real store to make its next write fail (a fault at the edge, like a full disk).
 """
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Mapping
 from typing import Any
 
 from coordinator.clock import FakeClock
 from coordinator.config import CoordinatorConfig
 from coordinator.coordinator import GroupCoordinator
-from coordinator.store import GroupStore
+from coordinator.store import GroupRecord, GroupStore, StoreError
 from groupcoord.v1 import groupcoord_pb2 as pb
 
-__all__ = ["Harness", "Pending"]
+__all__ = ["FailingStore", "Harness", "Pending"]
 
 
 class Pending:
@@ -117,6 +120,34 @@ class Harness:
 
     def group(self, group_id: str) -> Any:
         return self.coordinator.groups[group_id]
+
+
+class FailingStore:
+    """A real store whose next ``save`` (after ``fail_next_save()``) fails as SQLite does on a full disk."""
+
+    def __init__(self, inner: GroupStore) -> None:
+        self.inner = inner
+        self.failures = 0
+        self._armed = threading.Event()
+
+    def fail_next_save(self) -> None:
+        self._armed.set()
+
+    def save(self, group_id: str, record: Mapping[str, Any]) -> None:
+        if self._armed.is_set():
+            self._armed.clear()
+            self.failures += 1
+            raise StoreError(f"cannot save group {group_id!r}: database or disk is full")
+        self.inner.save(group_id, record)
+
+    def load_all(self) -> dict[str, GroupRecord]:
+        return self.inner.load_all()
+
+    def delete(self, group_id: str) -> None:
+        self.inner.delete(group_id)
+
+    def close(self) -> None:
+        self.inner.close()
 
 
 def _replica(text: str) -> pb.TaskReplica:

@@ -38,6 +38,16 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number >= 0")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="groupcoord", description=__doc__.splitlines()[0])
     parser.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
@@ -98,6 +108,9 @@ def _parser() -> argparse.ArgumentParser:
     stats.add_argument("--coordinator", help="publish the snapshot to this coordinator")
     stats.add_argument("--short-samples", type=_positive_int, default=10)
     stats.add_argument("--long-samples", type=_positive_int, default=1000)
+    stats.add_argument("--max-sample-age-s", type=_non_negative_float, default=1800.0,
+                       help="leave out workers and tasks silent this long behind their group's newest report "
+                            "(default 1800 = two of the 15 min maximum report interval; 0 keeps all)")
 
     demo = sub.add_parser("demo", help="coordinator + workers: form, rebalance, lose a worker")
     demo.add_argument("--workers", type=_positive_int, default=3)

@@ -33,13 +33,13 @@ def run_stats_command(args: argparse.Namespace) -> int:
 
     try:
         result = run(args.samples, args.out, master=args.master, short_samples=args.short_samples,
-                     long_samples=args.long_samples)
+                     long_samples=args.long_samples, max_sample_age_s=args.max_sample_age_s)
     except (FileNotFoundError, ValueError) as error:
         print(f"groupcoord stats: {error}", file=sys.stderr)
         return 2
     rejected = ", ".join(f"{k}={v}" for k, v in result.rows_rejected.items() if v) or "none"
     print(f"snapshot {result.snapshot_id} -> {args.out}: {result.rows_read} rows read "
-          f"(rejected: {rejected}), {result.groups} group(s), {result.tasks} task(s), {result.workers} worker(s), "
+          f"(rejected: {rejected}; repeats counted once: {result.rows_duplicate}), {result.groups} group(s), {result.tasks} task(s), {result.workers} worker(s), "
           f"{result.split_candidates} split candidate(s), {result.wall_time_s:.1f}s")
     if args.coordinator:
         sent = publish_snapshots(args.out, args.coordinator)

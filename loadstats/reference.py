@@ -15,7 +15,7 @@
 Sample order (shared with the job): per ``(group_id, task_id)`` ascending by ``ts_ms``, then
 ``worker_id``, then the values ``msg_rate_in, msg_rate_out, msg_throughput_in, msg_throughput_out,
 topics, producers, consumers``. Rows tied on all of these are identical in every figure that
-matters, so their relative order cannot change a result.
+matters: they are one sample reported twice (a retried report) and count once.
 """
 
 from __future__ import annotations
@@ -51,22 +51,45 @@ def task_order_key(row: Mapping[str, Any]) -> tuple[Any, ...]:
     return tuple(row[c] for c in TASK_ORDER)
 
 
+def _group_since(rows: Sequence[Mapping[str, Any]], max_sample_age_ms: int | None) -> dict[str, int | None]:
+    """Per group: the oldest latest-sample time still current (its newest worker row minus the age)."""
+    newest: dict[str, int] = {}
+    for row in rows:
+        if row.get("task_id") is None:
+            newest[row["group_id"]] = max(newest.get(row["group_id"], row["ts_ms"]), row["ts_ms"])
+    return {g: (None if max_sample_age_ms is None else t - max_sample_age_ms) for g, t in newest.items()}
+
+
+def _is_current(group_id: str, ts_ms: int, since: Mapping[str, int | None]) -> bool:
+    limit = since.get(group_id)
+    return limit is None or ts_ms >= limit
+
+
 def reference_stats(
-    rows: Iterable[Mapping[str, Any]], short_samples: int = 10, long_samples: int = 1000
+    rows: Iterable[Mapping[str, Any]],
+    short_samples: int = 10,
+    long_samples: int = 1000,
+    max_sample_age_ms: int | None = None,
 ) -> dict[tuple[str, str], dict[str, Any]]:
     """Per ``(group_id, task_id)``: the snapshot's task columns (without ``split_candidate``).
 
-    ``rows`` are *valid* sample rows (dicts of the sample schema); worker rows are skipped.
+    ``rows`` are *valid* sample rows (dicts of the sample schema); worker rows only set each
+    group's clock. Rows equal in every column count once (a retried report). A task whose latest
+    sample is more than ``max_sample_age_ms`` behind its group's newest worker row is left out.
     """
-    by_task: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    rows = list(rows)
+    since = _group_since(rows, max_sample_age_ms)
+    by_task: dict[tuple[str, str], dict[tuple[Any, ...], Mapping[str, Any]]] = {}
     for row in rows:
         if row.get("task_id") is None:
             continue
-        by_task.setdefault((row["group_id"], row["task_id"]), []).append(row)
+        by_task.setdefault((row["group_id"], row["task_id"]), {})[task_order_key(row)] = row
     out: dict[tuple[str, str], dict[str, Any]] = {}
-    for key, task_rows in by_task.items():
-        task_rows.sort(key=task_order_key)
+    for key, distinct in by_task.items():
+        task_rows = [distinct[k] for k in sorted(distinct)]
         last = task_rows[-1]
+        if not _is_current(key[0], last["ts_ms"], since):
+            continue
         stats: dict[str, Any] = {"group_id": key[0], "task_id": key[1], "worker_id": last["worker_id"]}
         for prefix, n_max in (("short", short_samples), ("long", long_samples)):
             for col in TASK_RATE_COLUMNS:
@@ -80,9 +103,13 @@ def reference_stats(
 
 
 def reference_worker_stats(
-    rows: Iterable[Mapping[str, Any]], task_stats: Mapping[tuple[str, str], Mapping[str, Any]]
+    rows: Iterable[Mapping[str, Any]],
+    task_stats: Mapping[tuple[str, str], Mapping[str, Any]],
+    max_sample_age_ms: int | None = None,
 ) -> dict[tuple[str, str], dict[str, Any]]:
-    """Per ``(group_id, worker_id)``: latest resource columns, task count and long-term totals."""
+    """Per current ``(group_id, worker_id)``: latest resource columns, task count and long-term totals."""
+    rows = list(rows)
+    since = _group_since(rows, max_sample_age_ms)
     latest: dict[tuple[str, str], Mapping[str, Any]] = {}
     for row in rows:
         if row.get("task_id") is not None:
@@ -94,6 +121,8 @@ def reference_worker_stats(
             latest[key] = row
     out: dict[tuple[str, str], dict[str, Any]] = {}
     for key, row in latest.items():
+        if not _is_current(key[0], row["ts_ms"], since):
+            continue
         out[key] = {
             "group_id": key[0],
             "worker_id": key[1],

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from coordinator.config import CoordinatorConfig
-from coordinator.testing import Harness
+from coordinator.store import MemoryStore, StoreError
+from coordinator.testing import FailingStore, Harness
 from groupcoord.v1 import groupcoord_pb2 as pb
 
 G = "g"
@@ -331,3 +332,47 @@ def test_restart_from_store_keeps_a_stable_group_stable() -> None:
     assert restarted.state(G) == "Stable" and restarted.group(G).generation == 1
     assert restarted.heartbeat(G, a, 1) == pb.NONE
     assert [r.task_id for r in restarted.group(G).assignment[a]] == ["t1", "t2"]
+
+
+def test_an_active_the_election_voted_out_stands_down_before_answering() -> None:
+    h = Harness()
+    in_office = True
+    h.coordinator.office_check = lambda: in_office
+    a, _ = h.join_new(G)
+    h.sync(G, a, 1, {a: []})
+    assert h.heartbeat(G, a, 1) == pb.NONE
+    _, held = h.join_new(G)  # a second member's join is held: the group is rebalancing
+    assert not held.done
+    in_office = False  # e.g. the process was paused past its ZooKeeper session: a standby may rule now
+    assert h.heartbeat(G, a, 1) == pb.NOT_COORDINATOR
+    assert held.code == pb.NOT_COORDINATOR  # unloaded: nothing is held any more
+    assert not h.coordinator.active and not h.coordinator.groups and len(h.coordinator.timers) == 0
+
+
+def test_a_failed_store_write_puts_the_group_back_as_stored_and_answers_held_requests() -> None:
+    store = FailingStore(MemoryStore())
+    h = Harness(store=store)
+    a, _ = h.join_new(G)
+    h.sync(G, a, 1, {a: []})
+    b, held_b = h.join_new(G)  # stored: PreparingRebalance at generation 1, b's join held
+    store.fail_next_save()
+    with pytest.raises(StoreError, match="disk is full"):
+        h.join(G, a)  # a re-joins: the phase completes, but generation 2 cannot be written
+    assert held_b.code == pb.COORDINATOR_NOT_AVAILABLE  # answered, not left hanging
+    h.check()
+    assert h.state(G) == "PreparingRebalance" and h.group(G).generation == 1
+    assert set(h.group(G).members) == {a, b}
+    assert store.load_all()[G]["generation"] == 1  # memory and store agree
+    # the fault has cleared: both retry and the phase completes
+    join_a, join_b = h.join(G, a), h.join(G, b)
+    assert join_a.code == join_b.code == pb.NONE and join_a.response.generation == 2
+
+
+def test_a_group_never_stored_is_dropped_when_its_first_write_fails() -> None:
+    store = FailingStore(MemoryStore())
+    h = Harness(store=store)
+    store.fail_next_save()
+    with pytest.raises(StoreError):
+        h.put_tasks(G, "t1")
+    assert G not in h.coordinator.groups and store.load_all() == {}
+    assert h.put_tasks(G, "t1") == pb.NONE and h.group(G).tasks.keys() == {"t1"}

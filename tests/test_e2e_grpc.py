@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
+from pathlib import Path
 from typing import Sequence
 
 import grpc
@@ -11,9 +13,13 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from assignors.base import TaskReplica
+from coordinator.clock import FakeClock
 from coordinator.config import CoordinatorConfig
 from coordinator.coordinator import GroupCoordinator
 from coordinator.server import ServerThread
+from coordinator.sqlite_store import SqliteStore
+from coordinator.store import MemoryStore
+from coordinator.testing import FailingStore
 from groupcoord.admin import AdminClient
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
@@ -181,6 +187,93 @@ def test_worker_follows_not_coordinator_to_the_active_one() -> None:
         finally:
             worker.close()
             admin.close()
+
+
+def test_a_worker_leaves_a_hung_coordinator_within_its_session() -> None:
+    """The active hangs (its loop is stuck, as under SIGSTOP) and a standby takes over from the same store.
+    Heartbeats give up after half the session instead of the 30 s request timeout, so the worker reaches
+    the new active while its session there is still alive: same generation, tasks never revoked."""
+    config = CoordinatorConfig(group_initial_rebalance_delay_ms=0, group_min_session_timeout_ms=200)
+    store = MemoryStore()
+    release = threading.Event()
+    with ServerThread(GroupCoordinator(config, store=store)) as first, \
+            ServerThread(GroupCoordinator(config, store=store)) as second:
+        second.call(lambda: second.coordinator.unload(first.address))  # a standby
+        admin = AdminClient(first.address)
+        admin.put_tasks(G, ["a", "b"])
+        recorder = Recorder()
+        worker = make_worker(f"{first.address},{second.address}", "w", recorder).start()  # session 3 s
+        frozen = threading.Thread(target=lambda: first.call(lambda: release.wait(30), timeout=60))
+        try:
+            before = wait_settled([worker], admin, 2)
+            frozen.start()
+            hung_at = time.monotonic()
+
+            def take_over() -> None:
+                second.coordinator.active = True
+                second.coordinator.load()
+
+            second.call(take_over)
+            with AdminClient(second.address) as new_admin:
+                # the member's session there started at the load: a fresh last_seen a second later is a heartbeat
+                heard = new_admin.wait_for(G, lambda d: d.state == pb.STABLE and time.monotonic() - hung_at > 1
+                                           and [m.last_seen_ms_ago < 300 for m in d.members] == [True], 5)
+            assert heard.generation == before.generation
+            assert worker.coordinator_address == second.address and worker.generation == before.generation
+            assert worker.state is WorkerState.STABLE
+            assert [kind for kind, _, _ in recorder.events] == ["assigned"]
+        finally:
+            release.set()
+            frozen.join(30)
+            worker.close()
+            admin.close()
+
+
+@pytest.mark.parametrize("in_office", [None, False])
+def test_timers_fire_only_in_office(in_office: bool | None) -> None:
+    fired: list[str] = []
+    coordinator = GroupCoordinator(clock=FakeClock())
+    if in_office is not None:
+        coordinator.office_check = lambda: in_office
+    coordinator.timers.schedule("session/g/m", 0.0, lambda: fired.append("session/g/m"))
+    with ServerThread(coordinator) as server:
+        # the timer task ran its first round before this call reaches the loop
+        state = server.call(lambda: (coordinator.active, len(coordinator.timers)))
+    if in_office is None:  # standalone: always in office
+        assert fired == ["session/g/m"] and state == (True, 0)
+    else:  # voted out (e.g. after a long pause): stood down instead of firing anything
+        assert fired == [] and state == (False, 0)
+
+
+def test_a_failed_store_write_leaves_the_group_as_stored(tmp_path: Path) -> None:
+    store = FailingStore(SqliteStore(tmp_path / "groups.db"))
+    config = CoordinatorConfig(group_initial_rebalance_delay_ms=0, group_min_session_timeout_ms=200)
+    coordinator = GroupCoordinator(config, store=store, on_change=lambda group: group.validate())
+    with ServerThread(coordinator) as server, grpc.insecure_channel(server.address) as channel:
+        admin = AdminClient(server.address)
+        admin.put_tasks(G, ["a", "b"])
+        recorder = Recorder()
+        worker = make_worker(server.address, "w", recorder).start()
+        try:
+            before = wait_settled([worker], admin, 2)
+            store.fail_next_save()  # e.g. the disk is full
+            put_c = pb.PutTasksRequest(group_id=G, tasks=[pb.Task(task_id="c", replicas=1)])
+            with pytest.raises(grpc.RpcError) as refused:
+                pb_grpc.GroupAdminStub(channel).PutTasks(put_c, timeout=5)
+            assert refused.value.code() == grpc.StatusCode.UNAVAILABLE and store.failures == 1
+            after = admin.describe_group(G)  # as stored: no rebalance, no task c
+            assert (after.state, after.generation) == (pb.STABLE, before.generation)
+            assert [t.task_id for t in after.tasks] == ["a", "b"]
+            assert [list(m.assigned) for m in after.members] == [list(m.assigned) for m in before.members]
+            assert store.load_all()[G]["generation"] == before.generation
+            assert worker.state is WorkerState.STABLE and [kind for kind, _, _ in recorder.events] == ["assigned"]
+            # the fault has cleared: the same request goes through and the group rebalances onto it
+            assert pb_grpc.GroupAdminStub(channel).PutTasks(put_c, timeout=5).num_tasks == 3
+            assert wait_settled([worker], admin, 3).generation == before.generation + 1
+        finally:
+            worker.close()
+            admin.close()
+    store.close()
 
 
 def test_health_and_reflection(server: ServerThread) -> None:

@@ -1,10 +1,12 @@
-"""LeaderElection against a real ZooKeeper: one active, failover on stop and on session expiry, ZK restart."""
+"""LeaderElection against a real ZooKeeper: one active, failover on stop and on session expiry, ZK restart,
+process pauses (on a fake monotonic clock)."""
 
 from __future__ import annotations
 
 import threading
 import uuid
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
@@ -23,14 +25,15 @@ FAILOVER_DEADLINE = SESSION_TIMEOUT * 3 + 20
 class Candidate:
     """One coordinator's view: its kazoo client, its election and the callbacks it received, in order."""
 
-    def __init__(self, hosts: str, root: str, address: str, *, on_elected: Callable[[int], None] | None = None):
+    def __init__(self, hosts: str, root: str, address: str, *, on_elected: Callable[[int], None] | None = None,
+                 **election_args: Any):
         self.address = address
         self.events: list[tuple[str, int]] = []
         self._lock = threading.Lock()
         self._extra = on_elected
         self.client: KazooClient = connect(hosts, session_timeout=SESSION_TIMEOUT)
         self.election = LeaderElection(self.client, root, address, on_elected=self._elected, on_lost=self._lost,
-                                       op_timeout=5.0, retry_delay=0.2)
+                                       op_timeout=5.0, retry_delay=0.2, **election_args)
 
     def _elected(self, epoch: int) -> None:
         with self._lock:
@@ -169,3 +172,72 @@ def test_a_failing_callback_does_not_break_the_election(cluster: Callable[..., l
     (only,) = cluster(1, on_elected=boom)
     wait_until(lambda: only.history()[:1] == [("elected", 1)], FAILOVER_DEADLINE, "the election to complete")
     assert only.election.is_leader()
+
+
+class PausableClock:
+    """A monotonic clock that stands still until a test makes it jump (a process pause without the wait)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def pause(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def wait_for_new_term(candidate: Candidate, after: int) -> int:
+    """Wait until ``candidate`` is active again with an epoch above ``after``; returns the epoch.
+    (A win voided by a pause during its attempt still used up an epoch, so the next is not always after + 1.)"""
+    def won() -> bool:
+        last = candidate.history()[-1:]
+        return bool(last) and last[0][0] == "elected" and last[0][1] > after and candidate.election.is_leader()
+
+    wait_until(won, FAILOVER_DEADLINE, f"on_elected with an epoch above {after}")
+    epoch = candidate.history()[-1][1]
+    assert candidate.election.epoch == epoch
+    return epoch
+
+
+def test_a_pause_past_the_bound_ends_the_term_and_a_live_session_wins_a_new_epoch(
+        cluster: Callable[..., list[Candidate]]) -> None:
+    clock = PausableClock()
+    # the detector's own tick never comes: each probe below is the first to look after the "pause"
+    # (or the election thread is, if a watch woke it just then: it then ends the term the same way)
+    (only,) = cluster(1, monotonic=clock, pause_tick=3600.0)
+    election = only.election
+    assert election.max_pause == SESSION_TIMEOUT / 2  # derived from the kazoo client's session timeout
+    epoch = wait_for_new_term(only, 0)
+    clock.pause(0.9 * election.max_pause)
+    assert election.is_leader() and election.epoch == epoch  # a stall within the bound is no pause
+
+    def not_leader() -> None:
+        assert not election.is_leader()
+
+    def fenced() -> None:
+        with pytest.raises(FencedError, match="not the active coordinator"):
+            election.fence()
+
+    def not_ours() -> None:
+        assert election.current_leader() != only.address
+
+    for probe in (not_leader, fenced, not_ours):
+        lost_before = only.history().count(("lost", 0))
+        clock.pause(election.max_pause + 0.1)
+        probe()
+        wait_until(lambda lost=lost_before + 1: only.history().count(("lost", 0)) == lost, 15, "on_lost")
+        # the session is alive and the leader node still ours: the election thread wins it again
+        epoch = wait_for_new_term(only, epoch)
+    assert_well_formed(only.history())
+    assert only.history().count(("lost", 0)) == 3
+
+
+def test_the_detector_thread_ends_the_term_when_nobody_asks(cluster: Callable[..., list[Candidate]]) -> None:
+    clock = PausableClock()
+    (only,) = cluster(1, monotonic=clock, pause_tick=0.02, max_pause=1.0)
+    first = wait_for_new_term(only, 0)
+    clock.pause(1.5)
+    wait_until(lambda: ("lost", 0) in only.history(), FAILOVER_DEADLINE, "on_lost from the detector thread")
+    wait_for_new_term(only, first)
+    assert_well_formed(only.history())

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,15 +15,10 @@ from groupcoord.admin import AdminClient
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
 from tests.test_e2e_grpc import Recorder
+from tests.zookeeper_server import free_port
 from worker import WorkerClient, WorkerConfig, WorkerState
 
 G = "durable"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def serve(data_dir: Path, port: int, env: dict[str, str]) -> subprocess.Popen[str]:

@@ -25,7 +25,7 @@ from typing import Self
 
 import pytest
 
-__all__ = ["ZooKeeperServer", "require_zookeeper", "wait_until", "zookeeper_classpath"]
+__all__ = ["ZooKeeperServer", "free_port", "require_zookeeper", "wait_until", "zookeeper_classpath"]
 
 ZOOKEEPER_JAR = Path(os.environ.get("ZOOKEEPER_JAR", "/usr/share/java/zookeeper.jar"))
 _LOGGING_JARS = ("/usr/share/java/slf4j-simple.jar",)  # optional: server log to stderr, else NOP logger
@@ -58,7 +58,8 @@ def require_zookeeper() -> tuple[str, str]:
     pytest.skip(message)
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A loopback port free right now (bind to 0, read it back, release it)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -84,7 +85,7 @@ class ZooKeeperServer:
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._java, self._classpath = require_zookeeper()
-        self.port = _free_port()
+        self.port = free_port()
         self.host = "127.0.0.1"
         self._tmp = Path(tempfile.mkdtemp(prefix="groupcoord-zk-"))
         self._start_timeout = start_timeout

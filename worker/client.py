@@ -14,7 +14,9 @@ member id and generation; NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE and
 transport errors move to the next coordinator address (or the hinted one).
 In Stable, losing the coordinator does not stop tasks until the session
 timeout has passed without a successful heartbeat (a coordinator failover
-keeps tasks running). Retries back off exponentially with jitter (tenacity).
+keeps tasks running); calls in Stable give up after half the session, so a
+hung coordinator is left in time to reach the new one. Retries back off
+exponentially with jitter (tenacity).
 """
 
 from __future__ import annotations
@@ -370,7 +372,7 @@ class WorkerClient:
             instance_id=cfg.instance_id,
         )
         try:
-            response = self._call("Heartbeat", request, cfg.request_timeout_ms / 1000)
+            response = self._call("Heartbeat", request, self._stable_timeout())
             errors.raise_for(response.error, member_id=self._member_id)
             self._last_heartbeat_ok = self._monotonic()
             self._report_load()
@@ -388,6 +390,20 @@ class WorkerClient:
             log.info("%s: heartbeat: %s; re-joining", cfg.client_id, error)
             self._on_error(error)
             self._set_state(WorkerState.PREPARING_JOIN)
+
+    def _stable_timeout(self) -> float:
+        """Deadline (s) of a call in Stable: short enough to find a new coordinator within the session.
+
+        A coordinator that hangs (SIGSTOPped, partitioned) would otherwise hold the heartbeat for the
+        whole request timeout (30 s), long after the new active has expired our session. Like Kafka's
+        consumer, which marks the coordinator unknown once a session passes without a heartbeat
+        response, give up after half the session (a second address still gets the other half) and
+        never past the session's end; at least one heartbeat interval so a slow answer can arrive.
+        """
+        cfg = self.config
+        session = cfg.session_timeout_ms / 1000
+        left = session - (self._monotonic() - self._last_heartbeat_ok)
+        return max(cfg.heartbeat_interval_ms / 1000, min(cfg.request_timeout_ms / 1000, session / 2, left))
 
     def _maybe_recheck(self) -> None:
         """Leader only: an assignor with ``needs_rebalance(context)`` and ``recheck_interval_s``
@@ -412,7 +428,7 @@ class WorkerClient:
             assert self._channel is not None
             described = pb_grpc.GroupAdminStub(self._channel).DescribeGroup(
                 pb.DescribeGroupRequest(group_id=self.config.group_id, include_load_snapshot=True),
-                timeout=self.config.request_timeout_ms / 1000,
+                timeout=self._stable_timeout(),
             )
             if described.error.code != pb.NONE or described.generation != self._generation:
                 return
@@ -435,7 +451,7 @@ class WorkerClient:
             request = pb.ReportLoadRequest(
                 group_id=self.config.group_id, member_id=self._member_id, generation=self._generation, report=report
             )
-            response = self._call("ReportLoad", request, self.config.request_timeout_ms / 1000)
+            response = self._call("ReportLoad", request, self._stable_timeout())
             if response.error.code != pb.NONE:
                 log.info("%s: load report refused: %s", self.config.client_id, response.error.message)
         except WorkerClosedError:
@@ -460,6 +476,8 @@ class WorkerClient:
         if hint:
             address = hint
         else:
+            if self._address in addresses:  # reached through a hint: go on from there, not back to it
+                self._address_index = addresses.index(self._address)
             self._address_index = (self._address_index + 1) % len(addresses)
             address = addresses[self._address_index]
         if address != self._address or self._stub is None:

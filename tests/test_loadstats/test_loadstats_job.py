@@ -66,10 +66,12 @@ def _bad_rows(valid: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[s
     return bad, lines, expected
 
 
-def _check_against_reference(out: str, rows: list[dict[str, Any]], short: int, long: int) -> None:
+def _check_against_reference(
+    out: str, rows: list[dict[str, Any]], short: int, long: int, max_age_ms: int | None = None
+) -> None:
     snaps = read_snapshots(out)
-    ref = reference_stats(rows, short, long)
-    ref_workers = reference_worker_stats(rows, ref)
+    ref = reference_stats(rows, short, long, max_age_ms)
+    ref_workers = reference_worker_stats(rows, ref, max_age_ms)
     assert {(g, t) for g, s in snaps.items() for t in s.tasks} == set(ref)
     assert {(g, w) for g, s in snaps.items() for w in s.workers} == set(ref_workers)
     for (g, t), expected in ref.items():
@@ -130,6 +132,37 @@ def test_job_matches_sequential_reference(spark, tmp_path) -> None:
             n_splits += expect
         assert sum(w.num_tasks for w in snap.workers.values()) == len(snap.tasks)
     assert n_splits == result.split_candidates > 0
+
+
+def test_repeated_rows_count_once_and_silent_ones_age_out(spark, tmp_path) -> None:
+    rows = rows_of(make_reports(seed=5, groups=("g1", "g2"), reports_per_worker=20, ts_range=40))
+    # a retried report: some rows appear twice or three times, in the other file format too
+    repeats = rows[::7] + rows[::13]
+    # a worker (and the task only it ran) silent for two hours behind g1's newest report
+    old_ts = 1_700_000_000_000 - 2 * 3600 * 1000
+    gone = [dict(r, worker_id="w-gone", ts_ms=old_ts + i) for i, r in enumerate(rows) if r["group_id"] == "g1"][:40]
+    for r in gone:
+        if r["task_id"] is not None:
+            r["task_id"] = "t-gone"
+    samples = str(tmp_path / "samples")
+    _write_samples(samples, rows + gone + repeats)
+    everything = rows + gone
+
+    out = str(tmp_path / "snap")
+    result = run(samples, out, spark=spark, short_samples=3, long_samples=12)  # default age: 30 min
+    repeated_task_rows = sum(r["task_id"] is not None for r in repeats)  # repeated worker rows are harmless
+    assert result.rows_duplicate == repeated_task_rows > 0
+    assert sum(result.rows_rejected.values()) == 0
+    _check_against_reference(out, everything, 3, 12, 1_800_000)
+    snap = read_snapshots(out)["g1"]
+    assert "t-gone" not in snap.tasks and "w-gone" not in snap.workers
+    assert read_meta(out)["rows_duplicate"] == repeated_task_rows
+
+    kept = run(samples, str(tmp_path / "all"), spark=spark, short_samples=3, long_samples=12, max_sample_age_s=0)
+    _check_against_reference(str(tmp_path / "all"), everything, 3, 12, None)
+    snap = read_snapshots(str(tmp_path / "all"))["g1"]
+    assert "t-gone" in snap.tasks and "w-gone" in snap.workers
+    assert kept.tasks == result.tasks + 1 and kept.workers == result.workers + 1
 
 
 def test_idempotent_and_atomic(spark, tmp_path) -> None:
