@@ -9,11 +9,22 @@ its index is reported unassigned.
 
 from __future__ import annotations
 
-from collections import defaultdict
-
-from assignors.base import Assignment, AssignmentContext, MemberInfo, TaskReplica, eligible_members
+from assignors.base import Assignment, AssignmentContext, TaskReplica, eligible_members
 
 __all__ = ["RoundRobinAssignor"]
+
+_new_replica = tuple.__new__  # TaskReplica(task_id, r) without the NamedTuple constructor's call overhead
+
+
+class _Pool:
+    """The deal state of one pool: its members' assignment lists, in member-id order, and the cursor."""
+
+    __slots__ = ("cursor", "size", "targets")
+
+    def __init__(self, targets: list[list[TaskReplica]]) -> None:
+        self.targets = targets
+        self.size = len(targets)
+        self.cursor = 0  # one cursor per pool keeps each pool balanced
 
 
 class RoundRobinAssignor:
@@ -21,21 +32,26 @@ class RoundRobinAssignor:
 
     def assign(self, context: AssignmentContext) -> Assignment:
         result = Assignment(members={m.member_id: [] for m in context.members})
-        cursor: dict[str, int] = defaultdict(int)  # one cursor per pool keeps each pool balanced
-        pools: dict[str, tuple[MemberInfo, ...]] = {}
+        pools: dict[str, _Pool] = {}
         for task in context.tasks:
-            if task.pool not in pools:
-                pools[task.pool] = eligible_members(task, context.members)
-            members = pools[task.pool]
-            for replica in task.replica_ids():
-                if replica.replica >= len(members):
+            pool = pools.get(task.pool)
+            if pool is None:
+                members = eligible_members(task, context.members)
+                pool = pools[task.pool] = _Pool([result.members[m.member_id] for m in members])
+            size, start, replicas = pool.size, pool.cursor, task.replicas
+            if replicas == 1 and size:  # the common case, kept lean: 100k tasks go through here
+                pool.targets[start].append(_new_replica(TaskReplica, (task.task_id, 0)))
+                pool.cursor = start + 1 if start + 1 < size else 0
+                continue
+            for r in range(replicas):
+                replica = _new_replica(TaskReplica, (task.task_id, r))
+                if r >= size:
                     result.unassigned[replica] = (
-                        f"replication factor {task.replicas} exceeds the {len(members)} member(s)"
+                        f"replication factor {replicas} exceeds the {size} member(s)"
                         f" of pool {task.pool or '(default)'}"
                     )
                     continue
-                start = cursor[task.pool]
-                result.members[members[(start + replica.replica) % len(members)].member_id].append(replica)
-            if members:
-                cursor[task.pool] = (cursor[task.pool] + min(task.replicas, len(members))) % len(members)
+                pool.targets[(start + r) % size].append(replica)
+            if size:
+                pool.cursor = (start + min(replicas, size)) % size
         return result

@@ -334,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"cpus: {os.cpu_count()}  python {sys.version.split()[0]}  grpcio {grpc.__version__}")
     print(f"\nHeartbeat capacity: {members} members, {seconds:.0f} s per server and round, 256 calls in flight")
     print(f"{'server':<24}{'req/s':>10}{'p99 ms':>10}{'errors':>8}{'ratio vs no-op':>16}")
-    rows = bench_heartbeats(members, seconds, 256, stores, rounds=1 if args.quick else 3)
+    rows = bench_heartbeats(members, seconds, 256, stores, rounds=1 if args.quick else 5)
     base = rows[0][1]
     for name, rate, p99, errors in rows:
         print(f"{name:<24}{rate:>10.0f}{p99:>10.2f}{errors:>8}{rate / base:>16.2f}")

@@ -27,6 +27,7 @@ import pytest
 from groupcoord.admin import AdminClient
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
+from tests.processes import stop_processes
 from tests.zookeeper_server import ZooKeeperServer, free_port
 
 G = "ha"
@@ -120,17 +121,7 @@ class HaCluster:
 
     def stop(self) -> None:
         """End every process (a SIGSTOPped one is continued first, so that it can exit on SIGTERM)."""
-        procs = self.workers + self.coordinators
-        for proc in procs:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGCONT)
-                proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
+        stop_processes(self.workers + self.coordinators)
 
     def tasks_owned_twice(self) -> dict[tuple[int, str], set[str]]:
         """(generation, task) -> workers, where more than one worker was assigned the task in that generation."""

@@ -13,6 +13,7 @@ import pytest
 from coordinator.server import ServerThread
 from groupcoord.admin import AdminClient
 from groupcoord.v1 import groupcoord_pb2 as pb
+from tests.processes import stop_processes
 
 G = "killed"
 
@@ -68,12 +69,5 @@ def test_sigkilled_worker_tasks_move_to_the_survivors(server: ServerThread, cli_
         admin.wait_for(G, lambda d: all(last_assigned(n) for n in ("w1", "w2")), 10)
         assert sorted(last_assigned("w1") + last_assigned("w2")) == tasks
     finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        stop_processes(procs)
         admin.close()
