@@ -32,7 +32,8 @@ from assignors.pulsar import (
 )
 from assignors.pulsar.assignors import PulsarAssignor
 from assignors.pulsar.convert import load_data_from_context
-from assignors.snapshot import LoadSnapshot, TaskLoadStats, WorkerLoadStats
+from assignors.pulsar.testing import steady_task
+from assignors.snapshot import LoadSnapshot, WorkerLoadStats
 
 MSG = 4096.0
 
@@ -59,23 +60,7 @@ def build(n_tasks: int, n_members: int, seed: int, round_no: int) -> AssignmentC
         tp[m] += rates[t] * MSG
     scale = 50.0 / (sum(cpu.values()) / n_members)  # mean 50% busy on 4 cores... of 100 per core
     tasks = {
-        t: TaskLoadStats(
-            task_id=t,
-            worker_id=owner.get(t, ""),
-            short_samples=10,
-            long_samples=100,
-            short_msg_rate_in=r,
-            short_msg_rate_out=r,
-            short_msg_throughput_in=r * MSG,
-            short_msg_throughput_out=r * MSG,
-            long_msg_rate_in=r,
-            long_msg_rate_out=r,
-            long_msg_throughput_in=r * MSG,
-            long_msg_throughput_out=r * MSG,
-            topics=1,
-            producers=1,
-            consumers=1,
-        )
+        t: steady_task(t, owner.get(t, ""), r, msg_bytes=MSG)
         for t, r in rates.items()
     }
     workers = {

@@ -21,7 +21,7 @@ from assignors.pulsar import (
     PulsarUniformAssignor,
 )
 from assignors.pulsar.assignors import PulsarAssignor
-from assignors.pulsar.testing import FakeClock
+from assignors.pulsar.testing import FakeClock, steady_task
 from assignors.snapshot import LoadSnapshot, TaskLoadStats, WorkerLoadStats
 
 ASSIGNORS = [PulsarThresholdAssignor, PulsarUniformAssignor, PulsarAvgAssignor, PulsarOverloadAssignor]
@@ -30,23 +30,7 @@ MSG = 4096.0
 
 def snapshot(sid: str, cpu: dict[str, float], rates: dict[str, float], owner: dict[str, str]) -> LoadSnapshot:
     tasks = {
-        t: TaskLoadStats(
-            t,
-            owner.get(t, ""),
-            short_samples=10,
-            long_samples=50,
-            short_msg_rate_in=r,
-            short_msg_rate_out=r,
-            short_msg_throughput_in=r * MSG,
-            short_msg_throughput_out=r * MSG,
-            long_msg_rate_in=r,
-            long_msg_rate_out=r,
-            long_msg_throughput_in=r * MSG,
-            long_msg_throughput_out=r * MSG,
-            topics=1,
-            producers=1,
-            consumers=1,
-        )
+        t: steady_task(t, owner.get(t, ""), r, msg_bytes=MSG, long_samples=50)
         for t, r in rates.items()
     }
     workers = {m: WorkerLoadStats(m, cpu_usage=c, cpu_limit=100.0) for m, c in cpu.items()}

@@ -21,8 +21,32 @@ from assignors.pulsar.data import (
     TimeAverageMessageData,
     default_bundle_stats,
 )
+from assignors.snapshot import TaskLoadStats
 
-__all__ = ["FakeClock", "broker", "bundle", "load_data"]
+__all__ = ["FakeClock", "broker", "bundle", "load_data", "steady_task"]
+
+
+def steady_task(task_id: str, worker_id: str, rate: float, *, msg_bytes: float = 4096.0,
+                long_samples: int = 100) -> TaskLoadStats:
+    """A snapshot task row whose short and long averages agree: ``rate`` msg/s and
+    ``rate * msg_bytes`` bytes/s each way, one topic, producer and consumer."""
+    return TaskLoadStats(
+        task_id,
+        worker_id,
+        short_samples=10,
+        long_samples=long_samples,
+        short_msg_rate_in=rate,
+        short_msg_rate_out=rate,
+        short_msg_throughput_in=rate * msg_bytes,
+        short_msg_throughput_out=rate * msg_bytes,
+        long_msg_rate_in=rate,
+        long_msg_rate_out=rate,
+        long_msg_throughput_in=rate * msg_bytes,
+        long_msg_throughput_out=rate * msg_bytes,
+        topics=1,
+        producers=1,
+        consumers=1,
+    )
 
 
 @dataclass
