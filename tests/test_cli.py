@@ -56,6 +56,9 @@ def test_bad_input_is_one_line_and_a_non_zero_exit(server: ServerThread, capsys:
         (("tasks", "put", "g1", "x", "--replicas", "0", "--coordinator", addr), 2, "must be > 0"),
         (("worker", "--group", "g", "--coordinator", addr, "--assignor", "no-such"), 2, "no assignor named"),
         (("worker", "--group", "g", "--coordinator", addr, "--heartbeat-interval-ms", "20000"), 2, "less than"),
+        (("stats", "--samples", "s", "--out", "o", "--max-sample-age-s", "-1"), 2, "finite number >= 0"),
+        (("stats", "--samples", "s", "--out", "o", "--max-sample-age-s", "nan"), 2, "finite number >= 0"),
+        (("stats", "--samples", "/nonexistent/samples", "--out", "o"), 2, "does not exist"),
     ]
     for args, status, message in cases:
         try:
