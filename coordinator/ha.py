@@ -80,6 +80,7 @@ class HighAvailability:
 def run_ha_coordinator(options: Any) -> int:
     from coordinator.election import LeaderElection, connect
     from coordinator.load_reports import attach_sample_log
+    from coordinator.runtime import start_snapshot_watch
     from coordinator.zk_store import ZooKeeperStore
     from loadstats.sample_log import SampleLog
 
@@ -109,6 +110,7 @@ def run_ha_coordinator(options: Any) -> int:
         store = ZooKeeperStore(client, f"{options.zk_root}/groups", election)
         ha = HighAvailability(coordinator, election, store, loop)
         hint_task = loop.create_task(ha.refresh_hint())
+        watching = start_snapshot_watch(coordinator, options)  # applies only while active
         print(f"groupcoord coordinator listening on {advertise} (ZooKeeper {options.zk}, standby until elected)",
               file=sys.stderr, flush=True)
         election.start()
@@ -116,6 +118,8 @@ def run_ha_coordinator(options: Any) -> int:
             await serving
         finally:
             hint_task.cancel()
+            if watching is not None:
+                watching.cancel()
             await loop.run_in_executor(None, election.stop)
 
     try:

@@ -10,6 +10,8 @@ Config file (TOML)::
     advertise = "127.0.0.1:9400"
     zk_root = "/groupcoord/default"
     zk_session_timeout_s = 10
+    snapshots = "/mnt/shared/snapshot"   # pick up load snapshots written here (optional)
+    snapshot_poll_s = 10
 
     [coordinator]               # any CoordinatorConfig field
     group_initial_rebalance_delay_ms = 3000
@@ -34,7 +36,9 @@ from coordinator.config import ConfigError, CoordinatorConfig
 __all__ = ["ServeOptions", "run_coordinator"]
 
 log = logging.getLogger("groupcoord.serve")
-_SERVER_KEYS = {"listen", "data_dir", "store", "zk", "advertise", "zk_root", "zk_session_timeout_s"}
+_SERVER_KEYS = {
+    "listen", "data_dir", "store", "zk", "advertise", "zk_root", "zk_session_timeout_s", "snapshots", "snapshot_poll_s",
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -46,6 +50,8 @@ class ServeOptions:
     advertise: str = ""
     zk_root: str = "/groupcoord/default"
     zk_session_timeout_s: float = 10.0
+    snapshots: str = ""  # a load snapshot path to watch ("" = none; snapshots arrive by PublishLoadSnapshot)
+    snapshot_poll_s: float = 10.0
     coordinator: CoordinatorConfig = field(default_factory=CoordinatorConfig)
 
     @classmethod
@@ -68,7 +74,7 @@ class ServeOptions:
             unknown = sorted(set(server) - _SERVER_KEYS)
             if unknown:
                 raise ValueError(f"config file {args.config}: unknown [server] key(s) {', '.join(unknown)}")
-        for key in ("listen", "data_dir", "store", "zk", "advertise"):
+        for key in ("listen", "data_dir", "store", "zk", "advertise", "snapshots", "snapshot_poll_s"):
             value = getattr(args, key, None)
             if value is not None:
                 server[key] = value
@@ -83,6 +89,12 @@ class ServeOptions:
             raise ValueError(f"store must be sqlite, memory or zookeeper, not {store!r}")
         if store == "zookeeper" and not server.get("zk"):
             raise ValueError("--store zookeeper needs --zk HOST:PORT[,...]")
+        try:
+            snapshot_poll_s = float(server.get("snapshot_poll_s", cls.snapshot_poll_s))
+        except (TypeError, ValueError):
+            raise ValueError(f"snapshot_poll_s must be a number, not {server.get('snapshot_poll_s')!r}") from None
+        if not 0 < snapshot_poll_s < float("inf"):
+            raise ValueError(f"snapshot_poll_s must be > 0, not {snapshot_poll_s}")
         listen = str(server.get("listen", cls.listen))
         host, sep, port = listen.rpartition(":")
         if not sep or not port.isdigit():
@@ -95,6 +107,8 @@ class ServeOptions:
             advertise=str(server.get("advertise", "")),
             zk_root=str(server.get("zk_root", cls.zk_root)),
             zk_session_timeout_s=float(server.get("zk_session_timeout_s", cls.zk_session_timeout_s)),
+            snapshots=str(server.get("snapshots", "")),
+            snapshot_poll_s=snapshot_poll_s,
             coordinator=config,
         )
 
@@ -115,6 +129,17 @@ def _sample_log(options: ServeOptions) -> Any:
     from loadstats.sample_log import SampleLog
 
     return SampleLog(options.data_dir / "samples")
+
+
+def start_snapshot_watch(coordinator: Any, options: ServeOptions) -> asyncio.Task[None] | None:
+    """With ``--snapshots``: poll that path on the running loop (see ``coordinator.snapshot_watch``)."""
+    if not options.snapshots:
+        return None
+    from coordinator.snapshot_watch import watch_snapshots
+
+    return asyncio.get_running_loop().create_task(
+        watch_snapshots(coordinator, options.snapshots, options.snapshot_poll_s), name="snapshot-watch"
+    )
 
 
 def run_coordinator(options: ServeOptions) -> int:
@@ -151,7 +176,12 @@ def run_coordinator(options: ServeOptions) -> int:
         # Load last, right before serving: restored sessions and join timers start now, not
         # at some earlier point of a slow start-up.
         coordinator.load()
-        await serve_forever(coordinator, options.listen, on_started=started)
+        watching = start_snapshot_watch(coordinator, options)
+        try:
+            await serve_forever(coordinator, options.listen, on_started=started)
+        finally:
+            if watching is not None:
+                watching.cancel()
 
     try:
         asyncio.run(main())

@@ -61,6 +61,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--zk", help="ZooKeeper HOST:PORT[,HOST:PORT...] for --store zookeeper")
     serve.add_argument("--advertise", help="HOST:PORT other coordinators and workers reach this one at")
     serve.add_argument("--initial-rebalance-delay-ms", type=int, help="group_initial_rebalance_delay_ms")
+    serve.add_argument("--snapshots", help="a load snapshot path (the --out of `groupcoord stats` or the job) to "
+                                           "pick up new snapshots from")
+    serve.add_argument("--snapshot-poll-s", type=float, help="how often to look at --snapshots (default 10)")
 
     worker = sub.add_parser("worker", help="run a demo worker that prints one JSON line per event")
     worker.add_argument("--group", required=True)
