@@ -41,6 +41,9 @@ def run_stats_command(args: argparse.Namespace) -> int:
     print(f"snapshot {result.snapshot_id} -> {args.out}: {result.rows_read} rows read "
           f"(rejected: {rejected}; repeats counted once: {result.rows_duplicate}), {result.groups} group(s), {result.tasks} task(s), {result.workers} worker(s), "
           f"{result.split_candidates} split candidate(s), {result.wall_time_s:.1f}s")
+    if result.rows_read == 0:
+        print(f"groupcoord stats: no samples under {args.samples} yet: the coordinator's sample log makes its "
+              "files visible when it rolls them (every minute, and when it stops)", file=sys.stderr)
     if args.coordinator:
         sent = publish_snapshots(args.out, args.coordinator)
         print(f"published to {args.coordinator}: {', '.join(sent) or 'nothing'}")

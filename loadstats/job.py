@@ -38,6 +38,7 @@ import shutil
 import sys
 import time
 import uuid
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -79,7 +80,8 @@ log = logging.getLogger(__name__)
 
 MIBI = 1024 * 1024
 CORRUPT = "_corrupt_record"
-_STAGE = "_latest_workers"  # staged inside the snapshot's temp dir, removed before the swap
+_STAGE = "stage-latest-workers"  # inside the snapshot's temp dir, removed before the swap (no leading
+# "_" or ".": Spark would call the path hidden and warn)
 #: Two of ``load_report_update_max_interval`` (15 min): a live worker has reported by then.
 DEFAULT_MAX_SAMPLE_AGE_S = 1800.0
 
@@ -491,6 +493,7 @@ def build_session(
     driver_memory: str | None = "4g",
     shuffle_partitions: int | None = None,
     extra_conf: Mapping[str, str] | None = None,
+    log_level: str = "ERROR",
 ) -> SparkSession:
     """Get or create a SparkSession for the job.
 
@@ -498,7 +501,10 @@ def build_session(
     ``spark.master`` in spark-defaults); without any, Spark's default applies. Driver memory only
     takes effect when this call starts the JVM.
     """
-    from pyspark.sql import SparkSession
+    with warnings.catch_warnings():
+        # pyspark's import-time notice about pandas 3 (the job does not use pandas)
+        warnings.simplefilter("ignore", FutureWarning)
+        from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name)
     if master is not None:
@@ -506,8 +512,12 @@ def build_session(
     if driver_memory and "PYSPARK_GATEWAY_PORT" not in os.environ:
         builder = builder.config("spark.driver.memory", driver_memory)
     cores = os.cpu_count() or 2
-    builder = builder.config("spark.sql.shuffle.partitions", str(shuffle_partitions or max(4, 4 * cores))).config(
-        "spark.ui.showConsoleProgress", "false"
+    builder = (
+        builder.config("spark.sql.shuffle.partitions", str(shuffle_partitions or max(4, 4 * cores)))
+        .config("spark.ui.showConsoleProgress", "false")
+        # the job reports what matters itself (rows, rejects, errors); Spark's WARN lines, e.g. on the
+        # deliberately single-partition window over the one-row-per-worker table, only bury it
+        .config("spark.log.level", log_level)
     )
     if master is not None and master.startswith("local"):
         # one machine: shuffle files stay in the page cache, so compressing them only costs CPU
@@ -515,7 +525,9 @@ def build_session(
         builder = builder.config("spark.shuffle.compress", "false")
     for key, value in (extra_conf or {}).items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        return builder.getOrCreate()
 
 
 def _swap_into_place(tmp_dir: str, out_path: str, snapshot_id: str, keep: int = 2) -> str:
