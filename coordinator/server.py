@@ -41,6 +41,7 @@ class RunningServer:
 
     async def stop(self, grace_s: float = 1.0) -> None:
         self.timer_task.cancel()
+        await asyncio.gather(self.timer_task, return_exceptions=True)  # let it finish cancelling before the loop ends
         await self.health.enter_graceful_shutdown()
         await self.server.stop(grace_s)
 
