@@ -56,7 +56,7 @@ def _serve(kind: str, members: int, port_queue: Any, store: str) -> None:
             await server.wait_for_termination()
             return
         from coordinator.config import CoordinatorConfig
-        from coordinator.coordinator import GroupCoordinator
+        from coordinator.runtime import CoordinatorRuntime
         from coordinator.server import start_server
 
         backing: Any = None
@@ -66,7 +66,7 @@ def _serve(kind: str, members: int, port_queue: Any, store: str) -> None:
             from coordinator.sqlite_store import SqliteStore
 
             backing = SqliteStore(Path(tempfile.mkdtemp(prefix="bench-")) / "groups.db")
-        coordinator = GroupCoordinator(
+        coordinator = CoordinatorRuntime(
             CoordinatorConfig(group_initial_rebalance_delay_ms=0, group_min_session_timeout_ms=100), store=backing
         )
         ids = _form_group_in_model(coordinator, members) if members else []
@@ -85,21 +85,26 @@ def logging_off() -> None:
     logging.disable(logging.WARNING)
 
 
+def _call(runtime: Any, method: str, request: Any) -> list[Any]:
+    """One request through the runtime before it serves (writes inline); the answer, once it comes."""
+    box: list[Any] = []
+    response_type = getattr(pb, type(request).__name__.replace("Request", "Response"))
+    runtime.submit(lambda token: getattr(runtime.model, method)(request, token), response_type, box.append)
+    return box
+
+
 def _form_group_in_model(coordinator: Any, members: int) -> list[str]:
     """Put ``members`` members in a Stable group directly through the model (setup, not measured)."""
     replies: dict[str, Any] = {}
     ids: list[str] = []
 
     def join(member_id: str = "") -> Any:
-        box: list[Any] = []
-        coordinator.join_group(
-            pb.JoinGroupRequest(group_id=GROUP, member_id=member_id, client_id="hb", session_timeout_ms=600_000,
-                                rebalance_timeout_ms=600_000, protocols=["round-robin"]),
-            box.append,
-        )
-        return box
+        return _call(coordinator, "join", pb.JoinGroupRequest(
+            group_id=GROUP, member_id=member_id, client_id="hb", session_timeout_ms=600_000,
+            rebalance_timeout_ms=600_000, protocols=["round-robin"]))
 
-    coordinator.put_tasks(pb.PutTasksRequest(group_id=GROUP, tasks=[pb.Task(task_id=f"t{i}") for i in range(members)]))
+    _call(coordinator, "put_tasks",
+          pb.PutTasksRequest(group_id=GROUP, tasks=[pb.Task(task_id=f"t{i}") for i in range(members)]))
     for _ in range(members):
         first = join()[0]
         ids.append(first.member_id)
@@ -112,7 +117,7 @@ def _form_group_in_model(coordinator: Any, members: int) -> list[str]:
     request = pb.SyncGroupRequest(group_id=GROUP, member_id=leader, generation=generation)
     for i, member_id in enumerate(ids):
         request.assignments.add(member_id=member_id, tasks=[pb.TaskReplica(task_id=f"t{i}")])
-    coordinator.sync_group(request, lambda response: None)
+    _call(coordinator, "sync", request)
     assert coordinator.groups[GROUP].state.value == "Stable", coordinator.groups[GROUP].state
     return ids
 
@@ -305,7 +310,7 @@ def model_rebalance(members: int) -> float:
     generation = h.group(GROUP).generation
     leader = h.group(GROUP).leader_id
     assignment = get_assignor("round-robin").assign(context_from_join(GROUP, pending[leader].response))
-    h.coordinator.sync_group(sync_request_from_assignment(GROUP, leader, generation, assignment), lambda r: None)
+    _call(h.runtime, "sync", sync_request_from_assignment(GROUP, leader, generation, assignment))
     start = time.perf_counter()
     newcomer, held = h.join_new(GROUP)
     for m in ids:
@@ -313,8 +318,7 @@ def model_rebalance(members: int) -> float:
         pending[m] = h.join(GROUP, m)
     join = next(p.response for p in [*pending.values(), held] if p.response.leader_id == p.response.member_id)
     assignment = get_assignor("round-robin").assign(context_from_join(GROUP, join))
-    h.coordinator.sync_group(
-        sync_request_from_assignment(GROUP, join.member_id, join.generation, assignment), lambda r: None)
+    _call(h.runtime, "sync", sync_request_from_assignment(GROUP, join.member_id, join.generation, assignment))
     for m in [*ids, newcomer]:
         if m != join.member_id:
             h.sync(GROUP, m, join.generation)

@@ -145,10 +145,14 @@ class LeaderElection:
 
     # -- public API -------------------------------------------------------------------------------
 
-    def start(self) -> None:
-        """Join the election (returns at once; ``on_elected`` fires when we win)."""
+    def start(self, address: str | None = None) -> None:
+        """Join the election (returns at once; ``on_elected`` fires when we win). ``address``, if
+        given, replaces the advertised one (known only once the server has bound its port)."""
         if self._thread is not None:
             raise RuntimeError("election already started")
+        if address is not None:
+            self.address = address
+            self._payload = json.dumps({"address": address, "host": socket.gethostname(), "pid": os.getpid()}).encode()
         self._callback_thread = threading.Thread(target=self._run_callbacks, name="election-callbacks", daemon=True)
         self._callback_thread.start()
         with self._lock:

@@ -1,4 +1,4 @@
-"""The data of one group and its members (behaviour lives in ``coordinator.coordinator``).
+"""The data of one group and its members (behaviour lives in the handlers of ``coordinator.model``).
 
 A group is a ``transitions`` model: its ``state`` attribute is owned by the
 machine of ``coordinator.states`` and only changes through its triggers.
@@ -7,15 +7,13 @@ machine of ``coordinator.states`` and only changes through its triggers.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
+from coordinator.effects import Token
 from coordinator.states import GroupState
 from groupcoord.v1 import groupcoord_pb2 as pb
 
-__all__ = ["Member", "Group", "Reply"]
-
-# A held request's way back to its caller: called exactly once with the response.
-Reply = Callable[[object], None]
+__all__ = ["Member", "Group"]
 
 
 @dataclass(eq=False)
@@ -29,14 +27,14 @@ class Member:
     rebalance_timeout_ms: int
     protocols: tuple[str, ...]
     metadata: pb.MemberMetadata
-    join_reply: Reply | None = None
-    sync_reply: Reply | None = None
+    join_token: Token | None = None  # a JoinGroup held until the join phase completes
+    sync_token: Token | None = None  # a SyncGroup held until the leader's assignment arrives
     last_seen: float = 0.0
 
     @property
     def is_awaiting(self) -> bool:
         """Members held in JoinGroup or SyncGroup count as alive (their session cannot expire)."""
-        return self.join_reply is not None or self.sync_reply is not None
+        return self.join_token is not None or self.sync_token is not None
 
     def same_join(self, protocols: tuple[str, ...], metadata: pb.MemberMetadata) -> bool:
         return self.protocols == protocols and self.metadata == metadata
@@ -88,7 +86,7 @@ class Group:
         return len(self.members) + len(self.pending_members)
 
     def all_members_joined(self) -> bool:
-        return not self.pending_members and all(m.join_reply is not None for m in self.members.values())
+        return not self.pending_members and all(m.join_token is not None for m in self.members.values())
 
     def rebalance_timeout_ms(self) -> int:
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
@@ -143,7 +141,7 @@ class Group:
                 for r in range(max(1, task.replicas)):
                     assert (task.task_id, r) in owners, f"{self.group_id}: {task.task_id}#{r} not assigned"
         for member in self.members.values():
-            if member.sync_reply is not None:
+            if member.sync_token is not None:
                 assert state in (GroupState.AWAITING_SYNC,), f"{self.group_id}: sync held in {state}"
-            if member.join_reply is not None:
+            if member.join_token is not None:
                 assert state is GroupState.PREPARING_REBALANCE, f"{self.group_id}: join held in {state}"

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from coordinator.coordinator import GroupCoordinator
+from coordinator.runtime import SampleSink
 from groupcoord.v1 import groupcoord_pb2 as pb
 
-__all__ = ["report_from_pb", "attach_sample_log"]
+__all__ = ["report_from_pb", "sample_sink"]
 
 
 def report_from_pb(report: pb.LoadReport) -> Any:
@@ -36,10 +36,10 @@ def report_from_pb(report: pb.LoadReport) -> Any:
     )
 
 
-def attach_sample_log(coordinator: GroupCoordinator, sample_log: Any) -> None:
-    """Append every accepted load report to ``sample_log`` (which never blocks the caller)."""
+def sample_sink(sample_log: Any) -> SampleSink:
+    """Append every accepted load report to ``sample_log`` (whose ``append`` never blocks)."""
 
     def on_report(group_id: str, member_id: str, report: pb.LoadReport) -> None:
         sample_log.append(group_id, member_id, report_from_pb(report))
 
-    coordinator.on_load_report = on_report
+    return on_report

@@ -1,193 +1,354 @@
-"""``groupcoord serve``: options from flags and a config file, store choice, start-up, shutdown.
+"""The runtime: carries out what the group model decides, and nothing else decides.
 
-Config file (TOML)::
+It owns the edges the model must not touch: the store, the keyed timers, the answers to
+waiting requests, the sample log and the office (HA). One thread (the server's event loop)
+calls it; store writes run on a ``Writer`` (a thread pool in the server, inline in tests)
+whose completions come back to that thread.
 
-    [server]
-    listen = "127.0.0.1:9400"
-    data_dir = "groupcoord-data"
-    store = "sqlite"            # sqlite | memory | zookeeper
-    zk = "127.0.0.1:2181"       # for store = "zookeeper"
-    advertise = "127.0.0.1:9400"
-    zk_root = "/groupcoord/default"
-    zk_session_timeout_s = 10
-    snapshots = "/mnt/shared/snapshot"   # pick up load snapshots written here (optional)
-    snapshot_poll_s = 10
+Writes, per group, in order: a group has at most one write in flight and one queued (a newer
+record replaces the queued one: each record is the whole group). A reply waits for every
+write of its group queued before it, so a member never hears of a change the store could
+still lose, while a slow write (a ZooKeeper round trip) delays only its own group.
 
-    [coordinator]               # any CoordinatorConfig field
-    group_initial_rebalance_delay_ms = 3000
-
-Flags override the file. Problems are ``ValueError`` with one readable line.
+A failed write puts the group back as last stored (``CoordinatorModel.roll_back``) and the
+replies waiting on it get COORDINATOR_NOT_AVAILABLE; a fenced write (another coordinator
+took over) unloads every group and tells the office.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
+import itertools
 import logging
-import os
-import sys
-import tomllib
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Mapping, Protocol
 
-from coordinator.config import ConfigError, CoordinatorConfig
+from google.protobuf.message import Message
 
-__all__ = ["ServeOptions", "run_coordinator"]
+from coordinator.clock import Clock, SystemClock
+from coordinator.config import CoordinatorConfig
+from coordinator.effects import (
+    ArmTimer,
+    CancelTimer,
+    Effect,
+    Forget,
+    Persist,
+    RecordLoad,
+    Reply,
+    TimerKey,
+    Token,
+    error,
+    error_response,
+)
+from coordinator.group import Group
+from coordinator.model import CoordinatorModel
+from coordinator.office import Office, Standalone
+from coordinator.store import FencedError, GroupRecord, GroupStore, MemoryStore
+from coordinator.timers import TimerQueue
+from groupcoord.v1 import groupcoord_pb2 as pb
 
-log = logging.getLogger("groupcoord.serve")
-_SERVER_KEYS = {
-    "listen", "data_dir", "store", "zk", "advertise", "zk_root", "zk_session_timeout_s", "snapshots", "snapshot_poll_s",
-}
+__all__ = ["CoordinatorRuntime", "Writer", "InlineWriter", "ThreadWriter", "SampleSink"]
+
+log = logging.getLogger("groupcoord.runtime")
+Answer = Callable[[Message], None]
+Done = Callable[[BaseException | None], None]
 
 
-@dataclass(frozen=True, kw_only=True)
-class ServeOptions:
-    listen: str = "127.0.0.1:9400"
-    data_dir: Path = Path("groupcoord-data")
-    store: str = "sqlite"
-    zk: str = ""
-    advertise: str = ""
-    zk_root: str = "/groupcoord/default"
-    zk_session_timeout_s: float = 10.0
-    snapshots: str = ""  # a load snapshot path to watch ("" = none; snapshots arrive by PublishLoadSnapshot)
-    snapshot_poll_s: float = 10.0
-    coordinator: CoordinatorConfig = field(default_factory=CoordinatorConfig)
+class Writer(Protocol):
+    """Runs store jobs away from the caller; ``done`` comes back on the caller's thread."""
 
-    @classmethod
-    def from_args(cls, args: argparse.Namespace) -> "ServeOptions":
-        server: dict[str, Any] = {}
-        coordinator: dict[str, Any] = {}
-        if args.config:
+    def submit(self, job: Callable[[], None], done: Done) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class InlineWriter:
+    """Runs each job at once, on the caller's thread (tests, tools)."""
+
+    def submit(self, job: Callable[[], None], done: Done) -> None:
+        try:
+            job()
+        except Exception as failure:  # noqa: BLE001 - handed to ``done``, which decides
+            done(failure)
+            return
+        done(None)
+
+    def close(self) -> None:
+        pass
+
+
+class ThreadWriter:
+    """Runs jobs on a small thread pool; ``call_back`` hops completions onto the event loop."""
+
+    def __init__(self, call_back: Callable[[Callable[[], None]], None], threads: int = 4) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="groupcoord-store")
+        self._call_back = call_back
+
+    def submit(self, job: Callable[[], None], done: Done) -> None:
+        def run() -> None:
             try:
-                with open(args.config, "rb") as handle:
-                    document = tomllib.load(handle)
-            except OSError as error:
-                raise ValueError(f"cannot read config file {args.config}: {error.strerror}") from None
-            except tomllib.TOMLDecodeError as error:
-                raise ValueError(f"config file {args.config} is not valid TOML: {error}") from None
-            unknown_sections = sorted(set(document) - {"server", "coordinator"})
-            if unknown_sections:
-                raise ValueError(f"config file {args.config}: unknown section(s) {', '.join(unknown_sections)}")
-            server = dict(document.get("server", {}))
-            coordinator = dict(document.get("coordinator", {}))
-            unknown = sorted(set(server) - _SERVER_KEYS)
-            if unknown:
-                raise ValueError(f"config file {args.config}: unknown [server] key(s) {', '.join(unknown)}")
-        for key in ("listen", "data_dir", "store", "zk", "advertise", "snapshots", "snapshot_poll_s"):
-            value = getattr(args, key, None)
-            if value is not None:
-                server[key] = value
-        if getattr(args, "initial_rebalance_delay_ms", None) is not None:
-            coordinator["group_initial_rebalance_delay_ms"] = args.initial_rebalance_delay_ms
-        try:
-            config = CoordinatorConfig.from_mapping(coordinator)
-        except ConfigError as error:
-            raise ValueError(str(error)) from None
-        store = server.get("store", "sqlite")
-        if store not in ("sqlite", "memory", "zookeeper"):
-            raise ValueError(f"store must be sqlite, memory or zookeeper, not {store!r}")
-        if store == "zookeeper" and not server.get("zk"):
-            raise ValueError("--store zookeeper needs --zk HOST:PORT[,...]")
-        try:
-            snapshot_poll_s = float(server.get("snapshot_poll_s", cls.snapshot_poll_s))
-        except (TypeError, ValueError):
-            raise ValueError(f"snapshot_poll_s must be a number, not {server.get('snapshot_poll_s')!r}") from None
-        if not 0 < snapshot_poll_s < float("inf"):
-            raise ValueError(f"snapshot_poll_s must be > 0, not {snapshot_poll_s}")
-        listen = str(server.get("listen", cls.listen))
-        host, sep, port = listen.rpartition(":")
-        if not sep or not port.isdigit():
-            raise ValueError(f"--listen {listen!r} is not HOST:PORT")
-        return cls(
-            listen=listen,
-            data_dir=Path(server.get("data_dir", "groupcoord-data")),
-            store=store,
-            zk=str(server.get("zk", "")),
-            advertise=str(server.get("advertise", "")),
-            zk_root=str(server.get("zk_root", cls.zk_root)),
-            zk_session_timeout_s=float(server.get("zk_session_timeout_s", cls.zk_session_timeout_s)),
-            snapshots=str(server.get("snapshots", "")),
-            snapshot_poll_s=snapshot_poll_s,
-            coordinator=config,
-        )
+                job()
+            except BaseException as failure:  # noqa: BLE001 - handed to ``done`` on the loop
+                caught = failure  # ``failure`` is unbound once the except block ends
+                self._call_back(lambda: done(caught))
+                return
+            self._call_back(lambda: done(None))
+
+        self._pool.submit(run)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
 
 
-def _open_store(options: ServeOptions) -> Any:
-    from coordinator.store import MemoryStore
+class SampleSink(Protocol):
+    """Where accepted load reports go (``loadstats.sample_log.SampleLog`` via ``coordinator.load_reports``)."""
 
-    if options.store == "memory":
-        return MemoryStore()
-    if options.store == "sqlite":
-        from coordinator.sqlite_store import SqliteStore
-
-        return SqliteStore(options.data_dir / "groups.db")
-    raise ValueError("the zookeeper store is started by run_coordinator")
+    def __call__(self, group_id: str, member_id: str, report: pb.LoadReport) -> None: ...
 
 
-def _sample_log(options: ServeOptions) -> Any:
-    from loadstats.sample_log import SampleLog
+@dataclass
+class _Writes:
+    """One group's write queue."""
 
-    return SampleLog(options.data_dir / "samples")
+    busy: Persist | Forget | None = None
+    queued: Persist | Forget | None = None
+    after_busy: list[Reply] = field(default_factory=list)
+    after_queued: list[Reply] = field(default_factory=list)
 
 
-def start_snapshot_watch(coordinator: Any, options: ServeOptions) -> asyncio.Task[None] | None:
-    """With ``--snapshots``: poll that path on the running loop (see ``coordinator.snapshot_watch``)."""
-    if not options.snapshots:
+class CoordinatorRuntime:
+    """A ``CoordinatorModel`` with its store, timers, waiting requests and office."""
+
+    def __init__(
+        self,
+        config: CoordinatorConfig | None = None,
+        *,
+        store: GroupStore | None = None,
+        clock: Clock | None = None,
+        office: Office | None = None,
+        on_load_report: SampleSink | None = None,
+        on_change: Callable[[Group], None] | None = None,
+        writer: Writer | None = None,
+    ) -> None:
+        self.model = CoordinatorModel(config, clock=clock or SystemClock())
+        self.config = self.model.config
+        self.clock = self.model.clock
+        self.timers: TimerQueue[TimerKey] = TimerQueue(self.clock)
+        self.store: GroupStore = store or MemoryStore()
+        self.office: Office = office or Standalone()
+        self.on_load_report = on_load_report
+        self._on_change = on_change
+        self.writer: Writer = writer or InlineWriter()
+        self._tokens = itertools.count(1)
+        self._answers: dict[Token, Answer] = {}
+        self._writes: dict[str, _Writes] = {}
+        self._stored: dict[str, GroupRecord] = {}  # each group's record as last written or loaded
+        # the office term whose groups are loaded; None = none (standby, or between terms)
+        self._term: int | None = 0 if office is None else None
+        self.loading = False
+        self._start_load: Callable[[int], None] = lambda term: self.load(term)
+        self._loading_term: int | None = None
+
+    @property
+    def groups(self) -> dict[str, Group]:
+        return self.model.groups
+
+    # ------------------------------------------------------------------ requests
+
+    def submit(self, step: Callable[[Token], list[Effect]], response_type: type[Message], answer: Answer) -> None:
+        """Run one model step for a request; ``answer`` is called exactly once, maybe later."""
+        refusal = self.refusal()
+        if refusal is not None:
+            answer(error_response(response_type, refusal))
+            return
+        token = next(self._tokens)
+        self._answers[token] = answer
+        self.carry_out(step(token))
+
+    def refusal(self) -> pb.Error | None:
+        """Why this process cannot answer for groups now (None: it can). Asks the office first."""
+        if not self.office.in_office():
+            if self._term is not None or self.loading:
+                log.warning("the office says our term is over: this process stops acting as the coordinator")
+                self.unload()
+            return error(pb.NOT_COORDINATOR, "this coordinator is a standby", self.office.active_address())
+        term = self.office.term()
+        if self._term != term and not self.loading:
+            if self._term is not None:
+                self.unload()
+            self.loading = True
+            self._start_load(term)
+        if self.loading:
+            return error(pb.COORDINATOR_LOAD_IN_PROGRESS, "loading groups, retry shortly")
         return None
-    from coordinator.snapshot_watch import watch_snapshots
 
-    return asyncio.get_running_loop().create_task(
-        watch_snapshots(coordinator, options.snapshots, options.snapshot_poll_s), name="snapshot-watch"
-    )
+    # ------------------------------------------------------------------ timers
 
+    def poll_timers(self) -> int:
+        """Fire every due timer, if this process is in office; returns how many fired."""
+        if self.refusal() is not None:
+            return 0
+        return self.timers.poll()
 
-def run_coordinator(options: ServeOptions) -> int:
-    """Run until SIGINT/SIGTERM; returns the exit status."""
-    from coordinator.coordinator import GroupCoordinator
-    from coordinator.load_reports import attach_sample_log
-    from coordinator.server import serve_forever
-    from coordinator.store import StoreError
+    def _fire(self, key: TimerKey) -> None:
+        self.carry_out(self.model.fire(key))
 
-    try:
-        options.data_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise ValueError(f"cannot create data directory {options.data_dir}: {error.strerror}") from None
-    if not os.access(options.data_dir, os.W_OK):
-        raise ValueError(f"data directory {options.data_dir} is not writable")
-    if options.store == "zookeeper":
-        from coordinator.ha import run_ha_coordinator
+    # ------------------------------------------------------------------ effects
 
-        return run_ha_coordinator(options)
-    try:
-        store = _open_store(options)
-    except StoreError as error:
-        raise ValueError(str(error)) from None
-    coordinator = GroupCoordinator(options.coordinator, store=store)
-    samples = _sample_log(options)
-    attach_sample_log(coordinator, samples)
+    def carry_out(self, effects: list[Effect]) -> None:
+        """Carry out one step's effects. Writes start last, once the step's replies are queued
+        behind them, so even a writer that finishes at once (tests) answers nobody early."""
+        starting: list[_Writes] = []
+        for effect in effects:
+            if isinstance(effect, Reply):
+                self._reply(effect)
+            elif isinstance(effect, ArmTimer):
+                self.timers.schedule(effect.key, effect.delay_s, self._fire)
+            elif isinstance(effect, CancelTimer):
+                self.timers.cancel(effect.key)
+            elif isinstance(effect, (Persist, Forget)):
+                writes = self._write(effect)
+                if writes is not None:
+                    starting.append(writes)
+            elif isinstance(effect, RecordLoad):
+                if self.on_load_report is not None:
+                    self.on_load_report(effect.group_id, effect.member_id, effect.report)
+        for writes in starting:
+            assert writes.busy is not None
+            self._start(writes, writes.busy)
 
-    def started(running: Any) -> None:
-        print(f"groupcoord coordinator listening on {options.listen.rpartition(':')[0]}:{running.port} "
-              f"(store {options.store}, data dir {options.data_dir}, {len(coordinator.groups)} group(s) loaded)",
-              file=sys.stderr, flush=True)
+    def _reply(self, reply: Reply) -> None:
+        writes = self._writes.get(reply.group_id) if reply.group_id else None
+        if writes is None:
+            self._answer(reply.to, reply.response)
+        elif writes.queued is not None:
+            writes.after_queued.append(reply)
+        else:
+            writes.after_busy.append(reply)
 
-    async def main() -> None:
-        # Load last, right before serving: restored sessions and join timers start now, not
-        # at some earlier point of a slow start-up.
-        coordinator.load()
-        watching = start_snapshot_watch(coordinator, options)
-        try:
-            await serve_forever(coordinator, options.listen, on_started=started)
-        finally:
-            if watching is not None:
-                watching.cancel()
+    def _answer(self, token: Token, response: Message) -> None:
+        answer = self._answers.pop(token, None)
+        if answer is not None:
+            answer(response)
 
-    try:
-        asyncio.run(main())
-    except OSError as error:
-        raise ValueError(f"cannot serve on {options.listen}: {error}") from None
-    finally:
-        samples.close()
-        store.close()
-    return 0
+    def _write(self, write: Persist | Forget) -> _Writes | None:
+        """Queue ``write``; returns its group's queue if the write must be started."""
+        if isinstance(write, Persist) and self._on_change is not None:
+            group = self.model.groups.get(write.group_id)
+            if group is not None:
+                self._on_change(group)
+        writes = self._writes.get(write.group_id)
+        if writes is None:
+            writes = self._writes[write.group_id] = _Writes(busy=write)
+            return writes
+        writes.queued = write  # the newer record supersedes any queued one
+        return None
+
+    def _start(self, writes: _Writes, write: Persist | Forget) -> None:
+        writes.busy = write
+        store = self.store
+        if isinstance(write, Persist):
+            def job() -> None:
+                store.save(write.group_id, write.record)
+        else:
+            def job() -> None:
+                store.delete(write.group_id)
+        self.writer.submit(job, lambda failure: self._written(writes, write, failure))
+
+    def _written(self, writes: _Writes, write: Persist | Forget, failure: BaseException | None) -> None:
+        group_id = write.group_id
+        if self._writes.get(group_id) is not writes:
+            return  # unloaded meanwhile: its replies were already answered
+        if failure is None:
+            if isinstance(write, Persist):
+                self._stored[group_id] = write.record
+            else:
+                self._stored.pop(group_id, None)
+            done, writes.after_busy = writes.after_busy, writes.after_queued
+            writes.after_queued = []
+            queued, writes.queued, writes.busy = writes.queued, None, writes.queued
+            if queued is None:
+                del self._writes[group_id]
+            for reply in done:
+                self._answer(reply.to, reply.response)
+            if queued is not None:
+                self._start(writes, queued)
+            return
+        if isinstance(failure, FencedError):
+            log.warning("group %s: write fenced, another coordinator rules now: %s", group_id, failure)
+            self.unload()
+            self.office.stand_down()
+            return
+        log.error("group %s: store write failed: %s", group_id, failure)
+        del self._writes[group_id]
+        failed = error(pb.COORDINATOR_NOT_AVAILABLE, f"the coordinator's store failed: {failure}")
+        for reply in writes.after_busy + writes.after_queued:
+            self._answer(reply.to, error_response(type(reply.response), failed))
+        self.carry_out(self.model.roll_back(group_id, self._stored.get(group_id)))
+
+    # ------------------------------------------------------------------ terms
+
+    def load(self, term: int | None = None) -> int:
+        """Resume every stored group now (standalone start-up); returns how many."""
+        records = self.store.load_all()
+        self.begin_term(self.office.term() if term is None else term, records)
+        return len(self.model.groups)
+
+    def begin_term(self, term: int, records: Mapping[str, GroupRecord]) -> None:
+        """Serve ``records`` as this term's groups (after loading them, maybe off the loop)."""
+        self.unload()
+        self._stored = dict(records)
+        self._term = term
+        self.loading = False
+        self.carry_out(self.model.load(records))
+
+    def load_failed(self, failure: BaseException) -> None:
+        log.error("loading groups failed (%s): standing down", failure)
+        self.unload()
+        self.office.stand_down()
+
+    def unload(self) -> None:
+        """Stop answering for every group: parked and waiting requests get NOT_COORDINATOR."""
+        hint = self.office.active_address()
+        message = "this coordinator is no longer active"
+        self._term = None
+        self.loading = False
+        effects = self.model.unload(pb.NOT_COORDINATOR, message)
+        self.timers.clear()
+        pending = [reply for writes in self._writes.values() for reply in writes.after_busy + writes.after_queued]
+        self._writes.clear()
+        self._stored.clear()
+        failed = error(pb.NOT_COORDINATOR, message, hint)
+        for reply in pending:
+            self._answer(reply.to, error_response(type(reply.response), failed))
+        for effect in effects:
+            if isinstance(effect, Reply):
+                self._answer(effect.to, error_response(type(effect.response), failed))
+
+    def attach(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Run on ``loop`` (the server's): writes and loads go to threads and come back to it,
+        and the office's changes are looked at there at once."""
+        if isinstance(self.writer, InlineWriter):
+            self.writer = ThreadWriter(loop.call_soon_threadsafe)
+        self._start_load = lambda term: self._load_off_loop(loop, term)
+        self.office.watch(lambda: loop.call_soon_threadsafe(self.refusal))
+
+    def _load_off_loop(self, loop: asyncio.AbstractEventLoop, term: int) -> None:
+        self._loading_term = term
+
+        def loaded(future: asyncio.Future[dict[str, GroupRecord]]) -> None:
+            if not self.loading or self._loading_term != term:
+                return  # the office changed its mind meanwhile
+            failure = future.exception()
+            if failure is not None:
+                self.load_failed(failure)
+            else:
+                self.begin_term(term, future.result())
+                log.info("in office (term %d): %d group(s) loaded", term, len(self.model.groups))
+
+        loop.run_in_executor(None, self.store.load_all).add_done_callback(loaded)
+
+    def records(self) -> dict[str, Any]:
+        """Each group's last durable record (for tests and tools)."""
+        return dict(self._stored)

@@ -1,4 +1,4 @@
-"""Run a GroupCoordinator behind a gRPC server.
+"""Run a coordinator runtime behind a gRPC server.
 
 ``start_server`` is the factory (returns the server and its bound port; bind
 port 0 in tests). ``ServerThread`` runs one on a private event loop in a
@@ -20,8 +20,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from coordinator.coordinator import GroupCoordinator
-from coordinator.store import FencedError, StoreError
+from coordinator.runtime import CoordinatorRuntime
 from coordinator.service import AdminServicer, CoordinatorServicer, add_servicer
 from groupcoord.v1 import groupcoord_pb2 as pb
 
@@ -35,7 +34,7 @@ T = TypeVar("T")
 class RunningServer:
     server: grpc.aio.Server
     port: int
-    coordinator: GroupCoordinator
+    runtime: CoordinatorRuntime
     health: health.aio.HealthServicer
     timer_task: asyncio.Task[None]
 
@@ -44,27 +43,23 @@ class RunningServer:
         await asyncio.gather(self.timer_task, return_exceptions=True)  # let it finish cancelling before the loop ends
         await self.health.enter_graceful_shutdown()
         await self.server.stop(grace_s)
+        await asyncio.get_running_loop().run_in_executor(None, self.runtime.writer.close)  # writes in flight land
 
 
-async def _drive_timers(coordinator: GroupCoordinator) -> None:
-    """Fire the coordinator's timers at their deadlines; wake early when one is scheduled."""
+async def _drive_timers(runtime: CoordinatorRuntime) -> None:
+    """Fire the runtime's timers at their deadlines; wake early when one is scheduled."""
     wake = asyncio.Event()
-    coordinator.timers.on_schedule = wake.set
-    clock = coordinator.clock
+    runtime.timers.on_schedule = wake.set
+    clock = runtime.clock
     while True:
         in_office = False
         try:
-            in_office = coordinator.in_office()  # no timer fires once our term is over (e.g. after a pause)
+            in_office = runtime.refusal() is None  # no timer fires once our term is over (e.g. after a pause)
             if in_office:
-                coordinator.timers.poll()
-        except FencedError as fenced:
-            log.warning("lost leadership while running timers: %s", fenced)
-            coordinator.unload("")
-        except StoreError as error:  # the group is back as last stored; its timers run again
-            log.error("timer: store write failed: %s", error)
+                runtime.timers.poll()
         except Exception:  # a bug in one timer must not stop every other group's timers
             log.exception("timer callback failed")
-        deadline = coordinator.timers.next_deadline() if in_office else None  # out of office: wait to be woken
+        deadline = runtime.timers.next_deadline() if in_office else None  # out of office: wait to be woken
         wake.clear()
         timeout = None if deadline is None else max(0.0, deadline - clock.now())
         try:
@@ -74,14 +69,14 @@ async def _drive_timers(coordinator: GroupCoordinator) -> None:
 
 
 async def start_server(
-    coordinator: GroupCoordinator,
+    runtime: CoordinatorRuntime,
     listen: str = "127.0.0.1:0",
     *,
     credentials: grpc.ServerCredentials | None = None,
     interceptors: list[grpc.aio.ServerInterceptor] | None = None,
 ) -> RunningServer:
-    """Start serving ``coordinator`` on ``listen`` (host:port; port 0 picks a free one)."""
-    limit = coordinator.config.max_message_bytes
+    """Start serving ``runtime`` on ``listen`` (host:port; port 0 picks a free one)."""
+    limit = runtime.config.max_message_bytes
     server = grpc.aio.server(
         interceptors=interceptors or (),
         options=[
@@ -90,8 +85,8 @@ async def start_server(
             ("grpc.so_reuseport", 0),
         ],
     )
-    add_servicer(server, "GroupCoordinator", CoordinatorServicer(coordinator))
-    add_servicer(server, "GroupAdmin", AdminServicer(coordinator))
+    add_servicer(server, "GroupCoordinator", CoordinatorServicer(runtime))
+    add_servicer(server, "GroupAdmin", AdminServicer(runtime))
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     names = [
@@ -107,12 +102,15 @@ async def start_server(
         port = server.add_insecure_port(listen)
     if port == 0:
         raise OSError(f"cannot listen on {listen}")
+    loop = asyncio.get_running_loop()
+    runtime.attach(loop)
     await server.start()
     for name in ("", *names[:2]):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    timer_task = asyncio.get_running_loop().create_task(_drive_timers(coordinator))
+    timer_task = loop.create_task(_drive_timers(runtime))
+    runtime.office.watch(lambda: loop.call_soon_threadsafe(runtime.timers.on_schedule))  # re-check the office
     log.info("coordinator listening on %s (port %d)", listen, port)
-    return RunningServer(server, port, coordinator, health_servicer, timer_task)
+    return RunningServer(server, port, runtime, health_servicer, timer_task)
 
 
 class ServerThread:
@@ -122,8 +120,8 @@ class ServerThread:
     model) and returns its result, so tests can inspect groups safely.
     """
 
-    def __init__(self, coordinator: GroupCoordinator | None = None, listen: str = "127.0.0.1:0") -> None:
-        self.coordinator = coordinator or GroupCoordinator()
+    def __init__(self, runtime: CoordinatorRuntime | None = None, listen: str = "127.0.0.1:0") -> None:
+        self.runtime = runtime or CoordinatorRuntime()
         self._listen = listen
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="groupcoord-server", daemon=True)
@@ -131,7 +129,7 @@ class ServerThread:
 
     def start(self) -> "ServerThread":
         self._thread.start()
-        self._running = self._submit(start_server(self.coordinator, self._listen)).result(timeout=30)
+        self._running = self._submit(start_server(self.runtime, self._listen)).result(timeout=30)
         return self
 
     @property
@@ -171,10 +169,10 @@ class ServerThread:
 
 
 async def serve_forever(
-    coordinator: GroupCoordinator, listen: str, *, on_started: Callable[[RunningServer], None] | None = None
+    runtime: CoordinatorRuntime, listen: str, *, on_started: Callable[[RunningServer], None] | None = None
 ) -> None:
     """Serve until SIGINT/SIGTERM, then shut down gracefully."""
-    running = await start_server(coordinator, listen)
+    running = await start_server(runtime, listen)
     if on_started is not None:
         on_started(running)
     stop = asyncio.Event()

@@ -1,9 +1,10 @@
-"""gRPC servicers: translate RPCs into calls on the GroupCoordinator model.
+"""gRPC servicers: each RPC becomes one step of the model, carried out by the runtime.
 
-All calls run on the server's event loop thread, so the model needs no locks.
-Held requests (JoinGroup, SyncGroup) wait on a future the model completes.
-An unexpected exception is logged with its traceback and answered with gRPC
-INTERNAL; the model's own errors travel in-band as ErrorCodes.
+All calls run on the server's event loop thread, so the model needs no locks. A request
+whose answer is not ready at once (a held JoinGroup or SyncGroup, or any answer waiting for
+its group's store write) waits on a future the runtime completes. An unexpected exception
+is logged with its traceback and answered with gRPC INTERNAL; the protocol's own errors
+travel in-band as ErrorCodes.
 """
 
 from __future__ import annotations
@@ -14,10 +15,10 @@ import logging
 from typing import Any, Awaitable, Callable, TypeVar
 
 import grpc
-from google.protobuf.message import DecodeError
+from google.protobuf.message import DecodeError, Message
 
-from coordinator.coordinator import GroupCoordinator
-from coordinator.store import FencedError, StoreError
+from coordinator.effects import Effect, Token
+from coordinator.runtime import CoordinatorRuntime
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
 
@@ -68,13 +69,6 @@ def _guarded(method: F) -> F:
             return await method(self, request, context)
         except (asyncio.CancelledError, grpc.aio.AbortError):
             raise
-        except FencedError as fenced:
-            log.warning("lost leadership while answering %s: %s", method.__name__, fenced)
-            self.coordinator.unload("")
-            await context.abort(grpc.StatusCode.UNAVAILABLE, "this coordinator lost its leadership; rediscover")
-        except StoreError as error:
-            log.error("%s: store write failed: %s", method.__name__, error)
-            await context.abort(grpc.StatusCode.UNAVAILABLE, f"the coordinator's store failed: {error}")
         except Exception:
             log.exception("%s failed on %s", method.__name__, type(request).__name__)
             await context.abort(grpc.StatusCode.INTERNAL, f"{method.__name__}: internal error (see coordinator log)")
@@ -91,69 +85,80 @@ def _peer_host(context: grpc.aio.ServicerContext) -> str:
     return peer
 
 
-async def _held(start: Callable[[Callable[[Any], None]], None]) -> Any:
-    future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+async def _ask(runtime: CoordinatorRuntime, step: Callable[[Token], list[Effect]], response_type: type[Message]) -> Any:
+    """Run ``step`` and wait for its answer (most answers are ready at once: no future then)."""
+    ready: list[Message] = []
+    future: asyncio.Future[Message] | None = None
 
-    def reply(response: Any) -> None:
-        if not future.done():
+    def answer(response: Message) -> None:
+        if future is None:
+            ready.append(response)
+        elif not future.done():  # the caller may have gone (cancelled)
             future.set_result(response)
 
-    start(reply)
+    runtime.submit(step, response_type, answer)
+    if ready:
+        return ready[0]
+    future = asyncio.get_running_loop().create_future()
     return await future
 
 
 class CoordinatorServicer(pb_grpc.GroupCoordinatorServicer):
-    def __init__(self, coordinator: GroupCoordinator) -> None:
-        self.coordinator = coordinator
+    def __init__(self, runtime: CoordinatorRuntime) -> None:
+        self.runtime = runtime
+        self.model = runtime.model
 
     @_guarded
     async def JoinGroup(self, request: pb.JoinGroupRequest, context: grpc.aio.ServicerContext) -> Any:
         host = _peer_host(context)
-        return await _held(lambda reply: self.coordinator.join_group(request, reply, host=host))
+        return await _ask(self.runtime, lambda token: self.model.join(request, token, host), pb.JoinGroupResponse)
 
     @_guarded
     async def SyncGroup(self, request: pb.SyncGroupRequest, context: grpc.aio.ServicerContext) -> Any:
-        return await _held(lambda reply: self.coordinator.sync_group(request, reply))
+        return await _ask(self.runtime, lambda token: self.model.sync(request, token), pb.SyncGroupResponse)
 
     @_guarded
     async def Heartbeat(self, request: pb.HeartbeatRequest, context: grpc.aio.ServicerContext) -> Any:
-        return self.coordinator.heartbeat(request)
+        return await _ask(self.runtime, lambda token: self.model.heartbeat(request, token), pb.HeartbeatResponse)
 
     @_guarded
     async def LeaveGroup(self, request: pb.LeaveGroupRequest, context: grpc.aio.ServicerContext) -> Any:
-        return self.coordinator.leave_group(request)
+        return await _ask(self.runtime, lambda token: self.model.leave(request, token), pb.LeaveGroupResponse)
 
     @_guarded
     async def ReportLoad(self, request: pb.ReportLoadRequest, context: grpc.aio.ServicerContext) -> Any:
-        return self.coordinator.report_load(request)
+        return await _ask(self.runtime, lambda token: self.model.report_load(request, token), pb.ReportLoadResponse)
 
 
 class AdminServicer(pb_grpc.GroupAdminServicer):
-    def __init__(self, coordinator: GroupCoordinator) -> None:
-        self.coordinator = coordinator
+    def __init__(self, runtime: CoordinatorRuntime) -> None:
+        self.runtime = runtime
+        self.model = runtime.model
 
     @_guarded
     async def ListGroups(self, request: pb.ListGroupsRequest, context: grpc.aio.ServicerContext) -> Any:
-        return self.coordinator.list_groups()
+        return await _ask(self.runtime, lambda token: self.model.list_groups(request, token), pb.ListGroupsResponse)
 
     @_guarded
     async def DescribeGroup(self, request: pb.DescribeGroupRequest, context: grpc.aio.ServicerContext) -> Any:
-        return self.coordinator.describe_group(request.group_id, include_load_snapshot=request.include_load_snapshot)
+        return await _ask(
+            self.runtime, lambda token: self.model.describe_group(request, token), pb.DescribeGroupResponse)
 
     @_guarded
     async def PutTasks(self, request: pb.PutTasksRequest, context: grpc.aio.ServicerContext) -> Any:
-        return self.coordinator.put_tasks(request)
+        return await _ask(self.runtime, lambda token: self.model.put_tasks(request, token), pb.PutTasksResponse)
 
     @_guarded
     async def DeleteTasks(self, request: pb.DeleteTasksRequest, context: grpc.aio.ServicerContext) -> Any:
-        return self.coordinator.delete_tasks(request)
+        return await _ask(self.runtime, lambda token: self.model.delete_tasks(request, token), pb.DeleteTasksResponse)
 
     @_guarded
     async def PublishLoadSnapshot(
         self, request: pb.PublishLoadSnapshotRequest, context: grpc.aio.ServicerContext
     ) -> Any:
-        return self.coordinator.publish_load_snapshot(request)
+        return await _ask(self.runtime, lambda token: self.model.publish_load_snapshot(request, token),
+                          pb.PublishLoadSnapshotResponse)
 
     @_guarded
     async def DeleteGroup(self, request: pb.DeleteGroupRequest, context: grpc.aio.ServicerContext) -> Any:
-        return self.coordinator.delete_group(request)
+        return await _ask(self.runtime, lambda token: self.model.delete_group(request, token), pb.DeleteGroupResponse)

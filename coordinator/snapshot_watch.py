@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
-from coordinator.coordinator import GroupCoordinator
-from coordinator.store import FencedError, StoreError
+from google.protobuf.message import Message
+
+from coordinator.runtime import CoordinatorRuntime
 from groupcoord.v1 import groupcoord_pb2 as pb
 
 __all__ = ["SnapshotWatcher", "watch_snapshots"]
@@ -30,8 +31,8 @@ log = logging.getLogger("groupcoord.snapshots")
 class SnapshotWatcher:
     """Reads the snapshot at ``path`` (any thread) and applies it to the coordinator (its loop only)."""
 
-    def __init__(self, coordinator: GroupCoordinator, path: str) -> None:
-        self.coordinator = coordinator
+    def __init__(self, runtime: CoordinatorRuntime, path: str) -> None:
+        self.runtime = runtime
         self.path = path
         self._snapshot_id = ""
         self._snapshots: Mapping[str, pb.LoadSnapshot] = {}
@@ -60,37 +61,43 @@ class SnapshotWatcher:
         return self._snapshots
 
     def apply(self, snapshots: Mapping[str, pb.LoadSnapshot]) -> list[str]:
-        """Hand each snapshot to its group where the group does not have it yet; returns those group ids.
+        """Hand each snapshot to its group where the group does not have it yet, as a
+        PublishLoadSnapshot would; returns those group ids.
 
         Groups the coordinator does not know are skipped (they get it once they exist). A standby
-        applies nothing: publishing answers NOT_COORDINATOR there.
+        applies nothing (it answers NOT_COORDINATOR); a failed store write is logged and the next
+        poll tries again.
         """
-        updated = []
+        runtime = self.runtime
+        offered = []
         for group_id, snapshot in snapshots.items():
-            group = self.coordinator.groups.get(group_id)
+            group = runtime.groups.get(group_id)
             current = None if group is None else group.load_snapshot
             if group is None or (current is not None and current.snapshot_id == snapshot.snapshot_id):
                 continue
-            try:
-                response = self.coordinator.publish_load_snapshot(pb.PublishLoadSnapshotRequest(snapshot=snapshot))
-            except FencedError as fenced:  # our term is over: stand down as a refused request would
-                log.warning("lost leadership while applying a load snapshot: %s", fenced)
-                self.coordinator.unload("")
-                break
-            except StoreError as error:  # the group is back as last stored; the next poll tries again
-                log.warning("group %s: load snapshot %s not applied: %s", group_id, snapshot.snapshot_id, error)
-                continue
+            request = pb.PublishLoadSnapshotRequest(snapshot=snapshot)
+            runtime.submit(lambda token, r=request: runtime.model.publish_load_snapshot(r, token),  # type: ignore[misc]
+                           pb.PublishLoadSnapshotResponse, _log_refusal(group_id, snapshot.snapshot_id))
             applied = group.load_snapshot
-            if response.error.code == pb.NONE and applied is not None and applied.snapshot_id == snapshot.snapshot_id:
-                updated.append(group_id)
-        if updated:
-            log.info("load snapshot %s applied to %s", next(iter(snapshots.values())).snapshot_id, ", ".join(updated))
-        return updated
+            if applied is not None and applied.snapshot_id == snapshot.snapshot_id:
+                offered.append(group_id)
+        if offered:
+            log.info("load snapshot %s applied to %s", next(iter(snapshots.values())).snapshot_id, ", ".join(offered))
+        return offered
 
 
-async def watch_snapshots(coordinator: GroupCoordinator, path: str, interval_s: float) -> None:
+def _log_refusal(group_id: str, snapshot_id: str) -> Callable[[Message], None]:
+    def answered(response: Message) -> None:
+        failure = response.error  # type: ignore[attr-defined]
+        if failure.code != pb.NONE:
+            log.warning("group %s: load snapshot %s not applied: %s", group_id, snapshot_id, failure.message)
+
+    return answered
+
+
+async def watch_snapshots(runtime: CoordinatorRuntime, path: str, interval_s: float) -> None:
     """Poll ``path`` every ``interval_s`` seconds until cancelled (runs on the coordinator's loop)."""
-    watcher = SnapshotWatcher(coordinator, path)
+    watcher = SnapshotWatcher(runtime, path)
     loop = asyncio.get_running_loop()
     while True:
         snapshots = await loop.run_in_executor(None, watcher.read)

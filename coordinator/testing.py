@@ -1,8 +1,9 @@
 """Helpers for testing against the coordinator model without a network.
 
-``Harness`` wraps a GroupCoordinator on a FakeClock, collects held replies,
-and checks every group's invariants after each request and timer step, so a
-test that breaks an invariant fails where it happens. ``FailingStore`` wraps a
+``Harness`` wraps a runtime on a FakeClock (writes done inline), collects held
+replies and each step's effects, and checks every group's invariants after each
+request and timer step, so a test that breaks an invariant fails where it happens.
+``FakeOffice`` is an HA office set by hand. ``FailingStore`` wraps a
 real store to make its next write fail (a fault at the edge, like a full disk).
 """
 
@@ -10,15 +11,20 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Callable
+
+
+from google.protobuf.message import Message
 
 from coordinator.clock import FakeClock
 from coordinator.config import CoordinatorConfig
-from coordinator.coordinator import GroupCoordinator
+from coordinator.effects import Effect, Token
+from coordinator.office import Office
+from coordinator.runtime import CoordinatorRuntime, InlineWriter
 from coordinator.store import GroupRecord, GroupStore, StoreError
 from groupcoord.v1 import groupcoord_pb2 as pb
 
-__all__ = ["FailingStore", "Harness", "Pending"]
+__all__ = ["FailingStore", "FakeOffice", "Harness", "Pending"]
 
 
 class Pending:
@@ -43,29 +49,85 @@ class Pending:
         return int(self.response.error.code)
 
 
+class FakeOffice:
+    """An office a test sets by hand: ``in_office``, ``term`` and ``address`` are plain attributes."""
+
+    def __init__(self, *, in_office: bool = True, term: int = 1, address: str = "") -> None:
+        self.is_in_office = in_office
+        self.current_term = term
+        self.address = address
+        self.stand_downs = 0
+        self._watchers: list[Callable[[], None]] = []
+
+    def in_office(self) -> bool:
+        return self.is_in_office
+
+    def term(self) -> int:
+        return self.current_term
+
+    def active_address(self) -> str:
+        return self.address
+
+    def watch(self, on_change: Callable[[], None]) -> None:
+        self._watchers.append(on_change)
+
+    def stand_down(self) -> None:
+        self.stand_downs += 1
+
+    def change(self, *, in_office: bool | None = None, term: int | None = None, address: str | None = None) -> None:
+        """Change the verdict and tell the watchers, as an election callback would."""
+        if in_office is not None:
+            self.is_in_office = in_office
+        if term is not None:
+            self.current_term = term
+        if address is not None:
+            self.address = address
+        for watcher in self._watchers:
+            watcher()
+
+
 class Harness:
-    def __init__(self, config: CoordinatorConfig | None = None, store: GroupStore | None = None) -> None:
+    """A runtime on a FakeClock with writes done inline: every request is one model step whose
+    effects are kept in ``effects``; every group's invariants are checked after each step."""
+
+    def __init__(self, config: CoordinatorConfig | None = None, store: GroupStore | None = None,
+                 office: Office | None = None) -> None:
         self.clock = FakeClock()
-        self.coordinator = GroupCoordinator(
-            config or CoordinatorConfig(group_initial_rebalance_delay_ms=0), clock=self.clock, store=store
+        self.runtime = CoordinatorRuntime(
+            config or CoordinatorConfig(group_initial_rebalance_delay_ms=0), clock=self.clock, store=store,
+            office=office, writer=InlineWriter(),
         )
+        self.model = self.runtime.model
+        self.effects: list[Effect] = []
 
     def check(self) -> None:
-        for group in self.coordinator.groups.values():
-            group.validate()
+        self.model.validate()
+
+    def run(self, call: Callable[[Token], list[Effect]], response_type: type[Message]) -> Pending:
+        """One request through the runtime; its effects land in ``self.effects``."""
+        pending = Pending()
+
+        def step(token: Token) -> list[Effect]:
+            self.effects = call(token)
+            return self.effects
+
+        self.runtime.submit(step, response_type, pending)
+        self.check()
+        return pending
 
     def advance(self, seconds: float) -> None:
         """Move the clock in small steps, firing timers as a server would."""
+        timers = self.runtime.timers
         target = self.clock.now() + seconds
         while True:
-            deadline = self.coordinator.timers.next_deadline()
+            deadline = timers.next_deadline()
             if deadline is None or deadline > target:
                 break
             self.clock.advance(max(0.0, deadline - self.clock.now()))
-            self.coordinator.timers.poll()
+            self.runtime.poll_timers()
             self.check()
         self.clock.advance(max(0.0, target - self.clock.now()))
-        self.coordinator.timers.poll()
+        self.runtime.poll_timers()
         self.check()
 
     def join(
@@ -73,14 +135,11 @@ class Harness:
         session_timeout_ms: int = 10_000, rebalance_timeout_ms: int = 30_000, metadata: pb.MemberMetadata | None = None,
         client_id: str = "w",
     ) -> Pending:
-        pending = Pending()
         request = pb.JoinGroupRequest(
             group_id=group_id, member_id=member_id, client_id=client_id, session_timeout_ms=session_timeout_ms,
             rebalance_timeout_ms=rebalance_timeout_ms, protocols=list(protocols), metadata=metadata,
         )
-        self.coordinator.join_group(request, pending, host="test")
-        self.check()
-        return pending
+        return self.run(lambda token: self.model.join(request, token, "test"), pb.JoinGroupResponse)
 
     def join_new(self, group_id: str, **kwargs: Any) -> tuple[str, Pending]:
         """Both steps of a new member's join; returns its id and the held second join."""
@@ -90,36 +149,35 @@ class Harness:
 
     def sync(self, group_id: str, member_id: str, generation: int, assignments: dict[str, list[str]] | None = None,
              **extra: Any) -> Pending:
-        pending = Pending()
         request = pb.SyncGroupRequest(group_id=group_id, member_id=member_id, generation=generation, **extra)
         for mid, tasks in (assignments or {}).items():
             request.assignments.add(member_id=mid, tasks=[_replica(t) for t in tasks])
-        self.coordinator.sync_group(request, pending)
-        self.check()
-        return pending
+        return self.run(lambda token: self.model.sync(request, token), pb.SyncGroupResponse)
 
     def heartbeat(self, group_id: str, member_id: str, generation: int) -> int:
-        response = self.coordinator.heartbeat(
-            pb.HeartbeatRequest(group_id=group_id, member_id=member_id, generation=generation))
-        self.check()
-        return int(response.error.code)
+        request = pb.HeartbeatRequest(group_id=group_id, member_id=member_id, generation=generation)
+        return self.run(lambda token: self.model.heartbeat(request, token), pb.HeartbeatResponse).code
 
     def leave(self, group_id: str, member_id: str) -> int:
-        response = self.coordinator.leave_group(pb.LeaveGroupRequest(group_id=group_id, member_id=member_id))
-        self.check()
-        return int(response.error.code)
+        request = pb.LeaveGroupRequest(group_id=group_id, member_id=member_id)
+        return self.run(lambda token: self.model.leave(request, token), pb.LeaveGroupResponse).code
 
     def put_tasks(self, group_id: str, *task_ids: str, replicas: int = 1, pool: str = "") -> int:
-        response = self.coordinator.put_tasks(pb.PutTasksRequest(
-            group_id=group_id, tasks=[pb.Task(task_id=t, replicas=replicas, pool=pool) for t in task_ids]))
-        self.check()
-        return int(response.error.code)
+        request = pb.PutTasksRequest(
+            group_id=group_id, tasks=[pb.Task(task_id=t, replicas=replicas, pool=pool) for t in task_ids])
+        return self.run(lambda token: self.model.put_tasks(request, token), pb.PutTasksResponse).code
+
+    def admin(self, name: str, request: Message) -> Any:
+        """An admin call by the model's method name (``delete_group``, ``describe_group``...); its response."""
+        method = getattr(self.model, name)
+        response_type = type(request).__name__.replace("Request", "Response")
+        return self.run(lambda token: method(request, token), getattr(pb, response_type)).response
 
     def state(self, group_id: str) -> str:
-        return self.coordinator.groups[group_id].state.value
+        return self.model.groups[group_id].state.value
 
     def group(self, group_id: str) -> Any:
-        return self.coordinator.groups[group_id]
+        return self.model.groups[group_id]
 
 
 class FailingStore:

@@ -15,32 +15,36 @@ from __future__ import annotations
 import heapq
 import itertools
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Generic, Hashable, TypeVar
 
 from coordinator.clock import Clock
 
 __all__ = ["TimerQueue"]
 
+K = TypeVar("K", bound=Hashable)
+
 
 @dataclass(order=True)
-class _Entry:
+class _Entry(Generic[K]):
     deadline: float  # position in the heap; never later than ``due``
     seq: int
-    key: str = field(compare=False)
-    callback: Callable[[], None] = field(compare=False)
+    key: K = field(compare=False)
+    callback: Callable[[K], None] = field(compare=False)
     due: float = field(default=0.0, compare=False)  # when it really fires
     live: bool = field(default=True, compare=False)
 
 
-class TimerQueue:
+class TimerQueue(Generic[K]):
+    """Timers keyed by any hashable key; a callback is called with its key when it fires."""
+
     def __init__(self, clock: Clock) -> None:
         self.clock = clock
-        self._heap: list[_Entry] = []
-        self._by_key: dict[str, _Entry] = {}
+        self._heap: list[_Entry[K]] = []
+        self._by_key: dict[K, _Entry[K]] = {}
         self._seq = itertools.count()
         self.on_schedule: Callable[[], None] = lambda: None  # lets a driver wake up early
 
-    def schedule(self, key: str, delay_s: float, callback: Callable[[], None]) -> None:
+    def schedule(self, key: K, delay_s: float, callback: Callable[[K], None]) -> None:
         """Run ``callback`` ``delay_s`` seconds from now, replacing any timer with this key."""
         due = self.clock.now() + max(0.0, delay_s)
         existing = self._by_key.get(key)
@@ -54,7 +58,7 @@ class TimerQueue:
         heapq.heappush(self._heap, entry)
         self.on_schedule()
 
-    def cancel(self, key: str) -> bool:
+    def cancel(self, key: K) -> bool:
         entry = self._by_key.pop(key, None)
         if entry is None:
             return False
@@ -68,14 +72,14 @@ class TimerQueue:
         self._by_key.clear()
         self._heap.clear()
 
-    def deadline(self, key: str) -> float | None:
+    def deadline(self, key: K) -> float | None:
         entry = self._by_key.get(key)
         return entry.due if entry else None
 
     def __len__(self) -> int:
         return len(self._heap)
 
-    def __contains__(self, key: str) -> bool:
+    def __contains__(self, key: object) -> bool:
         return key in self._by_key
 
     def next_deadline(self) -> float | None:
@@ -97,6 +101,6 @@ class TimerQueue:
                 continue
             del self._by_key[entry.key]
             entry.live = False
-            entry.callback()
+            entry.callback(entry.key)
             fired += 1
         return fired

@@ -295,7 +295,7 @@ def _cmd_tasks(args: argparse.Namespace) -> int:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    from coordinator.runtime import ServeOptions, run_coordinator
+    from coordinator.serve import ServeOptions, run_coordinator
 
     try:
         options = ServeOptions.from_args(args)

@@ -118,8 +118,8 @@ def act_one(address: str, admin: Any, workers: int, tasks: int) -> None:
 
 def run_demo(*, workers: int = 3, tasks: int = 8, data_dir: str | None = None, with_stats: bool = True) -> int:
     from coordinator.config import CoordinatorConfig
-    from coordinator.coordinator import GroupCoordinator
-    from coordinator.load_reports import attach_sample_log
+    from coordinator.load_reports import sample_sink
+    from coordinator.runtime import CoordinatorRuntime
     from coordinator.server import ServerThread
     from groupcoord.admin import AdminClient
 
@@ -131,14 +131,12 @@ def run_demo(*, workers: int = 3, tasks: int = 8, data_dir: str | None = None, w
     root.mkdir(parents=True, exist_ok=True)
     store = _open_demo_store(root)
     config = CoordinatorConfig(group_initial_rebalance_delay_ms=500, group_min_session_timeout_ms=1000)
-    coordinator = GroupCoordinator(config, store=store)
-    coordinator.load()
     samples = _open_sample_log(root)
-    if samples is not None:
-        attach_sample_log(coordinator, samples)
+    runtime = CoordinatorRuntime(config, store=store, on_load_report=None if samples is None else sample_sink(samples))
+    runtime.load()
     started = time.monotonic()
     try:
-        with ServerThread(coordinator) as server:
+        with ServerThread(runtime) as server:
             say(f"coordinator listening on {server.address} (data dir {root}, store {type(store).__name__})")
             with AdminClient(server.address) as admin:
                 act_one(server.address, admin, workers, tasks)

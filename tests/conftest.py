@@ -15,7 +15,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from coordinator.config import CoordinatorConfig  # noqa: E402
-from coordinator.coordinator import GroupCoordinator  # noqa: E402
+from coordinator.runtime import CoordinatorRuntime  # noqa: E402
 from coordinator.server import ServerThread  # noqa: E402
 from coordinator.testing import Harness  # noqa: E402
 
@@ -32,7 +32,7 @@ def server() -> Iterator[ServerThread]:
     """A real coordinator on a free loopback port, real clock, short timeouts for tests."""
     config = CoordinatorConfig(group_initial_rebalance_delay_ms=0, group_min_session_timeout_ms=200)
     # every persisted change (each state transition) re-checks the group's invariants
-    with ServerThread(GroupCoordinator(config, on_change=lambda group: group.validate())) as running:
+    with ServerThread(CoordinatorRuntime(config, on_change=lambda group: group.validate())) as running:
         yield running
 
 

@@ -15,11 +15,12 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from assignors.base import TaskReplica
 from coordinator.clock import FakeClock
 from coordinator.config import CoordinatorConfig
-from coordinator.coordinator import GroupCoordinator
+from coordinator.effects import TimerKey
+from coordinator.runtime import CoordinatorRuntime
 from coordinator.server import ServerThread
 from coordinator.sqlite_store import SqliteStore
 from coordinator.store import MemoryStore
-from coordinator.testing import FailingStore
+from coordinator.testing import FailingStore, FakeOffice
 from groupcoord.admin import AdminClient
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
@@ -175,9 +176,9 @@ def test_worker_keeps_retrying_an_unreachable_coordinator_and_says_so(caplog: py
 
 def test_worker_follows_not_coordinator_to_the_active_one() -> None:
     config = CoordinatorConfig(group_initial_rebalance_delay_ms=0, group_min_session_timeout_ms=200)
-    with ServerThread(GroupCoordinator(config)) as active, ServerThread(GroupCoordinator(config)) as standby:
-        standby.call(lambda: setattr(standby.coordinator, "active", False))
-        standby.call(lambda: setattr(standby.coordinator, "active_hint", active.address))
+    with ServerThread(CoordinatorRuntime(config)) as active, \
+            ServerThread(CoordinatorRuntime(config, office=FakeOffice(in_office=False))) as standby:
+        standby.call(lambda: standby.runtime.office.change(address=active.address))  # type: ignore[attr-defined]
         worker = make_worker(f"{standby.address}", "follower", rebalance_timeout_ms=1000).start()
         admin = AdminClient(f"{standby.address},{active.address}")
         try:
@@ -196,9 +197,10 @@ def test_a_worker_leaves_a_hung_coordinator_within_its_session() -> None:
     config = CoordinatorConfig(group_initial_rebalance_delay_ms=0, group_min_session_timeout_ms=200)
     store = MemoryStore()
     release = threading.Event()
-    with ServerThread(GroupCoordinator(config, store=store)) as first, \
-            ServerThread(GroupCoordinator(config, store=store)) as second:
-        second.call(lambda: second.coordinator.unload(first.address))  # a standby
+    office = FakeOffice(in_office=False)  # a standby, until it takes over below
+    with ServerThread(CoordinatorRuntime(config, store=store)) as first, \
+            ServerThread(CoordinatorRuntime(config, store=store, office=office)) as second:
+        office.change(address=first.address)
         admin = AdminClient(first.address)
         admin.put_tasks(G, ["a", "b"])
         recorder = Recorder()
@@ -209,11 +211,7 @@ def test_a_worker_leaves_a_hung_coordinator_within_its_session() -> None:
             frozen.start()
             hung_at = time.monotonic()
 
-            def take_over() -> None:
-                second.coordinator.active = True
-                second.coordinator.load()
-
-            second.call(take_over)
+            office.change(in_office=True, address=second.address)  # elected: it loads the groups off its loop
             with AdminClient(second.address) as new_admin:
                 # the member's session there started at the load: a fresh last_seen a second later is a heartbeat
                 heard = new_admin.wait_for(G, lambda d: d.state == pb.STABLE and time.monotonic() - hung_at > 1
@@ -231,25 +229,28 @@ def test_a_worker_leaves_a_hung_coordinator_within_its_session() -> None:
 
 @pytest.mark.parametrize("in_office", [None, False])
 def test_timers_fire_only_in_office(in_office: bool | None) -> None:
-    fired: list[str] = []
-    coordinator = GroupCoordinator(clock=FakeClock())
-    if in_office is not None:
-        coordinator.office_check = lambda: in_office
-    coordinator.timers.schedule("session/g/m", 0.0, lambda: fired.append("session/g/m"))
-    with ServerThread(coordinator) as server:
+    fired: list[TimerKey] = []
+    office = None if in_office is None else FakeOffice(in_office=True)
+    runtime = CoordinatorRuntime(clock=FakeClock(), office=office)
+    runtime.load()
+    if office is not None:
+        office.is_in_office = in_office  # voted out (e.g. after a long pause) before the server runs a timer
+    key = TimerKey("session", "g", "m")
+    runtime.timers.schedule(key, 0.0, fired.append)
+    with ServerThread(runtime) as server:
         # the timer task ran its first round before this call reaches the loop
-        state = server.call(lambda: (coordinator.active, len(coordinator.timers)))
+        state = server.call(lambda: (runtime.refusal() is None, len(runtime.timers)))
     if in_office is None:  # standalone: always in office
-        assert fired == ["session/g/m"] and state == (True, 0)
-    else:  # voted out (e.g. after a long pause): stood down instead of firing anything
+        assert fired == [key] and state == (True, 0)
+    else:  # stood down instead of firing anything
         assert fired == [] and state == (False, 0)
 
 
 def test_a_failed_store_write_leaves_the_group_as_stored(tmp_path: Path) -> None:
     store = FailingStore(SqliteStore(tmp_path / "groups.db"))
     config = CoordinatorConfig(group_initial_rebalance_delay_ms=0, group_min_session_timeout_ms=200)
-    coordinator = GroupCoordinator(config, store=store, on_change=lambda group: group.validate())
-    with ServerThread(coordinator) as server, grpc.insecure_channel(server.address) as channel:
+    runtime = CoordinatorRuntime(config, store=store, on_change=lambda group: group.validate())
+    with ServerThread(runtime) as server, grpc.insecure_channel(server.address) as channel:
         admin = AdminClient(server.address)
         admin.put_tasks(G, ["a", "b"])
         recorder = Recorder()
@@ -258,9 +259,9 @@ def test_a_failed_store_write_leaves_the_group_as_stored(tmp_path: Path) -> None
             before = wait_settled([worker], admin, 2)
             store.fail_next_save()  # e.g. the disk is full
             put_c = pb.PutTasksRequest(group_id=G, tasks=[pb.Task(task_id="c", replicas=1)])
-            with pytest.raises(grpc.RpcError) as refused:
-                pb_grpc.GroupAdminStub(channel).PutTasks(put_c, timeout=5)
-            assert refused.value.code() == grpc.StatusCode.UNAVAILABLE and store.failures == 1
+            refused = pb_grpc.GroupAdminStub(channel).PutTasks(put_c, timeout=5)
+            assert refused.error.code == pb.COORDINATOR_NOT_AVAILABLE and store.failures == 1
+            assert "disk is full" in refused.error.message
             after = admin.describe_group(G)  # as stored: no rebalance, no task c
             assert (after.state, after.generation) == (pb.STABLE, before.generation)
             assert [t.task_id for t in after.tasks] == ["a", "b"]

@@ -10,8 +10,8 @@ def test_fires_in_deadline_order_only_when_due() -> None:
     clock = FakeClock()
     timers = TimerQueue(clock)
     fired: list[str] = []
-    timers.schedule("b", 2, lambda: fired.append("b"))
-    timers.schedule("a", 1, lambda: fired.append("a"))
+    timers.schedule("b", 2, lambda key: fired.append("b"))
+    timers.schedule("a", 1, lambda key: fired.append("a"))
     assert timers.poll() == 0
     clock.advance(1.5)
     timers.poll()
@@ -25,9 +25,9 @@ def test_same_key_replaces_and_cancel_stops() -> None:
     clock = FakeClock()
     timers = TimerQueue(clock)
     fired: list[str] = []
-    timers.schedule("k", 5, lambda: fired.append("old"))
-    timers.schedule("k", 1, lambda: fired.append("sooner"))
-    timers.schedule("c", 1, lambda: fired.append("cancelled"))
+    timers.schedule("k", 5, lambda key: fired.append("old"))
+    timers.schedule("k", 1, lambda key: fired.append("sooner"))
+    timers.schedule("c", 1, lambda key: fired.append("cancelled"))
     assert timers.cancel("c") and not timers.cancel("c")
     clock.advance(10)
     timers.poll()
@@ -40,7 +40,7 @@ def test_pushing_a_timer_out_keeps_the_heap_small() -> None:
     fired: list[float] = []
     for _ in range(10_000):  # a member heartbeating: its session timer moves out each time
         clock.advance(0.001)
-        timers.schedule("session/g/m", 3, lambda: fired.append(clock.now()))
+        timers.schedule("session/g/m", 3, lambda key: fired.append(clock.now()))
     assert len(timers) == 1
     last_beat = clock.now()
     clock.advance(2.9)

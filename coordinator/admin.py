@@ -1,0 +1,190 @@
+"""Admin operations on the model: list and describe groups, edit the task catalog, publish a
+load snapshot, delete a group. Like the member requests they change groups only through the
+state machine and return their answers (and writes) through the outbox.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from coordinator import phases
+from coordinator.effects import Outbox, Token, error
+from coordinator.group import Group
+from coordinator.states import GroupState
+from coordinator.validation import replicas_of
+from groupcoord.v1 import groupcoord_pb2 as pb
+
+if TYPE_CHECKING:
+    from coordinator.model import CoordinatorModel
+
+__all__ = [
+    "STATE_PB",
+    "list_groups",
+    "describe_group",
+    "put_tasks",
+    "delete_tasks",
+    "publish_load_snapshot",
+    "delete_group",
+]
+
+S = GroupState
+STATE_PB = {
+    S.EMPTY: pb.EMPTY,
+    S.PREPARING_REBALANCE: pb.PREPARING_REBALANCE,
+    S.AWAITING_SYNC: pb.AWAITING_SYNC,
+    S.STABLE: pb.STABLE,
+    S.DEAD: pb.DEAD,
+}
+
+
+def list_groups(m: CoordinatorModel, out: Outbox, request: pb.ListGroupsRequest, token: Token) -> None:
+    out.reply(token, "", pb.ListGroupsResponse(groups=[
+        pb.GroupListing(
+            group_id=g.group_id,
+            state=STATE_PB[g.state],
+            generation=g.generation,
+            num_members=len(g.members),
+            protocol=g.protocol,
+        )
+        for g in sorted(m.groups.values(), key=lambda g: g.group_id)
+    ]))
+
+
+def describe_group(m: CoordinatorModel, out: Outbox, request: pb.DescribeGroupRequest, token: Token) -> None:
+    failure = m.check_group_id(request.group_id)
+    group = m.groups.get(request.group_id) if failure is None else None
+    if failure is None and group is None:
+        failure = error(pb.GROUP_ID_NOT_FOUND, f"no group {request.group_id!r}")
+    if failure is not None or group is None:
+        out.reply(token, "", pb.DescribeGroupResponse(error=failure))
+        return
+    now = m.clock.now()
+    response = pb.DescribeGroupResponse(
+        group_id=group.group_id,
+        state=STATE_PB[group.state],
+        generation=group.generation,
+        protocol=group.protocol,
+        leader_id=group.leader_id,
+        members=[
+            pb.DescribedMember(
+                member=mb.to_pb(),
+                assigned=group.assignment.get(mb.member_id, []),
+                last_seen_ms_ago=int(max(0.0, now - mb.last_seen) * 1000),
+            )
+            for mb in group.members.values()
+        ],
+        tasks=[group.tasks[t] for t in sorted(group.tasks)],
+        unassigned=group.unassigned,
+        last_error=group.last_error,
+    )
+    snap = group.load_snapshot
+    if snap is not None and request.include_load_snapshot:
+        response.load_snapshot.CopyFrom(snap)
+    elif snap is not None:  # the per-worker figures only: the per-task table can be large
+        response.load_snapshot.CopyFrom(pb.LoadSnapshot(
+            group_id=snap.group_id, snapshot_id=snap.snapshot_id, created_ms=snap.created_ms, workers=snap.workers,
+        ))
+    out.reply(token, "", response)
+
+
+def _catalog_error(m: CoordinatorModel, tasks: list[pb.Task]) -> pb.Error | None:
+    if len(tasks) > m.config.max_tasks_per_request:
+        return error(pb.INVALID_REQUEST, f"{len(tasks)} tasks; at most {m.config.max_tasks_per_request}")
+    seen: set[str] = set()
+    for task in tasks:
+        if not task.task_id or not task.task_id.isprintable():
+            return error(pb.INVALID_REQUEST, "task ids must be non-empty, printable")
+        if task.task_id in seen:
+            return error(pb.DUPLICATE_TASK, f"task {task.task_id!r} given twice")
+        seen.add(task.task_id)
+        if not 0 <= task.replicas <= m.config.max_replicas:
+            return error(pb.INVALID_REQUEST, f"task {task.task_id!r}: replicas must be in [1, {m.config.max_replicas}]")
+        if not task.weight >= 0 or task.weight == float("inf"):
+            return error(pb.INVALID_REQUEST, f"task {task.task_id!r}: weight must be a finite number >= 0")
+    return None
+
+
+def put_tasks(m: CoordinatorModel, out: Outbox, request: pb.PutTasksRequest, token: Token) -> None:
+    failure = m.check_group_id(request.group_id) or _catalog_error(m, list(request.tasks))
+    if failure is not None:
+        out.reply(token, "", pb.PutTasksResponse(error=failure))
+        return
+    group = m.groups.get(request.group_id) or m.new_group(request.group_id)
+    if group.state is S.DEAD:
+        out.reply(token, "", pb.PutTasksResponse(error=error(pb.COORDINATOR_NOT_AVAILABLE, "group is being removed")))
+        return
+    changed = False
+    for task in request.tasks:
+        normalised = pb.Task()
+        normalised.CopyFrom(task)
+        normalised.replicas = replicas_of(task)
+        if group.tasks.get(task.task_id) != normalised:
+            group.tasks[task.task_id] = normalised
+            changed = True
+    if changed:
+        _catalog_changed(m, out, group)
+    out.reply(token, group.group_id, pb.PutTasksResponse(num_tasks=len(group.tasks)))
+
+
+def delete_tasks(m: CoordinatorModel, out: Outbox, request: pb.DeleteTasksRequest, token: Token) -> None:
+    def fail(failure: pb.Error) -> None:
+        out.reply(token, "", pb.DeleteTasksResponse(error=failure))
+
+    failure = m.check_group_id(request.group_id)
+    if failure is not None:
+        return fail(failure)
+    group = m.groups.get(request.group_id)
+    if group is None:
+        return fail(error(pb.GROUP_ID_NOT_FOUND, f"no group {request.group_id!r}"))
+    ids = list(request.task_ids)
+    if len(set(ids)) != len(ids):
+        return fail(error(pb.DUPLICATE_TASK, "a task id is given twice"))
+    unknown = [t for t in ids if t not in group.tasks]
+    if unknown:
+        return fail(error(pb.UNKNOWN_TASK, f"unknown task(s): {', '.join(unknown)}"))
+    for task_id in ids:
+        del group.tasks[task_id]
+    if ids:
+        _catalog_changed(m, out, group)
+    out.reply(token, group.group_id, pb.DeleteTasksResponse(num_tasks=len(group.tasks)))
+
+
+def _catalog_changed(m: CoordinatorModel, out: Outbox, group: Group) -> None:
+    group.catalog_version += 1
+    if group.state in (S.STABLE, S.AWAITING_SYNC):
+        phases.prepare_rebalance(m, out, group, "task catalog changed")
+    else:
+        out.persist(group)
+
+
+def publish_load_snapshot(m: CoordinatorModel, out: Outbox, request: pb.PublishLoadSnapshotRequest,
+                          token: Token) -> None:
+    gid = request.snapshot.group_id
+    failure = m.check_group_id(gid)
+    group = m.groups.get(gid) if failure is None else None
+    if failure is None and group is None:
+        failure = error(pb.GROUP_ID_NOT_FOUND, f"no group {gid!r}")
+    if failure is not None or group is None:
+        out.reply(token, "", pb.PublishLoadSnapshotResponse(error=failure))
+        return
+    current = group.load_snapshot
+    if current is None or request.snapshot.created_ms >= current.created_ms:  # older never replaces newer
+        group.load_snapshot = request.snapshot
+        out.persist(group)
+    out.reply(token, gid, pb.PublishLoadSnapshotResponse())
+
+
+def delete_group(m: CoordinatorModel, out: Outbox, request: pb.DeleteGroupRequest, token: Token) -> None:
+    gid = request.group_id
+    failure = m.check_group_id(gid)
+    group = m.groups.get(gid) if failure is None else None
+    if failure is None and group is None:
+        failure = error(pb.GROUP_ID_NOT_FOUND, f"no group {gid!r}")
+    elif group is not None and (group.state is not S.EMPTY or group.pending_members):
+        failure = error(pb.NON_EMPTY_GROUP, f"group {gid!r} is {group.state.value}; it must be Empty")
+    if failure is not None or group is None:
+        out.reply(token, "", pb.DeleteGroupResponse(error=failure))
+        return
+    m.drop_group(group)
+    out.forget(gid)
+    out.reply(token, gid, pb.DeleteGroupResponse())

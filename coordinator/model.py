@@ -1,0 +1,206 @@
+"""The coordinator's group model: Kafka's classic group protocol as requests in, effects out.
+
+``CoordinatorModel`` holds every group this process coordinates and nothing else: no store,
+no socket, no real clock. Each entry point takes one request (or a fired timer) with the
+token the runtime gave it, changes groups only through the state machine of
+``coordinator.states``, and returns the effects of ``coordinator.effects`` for the runtime to
+carry out (the dask worker-state pattern: events in, instructions out). Tests drive it
+directly on a ``FakeClock`` and check every step's effects (``coordinator.testing``).
+
+Where the behaviour lives: ``join`` (JoinGroup), ``sync`` (SyncGroup), ``membership``
+(Heartbeat, LeaveGroup, ReportLoad), ``admin`` (catalog, snapshots, describe, delete), each
+with one handler per group state; ``phases`` holds the rebalance steps they share.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, Mapping, TypeVar
+
+from coordinator import admin, phases
+from coordinator.clock import Clock, SystemClock
+from coordinator.config import CoordinatorConfig
+from coordinator.effects import Effect, Outbox, TimerKey, Token, error
+from coordinator.group import Group, Member
+from coordinator.join import handle_join
+from coordinator.membership import handle_heartbeat, handle_leave, handle_report_load
+from coordinator.records import group_from_record, group_to_record
+from coordinator.states import GroupState, new_machine
+from coordinator.sync import handle_sync
+from groupcoord.v1 import groupcoord_pb2 as pb
+
+__all__ = ["CoordinatorModel", "MAX_GROUP_ID"]
+
+log = logging.getLogger("groupcoord.coordinator")
+S = GroupState
+MAX_GROUP_ID = 255
+R = TypeVar("R")
+
+_TIMERS: dict[str, Callable[["CoordinatorModel", Outbox, Group, str], None]] = {
+    "join": lambda m, out, group, _: phases.on_join_timer(m, out, group),
+    "sync": lambda m, out, group, _: phases.on_sync_timeout(m, out, group),
+    "session": phases.on_session_expired,
+    "pending": phases.on_pending_expired,
+}
+
+
+class CoordinatorModel:
+    """Every group of this process; each method returns the effects of one step."""
+
+    def __init__(self, config: CoordinatorConfig | None = None, *, clock: Clock | None = None) -> None:
+        self.config = config or CoordinatorConfig()
+        self.clock = clock or SystemClock()
+        self.groups: dict[str, Group] = {}
+        self._machine = new_machine()
+
+    # ------------------------------------------------------------------ requests
+
+    def _step(self, handler: Callable[..., None], *args: Any) -> list[Effect]:
+        out = Outbox(group_to_record)
+        handler(self, out, *args)
+        return out.effects()
+
+    def join(self, request: pb.JoinGroupRequest, token: Token, host: str = "") -> list[Effect]:
+        return self._step(handle_join, request, token, host)
+
+    def sync(self, request: pb.SyncGroupRequest, token: Token) -> list[Effect]:
+        return self._step(handle_sync, request, token)
+
+    def heartbeat(self, request: pb.HeartbeatRequest, token: Token) -> list[Effect]:
+        return self._step(handle_heartbeat, request, token)
+
+    def leave(self, request: pb.LeaveGroupRequest, token: Token) -> list[Effect]:
+        return self._step(handle_leave, request, token)
+
+    def report_load(self, request: pb.ReportLoadRequest, token: Token) -> list[Effect]:
+        return self._step(handle_report_load, request, token)
+
+    def list_groups(self, request: pb.ListGroupsRequest, token: Token) -> list[Effect]:
+        return self._step(admin.list_groups, request, token)
+
+    def describe_group(self, request: pb.DescribeGroupRequest, token: Token) -> list[Effect]:
+        return self._step(admin.describe_group, request, token)
+
+    def put_tasks(self, request: pb.PutTasksRequest, token: Token) -> list[Effect]:
+        return self._step(admin.put_tasks, request, token)
+
+    def delete_tasks(self, request: pb.DeleteTasksRequest, token: Token) -> list[Effect]:
+        return self._step(admin.delete_tasks, request, token)
+
+    def publish_load_snapshot(self, request: pb.PublishLoadSnapshotRequest, token: Token) -> list[Effect]:
+        return self._step(admin.publish_load_snapshot, request, token)
+
+    def delete_group(self, request: pb.DeleteGroupRequest, token: Token) -> list[Effect]:
+        return self._step(admin.delete_group, request, token)
+
+    def fire(self, key: TimerKey) -> list[Effect]:
+        """A timer's deadline passed (the runtime only fires keys the model armed)."""
+        group = self.groups.get(key.group_id)
+        if group is None:
+            return []
+        return self._step(_TIMERS[key.kind], group, key.member_id)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def load(self, records: Mapping[str, dict[str, Any]]) -> list[Effect]:
+        """Resume the stored groups (after a restart or on becoming active)."""
+        out = Outbox(group_to_record)
+        for group_id, record in records.items():
+            self._resume(out, group_id, record)
+        return out.effects()
+
+    def unload(self, code: int, message: str) -> list[Effect]:
+        """Stop answering for every group (lost the office): held requests get ``code``."""
+        out = Outbox(group_to_record)
+        for group in list(self.groups.values()):
+            for member in group.members.values():
+                phases.fail_held(out, group, member, code, message)
+            self.drop_group(group)
+        return [e for e in out.effects()]
+
+    def roll_back(self, group_id: str, record: dict[str, Any] | None) -> list[Effect]:
+        """A write of ``group_id`` failed: put the group back as ``record`` (its last stored state;
+        drop it if never stored), as a restart would: held requests fail with
+        COORDINATOR_NOT_AVAILABLE (members retry), timers start afresh."""
+        out = Outbox(group_to_record)
+        group = self.groups.get(group_id)
+        if group is not None:
+            log.warning("group %s: store write failed: back to its last stored state", group_id)
+            for member in group.members.values():
+                phases.fail_held(out, group, member, pb.COORDINATOR_NOT_AVAILABLE,
+                                 "the coordinator's store failed; retry")
+                out.cancel(phases.session_key(group_id, member.member_id))
+            for member_id in group.pending_members:  # handed out but never stored: they join afresh
+                out.cancel(phases.pending_key(group_id, member_id))
+            out.cancel(phases.join_key(group_id))
+            out.cancel(phases.sync_key(group_id))
+            self.drop_group(group)
+        if record is not None:
+            self._resume(out, group_id, record)
+        return out.effects()
+
+    def _resume(self, out: Outbox, group_id: str, record: dict[str, Any]) -> None:
+        """Members keep their sessions (they go on heartbeating); a group caught mid-rebalance
+        rebalances again, because its held requests were lost with the old process."""
+        group = group_from_record(record)
+        self._machine.add_model(group, initial=S.EMPTY)
+        self.groups[group_id] = group
+        state = S(record.get("state", S.EMPTY.value))
+        if state is S.STABLE:
+            group.prepare_rebalance()
+            group.complete_join()
+            group.complete_sync()
+        elif state in (S.PREPARING_REBALANCE, S.AWAITING_SYNC) and group.members:
+            group.prepare_rebalance()
+            out.arm(phases.join_key(group_id), group.rebalance_timeout_ms() / 1000)
+        now = self.clock.now()
+        for member in group.members.values():
+            member.last_seen = now
+            phases.arm_session(out, group, member)
+
+    # ------------------------------------------------------------------ shared by the handlers
+
+    def new_group(self, group_id: str) -> Group:
+        group = Group(group_id)
+        self._machine.add_model(group, initial=S.EMPTY)
+        self.groups[group_id] = group
+        return group
+
+    def drop_group(self, group: Group) -> None:
+        group.mark_dead()
+        self._machine.remove_model(group)
+        del self.groups[group.group_id]
+
+    @staticmethod
+    def check_group_id(group_id: str) -> pb.Error | None:
+        if not group_id:
+            return error(pb.INVALID_GROUP_ID, "group id must not be empty")
+        if len(group_id) > MAX_GROUP_ID or not group_id.isprintable() or "/" in group_id:
+            return error(pb.INVALID_GROUP_ID, f"group id must be printable, without '/', at most {MAX_GROUP_ID} chars")
+        return None
+
+    def find_member(
+        self, group_id: str, member_id: str, generation: int | None
+    ) -> tuple[Group | None, Member | None, pb.Error | None]:
+        """The group and member a request names, or the error that answers it."""
+        failure = self.check_group_id(group_id)
+        if failure is not None:
+            return None, None, failure
+        group = self.groups.get(group_id)
+        if group is None:
+            return None, None, error(pb.UNKNOWN_MEMBER_ID, f"group {group_id!r} does not exist")
+        if group.state is S.DEAD:
+            return group, None, error(pb.COORDINATOR_NOT_AVAILABLE, "group is being removed")
+        member = group.members.get(member_id)
+        if member is None:
+            return group, None, error(pb.UNKNOWN_MEMBER_ID, f"member {member_id!r} is not in group {group_id!r}")
+        if generation is not None and generation != group.generation:
+            return group, member, error(
+                pb.ILLEGAL_GENERATION, f"generation {generation} is not the current {group.generation}"
+            )
+        return group, member, None
+
+    def validate(self) -> None:
+        """Every group's invariants (tests run this after each step)."""
+        for group in self.groups.values():
+            group.validate()

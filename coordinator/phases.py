@@ -1,0 +1,243 @@
+"""The rebalance phases every handler shares: prepare, complete the join, complete the sync,
+member liveness and removal. Functions take the model, the step's outbox and a group; they
+change the group through its state machine's triggers and put what must happen in the outbox.
+
+Timer keys: ``join/<g>`` (join phase), ``sync/<g>`` (members that never sync),
+``session/<g>/<m>`` (member liveness), ``pending/<g>/<m>`` (ids handed out with
+MEMBER_ID_REQUIRED and never used).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from coordinator.effects import Outbox, TimerKey, error
+from coordinator.group import Group, Member
+from coordinator.states import GroupState
+from groupcoord.v1 import groupcoord_pb2 as pb
+
+if TYPE_CHECKING:
+    from coordinator.model import CoordinatorModel
+
+__all__ = [
+    "join_key",
+    "sync_key",
+    "session_key",
+    "pending_key",
+    "join_response",
+    "sync_response",
+    "prepare_rebalance",
+    "maybe_complete_join",
+    "complete_join",
+    "on_join_timer",
+    "on_sync_timeout",
+    "arm_session",
+    "on_session_expired",
+    "on_pending_expired",
+    "drop_member",
+    "after_member_removed",
+    "fail_held",
+]
+
+log = logging.getLogger("groupcoord.coordinator")
+S = GroupState
+OK = error(pb.NONE, "NONE")
+
+
+def join_key(group_id: str) -> TimerKey:
+    return TimerKey("join", group_id)
+
+
+def sync_key(group_id: str) -> TimerKey:
+    return TimerKey("sync", group_id)
+
+
+def session_key(group_id: str, member_id: str) -> TimerKey:
+    return TimerKey("session", group_id, member_id)
+
+
+def pending_key(group_id: str, member_id: str) -> TimerKey:
+    return TimerKey("pending", group_id, member_id)
+
+
+# ---------------------------------------------------------------------- answers
+
+
+def join_response(group: Group, member: Member) -> pb.JoinGroupResponse:
+    """The current generation as ``member`` sees it; the leader also gets members, tasks and load."""
+    response = pb.JoinGroupResponse(
+        error=OK,
+        generation=group.generation,
+        protocol=group.protocol,
+        leader_id=group.leader_id,
+        member_id=member.member_id,
+    )
+    if member.member_id == group.leader_id:
+        response.members.extend(m.to_pb() for m in group.members.values())
+        response.tasks.extend(group.tasks[t] for t in sorted(group.tasks))
+        if group.load_snapshot is not None:
+            response.load_snapshot.CopyFrom(group.load_snapshot)
+    return response
+
+
+def sync_response(group: Group, member_id: str) -> pb.SyncGroupResponse:
+    return pb.SyncGroupResponse(
+        error=OK, generation=group.generation, protocol=group.protocol, tasks=group.assignment.get(member_id, [])
+    )
+
+
+def fail_held(out: Outbox, group: Group, member: Member, code: int, message: str) -> None:
+    """Answer whatever ``member`` has parked with ``code``."""
+    if member.join_token is not None:
+        out.fail(member.join_token, group.group_id, pb.JoinGroupResponse, error(code, message))
+        member.join_token = None
+    if member.sync_token is not None:
+        out.fail(member.sync_token, group.group_id, pb.SyncGroupResponse, error(code, message))
+        member.sync_token = None
+
+
+# ---------------------------------------------------------------------- join phase
+
+
+def prepare_rebalance(m: CoordinatorModel, out: Outbox, group: Group, reason: str) -> None:
+    """Enter PreparingRebalance: held syncs are answered REBALANCE_IN_PROGRESS, the join timer starts
+    (for a new group, the initial delay that lets a starting fleet form one generation)."""
+    if group.state is S.AWAITING_SYNC:
+        out.cancel(sync_key(group.group_id))
+        group.pending_sync.clear()
+        for member in group.members.values():
+            if member.sync_token is not None:
+                out.fail(member.sync_token, group.group_id, pb.SyncGroupResponse, error(pb.REBALANCE_IN_PROGRESS,
+                                                                                        reason))
+                member.sync_token = None
+    was_empty = group.state is S.EMPTY
+    group.prepare_rebalance()
+    delay_ms = m.config.group_initial_rebalance_delay_ms
+    if was_empty and delay_ms > 0:
+        group.in_initial_delay = True
+        group.new_member_during_delay = False
+        group.initial_delay_remaining_ms = max(group.rebalance_timeout_ms() - delay_ms, 0)
+        out.arm(join_key(group.group_id), delay_ms / 1000)
+    else:
+        group.in_initial_delay = False
+        out.arm(join_key(group.group_id), group.rebalance_timeout_ms() / 1000)
+    log.info("group %s: preparing rebalance (generation %d): %s", group.group_id, group.generation, reason)
+    out.persist(group)
+    maybe_complete_join(m, out, group)
+
+
+def on_join_timer(m: CoordinatorModel, out: Outbox, group: Group) -> None:
+    if group.state is not S.PREPARING_REBALANCE:
+        return
+    if group.in_initial_delay and group.new_member_during_delay and group.initial_delay_remaining_ms > 0:
+        # Kafka's InitialDelayedJoin: members keep arriving, wait one more delay (bounded).
+        delay = min(m.config.group_initial_rebalance_delay_ms, group.initial_delay_remaining_ms)
+        group.initial_delay_remaining_ms -= delay
+        group.new_member_during_delay = False
+        out.arm(join_key(group.group_id), delay / 1000)
+        return
+    complete_join(m, out, group)
+
+
+def maybe_complete_join(m: CoordinatorModel, out: Outbox, group: Group) -> None:
+    if group.state is S.PREPARING_REBALANCE and not group.in_initial_delay and group.all_members_joined():
+        complete_join(m, out, group)
+
+
+def complete_join(m: CoordinatorModel, out: Outbox, group: Group) -> None:
+    """End the join phase: drop members that did not re-join, start the next generation, answer
+    every held JoinGroup (the leader's with members, tasks and load), and wait for SyncGroups."""
+    out.cancel(join_key(group.group_id))
+    group.in_initial_delay = False
+    for member in [mb for mb in group.members.values() if mb.join_token is None]:
+        log.info("group %s: removing %s, which did not re-join in time", group.group_id, member.member_id)
+        drop_member(out, group, member)
+    group.generation += 1
+    group.assignment = {}
+    group.unassigned = []
+    if not group.members:
+        group.protocol = ""
+        group.leader_id = ""
+        group.become_empty()
+        log.info("group %s: empty at generation %d", group.group_id, group.generation)
+        out.persist(group)
+        return
+    group.protocol = group.select_protocol()
+    if group.leader_id not in group.members:
+        group.leader_id = next(iter(group.members))
+    now = m.clock.now()
+    group.complete_join()
+    group.pending_sync = set(group.members)
+    out.arm(sync_key(group.group_id), group.rebalance_timeout_ms() / 1000)
+    out.persist(group)  # durable before anyone hears of the generation (the runtime holds replies)
+    log.info(
+        "group %s: generation %d with %d member(s), leader %s, assignor %s",
+        group.group_id, group.generation, len(group.members), group.leader_id, group.protocol,
+    )
+    for member in group.members.values():
+        token, member.join_token = member.join_token, None
+        member.last_seen = now
+        arm_session(out, group, member)
+        out.reply(token, group.group_id, join_response(group, member))
+
+
+def on_sync_timeout(m: CoordinatorModel, out: Outbox, group: Group) -> None:
+    if group.state is not S.AWAITING_SYNC or not group.pending_sync:
+        return
+    missing = sorted(group.pending_sync)
+    for member_id in missing:
+        member = group.members.get(member_id)
+        if member is not None:
+            fail_held(out, group, member, pb.UNKNOWN_MEMBER_ID, "did not send SyncGroup in time")
+            drop_member(out, group, member)
+    after_member_removed(m, out, group, f"member(s) {', '.join(missing)} did not send SyncGroup in time")
+
+
+# ---------------------------------------------------------------------- members
+
+
+def arm_session(out: Outbox, group: Group, member: Member) -> None:
+    out.arm(session_key(group.group_id, member.member_id), member.session_timeout_ms / 1000)
+
+
+def on_session_expired(m: CoordinatorModel, out: Outbox, group: Group, member_id: str) -> None:
+    member = group.members.get(member_id)
+    if member is None:
+        return
+    if member.is_awaiting:
+        arm_session(out, group, member)  # parked in Join/Sync: alive by definition
+        return
+    log.info("group %s: session of %s expired", group.group_id, member_id)
+    drop_member(out, group, member)
+    after_member_removed(m, out, group, f"session of member {member_id} expired")
+
+
+def on_pending_expired(m: CoordinatorModel, out: Outbox, group: Group, member_id: str) -> None:
+    if member_id not in group.pending_members:
+        return
+    group.pending_members.discard(member_id)
+    log.info("group %s: pending member %s never joined", group.group_id, member_id)
+    maybe_complete_join(m, out, group)
+    if group.state is S.EMPTY and not group.members and not group.pending_members:
+        out.persist(group)
+
+
+def drop_member(out: Outbox, group: Group, member: Member) -> None:
+    del group.members[member.member_id]
+    group.pending_sync.discard(member.member_id)
+    group.assignment.pop(member.member_id, None)
+    out.cancel(session_key(group.group_id, member.member_id))
+    if group.leader_id == member.member_id:
+        group.leader_id = next(iter(group.members), "")
+
+
+def after_member_removed(m: CoordinatorModel, out: Outbox, group: Group, reason: str) -> None:
+    if group.state in (S.STABLE, S.AWAITING_SYNC):
+        prepare_rebalance(m, out, group, reason)
+    elif group.state is S.PREPARING_REBALANCE:
+        if not group.members:
+            complete_join(m, out, group)
+        else:
+            out.persist(group)
+            maybe_complete_join(m, out, group)

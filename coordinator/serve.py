@@ -1,0 +1,219 @@
+"""``groupcoord serve``: options from flags and a config file, store choice, start-up, shutdown.
+
+One start-up path for the memory, SQLite and ZooKeeper stores (``run_coordinator``).
+
+Config file (TOML)::
+
+    [server]
+    listen = "127.0.0.1:9400"
+    data_dir = "groupcoord-data"
+    store = "sqlite"            # sqlite | memory | zookeeper
+    zk = "127.0.0.1:2181"       # for store = "zookeeper"
+    advertise = "127.0.0.1:9400"
+    zk_root = "/groupcoord/default"
+    zk_session_timeout_s = 10
+    snapshots = "/mnt/shared/snapshot"   # pick up load snapshots written here (optional)
+    snapshot_poll_s = 10
+
+    [coordinator]               # any CoordinatorConfig field
+    group_initial_rebalance_delay_ms = 3000
+
+Flags override the file. Problems are ``ValueError`` with one readable line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+import tomllib
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from coordinator.config import ConfigError, CoordinatorConfig
+from coordinator.election import LeaderElection, connect
+from coordinator.ha import ElectedOffice
+from coordinator.load_reports import sample_sink
+from coordinator.office import Office
+from coordinator.runtime import CoordinatorRuntime
+from coordinator.server import RunningServer, serve_forever
+from coordinator.snapshot_watch import watch_snapshots
+from coordinator.sqlite_store import SqliteStore
+from coordinator.store import GroupStore, MemoryStore, StoreError
+from coordinator.zk_store import ZooKeeperStore
+from loadstats.sample_log import SampleLog
+
+__all__ = ["ServeOptions", "run_coordinator"]
+
+log = logging.getLogger("groupcoord.serve")
+_SERVER_KEYS = {
+    "listen", "data_dir", "store", "zk", "advertise", "zk_root", "zk_session_timeout_s", "snapshots", "snapshot_poll_s",
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServeOptions:
+    listen: str = "127.0.0.1:9400"
+    data_dir: Path = Path("groupcoord-data")
+    store: str = "sqlite"
+    zk: str = ""
+    advertise: str = ""
+    zk_root: str = "/groupcoord/default"
+    zk_session_timeout_s: float = 10.0
+    snapshots: str = ""  # a load snapshot path to watch ("" = none; snapshots arrive by PublishLoadSnapshot)
+    snapshot_poll_s: float = 10.0
+    coordinator: CoordinatorConfig = field(default_factory=CoordinatorConfig)
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> "ServeOptions":
+        server: dict[str, Any] = {}
+        coordinator: dict[str, Any] = {}
+        if args.config:
+            try:
+                with open(args.config, "rb") as handle:
+                    document = tomllib.load(handle)
+            except OSError as error:
+                raise ValueError(f"cannot read config file {args.config}: {error.strerror}") from None
+            except tomllib.TOMLDecodeError as error:
+                raise ValueError(f"config file {args.config} is not valid TOML: {error}") from None
+            unknown_sections = sorted(set(document) - {"server", "coordinator"})
+            if unknown_sections:
+                raise ValueError(f"config file {args.config}: unknown section(s) {', '.join(unknown_sections)}")
+            server = dict(document.get("server", {}))
+            coordinator = dict(document.get("coordinator", {}))
+            unknown = sorted(set(server) - _SERVER_KEYS)
+            if unknown:
+                raise ValueError(f"config file {args.config}: unknown [server] key(s) {', '.join(unknown)}")
+        for key in ("listen", "data_dir", "store", "zk", "advertise", "snapshots", "snapshot_poll_s"):
+            value = getattr(args, key, None)
+            if value is not None:
+                server[key] = value
+        if getattr(args, "initial_rebalance_delay_ms", None) is not None:
+            coordinator["group_initial_rebalance_delay_ms"] = args.initial_rebalance_delay_ms
+        try:
+            config = CoordinatorConfig.from_mapping(coordinator)
+        except ConfigError as error:
+            raise ValueError(str(error)) from None
+        store = server.get("store", "sqlite")
+        if store not in ("sqlite", "memory", "zookeeper"):
+            raise ValueError(f"store must be sqlite, memory or zookeeper, not {store!r}")
+        if store == "zookeeper" and not server.get("zk"):
+            raise ValueError("--store zookeeper needs --zk HOST:PORT[,...]")
+        try:
+            snapshot_poll_s = float(server.get("snapshot_poll_s", cls.snapshot_poll_s))
+        except (TypeError, ValueError):
+            raise ValueError(f"snapshot_poll_s must be a number, not {server.get('snapshot_poll_s')!r}") from None
+        if not 0 < snapshot_poll_s < float("inf"):
+            raise ValueError(f"snapshot_poll_s must be > 0, not {snapshot_poll_s}")
+        listen = str(server.get("listen", cls.listen))
+        host, sep, port = listen.rpartition(":")
+        if not sep or not port.isdigit():
+            raise ValueError(f"--listen {listen!r} is not HOST:PORT")
+        return cls(
+            listen=listen,
+            data_dir=Path(server.get("data_dir", "groupcoord-data")),
+            store=store,
+            zk=str(server.get("zk", "")),
+            advertise=str(server.get("advertise", "")),
+            zk_root=str(server.get("zk_root", cls.zk_root)),
+            zk_session_timeout_s=float(server.get("zk_session_timeout_s", cls.zk_session_timeout_s)),
+            snapshots=str(server.get("snapshots", "")),
+            snapshot_poll_s=snapshot_poll_s,
+            coordinator=config,
+        )
+
+
+def run_coordinator(options: ServeOptions) -> int:
+    """Run until SIGINT/SIGTERM; returns the exit status. One path for every store: the store and
+    the office differ (ZooKeeper brings an election), the runtime and the server do not."""
+    try:
+        options.data_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ValueError(f"cannot create data directory {options.data_dir}: {error.strerror}") from None
+    if not os.access(options.data_dir, os.W_OK):
+        raise ValueError(f"data directory {options.data_dir} is not writable")
+    with ExitStack() as resources:
+        backing = _open_backing(options, resources)
+        samples = SampleLog(options.data_dir / "samples")
+        resources.callback(samples.close)
+        runtime = CoordinatorRuntime(options.coordinator, store=backing.store, office=backing.office,
+                                     on_load_report=sample_sink(samples))
+        try:
+            asyncio.run(_serve(runtime, options, backing))
+        except OSError as error:
+            raise ValueError(f"cannot serve on {options.listen}: {error}") from None
+    return 0
+
+
+@dataclass
+class _Backing:
+    """Where groups are kept, and who decides whether this process is the active coordinator."""
+
+    store: GroupStore
+    office: Office | None = None  # None: standalone
+    election: LeaderElection | None = None  # ZooKeeper: started once the server knows its address
+
+
+def _open_backing(options: ServeOptions, resources: ExitStack) -> _Backing:
+    if options.store == "memory":
+        return _Backing(MemoryStore())
+    if options.store == "sqlite":
+        try:
+            store = SqliteStore(options.data_dir / "groups.db")
+        except StoreError as error:
+            raise ValueError(str(error)) from None
+        resources.callback(store.close)
+        return _Backing(store)
+    try:
+        client = connect(options.zk, session_timeout=options.zk_session_timeout_s)
+    except Exception as error:  # noqa: BLE001 - kazoo raises its own timeout types
+        raise ValueError(f"cannot reach ZooKeeper at {options.zk}: {error}") from None
+    resources.callback(client.close)
+    resources.callback(client.stop)
+    office = ElectedOffice()
+    election = LeaderElection(client, f"{options.zk_root}/election", options.advertise or options.listen,
+                              on_elected=office.on_elected, on_lost=office.on_lost,
+                              session_timeout=options.zk_session_timeout_s)
+    office.bind(election)
+    return _Backing(ZooKeeperStore(client, f"{options.zk_root}/groups", election), office, election)
+
+
+async def _serve(runtime: CoordinatorRuntime, options: ServeOptions, backing: _Backing) -> None:
+    election = backing.election
+    if election is None:
+        # Load right before serving: restored sessions and join timers start now, not at some
+        # earlier point of a slow start-up.
+        runtime.load()
+
+    def started(running: RunningServer) -> None:
+        host = options.listen.rpartition(":")[0]
+        if election is None:
+            print(f"groupcoord coordinator listening on {host}:{running.port} (store {options.store}, "
+                  f"data dir {options.data_dir}, {len(runtime.groups)} group(s) loaded)", file=sys.stderr, flush=True)
+            return
+        advertise = options.advertise or f"{host}:{running.port}"
+        print(f"groupcoord coordinator listening on {advertise} (ZooKeeper {options.zk}, standby until elected)",
+              file=sys.stderr, flush=True)
+        election.start(advertise)
+
+    watching = start_snapshot_watch(runtime, options)
+    try:
+        await serve_forever(runtime, options.listen, on_started=started)
+    finally:
+        if watching is not None:
+            watching.cancel()
+        if election is not None:
+            await asyncio.get_running_loop().run_in_executor(None, election.stop)
+
+
+def start_snapshot_watch(runtime: CoordinatorRuntime, options: ServeOptions) -> asyncio.Task[None] | None:
+    """With ``--snapshots``: poll that path on the running loop (see ``coordinator.snapshot_watch``)."""
+    if not options.snapshots:
+        return None
+    return asyncio.get_running_loop().create_task(
+        watch_snapshots(runtime, options.snapshots, options.snapshot_poll_s), name="snapshot-watch"
+    )

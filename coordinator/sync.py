@@ -1,0 +1,116 @@
+"""SyncGroup: the member and generation checks, then one handler per group state.
+
+In AwaitingSync followers are held until the leader's SyncGroup brings the assignment, which
+is validated (``coordinator.validation``) before anyone hears of it: a bad one answers the
+leader INVALID_ASSIGNMENT with the reason, records it as the group's ``last_error`` and
+rebalances.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Callable
+
+from coordinator import phases
+from coordinator.effects import Outbox, Token, error
+from coordinator.group import Group, Member
+from coordinator.states import GroupState
+from coordinator.validation import AssignmentRejected, apply_splits, validate_assignment
+from groupcoord.v1 import groupcoord_pb2 as pb
+
+if TYPE_CHECKING:
+    from coordinator.model import CoordinatorModel
+
+__all__ = ["handle_sync"]
+
+log = logging.getLogger("groupcoord.coordinator")
+S = GroupState
+
+
+def handle_sync(m: CoordinatorModel, out: Outbox, request: pb.SyncGroupRequest, token: Token) -> None:
+    group, member, failure = m.find_member(request.group_id, request.member_id, request.generation)
+    if failure is not None:
+        out.reply(token, request.group_id if group else "", pb.SyncGroupResponse(error=failure, generation=-1))
+        return
+    assert group is not None and member is not None
+    member.last_seen = m.clock.now()
+    SYNC[group.state](m, out, group, member, request, token)
+
+
+def _in_preparing(m: CoordinatorModel, out: Outbox, group: Group, member: Member,
+                  request: pb.SyncGroupRequest, token: Token) -> None:
+    out.fail(token, group.group_id, pb.SyncGroupResponse, error(pb.REBALANCE_IN_PROGRESS,
+                                                                "the group is rebalancing: join again"))
+
+
+def _in_stable(m: CoordinatorModel, out: Outbox, group: Group, member: Member,
+               request: pb.SyncGroupRequest, token: Token) -> None:
+    """A late or repeated SyncGroup gets the stored assignment."""
+    out.reply(token, group.group_id, phases.sync_response(group, member.member_id))
+
+
+def _in_awaiting_sync(m: CoordinatorModel, out: Outbox, group: Group, member: Member,
+                      request: pb.SyncGroupRequest, token: Token) -> None:
+    if member.sync_token is not None:
+        out.fail(member.sync_token, group.group_id, pb.SyncGroupResponse, error(pb.REBALANCE_IN_PROGRESS,
+                                                                                "superseded"))
+    member.sync_token = token
+    group.pending_sync.discard(member.member_id)
+    phases.arm_session(out, group, member)
+    if member.member_id == group.leader_id:
+        _accept_leader_sync(m, out, group, request)
+
+
+def _in_other(m: CoordinatorModel, out: Outbox, group: Group, member: Member,
+              request: pb.SyncGroupRequest, token: Token) -> None:
+    out.fail(token, group.group_id, pb.SyncGroupResponse,
+             error(pb.UNKNOWN_MEMBER_ID, f"member {member.member_id!r} is not in group {group.group_id!r}"))
+
+
+def _accept_leader_sync(m: CoordinatorModel, out: Outbox, group: Group, request: pb.SyncGroupRequest) -> None:
+    try:
+        if request.assignor_error:
+            raise AssignmentRejected(f"the leader's assignor failed: {request.assignor_error}")
+        tasks = apply_splits(group.tasks, request.splits)
+        pools = {mb.member_id: mb.metadata.pool for mb in group.members.values()}
+        validate_assignment(pools, tasks, request.assignments, request.unassigned)
+    except AssignmentRejected as rejected:
+        reason = str(rejected)
+        log.warning("group %s: generation %d: invalid assignment: %s", group.group_id, group.generation, reason)
+        group.last_error = f"generation {group.generation}: {reason}"
+        leader = group.members[group.leader_id]
+        token, leader.sync_token = leader.sync_token, None
+        phases.prepare_rebalance(m, out, group, f"invalid assignment from the leader: {reason}")
+        out.fail(token, group.group_id, pb.SyncGroupResponse, error(pb.INVALID_ASSIGNMENT, reason))
+        return
+    if request.splits:
+        group.tasks = tasks
+        group.catalog_version += 1
+    group.assignment = {a.member_id: list(a.tasks) for a in request.assignments}
+    for member_id in group.members:
+        group.assignment.setdefault(member_id, [])
+    group.unassigned = list(request.unassigned)
+    group.last_error = ""
+    out.cancel(phases.sync_key(group.group_id))
+    group.pending_sync.clear()
+    group.complete_sync()
+    out.persist(group)  # durable before tasks start
+    log.info(
+        "group %s: generation %d stable: %d replica(s) over %d member(s), %d unassigned",
+        group.group_id, group.generation, sum(len(v) for v in group.assignment.values()),
+        len(group.members), len(group.unassigned),
+    )
+    for member in group.members.values():
+        if member.sync_token is not None:
+            token, member.sync_token = member.sync_token, None
+            out.reply(token, group.group_id, phases.sync_response(group, member.member_id))
+
+
+SyncHandler = Callable[["CoordinatorModel", Outbox, Group, Member, pb.SyncGroupRequest, Token], None]
+SYNC: dict[GroupState, SyncHandler] = {
+    S.EMPTY: _in_other,
+    S.PREPARING_REBALANCE: _in_preparing,
+    S.AWAITING_SYNC: _in_awaiting_sync,
+    S.STABLE: _in_stable,
+    S.DEAD: _in_other,
+}
