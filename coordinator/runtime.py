@@ -349,6 +349,10 @@ class CoordinatorRuntime:
 
         loop.run_in_executor(None, self.store.load_all).add_done_callback(loaded)
 
+    def waiting(self) -> int:
+        """How many requests wait for their answer (held in a phase, or behind a write)."""
+        return len(self._answers)
+
     def records(self) -> dict[str, Any]:
         """Each group's last durable record (for tests and tools)."""
         return dict(self._stored)
