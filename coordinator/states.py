@@ -19,6 +19,10 @@ Stable              follower, same metadata:       the stored assignment        
 Dead                COORDINATOR_NOT_AVAILABLE      COORDINATOR_NOT_AVAILABLE    COORDINATOR_NOT_AVAIL.  COORDINATOR_NOT_AVAIL.
 ==================  =============================  ===========================  ======================  ===============
 
+Where each column lives: ``coordinator.join.KNOWN_MEMBER_JOIN``, ``coordinator.sync.SYNC``,
+``coordinator.membership.HEARTBEAT_ANSWER`` and ``handle_leave`` (one handler per state), with
+the rebalance steps they share in ``coordinator.phases``.
+
 Unknown member ids get UNKNOWN_MEMBER_ID and stale generations ILLEGAL_GENERATION
 in every state but Dead. Valid previous states: Empty ← PreparingRebalance;
 PreparingRebalance ← Empty, AwaitingSync, Stable; AwaitingSync ← PreparingRebalance;

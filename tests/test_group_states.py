@@ -211,3 +211,14 @@ def test_superseded_join_gets_an_answer() -> None:
     second = h.join(G, follower)
     assert first.code == pb.REBALANCE_IN_PROGRESS
     assert not second.done
+
+
+def test_every_state_has_a_handler_for_every_request() -> None:
+    from coordinator.join import KNOWN_MEMBER_JOIN
+    from coordinator.membership import HEARTBEAT_ANSWER
+    from coordinator.states import GroupState
+    from coordinator.sync import SYNC
+
+    assert set(KNOWN_MEMBER_JOIN) == set(SYNC) == set(GroupState)
+    # Empty has no members and Dead is refused before the member lookup: heartbeats never reach them
+    assert set(HEARTBEAT_ANSWER) == set(GroupState) - {GroupState.EMPTY, GroupState.DEAD}
