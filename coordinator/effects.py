@@ -17,7 +17,7 @@ times in one step is written once, with its state at the end of the step.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Union
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Union, cast
 
 from google.protobuf.message import Message
 
@@ -92,17 +92,17 @@ class RecordLoad:
 Effect = Union[Reply, Persist, Forget, ArmTimer, CancelTimer, RecordLoad]
 
 
-def error(code: int, message: str = "", hint: str = "") -> pb.Error:
+def error(code: pb.ErrorCode, message: str = "", hint: str = "") -> pb.Error:
     return pb.Error(code=code, message=message or pb.ErrorCode.Name(code), coordinator_hint=hint)
 
 
 def error_response(response_type: type[Message], failure: pb.Error) -> Message:
     """``response_type`` carrying only ``failure`` (and generation -1 where the type has one)."""
-    response = response_type()
-    response.error.CopyFrom(failure)  # type: ignore[attr-defined]
+    response: Any = response_type()
+    response.error.CopyFrom(failure)
     if "generation" in response.DESCRIPTOR.fields_by_name:
-        response.generation = -1  # type: ignore[attr-defined]
-    return response
+        response.generation = -1
+    return cast(Message, response)
 
 
 class Outbox:

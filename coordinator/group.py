@@ -73,8 +73,9 @@ class Group:
     # serialised catalog for records, rebuilt only when ``catalog_version`` moves
     catalog_version: int = 0
     record_tasks_cache: tuple[int, list[str]] | None = None
+    # owned by the machine of ``coordinator.states`` (set when the group is added to it)
+    state: GroupState = field(init=False, default=GroupState.EMPTY)
     if TYPE_CHECKING:
-        state: GroupState
 
         def prepare_rebalance(self) -> bool: ...
         def complete_join(self) -> bool: ...

@@ -39,7 +39,7 @@ class ElectedOffice:
         self._election: Election | None = None
         self._term = 0
         self._elected = False
-        self._watchers: list[Callable[[], None]] = []
+        self._watchers: list[Callable[[], object]] = []
 
     def bind(self, election: Election) -> None:
         """The election (built after the office: its callbacks name this object)."""
@@ -77,7 +77,7 @@ class ElectedOffice:
     def active_address(self) -> str:
         return (self._election.current_leader() or "") if self._election is not None else ""
 
-    def watch(self, on_change: Callable[[], None]) -> None:
+    def watch(self, on_change: Callable[[], object]) -> None:
         self._watchers.append(on_change)
 
     def stand_down(self) -> None:

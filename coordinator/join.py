@@ -30,7 +30,7 @@ S = GroupState
 def handle_join(m: CoordinatorModel, out: Outbox, request: pb.JoinGroupRequest, token: Token, host: str) -> None:
     gid = request.group_id
 
-    def fail(code: int, message: str = "", member_id: str = "") -> None:
+    def fail(code: pb.ErrorCode, message: str = "", member_id: str = "") -> None:
         out.reply(token, gid, pb.JoinGroupResponse(error=error(code, message), member_id=member_id, generation=-1))
 
     failure = m.check_group_id(gid)

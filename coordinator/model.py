@@ -109,14 +109,14 @@ class CoordinatorModel:
             self._resume(out, group_id, record)
         return out.effects()
 
-    def unload(self, code: int, message: str) -> list[Effect]:
+    def unload(self, code: pb.ErrorCode, message: str) -> list[Effect]:
         """Stop answering for every group (lost the office): held requests get ``code``."""
         out = Outbox(group_to_record)
         for group in list(self.groups.values()):
             for member in group.members.values():
                 phases.fail_held(out, group, member, code, message)
             self.drop_group(group)
-        return [e for e in out.effects()]
+        return out.effects()
 
     def roll_back(self, group_id: str, record: dict[str, Any] | None) -> list[Effect]:
         """A write of ``group_id`` failed: put the group back as ``record`` (its last stored state;

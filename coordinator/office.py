@@ -26,7 +26,7 @@ class Office(Protocol):
         """Where the active coordinator is ("" when unknown), for NOT_COORDINATOR hints."""
         ...
 
-    def watch(self, on_change: Callable[[], None]) -> None:
+    def watch(self, on_change: Callable[[], object]) -> None:
         """Call ``on_change`` (from any thread) whenever the verdict or the term may have changed."""
         ...
 
@@ -47,7 +47,7 @@ class Standalone:
     def active_address(self) -> str:
         return ""
 
-    def watch(self, on_change: Callable[[], None]) -> None:
+    def watch(self, on_change: Callable[[], object]) -> None:
         pass
 
     def stand_down(self) -> None:

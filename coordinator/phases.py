@@ -87,7 +87,7 @@ def sync_response(group: Group, member_id: str) -> pb.SyncGroupResponse:
     )
 
 
-def fail_held(out: Outbox, group: Group, member: Member, code: int, message: str) -> None:
+def fail_held(out: Outbox, group: Group, member: Member, code: pb.ErrorCode, message: str) -> None:
     """Answer whatever ``member`` has parked with ``code``."""
     if member.join_token is not None:
         out.fail(member.join_token, group.group_id, pb.JoinGroupResponse, error(code, message))

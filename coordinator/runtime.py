@@ -81,7 +81,7 @@ class InlineWriter:
 class ThreadWriter:
     """Runs jobs on a small thread pool; ``call_back`` hops completions onto the event loop."""
 
-    def __init__(self, call_back: Callable[[Callable[[], None]], None], threads: int = 4) -> None:
+    def __init__(self, call_back: Callable[[Callable[[], None]], object], threads: int = 4) -> None:
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="groupcoord-store")
         self._call_back = call_back
 
@@ -147,7 +147,7 @@ class CoordinatorRuntime:
         # the office term whose groups are loaded; None = none (standby, or between terms)
         self._term: int | None = 0 if office is None else None
         self.loading = False
-        self._start_load: Callable[[int], None] = lambda term: self.load(term)
+        self._start_load: Callable[[int], object] = self.load
         self._loading_term: int | None = None
 
     @property

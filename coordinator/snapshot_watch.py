@@ -15,6 +15,7 @@ one is logged once per distinct error and the coordinator carries on with what i
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable, Mapping
 
@@ -76,7 +77,7 @@ class SnapshotWatcher:
             if group is None or (current is not None and current.snapshot_id == snapshot.snapshot_id):
                 continue
             request = pb.PublishLoadSnapshotRequest(snapshot=snapshot)
-            runtime.submit(lambda token, r=request: runtime.model.publish_load_snapshot(r, token),  # type: ignore[misc]
+            runtime.submit(functools.partial(runtime.model.publish_load_snapshot, request),
                            pb.PublishLoadSnapshotResponse, _log_refusal(group_id, snapshot.snapshot_id))
             applied = group.load_snapshot
             if applied is not None and applied.snapshot_id == snapshot.snapshot_id:

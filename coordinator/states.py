@@ -32,6 +32,7 @@ Stable ← AwaitingSync; Dead ← any.
 from __future__ import annotations
 
 from enum import Enum
+from typing import Any
 
 from transitions import Machine
 
@@ -53,7 +54,7 @@ class GroupState(Enum):
 
 S = GroupState
 # [trigger, source(s), destination]: the only ways a group changes state.
-TRANSITIONS: list[list[object]] = [
+TRANSITIONS: list[list[Any]] = [
     ["prepare_rebalance", [S.EMPTY, S.AWAITING_SYNC, S.STABLE], S.PREPARING_REBALANCE],
     ["complete_join", S.PREPARING_REBALANCE, S.AWAITING_SYNC],
     ["become_empty", S.PREPARING_REBALANCE, S.EMPTY],

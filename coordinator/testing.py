@@ -57,7 +57,7 @@ class FakeOffice:
         self.current_term = term
         self.address = address
         self.stand_downs = 0
-        self._watchers: list[Callable[[], None]] = []
+        self._watchers: list[Callable[[], object]] = []
 
     def in_office(self) -> bool:
         return self.is_in_office
@@ -68,7 +68,7 @@ class FakeOffice:
     def active_address(self) -> str:
         return self.address
 
-    def watch(self, on_change: Callable[[], None]) -> None:
+    def watch(self, on_change: Callable[[], object]) -> None:
         self._watchers.append(on_change)
 
     def stand_down(self) -> None:
