@@ -26,7 +26,10 @@ class CoordinatorConfig:
     """A new group waits this long (extended per new member, up to the rebalance timeout) so a
     fleet starting together forms one generation, not one per member (ms)."""
     group_max_size: int = 100_000
-    """Most members a group may have."""
+    """Most members a group may have (pending member ids of the two-step join do not count)."""
+    group_new_member_join_timeout_ms: int = 300_000
+    """A new member's parked JoinGroup expires after this long if the join phase has not ended
+    (KIP-394: it has no member id yet, so it cannot heartbeat) (ms)."""
     max_metadata_bytes: int = 1_048_576
     """Largest serialised MemberMetadata a JoinGroup may carry (bytes)."""
     max_tasks_per_request: int = 1_000_000
@@ -43,7 +46,7 @@ class CoordinatorConfig:
             raise ConfigError("group_max_session_timeout_ms must be >= group_min_session_timeout_ms")
         if self.group_initial_rebalance_delay_ms < 0:
             raise ConfigError("group_initial_rebalance_delay_ms must be >= 0")
-        for name in ("group_max_size", "max_metadata_bytes", "max_tasks_per_request", "max_replicas",
+        for name in ("group_max_size", "group_new_member_join_timeout_ms", "max_metadata_bytes", "max_tasks_per_request", "max_replicas",
                      "max_message_bytes"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be > 0")

@@ -27,17 +27,38 @@ class Member:
     rebalance_timeout_ms: int
     protocols: tuple[str, ...]
     metadata: pb.MemberMetadata
+    protocol_type: str = ""
     join_token: Token | None = None  # a JoinGroup held until the join phase completes
     sync_token: Token | None = None  # a SyncGroup held until the leader's assignment arrives
     last_seen: float = 0.0
+    # KIP-394: joined in this phase and not yet answered; its parked JoinGroup expires after
+    # the new-member join timeout (it has no member id to heartbeat with)
+    is_new: bool = False
 
     @property
     def is_awaiting(self) -> bool:
-        """Members held in JoinGroup or SyncGroup count as alive (their session cannot expire)."""
-        return self.join_token is not None or self.sync_token is not None
+        """Members held in JoinGroup or SyncGroup count as alive (their session cannot expire),
+        except a new member, whose parked join expires (Kafka's ``hasSatisfiedHeartbeat``)."""
+        return not self.is_new and (self.join_token is not None or self.sync_token is not None)
+
+    @property
+    def is_static(self) -> bool:
+        return bool(self.instance_id)
 
     def same_join(self, protocols: tuple[str, ...], metadata: pb.MemberMetadata) -> bool:
         return self.protocols == protocols and self.metadata == metadata
+
+    def same_settings(self, protocols: tuple[str, ...], metadata: pb.MemberMetadata) -> bool:
+        """Same assignors and same description, ignoring what the member runs now: a static
+        member restarted with the same configuration is the same member (KIP-345)."""
+        mine, theirs = pb.MemberMetadata(), pb.MemberMetadata()
+        mine.CopyFrom(self.metadata)
+        theirs.CopyFrom(metadata)
+        for described in (mine, theirs):
+            described.ClearField("owned")
+            described.ClearField("owned_generation")
+            described.ClearField("user_data")
+        return self.protocols == protocols and mine == theirs
 
     def to_pb(self) -> pb.GroupMember:
         return pb.GroupMember(
@@ -55,13 +76,19 @@ class Group:
     generation: int = 0
     protocol: str = ""
     leader_id: str = ""
+    # the kind of group, set by its first member (JoinGroupRequest.protocol_type)
+    protocol_type: str = ""
     # insertion order is join order: the first member becomes leader
     members: dict[str, Member] = field(default_factory=dict)
+    # static members: instance id -> its current member id (KIP-345)
+    static_members: dict[str, str] = field(default_factory=dict)
     # ids handed out with MEMBER_ID_REQUIRED, not yet joined with them
     pending_members: set[str] = field(default_factory=set)
     # members of the current generation that have not sent SyncGroup yet
     pending_sync: set[str] = field(default_factory=set)
     assignment: dict[str, list[pb.TaskReplica]] = field(default_factory=dict)
+    # the leader's opaque bytes for each member, handed on unchanged in SyncGroup
+    user_data: dict[str, bytes] = field(default_factory=dict)
     unassigned: list[pb.UnassignedReplica] = field(default_factory=list)
     tasks: dict[str, pb.Task] = field(default_factory=dict)
     load_snapshot: pb.LoadSnapshot | None = None
@@ -83,20 +110,63 @@ class Group:
         def complete_sync(self) -> bool: ...
         def mark_dead(self) -> bool: ...
 
-    def size(self) -> int:
-        return len(self.members) + len(self.pending_members)
+    def num_awaiting_join(self) -> int:
+        return sum(1 for m in self.members.values() if m.join_token is not None)
 
     def all_members_joined(self) -> bool:
         return not self.pending_members and all(m.join_token is not None for m in self.members.values())
 
+    def add(self, member: Member) -> None:
+        """A new member (its instance id, if any, must be free)."""
+        if not self.members:
+            self.protocol_type = member.protocol_type
+        self.members[member.member_id] = member
+        if member.instance_id:
+            assert member.instance_id not in self.static_members, f"instance {member.instance_id} taken"
+            self.static_members[member.instance_id] = member.member_id
+        if not self.leader_id:
+            self.leader_id = member.member_id
+
+    def remove(self, member_id: str) -> Member | None:
+        """Forget a member and everything the generation keeps about it."""
+        member = self.members.pop(member_id, None)
+        if member is not None and member.instance_id:
+            self.static_members.pop(member.instance_id, None)
+        self.pending_members.discard(member_id)
+        self.pending_sync.discard(member_id)
+        self.assignment.pop(member_id, None)
+        self.user_data.pop(member_id, None)
+        if self.leader_id == member_id:
+            self.leader_id = next(iter(self.members), "")
+        return member
+
+    def replace_static(self, instance_id: str, new_member_id: str) -> tuple[str, Member]:
+        """Give the static member of ``instance_id`` a new member id, keeping its place, its
+        assignment and its leadership (KIP-345); returns the old id and the member."""
+        old_member_id = self.static_members[instance_id]
+        member = self.members[old_member_id]
+        member.member_id = new_member_id
+        self.members = {(new_member_id if k == old_member_id else k): v for k, v in self.members.items()}
+        self.static_members[instance_id] = new_member_id
+        for table in (self.assignment, self.user_data):
+            if old_member_id in table:
+                table[new_member_id] = table.pop(old_member_id)  # type: ignore[assignment]
+        if old_member_id in self.pending_sync:
+            self.pending_sync.discard(old_member_id)
+            self.pending_sync.add(new_member_id)
+        if self.leader_id == old_member_id:
+            self.leader_id = new_member_id
+        return old_member_id, member
+
     def rebalance_timeout_ms(self) -> int:
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
 
-    def supports_protocols(self, protocols: tuple[str, ...]) -> bool:
-        """True if a member offering ``protocols`` shares at least one with every member."""
+    def supports_protocols(self, protocol_type: str, protocols: tuple[str, ...]) -> bool:
+        """True if a member of ``protocol_type`` offering ``protocols`` shares at least one with
+        every member (an empty group takes any type)."""
         if not self.members:
             return bool(protocols)
-        return bool(self.candidate_protocols() & set(protocols))
+        return protocol_type == self.protocol_type and bool(self.candidate_protocols() & set(protocols))
 
     def candidate_protocols(self) -> set[str]:
         members = iter(self.members.values())
@@ -141,6 +211,9 @@ class Group:
             for task in self.tasks.values():
                 for r in range(max(1, task.replicas)):
                     assert (task.task_id, r) in owners, f"{self.group_id}: {task.task_id}#{r} not assigned"
+        statics = {m.instance_id: m.member_id for m in self.members.values() if m.instance_id}
+        assert statics == self.static_members, f"{self.group_id}: static members {self.static_members} != {statics}"
+        assert self.pending_sync <= set(self.members), f"{self.group_id}: pending sync names non-members"
         for member in self.members.values():
             if member.sync_token is not None:
                 assert state in (GroupState.AWAITING_SYNC,), f"{self.group_id}: sync held in {state}"

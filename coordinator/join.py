@@ -1,8 +1,11 @@
 """JoinGroup: checks every state shares, then one handler per group state.
 
 A new dynamic member first gets MEMBER_ID_REQUIRED with its id (KIP-394) and joins again
-with it, so a retried first join leaves no ghost member. How a known member's join is
-answered depends on the group's state (``KNOWN_MEMBER_JOIN``, documented in
+with it, so a retried first join leaves no ghost member; its parked join expires after the
+new-member join timeout. A static member (an instance id, KIP-345) joins in one step; when
+its instance is known it replaces its old member id, which is fenced. Only members count
+toward the max group size, never pending ids (Kafka's acceptJoiningMember). How a known
+member's join is answered depends on the group's state (``KNOWN_MEMBER_JOIN``, documented in
 ``coordinator.states``).
 """
 
@@ -10,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import TYPE_CHECKING, Callable
 
 from coordinator import phases
 from coordinator.effects import Outbox, Token, error
@@ -25,6 +28,7 @@ __all__ = ["handle_join"]
 
 log = logging.getLogger("groupcoord.coordinator")
 S = GroupState
+MAX_ID = 255  # longest instance id
 
 
 def handle_join(m: CoordinatorModel, out: Outbox, request: pb.JoinGroupRequest, token: Token, host: str) -> None:
@@ -56,6 +60,9 @@ def handle_join(m: CoordinatorModel, out: Outbox, request: pb.JoinGroupRequest, 
     if metadata_size > cfg.max_metadata_bytes:
         fail(pb.INVALID_REQUEST, f"metadata is {metadata_size} bytes; the limit is {cfg.max_metadata_bytes}")
         return
+    if len(request.instance_id) > MAX_ID or not request.instance_id.isprintable():
+        fail(pb.INVALID_REQUEST, f"instance_id must be printable, at most {MAX_ID} chars")
+        return
     group = m.groups.get(gid)
     if group is None:
         if request.member_id:
@@ -64,52 +71,86 @@ def handle_join(m: CoordinatorModel, out: Outbox, request: pb.JoinGroupRequest, 
         group = m.new_group(gid)
     if group.state is S.DEAD:
         fail(pb.COORDINATOR_NOT_AVAILABLE, "group is being removed")
+    elif not _accepts(m, group, request):
+        _refuse_over_max_size(m, out, group, request.member_id)
+        fail(pb.GROUP_MAX_SIZE_REACHED, f"group {gid!r} has {m.config.group_max_size} members")
     elif not request.member_id:
-        _join_new_member(m, out, group, request, fail)
+        _join_new_member(m, out, group, request, token, host, fail)
     elif request.member_id in group.pending_members:
-        _join_pending_member(m, out, group, request, token, host)
-    elif request.member_id not in group.members:
-        fail(pb.UNKNOWN_MEMBER_ID, f"member {request.member_id!r} is not in group {gid!r}")
+        if request.instance_id:
+            fail(pb.INVALID_REQUEST, "a member id handed out with MEMBER_ID_REQUIRED cannot become static")
+        elif not group.supports_protocols(request.protocol_type, protocols):
+            fail(pb.INCONSISTENT_GROUP_PROTOCOL, _protocol_mismatch(group, request))
+        else:
+            group.pending_members.discard(request.member_id)
+            out.cancel(phases.pending_key(gid, request.member_id))
+            _add_member(m, out, group, request, request.member_id, token, host)
     else:
+        failure = m.check_member(group, request.member_id, request.instance_id)
+        if failure is not None:
+            out.reply(token, gid, pb.JoinGroupResponse(error=failure, member_id=request.member_id, generation=-1))
+            return
         member = group.members[request.member_id]
-        if tuple(request.protocols) != member.protocols:  # only a change can break agreement (keeps it O(1))
-            others = Group(gid, members={k: v for k, v in group.members.items() if k != member.member_id})
-            if not others.supports_protocols(protocols):
-                fail(pb.INCONSISTENT_GROUP_PROTOCOL, _protocol_mismatch(others, protocols))
+        if protocols != member.protocols or request.protocol_type != group.protocol_type:
+            others = Group(gid, protocol_type=group.protocol_type,
+                           members={k: v for k, v in group.members.items() if k != member.member_id})
+            if not others.supports_protocols(request.protocol_type, protocols):
+                fail(pb.INCONSISTENT_GROUP_PROTOCOL, _protocol_mismatch(others, request))
                 return
         member.last_seen = m.clock.now()
         KNOWN_MEMBER_JOIN[group.state](m, out, group, member, request, token)
 
 
-def _protocol_mismatch(group: Group, offered: Iterable[str]) -> str:
+def _accepts(m: CoordinatorModel, group: Group, request: pb.JoinGroupRequest) -> bool:
+    """Kafka's acceptJoiningMember: only members count toward the max size, never pending ids.
+    While preparing, the members that re-joined count (so a lowered limit drops the last ones
+    to re-join); otherwise all members do. A known static instance replaces itself."""
+    limit = m.config.group_max_size
+    member = group.members.get(request.member_id)
+    if group.state in (S.EMPTY, S.DEAD) or (not request.member_id and request.instance_id in group.static_members):
+        return True
+    if group.state is S.PREPARING_REBALANCE:
+        return (member is not None and member.join_token is not None) or group.num_awaiting_join() < limit
+    return member is not None or len(group.members) < limit
+
+
+def _refuse_over_max_size(m: CoordinatorModel, out: Outbox, group: Group, member_id: str) -> None:
+    if member_id in group.pending_members:
+        group.pending_members.discard(member_id)
+        out.cancel(phases.pending_key(group.group_id, member_id))
+    elif member_id in group.members:  # a member that had not re-joined when the group filled up
+        log.info("group %s: %s refused: the group is full", group.group_id, member_id)
+        phases.drop_member(out, group, group.members[member_id])
+        phases.maybe_complete_join(m, out, group)
+
+
+def _protocol_mismatch(group: Group, request: pb.JoinGroupRequest) -> str:
+    if group.members and request.protocol_type != group.protocol_type:
+        return f"member's protocol type {request.protocol_type!r} is not the group's {group.protocol_type!r}"
     common = sorted(group.candidate_protocols())
-    return f"member offers {sorted(offered)} but the group's members all support only {common}"
+    return f"member offers {sorted(request.protocols)} but the group's members all support only {common}"
 
 
 def _join_new_member(m: CoordinatorModel, out: Outbox, group: Group, request: pb.JoinGroupRequest,
-                     fail: Callable[..., None]) -> None:
-    if not group.supports_protocols(tuple(request.protocols)):
-        fail(pb.INCONSISTENT_GROUP_PROTOCOL, _protocol_mismatch(group, request.protocols))
+                     token: Token, host: str, fail: Callable[..., None]) -> None:
+    if not group.supports_protocols(request.protocol_type, tuple(request.protocols)):
+        fail(pb.INCONSISTENT_GROUP_PROTOCOL, _protocol_mismatch(group, request))
         return
-    if group.size() >= m.config.group_max_size:
-        fail(pb.GROUP_MAX_SIZE_REACHED, f"group {group.group_id!r} has {m.config.group_max_size} members")
-        return
-    member_id = f"{request.client_id or 'member'}-{uuid.uuid4()}"
-    group.pending_members.add(member_id)
-    out.arm(phases.pending_key(group.group_id, member_id), request.session_timeout_ms / 1000)
-    fail(pb.MEMBER_ID_REQUIRED, "join again with the member id given", member_id)
+    member_id = f"{request.instance_id or request.client_id or 'member'}-{uuid.uuid4()}"
+    if request.instance_id in group.static_members:
+        _replace_static_member(m, out, group, request, member_id, token)
+    elif request.instance_id:  # a static member needs no second step: its instance id names it
+        _add_member(m, out, group, request, member_id, token, host)
+    else:
+        group.pending_members.add(member_id)
+        out.arm(phases.pending_key(group.group_id, member_id), request.session_timeout_ms / 1000)
+        fail(pb.MEMBER_ID_REQUIRED, "join again with the member id given", member_id)
 
 
-def _join_pending_member(m: CoordinatorModel, out: Outbox, group: Group, request: pb.JoinGroupRequest,
-                         token: Token, host: str) -> None:
-    if not group.supports_protocols(tuple(request.protocols)):
-        out.reply(token, group.group_id, pb.JoinGroupResponse(
-            error=error(pb.INCONSISTENT_GROUP_PROTOCOL, _protocol_mismatch(group, request.protocols)), generation=-1))
-        return
-    group.pending_members.discard(request.member_id)
-    out.cancel(phases.pending_key(group.group_id, request.member_id))
+def _add_member(m: CoordinatorModel, out: Outbox, group: Group, request: pb.JoinGroupRequest, member_id: str,
+                token: Token, host: str) -> None:
     member = Member(
-        member_id=request.member_id,
+        member_id=member_id,
         group_id=group.group_id,
         client_id=request.client_id,
         instance_id=request.instance_id,
@@ -118,18 +159,51 @@ def _join_pending_member(m: CoordinatorModel, out: Outbox, group: Group, request
         rebalance_timeout_ms=request.rebalance_timeout_ms or request.session_timeout_ms,
         protocols=tuple(request.protocols),
         metadata=request.metadata,
+        protocol_type=request.protocol_type,
         join_token=token,
         last_seen=m.clock.now(),
+        is_new=True,
     )
-    group.members[member.member_id] = member
-    phases.arm_session(out, group, member)
-    log.info("group %s: member %s joined (%s)", group.group_id, member.member_id, host or "?")
+    group.add(member)
+    # KIP-394: a new member cannot heartbeat while parked; if it goes away, its join expires
+    out.arm(phases.session_key(group.group_id, member_id), m.config.group_new_member_join_timeout_ms / 1000)
+    log.info("group %s: member %s joined (%s%s)", group.group_id, member_id, host or "?",
+             f", instance {member.instance_id}" if member.instance_id else "")
     if group.state is S.PREPARING_REBALANCE:
         if group.in_initial_delay:
             group.new_member_during_delay = True
         phases.maybe_complete_join(m, out, group)
     else:
-        phases.prepare_rebalance(m, out, group, f"member {member.member_id} joined")
+        phases.prepare_rebalance(m, out, group, f"member {member_id} joined")
+
+
+def _replace_static_member(m: CoordinatorModel, out: Outbox, group: Group, request: pb.JoinGroupRequest,
+                           member_id: str, token: Token) -> None:
+    """A known instance came back (a restarted process): it takes a new member id, its old one is
+    fenced, and in a Stable group with unchanged settings it gets its tasks back without a
+    rebalance. A static leader stays leader and is told to skip the assignment (KIP-814)."""
+    old_member_id, member = group.replace_static(request.instance_id, member_id)
+    phases.fail_held(out, group, member, pb.FENCED_INSTANCE_ID,
+                     f"instance {request.instance_id!r} re-joined as {member_id}")
+    out.cancel(phases.session_key(group.group_id, old_member_id))
+    unchanged = member.same_settings(tuple(request.protocols), request.metadata)
+    _update_member(member, request)
+    member.last_seen = m.clock.now()
+    phases.arm_session(out, group, member)
+    log.info("group %s: static member %s re-joined as %s (was %s)", group.group_id, request.instance_id,
+             member_id, old_member_id)
+    if group.state is S.STABLE and unchanged and group.select_protocol() == group.protocol:
+        out.persist(group)  # the new member id is durable before the member hears of it
+        response = phases.join_response(group, member)
+        response.skip_assignment = member.member_id == group.leader_id
+        out.reply(token, group.group_id, response)
+        return
+    member.join_token = token
+    if group.state is S.PREPARING_REBALANCE:
+        phases.maybe_complete_join(m, out, group)
+    else:
+        phases.prepare_rebalance(m, out, group, f"static member {request.instance_id} re-joined "
+                                 f"{'during a rebalance' if unchanged else 'with new settings'}")
 
 
 def _update_member(member: Member, request: pb.JoinGroupRequest) -> None:
@@ -171,6 +245,7 @@ def _known_in_awaiting_sync(m: CoordinatorModel, out: Outbox, group: Group, memb
                             request: pb.JoinGroupRequest, token: Token) -> None:
     """Same metadata: the member lost our answer, send it again. Changed: rebalance."""
     if member.same_join(tuple(request.protocols), request.metadata):
+        phases.arm_session(out, group, member)
         out.reply(token, group.group_id, phases.join_response(group, member))
         return
     _update_member(member, request)
@@ -182,6 +257,7 @@ def _known_in_stable(m: CoordinatorModel, out: Outbox, group: Group, member: Mem
                      request: pb.JoinGroupRequest, token: Token) -> None:
     """A follower with unchanged metadata gets the current generation; the leader or a change rebalances."""
     if member.member_id != group.leader_id and member.same_join(tuple(request.protocols), request.metadata):
+        phases.arm_session(out, group, member)
         out.reply(token, group.group_id, phases.join_response(group, member))
         return
     _update_member(member, request)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from coordinator import phases
 from coordinator.effects import Outbox, Token, error
+from coordinator.group import Group
 from coordinator.states import GroupState
 from groupcoord.v1 import groupcoord_pb2 as pb
 
@@ -35,7 +36,8 @@ HEARTBEAT_ANSWER: dict[GroupState, pb.HeartbeatResponse] = {
 
 
 def handle_heartbeat(m: CoordinatorModel, out: Outbox, request: pb.HeartbeatRequest, token: Token) -> None:
-    group, member, failure = m.find_member(request.group_id, request.member_id, request.generation)
+    group, member, failure = m.find_member(request.group_id, request.member_id, request.generation,
+                                           request.instance_id)
     if failure is not None:
         out.reply(token, request.group_id if group else "", pb.HeartbeatResponse(error=failure))
         return
@@ -46,24 +48,55 @@ def handle_heartbeat(m: CoordinatorModel, out: Outbox, request: pb.HeartbeatRequ
 
 
 def handle_leave(m: CoordinatorModel, out: Outbox, request: pb.LeaveGroupRequest, token: Token) -> None:
+    """One member leaving, or a batch (KIP-345): each gets its own error; the group rebalances once.
+    A member given by instance id alone is an operator removing a static member."""
     gid = request.group_id
-    group = m.groups.get(gid)
-    if group is not None and request.member_id in group.pending_members:
-        group.pending_members.discard(request.member_id)
-        out.cancel(phases.pending_key(gid, request.member_id))
-        phases.maybe_complete_join(m, out, group)
-        out.reply(token, gid, pb.LeaveGroupResponse())
-        return
-    group, member, failure = m.find_member(gid, request.member_id, None)
+    batch = list(request.members)
+    leaving = batch or [pb.MemberIdentity(member_id=request.member_id, instance_id=request.instance_id)]
+    failure = m.check_group_id(gid)
+    group = m.groups.get(gid) if failure is None else None
+    if group is not None and group.state is S.DEAD:
+        failure = error(pb.COORDINATOR_NOT_AVAILABLE, "group is being removed")
     if failure is not None:
-        out.reply(token, gid if group else "", pb.LeaveGroupResponse(error=failure))
+        out.reply(token, "", pb.LeaveGroupResponse(error=failure))
         return
-    assert group is not None and member is not None
-    log.info("group %s: member %s left", gid, member.member_id)
+    answers = [_leave_one(m, out, group, who) for who in leaving]
+    response = pb.LeaveGroupResponse(members=answers)
+    if not batch:  # a single member's error is the request's, as before batches existed
+        response.error.CopyFrom(answers[0].error)
+    out.reply(token, gid if group is not None else "", response)
+
+
+def _leave_one(m: CoordinatorModel, out: Outbox, group: Group | None, who: pb.MemberIdentity) -> pb.MemberLeaveResponse:
+    answer = pb.MemberLeaveResponse(member_id=who.member_id, instance_id=who.instance_id)
+    if group is None:
+        answer.error.CopyFrom(error(pb.UNKNOWN_MEMBER_ID, "the group does not exist"))
+        return answer
+    member_id = who.member_id
+    if not member_id and who.instance_id:  # removal by instance id (an operator)
+        member_id = group.static_members.get(who.instance_id, "")
+        if not member_id:
+            answer.error.CopyFrom(error(pb.UNKNOWN_MEMBER_ID, f"instance {who.instance_id!r} is not in the group"))
+            return answer
+        answer.member_id = member_id
+    elif member_id in group.pending_members:
+        group.pending_members.discard(member_id)
+        out.cancel(phases.pending_key(group.group_id, member_id))
+        phases.maybe_complete_join(m, out, group)
+        answer.error.CopyFrom(error(pb.NONE))
+        return answer
+    else:
+        failure = m.check_member(group, member_id, who.instance_id)
+        if failure is not None:
+            answer.error.CopyFrom(failure)
+            return answer
+    member = group.members[member_id]
+    log.info("group %s: member %s left", group.group_id, member_id)
     phases.fail_held(out, group, member, pb.UNKNOWN_MEMBER_ID, "the member left the group")
     phases.drop_member(out, group, member)
-    phases.after_member_removed(m, out, group, f"member {member.member_id} left")
-    out.reply(token, gid, pb.LeaveGroupResponse())
+    phases.after_member_removed(m, out, group, f"member {member_id} left")
+    answer.error.CopyFrom(error(pb.NONE))
+    return answer
 
 
 def handle_report_load(m: CoordinatorModel, out: Outbox, request: pb.ReportLoadRequest, token: Token) -> None:

@@ -180,7 +180,7 @@ class CoordinatorModel:
         return None
 
     def find_member(
-        self, group_id: str, member_id: str, generation: int | None
+        self, group_id: str, member_id: str, generation: int | None, instance_id: str = ""
     ) -> tuple[Group | None, Member | None, pb.Error | None]:
         """The group and member a request names, or the error that answers it."""
         failure = self.check_group_id(group_id)
@@ -191,14 +191,30 @@ class CoordinatorModel:
             return None, None, error(pb.UNKNOWN_MEMBER_ID, f"group {group_id!r} does not exist")
         if group.state is S.DEAD:
             return group, None, error(pb.COORDINATOR_NOT_AVAILABLE, "group is being removed")
-        member = group.members.get(member_id)
-        if member is None:
-            return group, None, error(pb.UNKNOWN_MEMBER_ID, f"member {member_id!r} is not in group {group_id!r}")
+        failure = self.check_member(group, member_id, instance_id)
+        if failure is not None:
+            return group, None, failure
+        member = group.members[member_id]
         if generation is not None and generation != group.generation:
             return group, member, error(
                 pb.ILLEGAL_GENERATION, f"generation {generation} is not the current {group.generation}"
             )
         return group, member, None
+
+    @staticmethod
+    def check_member(group: Group, member_id: str, instance_id: str) -> pb.Error | None:
+        """Kafka's validateCurrentMember: an instance id must name this member id (else the caller
+        is an older process of that instance: FENCED_INSTANCE_ID), and the member must exist."""
+        if instance_id:
+            current = group.static_members.get(instance_id)
+            if current is None:
+                return error(pb.UNKNOWN_MEMBER_ID, f"instance {instance_id!r} is not in group {group.group_id!r}")
+            if current != member_id:
+                return error(pb.FENCED_INSTANCE_ID,
+                             f"instance {instance_id!r} is member {current} now; {member_id!r} is fenced")
+        if member_id not in group.members:
+            return error(pb.UNKNOWN_MEMBER_ID, f"member {member_id!r} is not in group {group.group_id!r}")
+        return None
 
     def validate(self) -> None:
         """Every group's invariants (tests run this after each step)."""

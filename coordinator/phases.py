@@ -70,6 +70,7 @@ def join_response(group: Group, member: Member) -> pb.JoinGroupResponse:
         error=OK,
         generation=group.generation,
         protocol=group.protocol,
+        protocol_type=group.protocol_type,
         leader_id=group.leader_id,
         member_id=member.member_id,
     )
@@ -82,8 +83,10 @@ def join_response(group: Group, member: Member) -> pb.JoinGroupResponse:
 
 
 def sync_response(group: Group, member_id: str) -> pb.SyncGroupResponse:
+    """The member's tasks and the leader's bytes for it, unchanged."""
     return pb.SyncGroupResponse(
-        error=OK, generation=group.generation, protocol=group.protocol, tasks=group.assignment.get(member_id, [])
+        error=OK, generation=group.generation, protocol=group.protocol, tasks=group.assignment.get(member_id, []),
+        user_data=group.user_data.get(member_id, b""),
     )
 
 
@@ -103,14 +106,15 @@ def fail_held(out: Outbox, group: Group, member: Member, code: pb.ErrorCode, mes
 def prepare_rebalance(m: CoordinatorModel, out: Outbox, group: Group, reason: str) -> None:
     """Enter PreparingRebalance: held syncs are answered REBALANCE_IN_PROGRESS, the join timer starts
     (for a new group, the initial delay that lets a starting fleet form one generation)."""
+    out.cancel(sync_key(group.group_id))  # a new phase: nobody owes a SyncGroup any more
+    group.pending_sync.clear()
     if group.state is S.AWAITING_SYNC:
-        out.cancel(sync_key(group.group_id))
-        group.pending_sync.clear()
         for member in group.members.values():
             if member.sync_token is not None:
                 out.fail(member.sync_token, group.group_id, pb.SyncGroupResponse, error(pb.REBALANCE_IN_PROGRESS,
                                                                                         reason))
                 member.sync_token = None
+                arm_session(out, group, member)  # answered: its session starts again
     was_empty = group.state is S.EMPTY
     group.prepare_rebalance()
     delay_ms = m.config.group_initial_rebalance_delay_ms
@@ -146,15 +150,23 @@ def maybe_complete_join(m: CoordinatorModel, out: Outbox, group: Group) -> None:
 
 
 def complete_join(m: CoordinatorModel, out: Outbox, group: Group) -> None:
-    """End the join phase: drop members that did not re-join, start the next generation, answer
-    every held JoinGroup (the leader's with members, tasks and load), and wait for SyncGroups."""
+    """End the join phase: drop dynamic members that did not re-join (static ones stay until their
+    session expires), start the next generation, answer every held JoinGroup (the leader's with
+    members, tasks and load) and expect a SyncGroup from every member within the rebalance timeout."""
     out.cancel(join_key(group.group_id))
     group.in_initial_delay = False
-    for member in [mb for mb in group.members.values() if mb.join_token is None]:
+    for member in [mb for mb in group.members.values() if mb.join_token is None and not mb.is_static]:
         log.info("group %s: removing %s, which did not re-join in time", group.group_id, member.member_id)
         drop_member(out, group, member)
+    joined = [mb for mb in group.members.values() if mb.join_token is not None]
+    if group.members and not joined:
+        # only absent static members are left: wait for them (or for their sessions to expire)
+        log.info("group %s: no member re-joined; waiting another rebalance timeout", group.group_id)
+        out.arm(join_key(group.group_id), group.rebalance_timeout_ms() / 1000)
+        return
     group.generation += 1
     group.assignment = {}
+    group.user_data = {}
     group.unassigned = []
     if not group.members:
         group.protocol = ""
@@ -164,8 +176,9 @@ def complete_join(m: CoordinatorModel, out: Outbox, group: Group) -> None:
         out.persist(group)
         return
     group.protocol = group.select_protocol()
-    if group.leader_id not in group.members:
-        group.leader_id = next(iter(group.members))
+    leader = group.members.get(group.leader_id)
+    if leader is None or leader.join_token is None:
+        group.leader_id = joined[0].member_id  # Kafka's maybeElectNewJoinedLeader
     now = m.clock.now()
     group.complete_join()
     group.pending_sync = set(group.members)
@@ -177,13 +190,17 @@ def complete_join(m: CoordinatorModel, out: Outbox, group: Group) -> None:
     )
     for member in group.members.values():
         token, member.join_token = member.join_token, None
+        member.is_new = False
         member.last_seen = now
         arm_session(out, group, member)
-        out.reply(token, group.group_id, join_response(group, member))
+        if token is not None:
+            out.reply(token, group.group_id, join_response(group, member))
 
 
 def on_sync_timeout(m: CoordinatorModel, out: Outbox, group: Group) -> None:
-    if group.state is not S.AWAITING_SYNC or not group.pending_sync:
+    """Members that have not sent SyncGroup a rebalance timeout after the join phase are removed,
+    even if the leader's assignment made the group Stable meanwhile (KAFKA-12890)."""
+    if group.state not in (S.AWAITING_SYNC, S.STABLE) or not group.pending_sync:
         return
     missing = sorted(group.pending_sync)
     for member_id in missing:
@@ -208,7 +225,9 @@ def on_session_expired(m: CoordinatorModel, out: Outbox, group: Group, member_id
     if member.is_awaiting:
         arm_session(out, group, member)  # parked in Join/Sync: alive by definition
         return
-    log.info("group %s: session of %s expired", group.group_id, member_id)
+    log.info("group %s: %s of %s expired", group.group_id,
+             "new-member join timeout" if member.is_new else "session", member_id)
+    fail_held(out, group, member, pb.UNKNOWN_MEMBER_ID, "the member's session expired")
     drop_member(out, group, member)
     after_member_removed(m, out, group, f"session of member {member_id} expired")
 
@@ -224,12 +243,8 @@ def on_pending_expired(m: CoordinatorModel, out: Outbox, group: Group, member_id
 
 
 def drop_member(out: Outbox, group: Group, member: Member) -> None:
-    del group.members[member.member_id]
-    group.pending_sync.discard(member.member_id)
-    group.assignment.pop(member.member_id, None)
+    group.remove(member.member_id)
     out.cancel(session_key(group.group_id, member.member_id))
-    if group.leader_id == member.member_id:
-        group.leader_id = next(iter(group.members), "")
 
 
 def after_member_removed(m: CoordinatorModel, out: Outbox, group: Group, reason: str) -> None:

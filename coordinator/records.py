@@ -36,6 +36,7 @@ def group_to_record(group: Group) -> dict[str, Any]:
         "state": group.state.value,
         "generation": group.generation,
         "protocol": group.protocol,
+        "protocol_type": group.protocol_type,
         "leader_id": group.leader_id,
         "members": [
             {
@@ -46,6 +47,7 @@ def group_to_record(group: Group) -> dict[str, Any]:
                 "session_timeout_ms": m.session_timeout_ms,
                 "rebalance_timeout_ms": m.rebalance_timeout_ms,
                 "protocols": list(m.protocols),
+                "protocol_type": m.protocol_type,
                 "metadata": _b64(m.metadata),
             }
             for m in group.members.values()
@@ -53,6 +55,7 @@ def group_to_record(group: Group) -> dict[str, Any]:
         "assignment": {
             member_id: [[r.task_id, r.replica] for r in replicas] for member_id, replicas in group.assignment.items()
         },
+        "user_data": {member_id: base64.b64encode(data).decode("ascii") for member_id, data in group.user_data.items()},
         "unassigned": [[u.task.task_id, u.task.replica, u.reason] for u in group.unassigned],
         "tasks": _catalog_record(group),
         "load_snapshot": _b64(group.load_snapshot) if group.load_snapshot is not None else None,
@@ -76,11 +79,12 @@ def group_from_record(record: dict[str, Any]) -> Group:
         record["group_id"],
         generation=record["generation"],
         protocol=record["protocol"],
+        protocol_type=record.get("protocol_type", ""),
         leader_id=record["leader_id"],
         last_error=record.get("last_error", ""),
     )
     for m in record["members"]:
-        group.members[m["member_id"]] = Member(
+        group.add(Member(
             member_id=m["member_id"],
             group_id=group.group_id,
             client_id=m["client_id"],
@@ -89,8 +93,11 @@ def group_from_record(record: dict[str, Any]) -> Group:
             session_timeout_ms=m["session_timeout_ms"],
             rebalance_timeout_ms=m["rebalance_timeout_ms"],
             protocols=tuple(m["protocols"]),
+            protocol_type=m.get("protocol_type", ""),
             metadata=_parse(pb.MemberMetadata, m["metadata"]),
-        )
+        ))
+    group.leader_id = record["leader_id"]  # ``add`` names the first member leader; the record knows better
+    group.user_data = {member_id: base64.b64decode(text) for member_id, text in record.get("user_data", {}).items()}
     group.assignment = {
         member_id: [pb.TaskReplica(task_id=t, replica=r) for t, r in replicas]
         for member_id, replicas in record["assignment"].items()

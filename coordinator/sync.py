@@ -28,13 +28,27 @@ S = GroupState
 
 
 def handle_sync(m: CoordinatorModel, out: Outbox, request: pb.SyncGroupRequest, token: Token) -> None:
-    group, member, failure = m.find_member(request.group_id, request.member_id, request.generation)
+    group, member, failure = m.find_member(request.group_id, request.member_id, request.generation,
+                                           request.instance_id)
+    if failure is None and group is not None:
+        failure = _protocol_check(group, request)
     if failure is not None:
         out.reply(token, request.group_id if group else "", pb.SyncGroupResponse(error=failure, generation=-1))
         return
     assert group is not None and member is not None
     member.last_seen = m.clock.now()
     SYNC[group.state](m, out, group, member, request, token)
+
+
+def _protocol_check(group: Group, request: pb.SyncGroupRequest) -> pb.Error | None:
+    """KIP-559: a protocol type or name given in SyncGroup must be the group's."""
+    if request.protocol_type and request.protocol_type != group.protocol_type:
+        return error(pb.INCONSISTENT_GROUP_PROTOCOL,
+                     f"protocol type {request.protocol_type!r} is not the group's {group.protocol_type!r}")
+    if request.protocol_name and request.protocol_name != group.protocol:
+        return error(pb.INCONSISTENT_GROUP_PROTOCOL,
+                     f"protocol {request.protocol_name!r} is not this generation's {group.protocol!r}")
+    return None
 
 
 def _in_preparing(m: CoordinatorModel, out: Outbox, group: Group, member: Member,
@@ -45,7 +59,9 @@ def _in_preparing(m: CoordinatorModel, out: Outbox, group: Group, member: Member
 
 def _in_stable(m: CoordinatorModel, out: Outbox, group: Group, member: Member,
                request: pb.SyncGroupRequest, token: Token) -> None:
-    """A late or repeated SyncGroup gets the stored assignment."""
+    """A late or repeated SyncGroup gets the stored assignment (and no longer owes its sync)."""
+    group.pending_sync.discard(member.member_id)
+    phases.arm_session(out, group, member)
     out.reply(token, group.group_id, phases.sync_response(group, member.member_id))
 
 
@@ -81,18 +97,19 @@ def _accept_leader_sync(m: CoordinatorModel, out: Outbox, group: Group, request:
         leader = group.members[group.leader_id]
         token, leader.sync_token = leader.sync_token, None
         phases.prepare_rebalance(m, out, group, f"invalid assignment from the leader: {reason}")
+        phases.arm_session(out, group, leader)
         out.fail(token, group.group_id, pb.SyncGroupResponse, error(pb.INVALID_ASSIGNMENT, reason))
         return
     if request.splits:
         group.tasks = tasks
         group.catalog_version += 1
     group.assignment = {a.member_id: list(a.tasks) for a in request.assignments}
+    group.user_data = {a.member_id: a.user_data for a in request.assignments if a.user_data}
     for member_id in group.members:
         group.assignment.setdefault(member_id, [])
     group.unassigned = list(request.unassigned)
     group.last_error = ""
-    out.cancel(phases.sync_key(group.group_id))
-    group.pending_sync.clear()
+    # the sync timer keeps running: members that never send SyncGroup are removed at its end
     group.complete_sync()
     out.persist(group)  # durable before tasks start
     log.info(
@@ -103,6 +120,7 @@ def _accept_leader_sync(m: CoordinatorModel, out: Outbox, group: Group, request:
     for member in group.members.values():
         if member.sync_token is not None:
             token, member.sync_token = member.sync_token, None
+            phases.arm_session(out, group, member)  # answered: a follower that waited long keeps its session
             out.reply(token, group.group_id, phases.sync_response(group, member.member_id))
 
 

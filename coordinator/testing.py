@@ -133,11 +133,12 @@ class Harness:
     def join(
         self, group_id: str, member_id: str = "", *, protocols: tuple[str, ...] = ("round-robin",),
         session_timeout_ms: int = 10_000, rebalance_timeout_ms: int = 30_000, metadata: pb.MemberMetadata | None = None,
-        client_id: str = "w",
+        client_id: str = "w", instance_id: str = "", protocol_type: str = "",
     ) -> Pending:
         request = pb.JoinGroupRequest(
             group_id=group_id, member_id=member_id, client_id=client_id, session_timeout_ms=session_timeout_ms,
             rebalance_timeout_ms=rebalance_timeout_ms, protocols=list(protocols), metadata=metadata,
+            instance_id=instance_id, protocol_type=protocol_type,
         )
         return self.run(lambda token: self.model.join(request, token, "test"), pb.JoinGroupResponse)
 
@@ -154,13 +155,22 @@ class Harness:
             request.assignments.add(member_id=mid, tasks=[_replica(t) for t in tasks])
         return self.run(lambda token: self.model.sync(request, token), pb.SyncGroupResponse)
 
-    def heartbeat(self, group_id: str, member_id: str, generation: int) -> int:
-        request = pb.HeartbeatRequest(group_id=group_id, member_id=member_id, generation=generation)
+    def heartbeat(self, group_id: str, member_id: str, generation: int, instance_id: str = "") -> int:
+        request = pb.HeartbeatRequest(group_id=group_id, member_id=member_id, generation=generation,
+                                      instance_id=instance_id)
         return self.run(lambda token: self.model.heartbeat(request, token), pb.HeartbeatResponse).code
 
-    def leave(self, group_id: str, member_id: str) -> int:
-        request = pb.LeaveGroupRequest(group_id=group_id, member_id=member_id)
+    def leave(self, group_id: str, member_id: str, instance_id: str = "") -> int:
+        request = pb.LeaveGroupRequest(group_id=group_id, member_id=member_id, instance_id=instance_id)
         return self.run(lambda token: self.model.leave(request, token), pb.LeaveGroupResponse).code
+
+    def leave_batch(self, group_id: str, *members: tuple[str, str]) -> pb.LeaveGroupResponse:
+        """LeaveGroup for several (member id, instance id) at once; the whole response."""
+        request = pb.LeaveGroupRequest(group_id=group_id, members=[
+            pb.MemberIdentity(member_id=member_id, instance_id=instance_id) for member_id, instance_id in members])
+        response: pb.LeaveGroupResponse = self.run(lambda token: self.model.leave(request, token),
+                                                   pb.LeaveGroupResponse).response
+        return response
 
     def put_tasks(self, group_id: str, *task_ids: str, replicas: int = 1, pool: str = "") -> int:
         request = pb.PutTasksRequest(

@@ -63,7 +63,8 @@ def test_a_group_forms_step_by_step(model: CoordinatorModel) -> None:
     assert summary(second) == [
         ("persist", G, "AwaitingSync", 1),  # written before anyone hears of generation 1
         ("cancel", "pending", "m"),
-        ("arm", "session", "m", 10.0),
+        ("arm", "session", "m", 300.0),  # KIP-394: a new member's parked join expires after 5 minutes
+        ("cancel", "sync", ""),
         ("arm", "join", "", 30.0),
         ("cancel", "join", ""),
         ("arm", "sync", "", 30.0),
@@ -73,9 +74,9 @@ def test_a_group_forms_step_by_step(model: CoordinatorModel) -> None:
     sync = model.sync(pb.SyncGroupRequest(group_id=G, member_id=member_id, generation=1), 3)
     assert summary(sync) == [
         ("persist", G, "Stable", 1),
-        ("arm", "session", "m", 10.0),
-        ("cancel", "sync", ""),
-        ("reply", 3, "SyncGroupResponse", "NONE"),
+        ("arm", "session", "m", 10.0),  # sent its SyncGroup
+        ("arm", "session", "m", 10.0),  # answered
+        ("reply", 3, "SyncGroupResponse", "NONE"),  # the sync timer runs on (KAFKA-12890)
     ]
 
 

@@ -128,7 +128,7 @@ class MemberMetadata(_message.Message):
     def __init__(self, rack: _Optional[str] = ..., pool: _Optional[str] = ..., capacity: _Optional[float] = ..., attributes: _Optional[_Mapping[str, str]] = ..., owned: _Optional[_Iterable[_Union[TaskReplica, _Mapping]]] = ..., owned_generation: _Optional[int] = ..., user_data: _Optional[bytes] = ...) -> None: ...
 
 class JoinGroupRequest(_message.Message):
-    __slots__ = ("group_id", "member_id", "instance_id", "client_id", "session_timeout_ms", "rebalance_timeout_ms", "protocols", "metadata")
+    __slots__ = ("group_id", "member_id", "instance_id", "client_id", "session_timeout_ms", "rebalance_timeout_ms", "protocols", "metadata", "protocol_type")
     GROUP_ID_FIELD_NUMBER: _ClassVar[int]
     MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
     INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -137,6 +137,7 @@ class JoinGroupRequest(_message.Message):
     REBALANCE_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     PROTOCOLS_FIELD_NUMBER: _ClassVar[int]
     METADATA_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_TYPE_FIELD_NUMBER: _ClassVar[int]
     group_id: str
     member_id: str
     instance_id: str
@@ -145,7 +146,8 @@ class JoinGroupRequest(_message.Message):
     rebalance_timeout_ms: int
     protocols: _containers.RepeatedScalarFieldContainer[str]
     metadata: MemberMetadata
-    def __init__(self, group_id: _Optional[str] = ..., member_id: _Optional[str] = ..., instance_id: _Optional[str] = ..., client_id: _Optional[str] = ..., session_timeout_ms: _Optional[int] = ..., rebalance_timeout_ms: _Optional[int] = ..., protocols: _Optional[_Iterable[str]] = ..., metadata: _Optional[_Union[MemberMetadata, _Mapping]] = ...) -> None: ...
+    protocol_type: str
+    def __init__(self, group_id: _Optional[str] = ..., member_id: _Optional[str] = ..., instance_id: _Optional[str] = ..., client_id: _Optional[str] = ..., session_timeout_ms: _Optional[int] = ..., rebalance_timeout_ms: _Optional[int] = ..., protocols: _Optional[_Iterable[str]] = ..., metadata: _Optional[_Union[MemberMetadata, _Mapping]] = ..., protocol_type: _Optional[str] = ...) -> None: ...
 
 class GroupMember(_message.Message):
     __slots__ = ("member_id", "instance_id", "client_id", "host", "metadata")
@@ -162,7 +164,7 @@ class GroupMember(_message.Message):
     def __init__(self, member_id: _Optional[str] = ..., instance_id: _Optional[str] = ..., client_id: _Optional[str] = ..., host: _Optional[str] = ..., metadata: _Optional[_Union[MemberMetadata, _Mapping]] = ...) -> None: ...
 
 class JoinGroupResponse(_message.Message):
-    __slots__ = ("error", "generation", "protocol", "leader_id", "member_id", "members", "tasks", "load_snapshot")
+    __slots__ = ("error", "generation", "protocol", "leader_id", "member_id", "members", "tasks", "load_snapshot", "protocol_type", "skip_assignment")
     ERROR_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     PROTOCOL_FIELD_NUMBER: _ClassVar[int]
@@ -171,6 +173,8 @@ class JoinGroupResponse(_message.Message):
     MEMBERS_FIELD_NUMBER: _ClassVar[int]
     TASKS_FIELD_NUMBER: _ClassVar[int]
     LOAD_SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_TYPE_FIELD_NUMBER: _ClassVar[int]
+    SKIP_ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
     error: Error
     generation: int
     protocol: str
@@ -179,7 +183,9 @@ class JoinGroupResponse(_message.Message):
     members: _containers.RepeatedCompositeFieldContainer[GroupMember]
     tasks: _containers.RepeatedCompositeFieldContainer[Task]
     load_snapshot: LoadSnapshot
-    def __init__(self, error: _Optional[_Union[Error, _Mapping]] = ..., generation: _Optional[int] = ..., protocol: _Optional[str] = ..., leader_id: _Optional[str] = ..., member_id: _Optional[str] = ..., members: _Optional[_Iterable[_Union[GroupMember, _Mapping]]] = ..., tasks: _Optional[_Iterable[_Union[Task, _Mapping]]] = ..., load_snapshot: _Optional[_Union[LoadSnapshot, _Mapping]] = ...) -> None: ...
+    protocol_type: str
+    skip_assignment: bool
+    def __init__(self, error: _Optional[_Union[Error, _Mapping]] = ..., generation: _Optional[int] = ..., protocol: _Optional[str] = ..., leader_id: _Optional[str] = ..., member_id: _Optional[str] = ..., members: _Optional[_Iterable[_Union[GroupMember, _Mapping]]] = ..., tasks: _Optional[_Iterable[_Union[Task, _Mapping]]] = ..., load_snapshot: _Optional[_Union[LoadSnapshot, _Mapping]] = ..., protocol_type: _Optional[str] = ..., skip_assignment: _Optional[bool] = ...) -> None: ...
 
 class MemberAssignment(_message.Message):
     __slots__ = ("member_id", "tasks", "user_data")
@@ -208,7 +214,7 @@ class TaskSplit(_message.Message):
     def __init__(self, parent_task_id: _Optional[str] = ..., children: _Optional[_Iterable[_Union[Task, _Mapping]]] = ...) -> None: ...
 
 class SyncGroupRequest(_message.Message):
-    __slots__ = ("group_id", "member_id", "generation", "instance_id", "assignments", "unassigned", "splits", "assignor_error")
+    __slots__ = ("group_id", "member_id", "generation", "instance_id", "assignments", "unassigned", "splits", "assignor_error", "protocol_type", "protocol_name")
     GROUP_ID_FIELD_NUMBER: _ClassVar[int]
     MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
@@ -217,6 +223,8 @@ class SyncGroupRequest(_message.Message):
     UNASSIGNED_FIELD_NUMBER: _ClassVar[int]
     SPLITS_FIELD_NUMBER: _ClassVar[int]
     ASSIGNOR_ERROR_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_TYPE_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_NAME_FIELD_NUMBER: _ClassVar[int]
     group_id: str
     member_id: str
     generation: int
@@ -225,7 +233,9 @@ class SyncGroupRequest(_message.Message):
     unassigned: _containers.RepeatedCompositeFieldContainer[UnassignedReplica]
     splits: _containers.RepeatedCompositeFieldContainer[TaskSplit]
     assignor_error: str
-    def __init__(self, group_id: _Optional[str] = ..., member_id: _Optional[str] = ..., generation: _Optional[int] = ..., instance_id: _Optional[str] = ..., assignments: _Optional[_Iterable[_Union[MemberAssignment, _Mapping]]] = ..., unassigned: _Optional[_Iterable[_Union[UnassignedReplica, _Mapping]]] = ..., splits: _Optional[_Iterable[_Union[TaskSplit, _Mapping]]] = ..., assignor_error: _Optional[str] = ...) -> None: ...
+    protocol_type: str
+    protocol_name: str
+    def __init__(self, group_id: _Optional[str] = ..., member_id: _Optional[str] = ..., generation: _Optional[int] = ..., instance_id: _Optional[str] = ..., assignments: _Optional[_Iterable[_Union[MemberAssignment, _Mapping]]] = ..., unassigned: _Optional[_Iterable[_Union[UnassignedReplica, _Mapping]]] = ..., splits: _Optional[_Iterable[_Union[TaskSplit, _Mapping]]] = ..., assignor_error: _Optional[str] = ..., protocol_type: _Optional[str] = ..., protocol_name: _Optional[str] = ...) -> None: ...
 
 class SyncGroupResponse(_message.Message):
     __slots__ = ("error", "generation", "protocol", "tasks", "user_data")
@@ -259,21 +269,43 @@ class HeartbeatResponse(_message.Message):
     error: Error
     def __init__(self, error: _Optional[_Union[Error, _Mapping]] = ...) -> None: ...
 
+class MemberIdentity(_message.Message):
+    __slots__ = ("member_id", "instance_id")
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    member_id: str
+    instance_id: str
+    def __init__(self, member_id: _Optional[str] = ..., instance_id: _Optional[str] = ...) -> None: ...
+
 class LeaveGroupRequest(_message.Message):
-    __slots__ = ("group_id", "member_id", "instance_id")
+    __slots__ = ("group_id", "member_id", "instance_id", "members")
     GROUP_ID_FIELD_NUMBER: _ClassVar[int]
     MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
     INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
     group_id: str
     member_id: str
     instance_id: str
-    def __init__(self, group_id: _Optional[str] = ..., member_id: _Optional[str] = ..., instance_id: _Optional[str] = ...) -> None: ...
+    members: _containers.RepeatedCompositeFieldContainer[MemberIdentity]
+    def __init__(self, group_id: _Optional[str] = ..., member_id: _Optional[str] = ..., instance_id: _Optional[str] = ..., members: _Optional[_Iterable[_Union[MemberIdentity, _Mapping]]] = ...) -> None: ...
+
+class MemberLeaveResponse(_message.Message):
+    __slots__ = ("member_id", "instance_id", "error")
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    member_id: str
+    instance_id: str
+    error: Error
+    def __init__(self, member_id: _Optional[str] = ..., instance_id: _Optional[str] = ..., error: _Optional[_Union[Error, _Mapping]] = ...) -> None: ...
 
 class LeaveGroupResponse(_message.Message):
-    __slots__ = ("error",)
+    __slots__ = ("error", "members")
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
     error: Error
-    def __init__(self, error: _Optional[_Union[Error, _Mapping]] = ...) -> None: ...
+    members: _containers.RepeatedCompositeFieldContainer[MemberLeaveResponse]
+    def __init__(self, error: _Optional[_Union[Error, _Mapping]] = ..., members: _Optional[_Iterable[_Union[MemberLeaveResponse, _Mapping]]] = ...) -> None: ...
 
 class ResourceUsage(_message.Message):
     __slots__ = ("usage", "limit")
