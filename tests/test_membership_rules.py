@@ -330,3 +330,10 @@ def test_an_unknown_instance_id_is_an_unknown_member(field: str) -> None:
         "leave": lambda: h.leave(G, a, instance_id="nope"),
     }[field]()
     assert code == pb.UNKNOWN_MEMBER_ID
+
+
+def test_pending_ids_do_not_fill_a_stable_group() -> None:
+    h = harness(group_max_size=2, group_initial_rebalance_delay_ms=0)
+    a, _ = h.join_new(G)
+    h.sync(G, a, 1, {a: []})
+    assert [h.join(G).code for _ in range(3)] == [pb.MEMBER_ID_REQUIRED] * 3  # one slot, three candidates
