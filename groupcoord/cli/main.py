@@ -376,13 +376,13 @@ def _cmd_worker(args: argparse.Namespace) -> int:
 
 
 def _cmd_stats(args: argparse.Namespace) -> int:
-    from groupcoord.stats_command import run_stats_command
+    from groupcoord.cli.stats import run_stats_command
 
     return run_stats_command(args)
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from groupcoord.demo import run_demo
+    from groupcoord.cli.demo import run_demo
 
     return run_demo(workers=args.workers, tasks=args.tasks, data_dir=args.data_dir, with_stats=not args.skip_stats)
 
@@ -416,6 +416,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"groupcoord {args.command}: {type(error).__name__}: {error}", file=sys.stderr)
         return 1
 
-
-if __name__ == "__main__":
-    sys.exit(main())

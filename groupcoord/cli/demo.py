@@ -36,7 +36,7 @@ def say(text: str) -> None:
 
 
 def _describe(admin: Any, group: str) -> None:
-    from groupcoord.cli import _print_describe, describe_as_dict
+    from groupcoord.cli.main import _print_describe, describe_as_dict
 
     _print_describe(describe_as_dict(admin.describe_group(group)))
 
@@ -80,7 +80,7 @@ def _start_worker(address: str, name: str, env: dict[str, str]) -> subprocess.Po
 
 def act_one(address: str, admin: Any, workers: int, tasks: int) -> None:
     env = dict(os.environ)
-    root = str(Path(__file__).resolve().parent.parent)
+    root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
     task_ids = [f"task-{i}" for i in range(tasks)]
     say(f"task catalog of group '{DEMO_GROUP}': {' '.join(task_ids)}")
@@ -143,7 +143,7 @@ def run_demo(*, workers: int = 3, tasks: int = 8, data_dir: str | None = None, w
             with AdminClient(server.address) as admin:
                 act_one(server.address, admin, workers, tasks)
                 if with_stats:
-                    from groupcoord.demo_load import act_two
+                    from groupcoord.cli.demo_load import act_two
 
                     act_two(server.address, admin, root, samples)
         say(f"demo finished in {time.monotonic() - started:.1f}s")

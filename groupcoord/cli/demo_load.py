@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from groupcoord.demo import DemoFailed, _describe, _stable, _wait, say
+from groupcoord.cli.demo import DemoFailed, _describe, _stable, _wait, say
 
 __all__ = ["act_two", "PULSAR_ASSIGNORS"]
 
@@ -93,7 +93,7 @@ def act_two(address: str, admin: Any, root: Path, samples: Any) -> None:
         print(f"   $ groupcoord stats --samples {root / 'samples'} --out {out} --master local[2] "
               f"--coordinator {address}", flush=True)
         env = dict(os.environ)
-        env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent) + os.pathsep + env.get("PYTHONPATH", "")
+        env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2]) + os.pathsep + env.get("PYTHONPATH", "")
         job = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
         for line in job.stdout.splitlines():
             print(f"   {line}", flush=True)
