@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, Self
 
 import grpc
 
@@ -32,7 +32,7 @@ class AdminClient:
             channel.close()
         self._channels.clear()
 
-    def __enter__(self) -> "AdminClient":
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
