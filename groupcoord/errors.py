@@ -299,7 +299,7 @@ ERRORS_BY_CODE: Mapping[int, type[GroupCoordError]] = MappingProxyType({
 
 def error_for(error: pb.Error, *, member_id: str = "") -> GroupCoordError | None:
     """The exception for a response's ``error`` field, or None when it is NONE."""
-    if error.code == ErrorCode.NONE:
+    if error.code == pb.NONE:
         return None
     cls = ERRORS_BY_CODE.get(error.code)
     if cls is None:  # a newer coordinator's code: the root class keeps the number

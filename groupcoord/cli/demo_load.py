@@ -69,7 +69,7 @@ def act_two(address: str, admin: AdminClient, root: Path, samples: SampleLog) ->
     for group, assignor in zip(groups, PULSAR_ASSIGNORS):
         admin.put_tasks(group, [f"bundle-{i:02d}" for i in range(TASKS_PER_GROUP)])
         for i in range(3):
-            config = WorkerConfig(group_id=group, coordinators=address, client_id=f"{assignor}-w{i}",
+            config = WorkerConfig(group_id=group, coordinators=(address,), client_id=f"{assignor}-w{i}",
                                   assignors=(assignor,), session_timeout_ms=5000, heartbeat_interval_ms=200,
                                   rebalance_timeout_ms=10_000)
             reporter = demo_load_reporter(config.client_id, policy=ReportPolicy(max_interval_s=0.3))

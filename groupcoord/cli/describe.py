@@ -18,7 +18,7 @@ from groupcoord.v1 import groupcoord_pb2 as pb
 
 __all__ = ["describe_as_dict", "print_describe", "state_name"]
 
-_STATE_NAMES = {
+_STATE_NAMES: dict[int, str] = {
     pb.EMPTY: "Empty", pb.PREPARING_REBALANCE: "PreparingRebalance", pb.AWAITING_SYNC: "AwaitingSync",
     pb.STABLE: "Stable", pb.DEAD: "Dead",
 }
