@@ -50,7 +50,7 @@ def test_dir_lists_every_name() -> None:
 
 def test_an_unknown_name_is_an_attribute_error() -> None:
     with pytest.raises(AttributeError, match="NoSuchThing"):
-        groupcoord.NoSuchThing  # type: ignore[attr-defined]  # noqa: B018
+        groupcoord.NoSuchThing  # noqa: B018
 
 
 def _packages_after(statement: str, env: dict[str, str]) -> set[str]:
