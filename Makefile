@@ -1,15 +1,15 @@
-# One command each: `make demo`, `make test`, `make bench`. Each creates .venv if needed.
+# One command each: `make demo`, `make test`, `make lint`, `make bench`. Each creates .venv if needed.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo test test-fast bench proto clean
+.PHONY: venv demo test test-fast lint bench proto clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,dev,bench]'
+	$(PY) -m pip install --quiet -e '.[test,dev,bench,stats]'
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -22,6 +22,14 @@ test: $(STAMP)
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not slow"
+
+# ruff, mypy and the import contracts (config in pyproject.toml); runs all three, fails if any fails.
+lint: $(STAMP)
+	@status=0; \
+	echo "==> ruff check ."; $(VENV)/bin/ruff check . || status=1; \
+	echo "==> mypy"; $(VENV)/bin/mypy || status=1; \
+	echo "==> lint-imports"; $(VENV)/bin/lint-imports || status=1; \
+	exit $$status
 
 bench: $(STAMP)
 	$(PY) benchmarks/run_all.py $(BENCH_ARGS)

@@ -7,21 +7,23 @@ exceptions of ``groupcoord.errors``; a coordinator that cannot be reached is a
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Self
 
 import grpc
 
 from groupcoord import errors
+from groupcoord.addresses import parse_addresses
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
-from worker.config import parse_addresses
 
 __all__ = ["AdminClient"]
 
 
 class AdminClient:
     def __init__(self, coordinators: str | Sequence[str], *, timeout_s: float = 5.0) -> None:
-        self.addresses = list(parse_addresses(coordinators if isinstance(coordinators, str) else tuple(coordinators)))
+        self.addresses = list(parse_addresses(coordinators))
         self.timeout_s = timeout_s
         self._channels: dict[str, grpc.Channel] = {}
 
@@ -30,7 +32,7 @@ class AdminClient:
             channel.close()
         self._channels.clear()
 
-    def __enter__(self) -> "AdminClient":
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -104,8 +106,6 @@ class AdminClient:
         poll_s: float = 0.05,
     ) -> pb.DescribeGroupResponse:
         """Poll DescribeGroup until ``predicate`` holds; raises TimeoutError with the last state."""
-        import time
-
         deadline = time.monotonic() + timeout_s
         last: pb.DescribeGroupResponse | None = None
         while True:

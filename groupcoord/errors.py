@@ -2,8 +2,10 @@
 
 One registry maps each ``ErrorCode`` of the protocol to an exception class;
 the coordinator puts the code on the wire, the worker client raises the class.
+A code this version does not know (sent by a newer coordinator) comes back as
+the root class carrying the numeric code, so an old client never fails on it.
 
-    GroupCoordError                      root; .code, .message, .retriable
+    GroupCoordError                      root; .code, .message, .retriable (also any unknown code)
     ├── RebalanceNeeded                  join again (keeps member id)
     │   └── RebalanceInProgressError     REBALANCE_IN_PROGRESS
     ├── ResetNeeded                      join again as a new member
@@ -24,19 +26,43 @@ the coordinator puts the code on the wire, the worker client raises the class.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import IntEnum
+from types import MappingProxyType
+from typing import ClassVar
 
 from groupcoord.v1 import groupcoord_pb2 as pb
 
 __all__ = [
     "ErrorCode",
-    "GroupCoordError",
-    "RebalanceNeeded",
-    "ResetNeeded",
-    "CoordinatorMovedError",
-    "RequestError",
+    "ERRORS_BY_CODE",
+    "code_name",
     "error_for",
     "raise_for",
+    # the tree, as drawn above
+    "GroupCoordError",
+    "RebalanceNeeded",
+    "RebalanceInProgressError",
+    "ResetNeeded",
+    "UnknownMemberIdError",
+    "IllegalGenerationError",
+    "CoordinatorMovedError",
+    "NotCoordinatorError",
+    "CoordinatorNotAvailableError",
+    "CoordinatorLoadInProgressError",
+    "MemberIdRequiredError",
+    "InvalidAssignmentError",
+    "RequestError",
+    "InvalidRequestError",
+    "InvalidGroupIdError",
+    "InvalidSessionTimeoutError",
+    "InconsistentGroupProtocolError",
+    "GroupMaxSizeReachedError",
+    "GroupIdNotFoundError",
+    "DuplicateTaskError",
+    "UnknownTaskError",
+    "NonEmptyGroupError",
+    "FencedInstanceIdError",
 ]
 
 
@@ -64,70 +90,188 @@ class ErrorCode(IntEnum):
     COORDINATOR_LOAD_IN_PROGRESS = pb.COORDINATOR_LOAD_IN_PROGRESS
 
 
+def code_name(code: int) -> str:
+    """``ErrorCode`` name of ``code``, or ``ERROR_<n>`` for a code this version does not know."""
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return f"ERROR_{code}"
+
+
 class GroupCoordError(Exception):
-    """Root of every error the coordinator reports."""
+    """Root of every error the coordinator reports.
 
-    code: ErrorCode = ErrorCode.NONE
-    retriable: bool = False
+    Its subclasses fix ``code``; the root itself takes ``code=`` for a code
+    this version has no class for.
+    """
 
-    def __init__(self, message: str = "", *, coordinator_hint: str = "", member_id: str = "") -> None:
-        super().__init__(message or self.code.name)
-        self.message = message or self.code.name
+    code: ErrorCode | int = ErrorCode.NONE
+    retriable: ClassVar[bool] = False
+
+    def __init__(
+        self, message: str = "", *, code: int | None = None, coordinator_hint: str = "", member_id: str = ""
+    ) -> None:
+        if code is not None:
+            self.code = code
+        self.message = message or code_name(self.code)
+        super().__init__(self.message)
         self.coordinator_hint = coordinator_hint
         self.member_id = member_id
 
     def __str__(self) -> str:
-        return f"{self.code.name}: {self.message}"
+        return f"{code_name(self.code)}: {self.message}"
+
+
+# ------------------------------------------------------------------ join again, keeping the member id
 
 
 class RebalanceNeeded(GroupCoordError):
+    """The group is rebalancing: join again with the same member id."""
+
     retriable = True
+
+
+class RebalanceInProgressError(RebalanceNeeded):
+    """REBALANCE_IN_PROGRESS from the coordinator."""
+
+    code = ErrorCode.REBALANCE_IN_PROGRESS
+
+
+# ------------------------------------------------------------------ join again as a new member
 
 
 class ResetNeeded(GroupCoordError):
+    """The member id or generation is stale: forget them and join as a new member."""
+
     retriable = True
+
+
+class UnknownMemberIdError(ResetNeeded):
+    """UNKNOWN_MEMBER_ID from the coordinator."""
+
+    code = ErrorCode.UNKNOWN_MEMBER_ID
+
+
+class IllegalGenerationError(ResetNeeded):
+    """ILLEGAL_GENERATION from the coordinator."""
+
+    code = ErrorCode.ILLEGAL_GENERATION
+
+
+# ------------------------------------------------------------------ find the active coordinator
 
 
 class CoordinatorMovedError(GroupCoordError):
+    """This address cannot serve the request now: rediscover the coordinator, then retry."""
+
     retriable = True
 
 
+class NotCoordinatorError(CoordinatorMovedError):
+    """NOT_COORDINATOR from the coordinator (``coordinator_hint`` names the active one, if known)."""
+
+    code = ErrorCode.NOT_COORDINATOR
+
+
+class CoordinatorNotAvailableError(CoordinatorMovedError):
+    """COORDINATOR_NOT_AVAILABLE from the coordinator, or no address answered."""
+
+    code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+
+
+class CoordinatorLoadInProgressError(CoordinatorMovedError):
+    """COORDINATOR_LOAD_IN_PROGRESS from the coordinator (a new active is loading its groups)."""
+
+    code = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+
+
+# ------------------------------------------------------------------ retriable on their own
+
+
+class MemberIdRequiredError(GroupCoordError):
+    """MEMBER_ID_REQUIRED from the coordinator: join again with ``member_id``."""
+
+    code = ErrorCode.MEMBER_ID_REQUIRED
+    retriable = True
+
+
+class InvalidAssignmentError(GroupCoordError):
+    """INVALID_ASSIGNMENT from the coordinator: the leader's assignment broke a rule; the group rebalances."""
+
+    code = ErrorCode.INVALID_ASSIGNMENT
+    retriable = True
+
+
+# ------------------------------------------------------------------ the caller must change the request
+
+
 class RequestError(GroupCoordError):
+    """Not retriable: the same request will fail the same way."""
+
     retriable = False
 
 
-def _error(name: str, base: type[GroupCoordError], code: ErrorCode) -> type[GroupCoordError]:
-    return type(name, (base,), {"code": code, "__doc__": f"{code.name} from the coordinator."})
+class InvalidRequestError(RequestError):
+    """INVALID_REQUEST from the coordinator."""
+
+    code = ErrorCode.INVALID_REQUEST
 
 
-RebalanceInProgressError = _error("RebalanceInProgressError", RebalanceNeeded, ErrorCode.REBALANCE_IN_PROGRESS)
-UnknownMemberIdError = _error("UnknownMemberIdError", ResetNeeded, ErrorCode.UNKNOWN_MEMBER_ID)
-IllegalGenerationError = _error("IllegalGenerationError", ResetNeeded, ErrorCode.ILLEGAL_GENERATION)
-NotCoordinatorError = _error("NotCoordinatorError", CoordinatorMovedError, ErrorCode.NOT_COORDINATOR)
-CoordinatorNotAvailableError = _error(
-    "CoordinatorNotAvailableError", CoordinatorMovedError, ErrorCode.COORDINATOR_NOT_AVAILABLE
-)
-CoordinatorLoadInProgressError = _error(
-    "CoordinatorLoadInProgressError", CoordinatorMovedError, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-)
-MemberIdRequiredError = _error("MemberIdRequiredError", GroupCoordError, ErrorCode.MEMBER_ID_REQUIRED)
-MemberIdRequiredError.retriable = True
-InvalidAssignmentError = _error("InvalidAssignmentError", GroupCoordError, ErrorCode.INVALID_ASSIGNMENT)
-InvalidAssignmentError.retriable = True
-InvalidRequestError = _error("InvalidRequestError", RequestError, ErrorCode.INVALID_REQUEST)
-InvalidGroupIdError = _error("InvalidGroupIdError", RequestError, ErrorCode.INVALID_GROUP_ID)
-InvalidSessionTimeoutError = _error("InvalidSessionTimeoutError", RequestError, ErrorCode.INVALID_SESSION_TIMEOUT)
-InconsistentGroupProtocolError = _error(
-    "InconsistentGroupProtocolError", RequestError, ErrorCode.INCONSISTENT_GROUP_PROTOCOL
-)
-GroupMaxSizeReachedError = _error("GroupMaxSizeReachedError", RequestError, ErrorCode.GROUP_MAX_SIZE_REACHED)
-GroupIdNotFoundError = _error("GroupIdNotFoundError", RequestError, ErrorCode.GROUP_ID_NOT_FOUND)
-DuplicateTaskError = _error("DuplicateTaskError", RequestError, ErrorCode.DUPLICATE_TASK)
-UnknownTaskError = _error("UnknownTaskError", RequestError, ErrorCode.UNKNOWN_TASK)
-NonEmptyGroupError = _error("NonEmptyGroupError", RequestError, ErrorCode.NON_EMPTY_GROUP)
-FencedInstanceIdError = _error("FencedInstanceIdError", RequestError, ErrorCode.FENCED_INSTANCE_ID)
+class InvalidGroupIdError(RequestError):
+    """INVALID_GROUP_ID from the coordinator."""
 
-_BY_CODE: dict[ErrorCode, type[GroupCoordError]] = {
+    code = ErrorCode.INVALID_GROUP_ID
+
+
+class InvalidSessionTimeoutError(RequestError):
+    """INVALID_SESSION_TIMEOUT from the coordinator."""
+
+    code = ErrorCode.INVALID_SESSION_TIMEOUT
+
+
+class InconsistentGroupProtocolError(RequestError):
+    """INCONSISTENT_GROUP_PROTOCOL from the coordinator."""
+
+    code = ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+
+
+class GroupMaxSizeReachedError(RequestError):
+    """GROUP_MAX_SIZE_REACHED from the coordinator."""
+
+    code = ErrorCode.GROUP_MAX_SIZE_REACHED
+
+
+class GroupIdNotFoundError(RequestError):
+    """GROUP_ID_NOT_FOUND from the coordinator."""
+
+    code = ErrorCode.GROUP_ID_NOT_FOUND
+
+
+class DuplicateTaskError(RequestError):
+    """DUPLICATE_TASK from the coordinator."""
+
+    code = ErrorCode.DUPLICATE_TASK
+
+
+class UnknownTaskError(RequestError):
+    """UNKNOWN_TASK from the coordinator."""
+
+    code = ErrorCode.UNKNOWN_TASK
+
+
+class NonEmptyGroupError(RequestError):
+    """NON_EMPTY_GROUP from the coordinator."""
+
+    code = ErrorCode.NON_EMPTY_GROUP
+
+
+class FencedInstanceIdError(RequestError):
+    """FENCED_INSTANCE_ID from the coordinator."""
+
+    code = ErrorCode.FENCED_INSTANCE_ID
+
+
+ERRORS_BY_CODE: Mapping[int, type[GroupCoordError]] = MappingProxyType({
     cls.code: cls
     for cls in (
         RebalanceInProgressError,
@@ -149,14 +293,19 @@ _BY_CODE: dict[ErrorCode, type[GroupCoordError]] = {
         NonEmptyGroupError,
         FencedInstanceIdError,
     )
-}
+})
+"""The one ``{code: class}`` registry; a code missing here falls back to ``GroupCoordError``."""
 
 
 def error_for(error: pb.Error, *, member_id: str = "") -> GroupCoordError | None:
     """The exception for a response's ``error`` field, or None when it is NONE."""
     if error.code == pb.NONE:
         return None
-    cls = _BY_CODE.get(ErrorCode(error.code), GroupCoordError)
+    cls = ERRORS_BY_CODE.get(error.code)
+    if cls is None:  # a newer coordinator's code: the root class keeps the number
+        return GroupCoordError(
+            error.message, code=error.code, coordinator_hint=error.coordinator_hint, member_id=member_id
+        )
     return cls(error.message, coordinator_hint=error.coordinator_hint, member_id=member_id)
 
 

@@ -16,7 +16,8 @@ from groupcoord.cli import main
 def run(env: dict[str, str], *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     """The command as a separate process, exactly as a user runs it."""
     return subprocess.run(
-        [sys.executable, "-m", "groupcoord.cli", *args], capture_output=True, text=True, env=env, timeout=timeout
+        [sys.executable, "-m", "groupcoord.cli", *args], check=False, capture_output=True, text=True, env=env,
+        timeout=timeout,
     )
 
 
@@ -121,3 +122,22 @@ def test_worker_command_prints_json_events(server: ServerThread, cli_env: dict[s
         if proc.poll() is None:
             proc.kill()
         admin.close()
+
+
+def test_stats_without_the_stats_extra_says_which_extra_to_install(cli_env: dict[str, str]) -> None:
+    """pyspark and pyarrow blocked: one line naming the extra, exit 2, nothing imported them."""
+    script = (
+        "import sys\n"
+        "sys.modules['pyspark'] = None; sys.modules['pyarrow'] = None  # as if not installed\n"
+        "from groupcoord.cli import main\n"
+        "status = main(['stats', '--samples', 'samples', '--out', 'out'])\n"
+        "assert not [m for m in sys.modules if m.startswith(('pyspark.', 'pyarrow.'))], 'imported anyway'\n"
+        "sys.exit(status)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True,
+                            env=cli_env, timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().splitlines() == [
+        "groupcoord stats: needs PySpark and pyarrow (pyspark is not installed): pip install 'groupcoord[stats]'"
+    ]
+    assert result.stdout == ""

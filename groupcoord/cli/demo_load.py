@@ -8,18 +8,24 @@ each group rebalances: the leader's assignor is shown to receive the snapshot.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-from groupcoord.demo import DemoFailed, _describe, _stable, _wait, say
+from assignors.registry import get_assignor
+from groupcoord.admin import AdminClient
+from groupcoord.cli.narrate import DemoFailed, say, show_group, stable, subprocess_env, wait_for_group
+from loadstats.report_policy import ReportPolicy
+from loadstats.sample_log import SampleLog
+from worker import WorkerClient, WorkerConfig
+from worker.load import demo_load_reporter
 
-__all__ = ["act_two", "PULSAR_ASSIGNORS"]
+__all__ = ["PULSAR_ASSIGNORS", "act_two"]
 
 PULSAR_ASSIGNORS = ("pulsar-threshold", "pulsar-uniform", "pulsar-avg", "pulsar-overload")
 TASKS_PER_GROUP = 12
@@ -52,14 +58,8 @@ class _Watched:
         return result
 
 
-def act_two(address: str, admin: Any, root: Path, samples: Any) -> None:
-    from assignors.registry import get_assignor
-    from loadstats.report_policy import ReportPolicy
-    from worker import WorkerClient, WorkerConfig
-    from worker.load import demo_load_reporter
-
-    if samples is None:
-        raise DemoFailed("the load statistics package is not installed")
+def act_two(address: str, admin: AdminClient, root: Path, samples: SampleLog) -> None:
+    """Pulsar-assignor groups report load, the stats job publishes a snapshot, each group rebalances with it."""
     seen: dict[str, Any] = {}
     lock = threading.Lock()
     groups = [f"demo-{name}" for name in PULSAR_ASSIGNORS]
@@ -69,7 +69,7 @@ def act_two(address: str, admin: Any, root: Path, samples: Any) -> None:
     for group, assignor in zip(groups, PULSAR_ASSIGNORS):
         admin.put_tasks(group, [f"bundle-{i:02d}" for i in range(TASKS_PER_GROUP)])
         for i in range(3):
-            config = WorkerConfig(group_id=group, coordinators=address, client_id=f"{assignor}-w{i}",
+            config = WorkerConfig(group_id=group, coordinators=(address,), client_id=f"{assignor}-w{i}",
                                   assignors=(assignor,), session_timeout_ms=5000, heartbeat_interval_ms=200,
                                   rebalance_timeout_ms=10_000)
             reporter = demo_load_reporter(config.client_id, policy=ReportPolicy(max_interval_s=0.3))
@@ -79,7 +79,7 @@ def act_two(address: str, admin: Any, root: Path, samples: Any) -> None:
         for client in clients:
             client.start()
         for group in groups:
-            _wait(admin, group, _stable(3, TASKS_PER_GROUP), f"group {group} forms")
+            wait_for_group(admin, group, stable(3, TASKS_PER_GROUP), f"group {group} forms")
         say("every group is Stable without a snapshot (the Pulsar assignors fall back to sticky round-robin); "
             "collecting load samples for 3 s")
         time.sleep(3)  # the demo lets reports accumulate; tests never order events by sleeping
@@ -92,9 +92,7 @@ def act_two(address: str, admin: Any, root: Path, samples: Any) -> None:
                    "--out", str(out), "--master", "local[2]", "--coordinator", address]
         print(f"   $ groupcoord stats --samples {root / 'samples'} --out {out} --master local[2] "
               f"--coordinator {address}", flush=True)
-        env = dict(os.environ)
-        env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent) + os.pathsep + env.get("PYTHONPATH", "")
-        job = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
+        job = subprocess.run(command, check=False, capture_output=True, text=True, env=subprocess_env(), timeout=600)
         for line in job.stdout.splitlines():
             print(f"   {line}", flush=True)
         if job.returncode != 0:
@@ -106,7 +104,7 @@ def act_two(address: str, admin: Any, root: Path, samples: Any) -> None:
         for group in groups:
             admin.put_tasks(group, ["bundle-new"])
         for group in groups:
-            _wait(admin, group, _stable(3, TASKS_PER_GROUP + 1), f"group {group} rebalances with the snapshot")
+            wait_for_group(admin, group, stable(3, TASKS_PER_GROUP + 1), f"group {group} rebalances with the snapshot")
         for group, assignor in zip(groups, PULSAR_ASSIGNORS):
             with lock:
                 snapshot = seen.get(group)
@@ -114,7 +112,7 @@ def act_two(address: str, admin: Any, root: Path, samples: Any) -> None:
                 raise DemoFailed(f"the leader of {group} ran {assignor} without the snapshot")
             say(f"{group}: leader ran {assignor} with snapshot {snapshot.snapshot_id} "
                 f"({len(snapshot.tasks)} tasks, {len(snapshot.workers)} workers)")
-            _describe(admin, group)
+            show_group(admin, group)
     finally:
         for client in clients:
             client.close()

@@ -1,19 +1,25 @@
-"""``groupcoord stats``: run the load statistics job, then (optionally) publish the snapshot."""
+"""``groupcoord stats``: run the load statistics job, then (optionally) publish the snapshot.
+
+PySpark and pyarrow come with the ``stats`` extra; without them the command
+says which extra to install and exits 2, before anything imports them.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-__all__ = ["run_stats_command", "publish_snapshots"]
+from groupcoord import errors
+from groupcoord.admin import AdminClient
+from groupcoord.cli.common import STATS_EXTRA_HINT, missing_stats_extra
+from worker.convert import snapshot_to_pb
+
+__all__ = ["publish_snapshots", "run_stats"]
 
 
 def publish_snapshots(out: str, coordinator: str) -> list[str]:
     """Send every group's snapshot under ``out`` to the coordinator; returns the group ids sent."""
-    from groupcoord import errors
-    from groupcoord.admin import AdminClient
-    from loadstats.snapshot_io import read_snapshots
-    from worker.convert import snapshot_to_pb
+    from loadstats.snapshot_io import read_snapshots  # lazy: reads Parquet with pyarrow (the stats extra)
 
     sent = []
     with AdminClient(coordinator) as admin:
@@ -28,8 +34,13 @@ def publish_snapshots(out: str, coordinator: str) -> list[str]:
     return sent
 
 
-def run_stats_command(args: argparse.Namespace) -> int:
-    from loadstats.job import run
+def run_stats(args: argparse.Namespace) -> int:
+    missing = missing_stats_extra()
+    if missing is not None:
+        print(f"groupcoord stats: needs PySpark and pyarrow ({missing} is not installed): {STATS_EXTRA_HINT}",
+              file=sys.stderr)
+        return 2
+    from loadstats.job import run  # lazy: the Spark job needs pyspark and pyarrow (the stats extra)
 
     try:
         result = run(args.samples, args.out, master=args.master, short_samples=args.short_samples,
@@ -39,8 +50,9 @@ def run_stats_command(args: argparse.Namespace) -> int:
         return 2
     rejected = ", ".join(f"{k}={v}" for k, v in result.rows_rejected.items() if v) or "none"
     print(f"snapshot {result.snapshot_id} -> {args.out}: {result.rows_read} rows read "
-          f"(rejected: {rejected}; repeats counted once: {result.rows_duplicate}), {result.groups} group(s), {result.tasks} task(s), {result.workers} worker(s), "
-          f"{result.split_candidates} split candidate(s), {result.wall_time_s:.1f}s")
+          f"(rejected: {rejected}; repeats counted once: {result.rows_duplicate}), {result.groups} group(s), "
+          f"{result.tasks} task(s), {result.workers} worker(s), {result.split_candidates} split candidate(s), "
+          f"{result.wall_time_s:.1f}s")
     if result.rows_read == 0:
         print(f"groupcoord stats: no samples under {args.samples} yet: the coordinator's sample log makes its "
               "files visible when it rolls them (every minute, and when it stops)", file=sys.stderr)

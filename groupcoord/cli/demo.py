@@ -10,51 +10,30 @@ each Pulsar assignor rebalance with it. Exits 0 when every step checked out,
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from contextlib import ExitStack
 from pathlib import Path
-from typing import Any, Callable
 
+from coordinator.config import CoordinatorConfig
+from coordinator.load_reports import sample_sink
+from coordinator.runtime import CoordinatorRuntime
+from coordinator.server import ServerThread
+from coordinator.sqlite_store import SqliteStore
+from groupcoord.admin import AdminClient
+from groupcoord.cli.common import STATS_EXTRA_HINT, missing_stats_extra
+from groupcoord.cli.demo_load import act_two
+from groupcoord.cli.narrate import DemoFailed, say, show_group, stable, subprocess_env, wait_for_group
 from groupcoord.v1 import groupcoord_pb2 as pb
+from loadstats.sample_log import SampleLog
 
 __all__ = ["run_demo"]
 
 DEMO_GROUP = "demo"
-
-
-class DemoFailed(Exception):
-    """A step did not reach its expected state in time."""
-
-
-def say(text: str) -> None:
-    print(f"\n==> {text}", flush=True)
-
-
-def _describe(admin: Any, group: str) -> None:
-    from groupcoord.cli import _print_describe, describe_as_dict
-
-    _print_describe(describe_as_dict(admin.describe_group(group)))
-
-
-def _wait(admin: Any, group: str, check: Callable[[pb.DescribeGroupResponse], bool], what: str,
-          timeout: float = 60) -> pb.DescribeGroupResponse:
-    try:
-        response: pb.DescribeGroupResponse = admin.wait_for(group, check, timeout)
-        return response
-    except TimeoutError as error:
-        raise DemoFailed(f"{what}: {error}") from None
-
-
-def _stable(members: int, tasks: int) -> Callable[[pb.DescribeGroupResponse], bool]:
-    def check(d: pb.DescribeGroupResponse) -> bool:
-        return d.state == pb.STABLE and len(d.members) == members and sum(len(m.assigned) for m in d.members) == tasks
-
-    return check
 
 
 def _start_worker(address: str, name: str, env: dict[str, str]) -> subprocess.Popen[str]:
@@ -78,37 +57,36 @@ def _start_worker(address: str, name: str, env: dict[str, str]) -> subprocess.Po
     return proc
 
 
-def act_one(address: str, admin: Any, workers: int, tasks: int) -> None:
-    env = dict(os.environ)
-    root = str(Path(__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+def act_one(address: str, admin: AdminClient, workers: int, tasks: int) -> None:
+    """Worker processes form a group, one is SIGKILLed, the rest rebalance, then leave."""
+    env = subprocess_env()
     task_ids = [f"task-{i}" for i in range(tasks)]
     say(f"task catalog of group '{DEMO_GROUP}': {' '.join(task_ids)}")
     admin.put_tasks(DEMO_GROUP, task_ids)
     say(f"starting {workers} worker processes (`groupcoord worker`), each printing its events as JSON")
     procs = [_start_worker(address, f"worker-{i}", env) for i in range(workers)]
     try:
-        before = _wait(admin, DEMO_GROUP, _stable(workers, tasks), "group forms")
+        before = wait_for_group(admin, DEMO_GROUP, stable(workers, tasks), "group forms")
         say("the group is Stable: every task runs exactly once")
-        _describe(admin, DEMO_GROUP)
+        show_group(admin, DEMO_GROUP)
         victim = procs[0]
         victim_id = next(m.member.member_id for m in before.members if m.member.client_id == "worker-0")
         say(f"killing worker-0 (pid {victim.pid}, member {victim_id}) with SIGKILL: no goodbye, "
             "the coordinator notices when its 2 s session expires")
         victim.send_signal(signal.SIGKILL)
         victim.wait(10)
-        after = _wait(admin, DEMO_GROUP, _stable(workers - 1, tasks), "group rebalances after the kill")
+        after = wait_for_group(admin, DEMO_GROUP, stable(workers - 1, tasks), "group rebalances after the kill")
         if victim_id in {m.member.member_id for m in after.members}:
             raise DemoFailed("the killed worker is still a member")
         say(f"rebalanced: generation {before.generation} -> {after.generation}, "
             f"the survivors run all {tasks} tasks")
-        _describe(admin, DEMO_GROUP)
+        show_group(admin, DEMO_GROUP)
         say("stopping the other workers cleanly (they revoke their tasks and send LeaveGroup)")
         for proc in procs[1:]:
             proc.terminate()
         for proc in procs[1:]:
             proc.wait(20)
-        _wait(admin, DEMO_GROUP, lambda d: d.state == pb.EMPTY, "group empties")
+        wait_for_group(admin, DEMO_GROUP, lambda d: d.state == pb.EMPTY, "group empties")
         say("group is Empty again")
     finally:
         for proc in procs:
@@ -117,59 +95,33 @@ def act_one(address: str, admin: Any, workers: int, tasks: int) -> None:
 
 
 def run_demo(*, workers: int = 3, tasks: int = 8, data_dir: str | None = None, with_stats: bool = True) -> int:
-    from coordinator.config import CoordinatorConfig
-    from coordinator.load_reports import sample_sink
-    from coordinator.runtime import CoordinatorRuntime
-    from coordinator.server import ServerThread
-    from groupcoord.admin import AdminClient
-
+    """Both acts against an in-process coordinator; 0 when every step checked out, 1 (2 for bad flags) otherwise."""
     if workers < 2:
         print("groupcoord demo: --workers must be at least 2 (one is killed)", file=sys.stderr)
         return 2
-    temp = None if data_dir else tempfile.TemporaryDirectory(prefix="groupcoord-demo-")
-    root = Path(data_dir or temp.name)  # type: ignore[union-attr]
-    root.mkdir(parents=True, exist_ok=True)
-    store = _open_demo_store(root)
-    config = CoordinatorConfig(group_initial_rebalance_delay_ms=500, group_min_session_timeout_ms=1000)
-    samples = _open_sample_log(root)
-    runtime = CoordinatorRuntime(config, store=store, on_load_report=None if samples is None else sample_sink(samples))
-    runtime.load()
+    missing = missing_stats_extra() if with_stats else None
     started = time.monotonic()
     try:
-        with ServerThread(runtime) as server:
+        with ExitStack() as stack:
+            root = Path(data_dir or stack.enter_context(tempfile.TemporaryDirectory(prefix="groupcoord-demo-")))
+            root.mkdir(parents=True, exist_ok=True)
+            store = SqliteStore(root / "groups.db")
+            stack.callback(store.close)
+            config = CoordinatorConfig(group_initial_rebalance_delay_ms=500, group_min_session_timeout_ms=1000)
+            samples = SampleLog(root / "samples")
+            stack.callback(samples.close)
+            runtime = CoordinatorRuntime(config, store=store, on_load_report=sample_sink(samples))
+            runtime.load()
+            server = stack.enter_context(ServerThread(runtime))
             say(f"coordinator listening on {server.address} (data dir {root}, store {type(store).__name__})")
-            with AdminClient(server.address) as admin:
-                act_one(server.address, admin, workers, tasks)
-                if with_stats:
-                    from groupcoord.demo_load import act_two
-
-                    act_two(server.address, admin, root, samples)
+            admin = stack.enter_context(AdminClient(server.address))
+            act_one(server.address, admin, workers, tasks)
+            if missing is not None:
+                say(f"skipping act two (load statistics): {missing} is not installed; {STATS_EXTRA_HINT}")
+            elif with_stats:
+                act_two(server.address, admin, root, samples)
         say(f"demo finished in {time.monotonic() - started:.1f}s")
         return 0
     except DemoFailed as failure:
         print(f"groupcoord demo: {failure}", file=sys.stderr)
         return 1
-    finally:
-        if samples is not None:
-            samples.close()
-        store.close()
-        if temp is not None:
-            temp.cleanup()
-
-
-def _open_demo_store(root: Path) -> Any:
-    try:
-        from coordinator.sqlite_store import SqliteStore
-    except ImportError:
-        from coordinator.store import MemoryStore
-
-        return MemoryStore()
-    return SqliteStore(root / "groups.db")
-
-
-def _open_sample_log(root: Path) -> Any:
-    try:
-        from loadstats.sample_log import SampleLog
-    except ImportError:
-        return None
-    return SampleLog(root / "samples")

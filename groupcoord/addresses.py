@@ -1,0 +1,24 @@
+"""Coordinator addresses as users write them: ``HOST:PORT`` or a comma-separated list.
+
+Ground floor, next to the errors: the worker client and the admin client both
+parse the same ``--coordinator`` strings, and neither may import the other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+__all__ = ["parse_addresses"]
+
+
+def parse_addresses(addresses: str | Sequence[str]) -> tuple[str, ...]:
+    """'h1:p1,h2:p2' or a sequence -> ('h1:p1', 'h2:p2'); raises ValueError on a bad one."""
+    items = addresses.split(",") if isinstance(addresses, str) else list(addresses)
+    result = tuple(a.strip() for a in items if a.strip())
+    if not result:
+        raise ValueError("at least one coordinator address (HOST:PORT) is needed")
+    for address in result:
+        host, sep, port = address.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"coordinator address {address!r} is not HOST:PORT")
+    return result

@@ -1,0 +1,84 @@
+"""``groupcoord worker``: the console consumer of this system, one JSON line per event."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from assignors.registry import UnknownAssignorError, get_assignor
+from groupcoord.cli.common import UsageError
+from worker import WorkerClient, WorkerConfig
+from worker.load import demo_load_reporter
+
+__all__ = ["JsonLinesListener", "run_worker"]
+
+
+class JsonLinesListener:
+    """Prints the worker's events as JSON lines (``joined``, ``assigned``, ``revoked``, ``left``)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.client: WorkerClient | None = None
+        self._lock = threading.Lock()
+
+    def emit(self, event: str, **fields: Any) -> None:
+        with self._lock:
+            print(json.dumps({"event": event, "worker": self.name, **fields}), flush=True)
+
+    def on_joined(self, member_id: str, generation: int, is_leader: bool) -> None:
+        self.emit("joined", member_id=member_id, generation=generation, leader=is_leader)
+
+    def on_assigned(self, tasks: Sequence[Any], generation: int) -> None:
+        self.emit("assigned", generation=generation, member_id=self.client.member_id if self.client else "",
+                  tasks=[str(t) if t.replica else t.task_id for t in tasks])
+
+    def on_revoked(self, tasks: Sequence[Any]) -> None:
+        self.emit("revoked", tasks=[str(t) if t.replica else t.task_id for t in tasks])
+
+
+def _config(args: argparse.Namespace) -> WorkerConfig:
+    try:
+        config = WorkerConfig(
+            group_id=args.group,
+            coordinators=args.coordinator,
+            client_id=args.name,
+            assignors=tuple(a.strip() for a in args.assignor.split(",") if a.strip()),
+            session_timeout_ms=args.session_timeout_ms,
+            heartbeat_interval_ms=args.heartbeat_interval_ms,
+            rebalance_timeout_ms=args.rebalance_timeout_ms,
+            rack=args.rack,
+            pool=args.pool,
+            capacity=args.capacity,
+        )
+        for name in config.assignors:
+            get_assignor(name)
+    except (ValueError, UnknownAssignorError) as error:
+        raise UsageError(str(error)) from None
+    return config
+
+
+def run_worker(args: argparse.Namespace) -> int:
+    """Run until SIGINT/SIGTERM (then revoke and leave) or a fatal error (exit 1)."""
+    config = _config(args)
+    listener = JsonLinesListener(args.name)
+    reporter = demo_load_reporter(args.name) if args.report_load else None
+    client = WorkerClient(config, listener, load_reporter=reporter)
+    listener.client = client
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    client.start()
+    while not stop.wait(0.2):
+        if client.fatal_error is not None:
+            break
+    client.close()
+    listener.emit("left", member_id="")
+    if client.fatal_error is not None:
+        print(f"groupcoord worker: {client.fatal_error}", file=sys.stderr)
+        return 1
+    return 0

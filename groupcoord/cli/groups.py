@@ -1,0 +1,48 @@
+"""``groupcoord groups list|describe`` and ``groupcoord tasks put|delete``: the admin commands."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from groupcoord import errors
+from groupcoord.cli.common import open_admin
+from groupcoord.cli.describe import describe_as_dict, print_describe, state_name
+
+__all__ = ["run_groups", "run_tasks"]
+
+
+def run_groups(args: argparse.Namespace) -> int:
+    with open_admin(args.coordinator) as admin:
+        if args.groups_command == "list":
+            groups = admin.list_groups()
+            if args.json:
+                print(json.dumps([{"group": g.group_id, "state": state_name(g.state), "generation": g.generation,
+                                   "members": g.num_members, "protocol": g.protocol} for g in groups]))
+            else:
+                if not groups:
+                    print("(no groups)")
+                for g in groups:
+                    print(f"{g.group_id}\t{state_name(g.state)}\tgeneration {g.generation}\t"
+                          f"{g.num_members} member(s)\t{g.protocol or '-'}")
+            return 0
+        info = describe_as_dict(admin.describe_group(args.group))
+        if args.json:
+            print(json.dumps(info))
+        else:
+            print_describe(info)
+        return 0
+
+
+def run_tasks(args: argparse.Namespace) -> int:
+    with open_admin(args.coordinator) as admin:
+        if args.tasks_command == "put":
+            if len(set(args.task_ids)) != len(args.task_ids):
+                duplicates = sorted({t for t in args.task_ids if args.task_ids.count(t) > 1})
+                raise errors.DuplicateTaskError(f"task id(s) given twice: {', '.join(duplicates)}")
+            count = admin.put_tasks(args.group, args.task_ids, replicas=args.replicas, pool=args.pool,
+                                    weight=args.weight)
+        else:
+            count = admin.delete_tasks(args.group, args.task_ids)
+        print(f"group {args.group}: {count} task(s) in the catalog")
+    return 0

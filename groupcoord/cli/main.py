@@ -1,0 +1,151 @@
+"""The ``groupcoord`` command: run the coordinator, a demo worker, admin and stats commands.
+
+Every failure is one readable line on stderr and a non-zero exit status
+(1: the coordinator refused or could not be reached; 2: bad command line or
+config); tracebacks go to the log only with ``--log-level debug``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Callable, Sequence
+
+from coordinator.serve import ServeOptions, run_coordinator
+from groupcoord import errors
+from groupcoord.cli.common import DEFAULT_LISTEN, UsageError, non_negative_float, positive_int
+from groupcoord.cli.console_worker import run_worker
+from groupcoord.cli.groups import run_groups, run_tasks
+from groupcoord.cli.stats import run_stats
+
+__all__ = ["main"]
+
+log = logging.getLogger("groupcoord.cli")
+
+_DESCRIPTION = "run the coordinator, a demo worker, admin and stats commands"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="groupcoord", description=_DESCRIPTION)
+    parser.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    serve = sub.add_parser("serve", help="run the coordinator")
+    serve.add_argument("--listen", help=f"HOST:PORT to listen on (default {DEFAULT_LISTEN})")
+    serve.add_argument("--data-dir", help="where group metadata and load samples live (default ./groupcoord-data)")
+    serve.add_argument("--config", help="TOML file with [server] and [coordinator] sections")
+    serve.add_argument("--store", choices=["sqlite", "memory", "zookeeper"], help="group store (default sqlite)")
+    serve.add_argument("--zk", help="ZooKeeper HOST:PORT[,HOST:PORT...] for --store zookeeper")
+    serve.add_argument("--advertise", help="HOST:PORT other coordinators and workers reach this one at")
+    serve.add_argument("--initial-rebalance-delay-ms", type=int, help="group_initial_rebalance_delay_ms")
+    serve.add_argument("--snapshots", help="a load snapshot path (the --out of `groupcoord stats` or the job) to "
+                                           "pick up new snapshots from")
+    serve.add_argument("--snapshot-poll-s", type=float, help="how often to look at --snapshots (default 10)")
+
+    worker = sub.add_parser("worker", help="run a demo worker that prints one JSON line per event")
+    worker.add_argument("--group", required=True)
+    worker.add_argument("--coordinator", required=True, help="HOST:PORT[,HOST:PORT...]")
+    worker.add_argument("--name", default="worker", help="client id (prefix of the member id)")
+    worker.add_argument("--session-timeout-ms", type=positive_int, default=10_000)
+    worker.add_argument("--heartbeat-interval-ms", type=positive_int, default=3_000)
+    worker.add_argument("--rebalance-timeout-ms", type=positive_int, default=60_000)
+    worker.add_argument("--assignor", default="round-robin",
+                        help="assignor name(s) this worker supports, most preferred first (comma-separated)")
+    worker.add_argument("--rack", default="")
+    worker.add_argument("--pool", default="")
+    worker.add_argument("--capacity", type=float, default=1.0)
+    worker.add_argument("--report-load", action="store_true",
+                        help="report this process's load (psutil) and synthetic per-task rates")
+
+    groups = sub.add_parser("groups", help="list or describe groups")
+    groups_sub = groups.add_subparsers(dest="groups_command", required=True, metavar="ACTION")
+    listing = groups_sub.add_parser("list", help="every group with its state")
+    listing.add_argument("--coordinator", default=DEFAULT_LISTEN)
+    listing.add_argument("--json", action="store_true")
+    describe = groups_sub.add_parser("describe", help="one group: members, assignment, tasks")
+    describe.add_argument("group")
+    describe.add_argument("--coordinator", default=DEFAULT_LISTEN)
+    describe.add_argument("--json", action="store_true")
+
+    tasks = sub.add_parser("tasks", help="edit a group's task catalog")
+    tasks_sub = tasks.add_subparsers(dest="tasks_command", required=True, metavar="ACTION")
+    put = tasks_sub.add_parser("put", help="add or replace tasks")
+    put.add_argument("group")
+    put.add_argument("task_ids", nargs="+", metavar="TASK")
+    put.add_argument("--replicas", type=positive_int, default=1)
+    put.add_argument("--pool", default="")
+    put.add_argument("--weight", type=float, default=1.0)
+    put.add_argument("--coordinator", default=DEFAULT_LISTEN)
+    delete = tasks_sub.add_parser("delete", help="remove tasks")
+    delete.add_argument("group")
+    delete.add_argument("task_ids", nargs="+", metavar="TASK")
+    delete.add_argument("--coordinator", default=DEFAULT_LISTEN)
+
+    stats = sub.add_parser("stats", help="run the load statistics Spark job")
+    stats.add_argument("--samples", required=True, help="sample log directory (Parquet or JSON Lines)")
+    stats.add_argument("--out", required=True, help="where the snapshot is written")
+    stats.add_argument("--master", default="local[*]")
+    stats.add_argument("--coordinator", help="publish the snapshot to this coordinator")
+    stats.add_argument("--short-samples", type=positive_int, default=10)
+    stats.add_argument("--long-samples", type=positive_int, default=1000)
+    stats.add_argument("--max-sample-age-s", type=non_negative_float, default=1800.0,
+                       help="leave out workers and tasks silent this long behind their group's newest report "
+                            "(default 1800 = two of the 15 min maximum report interval; 0 keeps all)")
+
+    demo = sub.add_parser("demo", help="coordinator + workers: form, rebalance, lose a worker")
+    demo.add_argument("--workers", type=positive_int, default=3)
+    demo.add_argument("--tasks", type=positive_int, default=8)
+    demo.add_argument("--data-dir", help="default: a temporary directory")
+    demo.add_argument("--skip-stats", action="store_true", help="skip the Spark load statistics part")
+    return parser
+
+
+def _run_serve(args: argparse.Namespace) -> int:
+    try:
+        options = ServeOptions.from_args(args)
+        return run_coordinator(options)
+    except ValueError as error:  # bad config, unusable data dir or store file, port in use
+        raise UsageError(str(error)) from None
+
+
+def _run_demo(args: argparse.Namespace) -> int:
+    # lazy: the demo loads loadstats' sample log and runs the Spark job (pyarrow, pyspark: the stats extra);
+    # every other command must work without them
+    from groupcoord.cli.demo import run_demo
+
+    return run_demo(workers=args.workers, tasks=args.tasks, data_dir=args.data_dir, with_stats=not args.skip_stats)
+
+
+_COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "serve": _run_serve, "worker": run_worker, "groups": run_groups, "tasks": run_tasks, "stats": run_stats,
+    "demo": _run_demo,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one ``groupcoord`` command; returns its exit status (0, 1 refused/unreachable, 2 usage)."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=getattr(logging, args.log_level.upper()),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    if args.log_level != "debug":
+        logging.getLogger("transitions").setLevel(logging.WARNING)
+    try:
+        return _COMMANDS[args.command](args)
+    except UsageError as error:
+        print(f"groupcoord {args.command}: {error}", file=sys.stderr)
+        return 2
+    except errors.GroupCoordError as error:
+        print(f"groupcoord {args.command}: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except Exception as error:  # the last line of defence: one line, details in the debug log
+        log.debug("unexpected failure", exc_info=True)
+        print(f"groupcoord {args.command}: {type(error).__name__}: {error}", file=sys.stderr)
+        return 1
+
