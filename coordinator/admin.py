@@ -5,17 +5,13 @@ state machine and return their answers (and writes) through the outbox.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from coordinator import phases
+from coordinator.context import Model
 from coordinator.effects import Outbox, Token, error
 from coordinator.group import Group
 from coordinator.states import GroupState
 from coordinator.validation import replicas_of
 from groupcoord.v1 import groupcoord_pb2 as pb
-
-if TYPE_CHECKING:
-    from coordinator.model import CoordinatorModel
 
 __all__ = [
     "STATE_PB",
@@ -37,7 +33,7 @@ STATE_PB = {
 }
 
 
-def list_groups(m: CoordinatorModel, out: Outbox, request: pb.ListGroupsRequest, token: Token) -> None:
+def list_groups(m: Model, out: Outbox, request: pb.ListGroupsRequest, token: Token) -> None:
     out.reply(token, "", pb.ListGroupsResponse(groups=[
         pb.GroupListing(
             group_id=g.group_id,
@@ -50,7 +46,7 @@ def list_groups(m: CoordinatorModel, out: Outbox, request: pb.ListGroupsRequest,
     ]))
 
 
-def describe_group(m: CoordinatorModel, out: Outbox, request: pb.DescribeGroupRequest, token: Token) -> None:
+def describe_group(m: Model, out: Outbox, request: pb.DescribeGroupRequest, token: Token) -> None:
     failure = m.check_group_id(request.group_id)
     group = m.groups.get(request.group_id) if failure is None else None
     if failure is None and group is None:
@@ -87,7 +83,7 @@ def describe_group(m: CoordinatorModel, out: Outbox, request: pb.DescribeGroupRe
     out.reply(token, "", response)
 
 
-def _catalog_error(m: CoordinatorModel, tasks: list[pb.Task]) -> pb.Error | None:
+def _catalog_error(m: Model, tasks: list[pb.Task]) -> pb.Error | None:
     if len(tasks) > m.config.max_tasks_per_request:
         return error(pb.INVALID_REQUEST, f"{len(tasks)} tasks; at most {m.config.max_tasks_per_request}")
     seen: set[str] = set()
@@ -104,7 +100,7 @@ def _catalog_error(m: CoordinatorModel, tasks: list[pb.Task]) -> pb.Error | None
     return None
 
 
-def put_tasks(m: CoordinatorModel, out: Outbox, request: pb.PutTasksRequest, token: Token) -> None:
+def put_tasks(m: Model, out: Outbox, request: pb.PutTasksRequest, token: Token) -> None:
     failure = m.check_group_id(request.group_id) or _catalog_error(m, list(request.tasks))
     if failure is not None:
         out.reply(token, "", pb.PutTasksResponse(error=failure))
@@ -126,7 +122,7 @@ def put_tasks(m: CoordinatorModel, out: Outbox, request: pb.PutTasksRequest, tok
     out.reply(token, group.group_id, pb.PutTasksResponse(num_tasks=len(group.tasks)))
 
 
-def delete_tasks(m: CoordinatorModel, out: Outbox, request: pb.DeleteTasksRequest, token: Token) -> None:
+def delete_tasks(m: Model, out: Outbox, request: pb.DeleteTasksRequest, token: Token) -> None:
     def fail(failure: pb.Error) -> None:
         out.reply(token, "", pb.DeleteTasksResponse(error=failure))
 
@@ -149,7 +145,7 @@ def delete_tasks(m: CoordinatorModel, out: Outbox, request: pb.DeleteTasksReques
     out.reply(token, group.group_id, pb.DeleteTasksResponse(num_tasks=len(group.tasks)))
 
 
-def _catalog_changed(m: CoordinatorModel, out: Outbox, group: Group) -> None:
+def _catalog_changed(m: Model, out: Outbox, group: Group) -> None:
     group.catalog_version += 1
     if group.state in (S.STABLE, S.AWAITING_SYNC):
         phases.prepare_rebalance(m, out, group, "task catalog changed")
@@ -157,7 +153,7 @@ def _catalog_changed(m: CoordinatorModel, out: Outbox, group: Group) -> None:
         out.persist(group)
 
 
-def publish_load_snapshot(m: CoordinatorModel, out: Outbox, request: pb.PublishLoadSnapshotRequest,
+def publish_load_snapshot(m: Model, out: Outbox, request: pb.PublishLoadSnapshotRequest,
                           token: Token) -> None:
     gid = request.snapshot.group_id
     failure = m.check_group_id(gid)
@@ -174,7 +170,7 @@ def publish_load_snapshot(m: CoordinatorModel, out: Outbox, request: pb.PublishL
     out.reply(token, gid, pb.PublishLoadSnapshotResponse())
 
 
-def delete_group(m: CoordinatorModel, out: Outbox, request: pb.DeleteGroupRequest, token: Token) -> None:
+def delete_group(m: Model, out: Outbox, request: pb.DeleteGroupRequest, token: Token) -> None:
     gid = request.group_id
     failure = m.check_group_id(gid)
     group = m.groups.get(gid) if failure is None else None

@@ -6,8 +6,9 @@ protocol (``group.min.session.timeout.ms`` and friends), snake_cased.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any, Mapping
+from typing import Any
 
 __all__ = ["CoordinatorConfig", "ConfigError"]
 
@@ -52,7 +53,7 @@ class CoordinatorConfig:
                 raise ConfigError(f"{name} must be > 0")
 
     @classmethod
-    def from_mapping(cls, values: Mapping[str, Any]) -> "CoordinatorConfig":
+    def from_mapping(cls, values: Mapping[str, Any]) -> CoordinatorConfig:
         """Build from a config file section; unknown keys are an error, not silently dropped."""
         known = {f.name: f for f in fields(cls)}
         unknown = sorted(set(values) - set(known))

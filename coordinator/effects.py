@@ -16,15 +16,19 @@ times in one step is written once, with its state at the end of the step.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Union, cast
+from typing import Any, NamedTuple, Protocol, cast
 
 from google.protobuf.message import Message
 
 from groupcoord.v1 import groupcoord_pb2 as pb
 
-if TYPE_CHECKING:
-    from coordinator.group import Group
+
+class Group(Protocol):
+    """What the outbox needs of a group: its id (the record is built by ``to_record``)."""
+
+    group_id: str
 
 __all__ = [
     "Token",
@@ -89,7 +93,7 @@ class RecordLoad:
     report: pb.LoadReport
 
 
-Effect = Union[Reply, Persist, Forget, ArmTimer, CancelTimer, RecordLoad]
+Effect = Reply | Persist | Forget | ArmTimer | CancelTimer | RecordLoad
 
 
 def error(code: pb.ErrorCode, message: str = "", hint: str = "") -> pb.Error:
@@ -108,9 +112,9 @@ def error_response(response_type: type[Message], failure: pb.Error) -> Message:
 class Outbox:
     """Collects one step's effects; ``effects()`` hands them over in the runtime's order."""
 
-    __slots__ = ("_dirty", "_forget", "_timers", "_loads", "_replies", "_to_record")
+    __slots__ = ("_dirty", "_forget", "_loads", "_replies", "_timers", "_to_record")
 
-    def __init__(self, to_record: Callable[[Group], dict[str, Any]]) -> None:
+    def __init__(self, to_record: Callable[[Any], dict[str, Any]]) -> None:
         self._to_record = to_record
         self._dirty: dict[str, Group] = {}
         self._forget: list[str] = []

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Callable, Protocol
+from collections.abc import Callable
+from typing import Protocol
 
 __all__ = ["ElectedOffice", "Election"]
 

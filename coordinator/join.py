@@ -13,16 +13,14 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
 
 from coordinator import phases
+from coordinator.context import Model
 from coordinator.effects import Outbox, Token, error
 from coordinator.group import Group, Member
 from coordinator.states import GroupState
 from groupcoord.v1 import groupcoord_pb2 as pb
-
-if TYPE_CHECKING:
-    from coordinator.model import CoordinatorModel
 
 __all__ = ["handle_join"]
 
@@ -31,7 +29,7 @@ S = GroupState
 MAX_ID = 255  # longest instance id
 
 
-def handle_join(m: CoordinatorModel, out: Outbox, request: pb.JoinGroupRequest, token: Token, host: str) -> None:
+def handle_join(m: Model, out: Outbox, request: pb.JoinGroupRequest, token: Token, host: str) -> None:
     gid = request.group_id
 
     def fail(code: pb.ErrorCode, message: str = "", member_id: str = "") -> None:
@@ -101,7 +99,7 @@ def handle_join(m: CoordinatorModel, out: Outbox, request: pb.JoinGroupRequest, 
         KNOWN_MEMBER_JOIN[group.state](m, out, group, member, request, token)
 
 
-def _accepts(m: CoordinatorModel, group: Group, request: pb.JoinGroupRequest) -> bool:
+def _accepts(m: Model, group: Group, request: pb.JoinGroupRequest) -> bool:
     """Kafka's acceptJoiningMember: only members count toward the max size, never pending ids.
     While preparing, the members that re-joined count (so a lowered limit drops the last ones
     to re-join); otherwise all members do. A known static instance replaces itself."""
@@ -114,7 +112,7 @@ def _accepts(m: CoordinatorModel, group: Group, request: pb.JoinGroupRequest) ->
     return member is not None or len(group.members) < limit
 
 
-def _refuse_over_max_size(m: CoordinatorModel, out: Outbox, group: Group, member_id: str) -> None:
+def _refuse_over_max_size(m: Model, out: Outbox, group: Group, member_id: str) -> None:
     if member_id in group.pending_members:
         group.pending_members.discard(member_id)
         out.cancel(phases.pending_key(group.group_id, member_id))
@@ -131,7 +129,7 @@ def _protocol_mismatch(group: Group, request: pb.JoinGroupRequest) -> str:
     return f"member offers {sorted(request.protocols)} but the group's members all support only {common}"
 
 
-def _join_new_member(m: CoordinatorModel, out: Outbox, group: Group, request: pb.JoinGroupRequest,
+def _join_new_member(m: Model, out: Outbox, group: Group, request: pb.JoinGroupRequest,
                      token: Token, host: str, fail: Callable[..., None]) -> None:
     if not group.supports_protocols(request.protocol_type, tuple(request.protocols)):
         fail(pb.INCONSISTENT_GROUP_PROTOCOL, _protocol_mismatch(group, request))
@@ -147,7 +145,7 @@ def _join_new_member(m: CoordinatorModel, out: Outbox, group: Group, request: pb
         fail(pb.MEMBER_ID_REQUIRED, "join again with the member id given", member_id)
 
 
-def _add_member(m: CoordinatorModel, out: Outbox, group: Group, request: pb.JoinGroupRequest, member_id: str,
+def _add_member(m: Model, out: Outbox, group: Group, request: pb.JoinGroupRequest, member_id: str,
                 token: Token, host: str) -> None:
     member = Member(
         member_id=member_id,
@@ -177,7 +175,7 @@ def _add_member(m: CoordinatorModel, out: Outbox, group: Group, request: pb.Join
         phases.prepare_rebalance(m, out, group, f"member {member_id} joined")
 
 
-def _replace_static_member(m: CoordinatorModel, out: Outbox, group: Group, request: pb.JoinGroupRequest,
+def _replace_static_member(m: Model, out: Outbox, group: Group, request: pb.JoinGroupRequest,
                            member_id: str, token: Token) -> None:
     """A known instance came back (a restarted process): it takes a new member id, its old one is
     fenced, and in a Stable group with unchanged settings it gets its tasks back without a
@@ -226,14 +224,14 @@ def _hold(out: Outbox, group: Group, member: Member, token: Token) -> None:
 # (m, out, group, member, request, token) -> None
 
 
-def _known_in_empty(m: CoordinatorModel, out: Outbox, group: Group, member: Member,
+def _known_in_empty(m: Model, out: Outbox, group: Group, member: Member,
                     request: pb.JoinGroupRequest, token: Token) -> None:
     out.reply(token, group.group_id, pb.JoinGroupResponse(
         error=error(pb.UNKNOWN_MEMBER_ID, f"member {member.member_id!r} is not in group {group.group_id!r}"),
         generation=-1))
 
 
-def _known_in_preparing(m: CoordinatorModel, out: Outbox, group: Group, member: Member,
+def _known_in_preparing(m: Model, out: Outbox, group: Group, member: Member,
                         request: pb.JoinGroupRequest, token: Token) -> None:
     """Held until the phase completes; the newest join of a member wins."""
     _update_member(member, request)
@@ -241,7 +239,7 @@ def _known_in_preparing(m: CoordinatorModel, out: Outbox, group: Group, member: 
     phases.maybe_complete_join(m, out, group)
 
 
-def _known_in_awaiting_sync(m: CoordinatorModel, out: Outbox, group: Group, member: Member,
+def _known_in_awaiting_sync(m: Model, out: Outbox, group: Group, member: Member,
                             request: pb.JoinGroupRequest, token: Token) -> None:
     """Same metadata: the member lost our answer, send it again. Changed: rebalance."""
     if member.same_join(tuple(request.protocols), request.metadata):
@@ -253,7 +251,7 @@ def _known_in_awaiting_sync(m: CoordinatorModel, out: Outbox, group: Group, memb
     phases.prepare_rebalance(m, out, group, f"member {member.member_id} re-joined with new metadata")
 
 
-def _known_in_stable(m: CoordinatorModel, out: Outbox, group: Group, member: Member,
+def _known_in_stable(m: Model, out: Outbox, group: Group, member: Member,
                      request: pb.JoinGroupRequest, token: Token) -> None:
     """A follower with unchanged metadata gets the current generation; the leader or a change rebalances."""
     if member.member_id != group.leader_id and member.same_join(tuple(request.protocols), request.metadata):
@@ -266,13 +264,13 @@ def _known_in_stable(m: CoordinatorModel, out: Outbox, group: Group, member: Mem
     phases.prepare_rebalance(m, out, group, f"{who} {member.member_id} re-joined")
 
 
-def _known_in_dead(m: CoordinatorModel, out: Outbox, group: Group, member: Member,
+def _known_in_dead(m: Model, out: Outbox, group: Group, member: Member,
                    request: pb.JoinGroupRequest, token: Token) -> None:
     out.reply(token, group.group_id, pb.JoinGroupResponse(
         error=error(pb.COORDINATOR_NOT_AVAILABLE, "group is being removed"), generation=-1))
 
 
-KnownJoin = Callable[["CoordinatorModel", Outbox, Group, Member, pb.JoinGroupRequest, Token], None]
+KnownJoin = Callable[[Model, Outbox, Group, Member, pb.JoinGroupRequest, Token], None]
 KNOWN_MEMBER_JOIN: dict[GroupState, KnownJoin] = {
     S.EMPTY: _known_in_empty,
     S.PREPARING_REBALANCE: _known_in_preparing,

@@ -9,16 +9,13 @@ checks), which sends the worker back to JoinGroup.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
 from coordinator import phases
+from coordinator.context import Model
 from coordinator.effects import Outbox, Token, error
 from coordinator.group import Group
 from coordinator.states import GroupState
 from groupcoord.v1 import groupcoord_pb2 as pb
-
-if TYPE_CHECKING:
-    from coordinator.model import CoordinatorModel
 
 __all__ = ["handle_heartbeat", "handle_leave", "handle_report_load", "HEARTBEAT_ANSWER"]
 
@@ -35,7 +32,7 @@ HEARTBEAT_ANSWER: dict[GroupState, pb.HeartbeatResponse] = {
 }
 
 
-def handle_heartbeat(m: CoordinatorModel, out: Outbox, request: pb.HeartbeatRequest, token: Token) -> None:
+def handle_heartbeat(m: Model, out: Outbox, request: pb.HeartbeatRequest, token: Token) -> None:
     group, member, failure = m.find_member(request.group_id, request.member_id, request.generation,
                                            request.instance_id)
     if failure is not None:
@@ -47,7 +44,7 @@ def handle_heartbeat(m: CoordinatorModel, out: Outbox, request: pb.HeartbeatRequ
     out.reply(token, group.group_id, HEARTBEAT_ANSWER[group.state])
 
 
-def handle_leave(m: CoordinatorModel, out: Outbox, request: pb.LeaveGroupRequest, token: Token) -> None:
+def handle_leave(m: Model, out: Outbox, request: pb.LeaveGroupRequest, token: Token) -> None:
     """One member leaving, or a batch (KIP-345): each gets its own error; the group rebalances once.
     A member given by instance id alone is an operator removing a static member."""
     gid = request.group_id
@@ -67,7 +64,7 @@ def handle_leave(m: CoordinatorModel, out: Outbox, request: pb.LeaveGroupRequest
     out.reply(token, gid if group is not None else "", response)
 
 
-def _leave_one(m: CoordinatorModel, out: Outbox, group: Group | None, who: pb.MemberIdentity) -> pb.MemberLeaveResponse:
+def _leave_one(m: Model, out: Outbox, group: Group | None, who: pb.MemberIdentity) -> pb.MemberLeaveResponse:
     answer = pb.MemberLeaveResponse(member_id=who.member_id, instance_id=who.instance_id)
     if group is None:
         answer.error.CopyFrom(error(pb.UNKNOWN_MEMBER_ID, "the group does not exist"))
@@ -99,8 +96,8 @@ def _leave_one(m: CoordinatorModel, out: Outbox, group: Group | None, who: pb.Me
     return answer
 
 
-def handle_report_load(m: CoordinatorModel, out: Outbox, request: pb.ReportLoadRequest, token: Token) -> None:
-    group, member, failure = m.find_member(request.group_id, request.member_id, None)
+def handle_report_load(m: Model, out: Outbox, request: pb.ReportLoadRequest, token: Token) -> None:
+    _group, member, failure = m.find_member(request.group_id, request.member_id, None)
     if failure is not None:
         out.reply(token, "", pb.ReportLoadResponse(error=failure))
         return

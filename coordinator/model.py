@@ -15,7 +15,8 @@ with one handler per group state; ``phases`` holds the rebalance steps they shar
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Mapping, TypeVar
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 from coordinator import admin, phases
 from coordinator.clock import Clock, SystemClock
@@ -36,7 +37,7 @@ S = GroupState
 MAX_GROUP_ID = 255
 R = TypeVar("R")
 
-_TIMERS: dict[str, Callable[["CoordinatorModel", Outbox, Group, str], None]] = {
+_TIMERS: dict[str, Callable[[CoordinatorModel, Outbox, Group, str], None]] = {
     "join": lambda m, out, group, _: phases.on_join_timer(m, out, group),
     "sync": lambda m, out, group, _: phases.on_sync_timeout(m, out, group),
     "session": phases.on_session_expired,

@@ -8,7 +8,8 @@ how the runtime says it could not serve this term (its store fenced a write, loa
 
 from __future__ import annotations
 
-from typing import Callable, Protocol
+from collections.abc import Callable
+from typing import Protocol
 
 __all__ = ["Office", "Standalone"]
 

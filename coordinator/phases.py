@@ -10,15 +10,12 @@ MEMBER_ID_REQUIRED and never used).
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
+from coordinator.context import Model
 from coordinator.effects import Outbox, TimerKey, error
 from coordinator.group import Group, Member
 from coordinator.states import GroupState
 from groupcoord.v1 import groupcoord_pb2 as pb
-
-if TYPE_CHECKING:
-    from coordinator.model import CoordinatorModel
 
 __all__ = [
     "join_key",
@@ -103,7 +100,7 @@ def fail_held(out: Outbox, group: Group, member: Member, code: pb.ErrorCode, mes
 # ---------------------------------------------------------------------- join phase
 
 
-def prepare_rebalance(m: CoordinatorModel, out: Outbox, group: Group, reason: str) -> None:
+def prepare_rebalance(m: Model, out: Outbox, group: Group, reason: str) -> None:
     """Enter PreparingRebalance: held syncs are answered REBALANCE_IN_PROGRESS, the join timer starts
     (for a new group, the initial delay that lets a starting fleet form one generation)."""
     out.cancel(sync_key(group.group_id))  # a new phase: nobody owes a SyncGroup any more
@@ -131,7 +128,7 @@ def prepare_rebalance(m: CoordinatorModel, out: Outbox, group: Group, reason: st
     maybe_complete_join(m, out, group)
 
 
-def on_join_timer(m: CoordinatorModel, out: Outbox, group: Group) -> None:
+def on_join_timer(m: Model, out: Outbox, group: Group) -> None:
     if group.state is not S.PREPARING_REBALANCE:
         return
     if group.in_initial_delay and group.new_member_during_delay and group.initial_delay_remaining_ms > 0:
@@ -144,12 +141,12 @@ def on_join_timer(m: CoordinatorModel, out: Outbox, group: Group) -> None:
     complete_join(m, out, group)
 
 
-def maybe_complete_join(m: CoordinatorModel, out: Outbox, group: Group) -> None:
+def maybe_complete_join(m: Model, out: Outbox, group: Group) -> None:
     if group.state is S.PREPARING_REBALANCE and not group.in_initial_delay and group.all_members_joined():
         complete_join(m, out, group)
 
 
-def complete_join(m: CoordinatorModel, out: Outbox, group: Group) -> None:
+def complete_join(m: Model, out: Outbox, group: Group) -> None:
     """End the join phase: drop dynamic members that did not re-join (static ones stay until their
     session expires), start the next generation, answer every held JoinGroup (the leader's with
     members, tasks and load) and expect a SyncGroup from every member within the rebalance timeout."""
@@ -197,7 +194,7 @@ def complete_join(m: CoordinatorModel, out: Outbox, group: Group) -> None:
             out.reply(token, group.group_id, join_response(group, member))
 
 
-def on_sync_timeout(m: CoordinatorModel, out: Outbox, group: Group) -> None:
+def on_sync_timeout(m: Model, out: Outbox, group: Group) -> None:
     """Members that have not sent SyncGroup a rebalance timeout after the join phase are removed,
     even if the leader's assignment made the group Stable meanwhile (KAFKA-12890)."""
     if group.state not in (S.AWAITING_SYNC, S.STABLE) or not group.pending_sync:
@@ -218,7 +215,7 @@ def arm_session(out: Outbox, group: Group, member: Member) -> None:
     out.arm(session_key(group.group_id, member.member_id), member.session_timeout_ms / 1000)
 
 
-def on_session_expired(m: CoordinatorModel, out: Outbox, group: Group, member_id: str) -> None:
+def on_session_expired(m: Model, out: Outbox, group: Group, member_id: str) -> None:
     member = group.members.get(member_id)
     if member is None:
         return
@@ -232,7 +229,7 @@ def on_session_expired(m: CoordinatorModel, out: Outbox, group: Group, member_id
     after_member_removed(m, out, group, f"session of member {member_id} expired")
 
 
-def on_pending_expired(m: CoordinatorModel, out: Outbox, group: Group, member_id: str) -> None:
+def on_pending_expired(m: Model, out: Outbox, group: Group, member_id: str) -> None:
     if member_id not in group.pending_members:
         return
     group.pending_members.discard(member_id)
@@ -247,7 +244,7 @@ def drop_member(out: Outbox, group: Group, member: Member) -> None:
     out.cancel(session_key(group.group_id, member.member_id))
 
 
-def after_member_removed(m: CoordinatorModel, out: Outbox, group: Group, reason: str) -> None:
+def after_member_removed(m: Model, out: Outbox, group: Group, reason: str) -> None:
     if group.state in (S.STABLE, S.AWAITING_SYNC):
         prepare_rebalance(m, out, group, reason)
     elif group.state is S.PREPARING_REBALANCE:

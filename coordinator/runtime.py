@@ -20,9 +20,10 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Protocol
 
 from google.protobuf.message import Message
 
@@ -211,9 +212,8 @@ class CoordinatorRuntime:
                 writes = self._write(effect)
                 if writes is not None:
                     starting.append(writes)
-            elif isinstance(effect, RecordLoad):
-                if self.on_load_report is not None:
-                    self.on_load_report(effect.group_id, effect.member_id, effect.report)
+            elif isinstance(effect, RecordLoad) and self.on_load_report is not None:
+                self.on_load_report(effect.group_id, effect.member_id, effect.report)
         for writes in starting:
             assert writes.busy is not None
             self._start(writes, writes.busy)

@@ -69,7 +69,7 @@ class ServeOptions:
     coordinator: CoordinatorConfig = field(default_factory=CoordinatorConfig)
 
     @classmethod
-    def from_args(cls, args: argparse.Namespace) -> "ServeOptions":
+    def from_args(cls, args: argparse.Namespace) -> ServeOptions:
         server: dict[str, Any] = {}
         coordinator: dict[str, Any] = {}
         if args.config:
@@ -110,7 +110,7 @@ class ServeOptions:
         if not 0 < snapshot_poll_s < float("inf"):
             raise ValueError(f"snapshot_poll_s must be > 0, not {snapshot_poll_s}")
         listen = str(server.get("listen", cls.listen))
-        host, sep, port = listen.rpartition(":")
+        _host, sep, port = listen.rpartition(":")
         if not sep or not port.isdigit():
             raise ValueError(f"--listen {listen!r} is not HOST:PORT")
         return cls(

@@ -13,8 +13,9 @@ import concurrent.futures
 import logging
 import signal
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, TypeVar
+from typing import Any, Self, TypeVar
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -127,7 +128,7 @@ class ServerThread:
         self._thread = threading.Thread(target=self._loop.run_forever, name="groupcoord-server", daemon=True)
         self._running: RunningServer | None = None
 
-    def start(self) -> "ServerThread":
+    def start(self) -> Self:
         self._thread.start()
         self._running = self._submit(start_server(self.runtime, self._listen)).result(timeout=30)
         return self
@@ -161,7 +162,7 @@ class ServerThread:
         if not self._loop.is_closed() and not self._loop.is_running():
             self._loop.close()
 
-    def __enter__(self) -> "ServerThread":
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import copy
 import threading
-from typing import Any, Mapping, Protocol, runtime_checkable
+from collections.abc import Mapping
+from typing import Any, Protocol, runtime_checkable
 
 __all__ = ["GroupStore", "MemoryStore", "StoreError", "FencedError"]
 

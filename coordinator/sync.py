@@ -9,17 +9,15 @@ rebalances.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
 
 from coordinator import phases
+from coordinator.context import Model
 from coordinator.effects import Outbox, Token, error
 from coordinator.group import Group, Member
 from coordinator.states import GroupState
 from coordinator.validation import AssignmentRejected, apply_splits, validate_assignment
 from groupcoord.v1 import groupcoord_pb2 as pb
-
-if TYPE_CHECKING:
-    from coordinator.model import CoordinatorModel
 
 __all__ = ["handle_sync"]
 
@@ -27,7 +25,7 @@ log = logging.getLogger("groupcoord.coordinator")
 S = GroupState
 
 
-def handle_sync(m: CoordinatorModel, out: Outbox, request: pb.SyncGroupRequest, token: Token) -> None:
+def handle_sync(m: Model, out: Outbox, request: pb.SyncGroupRequest, token: Token) -> None:
     group, member, failure = m.find_member(request.group_id, request.member_id, request.generation,
                                            request.instance_id)
     if failure is None and group is not None:
@@ -51,13 +49,13 @@ def _protocol_check(group: Group, request: pb.SyncGroupRequest) -> pb.Error | No
     return None
 
 
-def _in_preparing(m: CoordinatorModel, out: Outbox, group: Group, member: Member,
+def _in_preparing(m: Model, out: Outbox, group: Group, member: Member,
                   request: pb.SyncGroupRequest, token: Token) -> None:
     out.fail(token, group.group_id, pb.SyncGroupResponse, error(pb.REBALANCE_IN_PROGRESS,
                                                                 "the group is rebalancing: join again"))
 
 
-def _in_stable(m: CoordinatorModel, out: Outbox, group: Group, member: Member,
+def _in_stable(m: Model, out: Outbox, group: Group, member: Member,
                request: pb.SyncGroupRequest, token: Token) -> None:
     """A late or repeated SyncGroup gets the stored assignment (and no longer owes its sync)."""
     group.pending_sync.discard(member.member_id)
@@ -65,7 +63,7 @@ def _in_stable(m: CoordinatorModel, out: Outbox, group: Group, member: Member,
     out.reply(token, group.group_id, phases.sync_response(group, member.member_id))
 
 
-def _in_awaiting_sync(m: CoordinatorModel, out: Outbox, group: Group, member: Member,
+def _in_awaiting_sync(m: Model, out: Outbox, group: Group, member: Member,
                       request: pb.SyncGroupRequest, token: Token) -> None:
     if member.sync_token is not None:
         out.fail(member.sync_token, group.group_id, pb.SyncGroupResponse, error(pb.REBALANCE_IN_PROGRESS,
@@ -77,13 +75,13 @@ def _in_awaiting_sync(m: CoordinatorModel, out: Outbox, group: Group, member: Me
         _accept_leader_sync(m, out, group, request)
 
 
-def _in_other(m: CoordinatorModel, out: Outbox, group: Group, member: Member,
+def _in_other(m: Model, out: Outbox, group: Group, member: Member,
               request: pb.SyncGroupRequest, token: Token) -> None:
     out.fail(token, group.group_id, pb.SyncGroupResponse,
              error(pb.UNKNOWN_MEMBER_ID, f"member {member.member_id!r} is not in group {group.group_id!r}"))
 
 
-def _accept_leader_sync(m: CoordinatorModel, out: Outbox, group: Group, request: pb.SyncGroupRequest) -> None:
+def _accept_leader_sync(m: Model, out: Outbox, group: Group, request: pb.SyncGroupRequest) -> None:
     try:
         if request.assignor_error:
             raise AssignmentRejected(f"the leader's assignor failed: {request.assignor_error}")
@@ -124,7 +122,7 @@ def _accept_leader_sync(m: CoordinatorModel, out: Outbox, group: Group, request:
             out.reply(token, group.group_id, phases.sync_response(group, member.member_id))
 
 
-SyncHandler = Callable[["CoordinatorModel", Outbox, Group, Member, pb.SyncGroupRequest, Token], None]
+SyncHandler = Callable[[Model, Outbox, Group, Member, pb.SyncGroupRequest, Token], None]
 SYNC: dict[GroupState, SyncHandler] = {
     S.EMPTY: _in_other,
     S.PREPARING_REBALANCE: _in_preparing,

@@ -10,9 +10,8 @@ real store to make its next write fail (a fault at the edge, like a full disk).
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
-from typing import Any, Callable
-
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from google.protobuf.message import Message
 

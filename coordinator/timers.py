@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Callable, Generic, Hashable, TypeVar
+from typing import Generic, TypeVar
 
 from coordinator.clock import Clock
 

@@ -10,7 +10,7 @@ the assignment must cover the children, not the parent.
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from groupcoord.v1 import groupcoord_pb2 as pb
 

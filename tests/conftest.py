@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -14,10 +14,10 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from coordinator.config import CoordinatorConfig  # noqa: E402
-from coordinator.runtime import CoordinatorRuntime  # noqa: E402
-from coordinator.server import ServerThread  # noqa: E402
-from coordinator.testing import Harness  # noqa: E402
+from coordinator.config import CoordinatorConfig
+from coordinator.runtime import CoordinatorRuntime
+from coordinator.server import ServerThread
+from coordinator.testing import Harness
 
 logging.getLogger("transitions").setLevel(logging.WARNING)
 

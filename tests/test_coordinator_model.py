@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from coordinator.config import CoordinatorConfig
-from coordinator.store import MemoryStore, StoreError
+from coordinator.store import MemoryStore
 from coordinator.testing import FailingStore, FakeOffice, Harness
 from groupcoord.v1 import groupcoord_pb2 as pb
 
@@ -60,7 +60,7 @@ def test_join_phase_completes_early_when_everyone_rejoined() -> None:
     a, ja = h.join_new(G)
     assert ja.code == pb.NONE and h.state(G) == "AwaitingSync"
     h.sync(G, a, 1, {a: []})
-    b, jb = h.join_new(G)
+    _b, jb = h.join_new(G)
     assert not jb.done
     ra = h.join(G, a)
     assert ra.code == jb.code == pb.NONE  # no timer needed
@@ -84,7 +84,7 @@ def test_members_that_do_not_rejoin_are_removed_at_the_rebalance_timeout() -> No
 def test_sync_timeout_removes_members_that_never_sync() -> None:
     h = Harness(CoordinatorConfig(group_initial_rebalance_delay_ms=1000))
     h.put_tasks(G, "t1")
-    (a, ja), (b, jb) = h.join_new(G, rebalance_timeout_ms=4000), h.join_new(G, rebalance_timeout_ms=4000)
+    (_a, ja), (b, jb) = h.join_new(G, rebalance_timeout_ms=4000), h.join_new(G, rebalance_timeout_ms=4000)
     h.advance(2.1)
     assert ja.code == jb.code == pb.NONE
     follower_sync = h.sync(G, b, 1)
@@ -134,7 +134,7 @@ def test_leader_is_re_elected_when_it_leaves() -> None:
     h = Harness()
     a, _ = h.join_new(G)
     h.sync(G, a, 1, {a: []})
-    b, jb = h.join_new(G)
+    b, _jb = h.join_new(G)
     h.join(G, a)
     h.sync(G, a, 2, {a: [], b: []})
     assert h.leave(G, a) == pb.NONE
@@ -199,7 +199,7 @@ def _leader_sync(h: Harness, assignments: dict[str, list[str]], **extra: object)
     h.put_tasks(G, "t1", "t2", "t3")
     h2 = h
     a, _ = h2.join_new(G)
-    b, jb = h2.join_new(G)
+    b, _jb = h2.join_new(G)
     h2.join(G, a)
     named = {k.replace("A", a).replace("B", b): v for k, v in assignments.items()}
     return a, b, h2.sync(G, a, 2, named, **extra)
@@ -219,7 +219,7 @@ def _leader_sync(h: Harness, assignments: dict[str, list[str]], **extra: object)
 def test_invalid_assignment_is_refused_and_the_group_rebalances(assignments: dict[str, list[str]],
                                                                  reason: str) -> None:
     h = Harness()
-    a, b, result = _leader_sync(h, assignments)
+    _a, _b, result = _leader_sync(h, assignments)
     assert result.code == pb.INVALID_ASSIGNMENT  # type: ignore[attr-defined]
     assert reason in result.response.error.message  # type: ignore[attr-defined]
     assert h.state(G) == "PreparingRebalance"

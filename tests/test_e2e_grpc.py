@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import grpc
 import pytest
@@ -44,10 +44,10 @@ class Recorder:
 
 
 def make_worker(address: str, name: str, listener: object | None = None, **overrides: object) -> WorkerClient:
-    settings: dict[str, object] = dict(
-        group_id=G, coordinators=address, client_id=name, session_timeout_ms=3000,
-        heartbeat_interval_ms=100, rebalance_timeout_ms=5000, retry_backoff_ms=20, retry_backoff_max_ms=200,
-    )
+    settings: dict[str, object] = {
+        "group_id": G, "coordinators": address, "client_id": name, "session_timeout_ms": 3000,
+        "heartbeat_interval_ms": 100, "rebalance_timeout_ms": 5000, "retry_backoff_ms": 20, "retry_backoff_max_ms": 200,
+    }
     settings.update(overrides)
     return WorkerClient(WorkerConfig(**settings), listener or Recorder())  # type: ignore[arg-type]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import pytest
 
@@ -196,7 +196,7 @@ def test_state_answers(state: str, request_name: str) -> None:
 
 def test_held_syncs_get_rebalance_in_progress_when_awaiting_sync_goes_back() -> None:
     h = new_harness()
-    leader, follower = in_awaiting_sync(h)
+    _leader, follower = in_awaiting_sync(h)
     held = h.sync(G, follower, 1)
     assert not held.done
     h.join_new(G)  # a new member: back to PreparingRebalance
@@ -206,7 +206,7 @@ def test_held_syncs_get_rebalance_in_progress_when_awaiting_sync_goes_back() -> 
 
 def test_superseded_join_gets_an_answer() -> None:
     h = new_harness()
-    leader, follower = in_preparing(h)
+    _leader, follower = in_preparing(h)
     first: Pending = h.join(G, follower)
     second = h.join(G, follower)
     assert first.code == pb.REBALANCE_IN_PROGRESS

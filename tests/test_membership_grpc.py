@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from concurrent.futures import Future
-from typing import Any, Iterator
+from typing import Any
 
 import grpc
 import pytest

@@ -59,7 +59,7 @@ def test_the_leaders_user_data_reaches_each_member_unchanged() -> None:
 
 def test_member_metadata_user_data_reaches_the_leader() -> None:
     h = harness()
-    a, ja = h.join_new(G, metadata=pb.MemberMetadata(user_data=b"\x01sub"))
+    _a, ja = h.join_new(G, metadata=pb.MemberMetadata(user_data=b"\x01sub"))
     h.advance(1.1)
     assert [m.metadata.user_data for m in ja.response.members] == [b"\x01sub"]
 
@@ -200,7 +200,7 @@ def test_leave_group_takes_a_batch_with_one_error_per_member() -> None:
     ]
     assert set(h.group(G).members) == {b_join.response.member_id}
     assert h.state(G) == "PreparingRebalance"  # one rebalance for the whole batch
-    assert [e for e in h.effects if type(e).__name__ == "Persist"][0].record["generation"] == 1
+    assert next(e for e in h.effects if type(e).__name__ == "Persist").record["generation"] == 1
 
 
 def test_leave_of_a_single_unknown_member_still_reports_at_the_top() -> None:
@@ -227,7 +227,7 @@ def static_pair(h: Harness) -> tuple[Pending, Pending]:
 
 def test_a_static_member_that_restarts_keeps_its_tasks_without_a_rebalance() -> None:
     h = harness()
-    ja, jb = static_pair(h)
+    _ja, jb = static_pair(h)
     old_b = jb.response.member_id
     again = h.join(G, instance_id="b", session_timeout_ms=30_000)  # b restarted: no member id
     assert again.code == pb.NONE
@@ -248,7 +248,7 @@ def test_a_static_member_that_restarts_keeps_its_tasks_without_a_rebalance() -> 
 def test_a_static_leader_that_restarts_keeps_leadership_and_skips_assignment() -> None:
     """KIP-814."""
     h = harness()
-    ja, _ = static_pair(h)
+    _ja, _ = static_pair(h)
     again = h.join(G, instance_id="a", session_timeout_ms=30_000)
     new_a = again.response.member_id
     assert again.code == pb.NONE and again.response.skip_assignment
@@ -275,7 +275,7 @@ def test_a_restarted_static_member_reporting_what_it_owns_is_still_unchanged() -
 
 def test_a_static_member_replaced_while_parked_has_its_old_join_fenced() -> None:
     h = harness()
-    ja, jb = static_pair(h)
+    _ja, jb = static_pair(h)
     old_b = jb.response.member_id
     h.put_tasks(G, "t3")  # rebalance
     parked = h.join(G, old_b, instance_id="b", session_timeout_ms=30_000)
