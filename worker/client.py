@@ -26,8 +26,8 @@ from assignors.registry import get_assignor
 from groupcoord import errors
 from groupcoord.v1 import groupcoord_pb2 as pb
 from worker.config import WorkerConfig
-from worker.convert import context_from_describe, replicas_from_pb
-from worker.leader import AssignorLookup, RecheckTimer, leader_sync_request, rebalance_check
+from worker.convert import replicas_from_pb
+from worker.leader import AssignorLookup, Recheck, leader_sync_request
 from worker.listener import JoinListener, TaskListener
 from worker.retry import join_retrying
 from worker.states import WorkerMachine, WorkerState
@@ -78,7 +78,7 @@ class WorkerClient:
         self._owned_generation = -1
         self._last_heartbeat_ok = monotonic()
         self._rebalance_requested = False
-        self._recheck = RecheckTimer(monotonic)
+        self._recheck = Recheck(assignor_lookup, monotonic, name=config.client_id)
         self.fatal_error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name=f"groupcoord-worker-{config.client_id}", daemon=True)
 
@@ -312,8 +312,9 @@ class WorkerClient:
             return
         self._last_heartbeat_ok = self._monotonic()
         self._report_load()
-        if self.is_leader:
-            self._maybe_recheck()
+        if self.is_leader and self._recheck.wants_rebalance(self._protocol, self._generation,
+                                                             self._describe_with_snapshot):
+            self._machine.fire("rejoin")
 
     def _stable_timeout(self) -> float:
         """Deadline (s) of a call in Stable: short enough to find a new coordinator within the session.
@@ -329,28 +330,9 @@ class WorkerClient:
         left = session - (self._monotonic() - self._last_heartbeat_ok)
         return max(cfg.heartbeat_interval_ms / 1000, min(cfg.request_timeout_ms / 1000, session / 2, left))
 
-    def _maybe_recheck(self) -> None:
-        """Leader only: an assignor with the ``RebalanceCheck`` hook (the Pulsar shedders) is asked every
-        interval, on the newest load snapshot, whether it would move something now; if so the leader
-        re-joins, which rebalances the group."""
-        check = rebalance_check(self._assignor_lookup, self._protocol)
-        if check is None or not self._recheck.due(float(check.recheck_interval_s)):
-            return
+    def _describe_with_snapshot(self) -> pb.DescribeGroupResponse:
         request = pb.DescribeGroupRequest(group_id=self.config.group_id, include_load_snapshot=True)
-        try:
-            described = self._transport.describe_group(request, self._stable_timeout())
-            if described.generation != self._generation:
-                return
-            if check.needs_rebalance(context_from_describe(described)):
-                log.info("%s: assignor %s would move tasks on the newest load snapshot: rebalancing",
-                         self.config.client_id, self._protocol)
-                self._machine.fire("rejoin")
-        except WorkerClosedError:
-            raise
-        except errors.GroupCoordError as error:
-            log.info("%s: load re-check skipped: %s", self.config.client_id, error)
-        except Exception:
-            log.exception("%s: assignor %s re-check failed", self.config.client_id, self._protocol)
+        return self._transport.describe_group(request, self._stable_timeout())
 
     def _report_load(self) -> None:
         if self._load_reporter is None:

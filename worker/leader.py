@@ -12,10 +12,12 @@ import logging
 from collections.abc import Callable
 
 from assignors.base import Assignor, AssignorError, RebalanceCheck
+from groupcoord import errors
 from groupcoord.v1 import groupcoord_pb2 as pb
-from worker.convert import context_from_join, sync_request_from_assignment
+from worker.convert import context_from_describe, context_from_join, sync_request_from_assignment
+from worker.transport import WorkerClosedError
 
-__all__ = ["AssignorLookup", "RecheckTimer", "leader_sync_request", "rebalance_check"]
+__all__ = ["AssignorLookup", "Recheck", "leader_sync_request", "rebalance_check"]
 
 log = logging.getLogger("groupcoord.worker")
 
@@ -52,18 +54,43 @@ def rebalance_check(lookup: AssignorLookup, protocol: str) -> RebalanceCheck | N
     return None
 
 
-class RecheckTimer:
-    """When the next re-check is due: one interval after the generation began, then every interval."""
+class Recheck:
+    """Leader only: an assignor with the ``RebalanceCheck`` hook (the Pulsar shedders) is asked one
+    interval after the generation began and then every interval, on the newest load snapshot,
+    whether it would move something now. A failed check is logged and skipped."""
 
-    def __init__(self, monotonic: Callable[[], float]) -> None:
+    def __init__(self, lookup: AssignorLookup, monotonic: Callable[[], float], *, name: str = "worker") -> None:
+        self._lookup = lookup
         self._monotonic = monotonic
+        self._name = name
         self._next: float | None = None
 
     def reset(self) -> None:
         """A new generation: start counting again."""
         self._next = None
 
-    def due(self, interval_s: float) -> bool:
+    def wants_rebalance(
+        self, protocol: str, generation: int, describe: Callable[[], pb.DescribeGroupResponse]
+    ) -> bool:
+        """True when the leader should re-join now; ``describe`` fetches the group with its snapshot."""
+        check = rebalance_check(self._lookup, protocol)
+        if check is None or not self._due(float(check.recheck_interval_s)):
+            return False
+        try:
+            described = describe()
+            if described.generation == generation and check.needs_rebalance(context_from_describe(described)):
+                log.info("%s: assignor %s would move tasks on the newest load snapshot: rebalancing",
+                         self._name, protocol)
+                return True
+        except WorkerClosedError:
+            raise
+        except errors.GroupCoordError as error:
+            log.info("%s: load re-check skipped: %s", self._name, error)
+        except Exception:
+            log.exception("%s: assignor %s re-check failed", self._name, protocol)
+        return False
+
+    def _due(self, interval_s: float) -> bool:
         now = self._monotonic()
         if self._next is None:
             self._next = now + interval_s

@@ -37,7 +37,12 @@ Which errors lead where (the classes of ``groupcoord.errors``):
   snapshot. A lost coordinator (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, a timed-out
   heartbeat) keeps the worker Stable with its tasks running, heartbeating the next
   coordinator, until a whole session passes without a heartbeat: then ``rejoin``.
-- ``close()`` or a fatal error: ``stop`` (tasks revoked, LeaveGroup sent first).
+- ``close()`` or a fatal error: ``stop`` (tasks revoked, LeaveGroup sent first). ``close()``
+  cancels the call in flight, so it does not wait for that call's deadline.
+
+Deadlines: JoinGroup and SyncGroup get the rebalance timeout plus the request timeout (the
+coordinator holds them until the phase ends); calls in Stable get half the session, never
+past its end (so a hung coordinator is left while the session elsewhere is still alive).
 
 ``tests/test_worker_states.py`` checks each trigger's legal sources against this table.
 """
