@@ -177,9 +177,11 @@ class WorkerClient:
             self.fatal_error = bug
             log.exception("%s: worker loop failed", self.config.client_id)
         finally:
-            self._revoke()
-            self._leave()
-            self._machine.fire("stop")
+            try:
+                self._revoke()
+                self._leave()
+            finally:
+                self._machine.fire("stop")
 
     def _wait_unless_closing(self, seconds: float) -> None:
         self._closing.wait(seconds)
