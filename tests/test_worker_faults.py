@@ -25,7 +25,6 @@ from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
 from tests.test_e2e_grpc import G, Recorder, make_worker, wait_settled
 from worker import WorkerClient, WorkerConfig, WorkerState
 
-
 # gRPC carries a deadline as a rounded-up timeout header: the server may see a few ms more than was set
 SLACK_S = 0.05
 
