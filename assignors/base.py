@@ -33,6 +33,7 @@ __all__ = [
     "Assignment",
     "TaskSplit",
     "Assignor",
+    "RebalanceCheck",
     "AssignorError",
     "eligible_members",
 ]
@@ -148,6 +149,20 @@ class Assignor(Protocol):
     name: str
 
     def assign(self, context: AssignmentContext) -> Assignment: ...
+
+
+@runtime_checkable
+class RebalanceCheck(Protocol):
+    """Optional assignor hook: may the group's balance be improved without a membership change?
+
+    The leader worker asks an assignor that has both members every ``recheck_interval_s``
+    seconds (0 turns the check off) with a context built from the newest load snapshot;
+    ``True`` makes the leader re-join, which rebalances the group. The Pulsar shedders use it.
+    """
+
+    recheck_interval_s: float
+
+    def needs_rebalance(self, context: AssignmentContext) -> bool: ...
 
 
 def eligible_members(task: TaskSpec, members: tuple[MemberInfo, ...]) -> tuple[MemberInfo, ...]:

@@ -155,19 +155,22 @@ def test_worker_keeps_retrying_an_unreachable_coordinator_and_says_so(caplog: py
     with ServerThread() as probe:
         dead_address = probe.address  # a port that was just freed: nothing answers there
     retries = threading.Event()
+    backing_off_in: list[WorkerState] = []
 
-    def sleep(seconds: float) -> None:  # no real waiting: count the backoffs
+    def sleep(seconds: float) -> None:  # no real waiting: count the backoffs, note the state they show
         if seconds > 0:
+            backing_off_in.append(worker.state)
             retries.set()
 
     worker = WorkerClient(
         WorkerConfig(group_id=G, coordinators=dead_address, session_timeout_ms=3000, heartbeat_interval_ms=100,
                      request_timeout_ms=500, retry_backoff_ms=10, retry_backoff_max_ms=20),
         Recorder(), sleep=sleep,
-    ).start()
+    )
+    worker.start()
     try:
         assert retries.wait(10)
-        assert worker.state is WorkerState.JOINING
+        assert set(backing_off_in) == {WorkerState.PREPARING_JOIN}  # not Joining: no JoinGroup is in flight
         assert worker.fatal_error is None
     finally:
         worker.close()

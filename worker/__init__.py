@@ -1,6 +1,17 @@
-"""The embeddable worker client (see ``worker.client``)."""
+"""The embeddable worker client (see ``worker.client``; its diagram is ``worker.states``)."""
 
-from worker.client import TaskListener, WorkerClient, WorkerClosedError, WorkerState
+from worker.client import WorkerClient
 from worker.config import WorkerConfig, parse_addresses
+from worker.listener import JoinListener, TaskListener
+from worker.states import WorkerState
+from worker.transport import WorkerClosedError
 
-__all__ = ["WorkerClient", "WorkerConfig", "WorkerState", "TaskListener", "WorkerClosedError", "parse_addresses"]
+__all__ = [
+    "JoinListener",
+    "TaskListener",
+    "WorkerClient",
+    "WorkerClosedError",
+    "WorkerConfig",
+    "WorkerState",
+    "parse_addresses",
+]

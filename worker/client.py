@@ -1,22 +1,16 @@
 """The embeddable worker client: join a group, run what it is assigned, stay alive.
 
-One background thread follows the seed's worker diagram::
+One background thread walks the worker diagram of ``worker.states`` (the table, and
+which error leads where); this module is that loop and the protocol's logic.
+``worker.transport`` carries the calls (deadlines, rediscovery, cancel, leave),
+``worker.leader`` runs the assignor, ``worker.retry`` is the backoff policy.
 
-    Down -> PreparingJoin -> Joining -> Syncing -> Stable
-              ^  (REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID,
-              |   NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, timeouts)
-              +------------------------------------------------------+
-
-Heartbeats run only in Stable (the same thread does both, so they are off
-while joining or syncing). Before re-joining the worker revokes (stops) its
-tasks: the eager protocol. ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID reset the
-member id and generation; NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE and
-transport errors move to the next coordinator address (or the hinted one).
-In Stable, losing the coordinator does not stop tasks until the session
-timeout has passed without a successful heartbeat (a coordinator failover
-keeps tasks running); calls in Stable give up after half the session, so a
-hung coordinator is left in time to reach the new one. Retries back off
-exponentially with jitter (tenacity).
+Heartbeats run only in Stable (the same thread does both, so they are off while
+joining or syncing). Before re-joining the worker revokes (stops) its tasks: the
+eager protocol. In Stable, losing the coordinator does not stop tasks until the
+session timeout has passed without a successful heartbeat (a coordinator failover
+keeps tasks running); calls in Stable give up after half the session, so a hung
+coordinator is left in time to reach the new one.
 """
 
 from __future__ import annotations
@@ -24,56 +18,26 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from enum import Enum
-from typing import Callable, Protocol, Sequence
+from collections.abc import Callable
+from typing import Self
 
-import grpc
-import tenacity
-
-from assignors.base import Assignor, AssignorError, TaskReplica
+from assignors.base import TaskReplica
 from assignors.registry import get_assignor
 from groupcoord import errors
 from groupcoord.v1 import groupcoord_pb2 as pb
-from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
 from worker.config import WorkerConfig
-from worker.convert import context_from_describe, context_from_join, replicas_from_pb, sync_request_from_assignment
+from worker.convert import replicas_from_pb
+from worker.leader import AssignorLookup, Recheck, leader_sync_request
+from worker.listener import JoinListener, TaskListener
+from worker.retry import join_retrying
+from worker.states import WorkerMachine, WorkerState
+from worker.transport import ChannelFactory, Transport, WorkerClosedError
 
-__all__ = ["WorkerClient", "WorkerState", "TaskListener", "WorkerClosedError"]
+__all__ = ["JoinListener", "TaskListener", "WorkerClient", "WorkerClosedError", "WorkerState"]
 
 log = logging.getLogger("groupcoord.worker")
 
-
-class WorkerState(Enum):
-    DOWN = "Down"
-    PREPARING_JOIN = "PreparingJoin"
-    JOINING = "Joining"
-    SYNCING = "Syncing"
-    STABLE = "Stable"
-
-
-class TaskListener(Protocol):
-    """What the service is told. Called on the client's thread; exceptions are logged, not fatal.
-
-    A listener may also define ``on_joined(member_id, generation, is_leader)``.
-    """
-
-    def on_assigned(self, tasks: Sequence[TaskReplica], generation: int) -> None: ...
-
-    def on_revoked(self, tasks: Sequence[TaskReplica]) -> None: ...
-
-
-class WorkerClosedError(RuntimeError):
-    """The client was closed, or stopped on a fatal error (see ``fatal_error``)."""
-
-
-_TRANSPORT_RETRIABLE = {
-    grpc.StatusCode.UNAVAILABLE,
-    grpc.StatusCode.DEADLINE_EXCEEDED,
-    grpc.StatusCode.CANCELLED,
-    grpc.StatusCode.UNKNOWN,
-    grpc.StatusCode.INTERNAL,
-    grpc.StatusCode.UNIMPLEMENTED,
-}
+LoadReporter = Callable[["WorkerClient"], "pb.LoadReport | None"]
 
 
 class WorkerClient:
@@ -89,22 +53,22 @@ class WorkerClient:
         config: WorkerConfig,
         listener: TaskListener,
         *,
-        assignor_lookup: Callable[[str], Assignor] = get_assignor,
-        channel_factory: Callable[[str], grpc.Channel] | None = None,
+        assignor_lookup: AssignorLookup = get_assignor,
+        channel_factory: ChannelFactory | None = None,
         sleep: Callable[[float], None] | None = None,
         monotonic: Callable[[], float] = time.monotonic,
-        load_reporter: Callable[["WorkerClient"], pb.LoadReport | None] | None = None,
+        load_reporter: LoadReporter | None = None,
     ) -> None:
         self.config = config
         self.listener = listener
         self._assignor_lookup = assignor_lookup
-        self._channel_factory = channel_factory or (lambda address: grpc.insecure_channel(address))
         self._closing = threading.Event()
-        self._sleep = sleep or (lambda seconds: self._closing.wait(seconds) and None)
+        self._sleep = sleep or self._wait_unless_closing
         self._monotonic = monotonic
         self._load_reporter = load_reporter
         self._cond = threading.Condition()
-        self._state = WorkerState.DOWN
+        self._machine = WorkerMachine(self._cond, name=config.client_id)
+        self._transport = Transport(config.coordinators, channel_factory, name=config.client_id)
         self._member_id = ""
         self._generation = -1
         self._leader_id = ""
@@ -112,14 +76,9 @@ class WorkerClient:
         self._assigned: tuple[TaskReplica, ...] = ()  # what the service runs now
         self._owned: tuple[TaskReplica, ...] = ()  # last assignment received (reported for stickiness)
         self._owned_generation = -1
-        self._address_index = 0
-        self._address = config.coordinators[0]
-        self._channel: grpc.Channel | None = None
-        self._stub: pb_grpc.GroupCoordinatorStub | None = None
-        self._inflight: grpc.Future | None = None
         self._last_heartbeat_ok = monotonic()
         self._rebalance_requested = False
-        self._next_recheck: float | None = None
+        self._recheck = Recheck(assignor_lookup, monotonic, name=config.client_id)
         self.fatal_error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name=f"groupcoord-worker-{config.client_id}", daemon=True)
 
@@ -127,7 +86,7 @@ class WorkerClient:
 
     @property
     def state(self) -> WorkerState:
-        return self._state
+        return self._machine.state
 
     @property
     def member_id(self) -> str:
@@ -155,14 +114,16 @@ class WorkerClient:
 
     @property
     def coordinator_address(self) -> str:
-        return self._address
+        return self._transport.address
 
-    def start(self) -> "WorkerClient":
-        self._set_state(WorkerState.PREPARING_JOIN)
+    def start(self) -> Self:
+        if self._thread.ident is not None:
+            raise RuntimeError("a WorkerClient can be started once")
+        self._machine.fire("start")
         self._thread.start()
         return self
 
-    def wait_until(self, predicate: Callable[["WorkerClient"], bool], timeout: float) -> bool:
+    def wait_until(self, predicate: Callable[[WorkerClient], bool], timeout: float) -> bool:
         """Block until ``predicate(self)`` holds (checked at every state change) or the timeout passes."""
         deadline = time.monotonic() + timeout
         with self._cond:
@@ -183,19 +144,16 @@ class WorkerClient:
             self._cond.notify_all()
 
     def close(self, timeout: float = 10.0) -> None:
-        """Stop tasks, leave the group (LeaveGroup) and stop the thread."""
+        """Stop tasks, leave the group (LeaveGroup) and stop the thread; a call in flight is cancelled."""
         self._closing.set()
-        inflight = self._inflight
-        if inflight is not None:
-            inflight.cancel()
+        self._transport.abort()
         with self._cond:
             self._cond.notify_all()
         if self._thread.is_alive():
             self._thread.join(timeout)
-        if self._channel is not None:
-            self._channel.close()
+        self._transport.close()
 
-    def __enter__(self) -> "WorkerClient":
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -206,7 +164,7 @@ class WorkerClient:
     def _run(self) -> None:
         try:
             while not self._closing.is_set():
-                if self._state is WorkerState.STABLE:
+                if self.state is WorkerState.STABLE:
                     self._stable_tick()
                 else:
                     self._join_and_sync_with_retry()
@@ -219,50 +177,21 @@ class WorkerClient:
             self.fatal_error = bug
             log.exception("%s: worker loop failed", self.config.client_id)
         finally:
-            self._revoke()
-            self._leave()
-            self._set_state(WorkerState.DOWN)
+            try:
+                self._revoke()
+                self._leave()
+            finally:
+                self._machine.fire("stop")
 
-    def _set_state(self, state: WorkerState) -> None:
-        with self._cond:
-            if state is not self._state:
-                log.debug("%s: %s -> %s", self.config.client_id, self._state.value, state.value)
-            self._state = state
-            self._cond.notify_all()
-
-    def _retrying(self) -> tenacity.Retrying:
-        initial = self.config.retry_backoff_ms / 1000
-        backoff = tenacity.wait_exponential_jitter(
-            multiplier=initial, max=self.config.retry_backoff_max_ms / 1000, jitter=initial
-        )
-
-        def wait(retry_state: tenacity.RetryCallState) -> float:
-            error = retry_state.outcome.exception() if retry_state.outcome else None
-            if isinstance(error, (errors.RebalanceNeeded, errors.ResetNeeded, errors.MemberIdRequiredError)):
-                return 0.0  # the coordinator told us exactly what to do next: do it now
-            return float(backoff(retry_state))
-
-        def before_sleep(retry_state: tenacity.RetryCallState) -> None:
-            error = retry_state.outcome.exception() if retry_state.outcome else None
-            if not isinstance(error, (errors.RebalanceNeeded, errors.ResetNeeded, errors.MemberIdRequiredError)):
-                log.warning(
-                    "%s: %s; retrying in %.2fs (attempt %d, coordinator %s)",
-                    self.config.client_id, error, retry_state.upcoming_sleep, retry_state.attempt_number,
-                    self._address,
-                )
-
-        return tenacity.Retrying(
-            retry=tenacity.retry_if_exception(lambda e: not isinstance(e, (errors.RequestError, WorkerClosedError))),
-            wait=wait,
-            stop=lambda retry_state: self._closing.is_set(),
-            sleep=self._sleep,
-            before_sleep=before_sleep,
-            reraise=True,
-        )
+    def _wait_unless_closing(self, seconds: float) -> None:
+        self._closing.wait(seconds)
 
     def _join_and_sync_with_retry(self) -> None:
+        retrying = join_retrying(
+            self.config, sleep=self._sleep, stopped=self._closing.is_set, where=lambda: self._transport.address
+        )
         try:
-            for attempt in self._retrying():
+            for attempt in retrying:
                 with attempt:
                     if self._closing.is_set():
                         raise WorkerClosedError("closing")
@@ -277,17 +206,21 @@ class WorkerClient:
     # ------------------------------------------------------------------ join / sync
 
     def _join_and_sync(self) -> None:
-        self._set_state(WorkerState.PREPARING_JOIN)
+        """One attempt, from PreparingJoin; any failure returns there (``fail``) before the backoff."""
         self._revoke()
-        self._set_state(WorkerState.JOINING)
+        self._machine.fire("join")
         try:
-            response = self._join()
-            self._set_state(WorkerState.SYNCING)
-            tasks = self._sync(response)
-        except errors.GroupCoordError as error:
-            self._on_error(error)
+            join = self._join()
+            self._machine.fire("joined")
+            tasks = self._sync(join)
+        except Exception as failure:
+            if isinstance(failure, errors.ResetNeeded):
+                self._reset_membership(failure)
+            elif isinstance(failure, errors.MemberIdRequiredError) and failure.member_id:
+                self._member_id = failure.member_id  # asked twice in a row: join with the newest id
+            self._machine.fire("fail")
             raise
-        self._assign(tasks, response.generation)
+        self._assign(tasks, join.generation)
 
     def _join_request(self) -> pb.JoinGroupRequest:
         cfg = self.config
@@ -309,15 +242,17 @@ class WorkerClient:
             ),
         )
 
+    def _phase_timeout(self) -> float:
+        """Deadline (s) of JoinGroup / SyncGroup: the coordinator holds them up to the rebalance timeout."""
+        return (self.config.rebalance_timeout_ms + self.config.request_timeout_ms) / 1000
+
     def _join(self) -> pb.JoinGroupResponse:
-        # Held by the coordinator until the join phase completes: allow the rebalance timeout.
-        timeout = (self.config.rebalance_timeout_ms + self.config.request_timeout_ms) / 1000
-        response = self._call("JoinGroup", self._join_request(), timeout)
-        if response.error.code == pb.MEMBER_ID_REQUIRED:
-            self._member_id = response.member_id
+        try:
+            response = self._transport.join_group(self._join_request(), self._phase_timeout())
+        except errors.MemberIdRequiredError as required:
+            self._member_id = required.member_id
             log.info("%s: got member id %s", self.config.client_id, self._member_id)
-            response = self._call("JoinGroup", self._join_request(), timeout)
-        errors.raise_for(response.error, member_id=self._member_id)
+            response = self._transport.join_group(self._join_request(), self._phase_timeout())
         self._member_id = response.member_id
         self._generation = response.generation
         self._leader_id = response.leader_id
@@ -327,34 +262,24 @@ class WorkerClient:
             self.config.client_id, response.generation,
             "leader" if self.is_leader else "follower", response.leader_id, response.protocol,
         )
-        if hasattr(self.listener, "on_joined"):
-            self._notify("on_joined", self._member_id, response.generation, self.is_leader)
+        listener = self.listener
+        if isinstance(listener, JoinListener):
+            self._safely("on_joined", lambda: listener.on_joined(self._member_id, response.generation, self.is_leader))
         return response
 
     def _sync(self, join: pb.JoinGroupResponse) -> tuple[TaskReplica, ...]:
         cfg = self.config
         if self.is_leader:
-            request = self._assign_as_leader(join)
+            request = leader_sync_request(self._assignor_lookup, cfg.group_id, self._member_id, join, name=cfg.client_id)
         else:
             request = pb.SyncGroupRequest(group_id=cfg.group_id, member_id=self._member_id, generation=join.generation)
-        timeout = (self.config.rebalance_timeout_ms + self.config.request_timeout_ms) / 1000
-        response = self._call("SyncGroup", request, timeout)
-        errors.raise_for(response.error, member_id=self._member_id)
+        response = self._transport.sync_group(request, self._phase_timeout())
         return replicas_from_pb(response.tasks)
 
-    def _assign_as_leader(self, join: pb.JoinGroupResponse) -> pb.SyncGroupRequest:
-        cfg = self.config
-        try:
-            assignor = self._assignor_lookup(join.protocol)
-            context = context_from_join(cfg.group_id, join)
-            assignment = assignor.assign(context)
-        except (AssignorError, LookupError, ValueError) as failure:
-            log.error("%s: assignor %s failed: %s", cfg.client_id, join.protocol, failure)
-            return pb.SyncGroupRequest(
-                group_id=cfg.group_id, member_id=self._member_id, generation=join.generation,
-                assignor_error=f"{type(failure).__name__}: {failure}",
-            )
-        return sync_request_from_assignment(cfg.group_id, self._member_id, join.generation, assignment)
+    def _reset_membership(self, error: errors.GroupCoordError) -> None:
+        log.info("%s: %s: resetting member id and generation", self.config.client_id, error)
+        self._member_id = ""
+        self._generation = -1
 
     # ------------------------------------------------------------------ stable
 
@@ -365,31 +290,33 @@ class WorkerClient:
             return
         if self._rebalance_requested:
             self._rebalance_requested = False
-            self._set_state(WorkerState.PREPARING_JOIN)
+            self._machine.fire("rejoin")
             return
         request = pb.HeartbeatRequest(
             group_id=cfg.group_id, member_id=self._member_id, generation=self._generation,
             instance_id=cfg.instance_id,
         )
         try:
-            response = self._call("Heartbeat", request, self._stable_timeout())
-            errors.raise_for(response.error, member_id=self._member_id)
-            self._last_heartbeat_ok = self._monotonic()
-            self._report_load()
-            if self.is_leader:
-                self._maybe_recheck()
-        except errors.CoordinatorMovedError as moved:
-            self._rediscover(moved.coordinator_hint)
+            self._transport.heartbeat(request, self._stable_timeout())
+        except errors.CoordinatorMovedError as moved:  # the transport has moved on to the next coordinator
             silent_for = self._monotonic() - self._last_heartbeat_ok
             if silent_for * 1000 >= cfg.session_timeout_ms:
                 log.warning("%s: no heartbeat for %.1fs (> session timeout): re-joining", cfg.client_id, silent_for)
-                self._set_state(WorkerState.PREPARING_JOIN)
+                self._machine.fire("rejoin")
             else:
-                log.warning("%s: %s; keeping tasks, next heartbeat to %s", cfg.client_id, moved, self._address)
+                log.warning("%s: %s; keeping tasks, next heartbeat to %s", cfg.client_id, moved, self._transport.address)
+            return
         except errors.GroupCoordError as error:
             log.info("%s: heartbeat: %s; re-joining", cfg.client_id, error)
-            self._on_error(error)
-            self._set_state(WorkerState.PREPARING_JOIN)
+            if isinstance(error, errors.ResetNeeded):
+                self._reset_membership(error)
+            self._machine.fire("rejoin")
+            return
+        self._last_heartbeat_ok = self._monotonic()
+        self._report_load()
+        if self.is_leader and self._recheck.wants_rebalance(self._protocol, self._generation,
+                                                             self._describe_with_snapshot):
+            self._machine.fire("rejoin")
 
     def _stable_timeout(self) -> float:
         """Deadline (s) of a call in Stable: short enough to find a new coordinator within the session.
@@ -405,41 +332,9 @@ class WorkerClient:
         left = session - (self._monotonic() - self._last_heartbeat_ok)
         return max(cfg.heartbeat_interval_ms / 1000, min(cfg.request_timeout_ms / 1000, session / 2, left))
 
-    def _maybe_recheck(self) -> None:
-        """Leader only: an assignor with ``needs_rebalance(context)`` and ``recheck_interval_s``
-        (the Pulsar shedders) is asked every interval, on the newest load snapshot, whether it
-        would move something now; if so the leader re-joins, which rebalances the group."""
-        try:
-            assignor = self._assignor_lookup(self._protocol)
-        except LookupError:
-            return
-        check = getattr(assignor, "needs_rebalance", None)
-        interval = getattr(assignor, "recheck_interval_s", None)
-        if check is None or not interval:
-            return
-        now = self._monotonic()
-        if self._next_recheck is None:
-            self._next_recheck = now + float(interval)
-            return
-        if now < self._next_recheck:
-            return
-        self._next_recheck = now + float(interval)
-        try:
-            assert self._channel is not None
-            described = pb_grpc.GroupAdminStub(self._channel).DescribeGroup(
-                pb.DescribeGroupRequest(group_id=self.config.group_id, include_load_snapshot=True),
-                timeout=self._stable_timeout(),
-            )
-            if described.error.code != pb.NONE or described.generation != self._generation:
-                return
-            if check(context_from_describe(described)):
-                log.info("%s: assignor %s would move tasks on the newest load snapshot: rebalancing",
-                         self.config.client_id, self._protocol)
-                self._set_state(WorkerState.PREPARING_JOIN)
-        except grpc.RpcError as error:
-            log.info("%s: load re-check skipped: %s", self.config.client_id, error)
-        except Exception:
-            log.exception("%s: assignor %s re-check failed", self.config.client_id, self._protocol)
+    def _describe_with_snapshot(self) -> pb.DescribeGroupResponse:
+        request = pb.DescribeGroupRequest(group_id=self.config.group_id, include_load_snapshot=True)
+        return self._transport.describe_group(request, self._stable_timeout())
 
     def _report_load(self) -> None:
         if self._load_reporter is None:
@@ -451,9 +346,7 @@ class WorkerClient:
             request = pb.ReportLoadRequest(
                 group_id=self.config.group_id, member_id=self._member_id, generation=self._generation, report=report
             )
-            response = self._call("ReportLoad", request, self._stable_timeout())
-            if response.error.code != pb.NONE:
-                log.info("%s: load report refused: %s", self.config.client_id, response.error.message)
+            self._transport.report_load(request, self._stable_timeout())
         except WorkerClosedError:
             raise
         except errors.GroupCoordError as error:
@@ -461,73 +354,21 @@ class WorkerClient:
         except Exception:
             log.exception("%s: load reporter failed", self.config.client_id)
 
-    # ------------------------------------------------------------------ errors and transport
-
-    def _on_error(self, error: errors.GroupCoordError) -> None:
-        if isinstance(error, errors.ResetNeeded):
-            log.info("%s: %s: resetting member id and generation", self.config.client_id, error)
-            self._member_id = ""
-            self._generation = -1
-        elif isinstance(error, errors.CoordinatorMovedError):
-            self._rediscover(error.coordinator_hint)
-
-    def _rediscover(self, hint: str = "") -> None:
-        addresses = self.config.coordinators
-        if hint:
-            address = hint
-        else:
-            if self._address in addresses:  # reached through a hint: go on from there, not back to it
-                self._address_index = addresses.index(self._address)
-            self._address_index = (self._address_index + 1) % len(addresses)
-            address = addresses[self._address_index]
-        if address != self._address or self._stub is None:
-            log.info("%s: coordinator %s -> %s", self.config.client_id, self._address, address)
-            self._address = address
-            if self._channel is not None:
-                self._channel.close()
-            self._channel = None
-            self._stub = None
-
-    def _call(self, method: str, request: object, timeout: float) -> object:
-        if self._stub is None:
-            self._channel = self._channel_factory(self._address)
-            self._stub = pb_grpc.GroupCoordinatorStub(self._channel)
-        future = getattr(self._stub, method).future(request, timeout=timeout)
-        self._inflight = future
-        try:
-            if self._closing.is_set():
-                future.cancel()
-            return future.result()
-        except grpc.FutureCancelledError:
-            raise WorkerClosedError("closed during a request") from None
-        except grpc.RpcError as rpc_error:
-            code = rpc_error.code() if hasattr(rpc_error, "code") else grpc.StatusCode.UNKNOWN
-            if self._closing.is_set():
-                raise WorkerClosedError("closed during a request") from rpc_error
-            detail = rpc_error.details() if hasattr(rpc_error, "details") else str(rpc_error)
-            if code in _TRANSPORT_RETRIABLE:
-                raise errors.CoordinatorNotAvailableError(
-                    f"{method} to {self._address} failed: {code.name} {detail}"
-                ) from rpc_error
-            raise errors.InvalidRequestError(f"{method} to {self._address}: {code.name} {detail}") from rpc_error
-        finally:
-            self._inflight = None
-
-    # ------------------------------------------------------------------ listener
+    # ------------------------------------------------------------------ listener and leave
 
     def _assign(self, tasks: tuple[TaskReplica, ...], generation: int) -> None:
-        self._next_recheck = None
+        self._recheck.reset()
         with self._cond:
             self._assigned = tasks
             self._owned = tasks
             self._owned_generation = generation
         self._last_heartbeat_ok = self._monotonic()
-        self._set_state(WorkerState.STABLE)
+        self._machine.fire("synced")
         log.info(
             "%s: generation %d: assigned %s", self.config.client_id, generation,
             ", ".join(str(t) for t in tasks) or "nothing",
         )
-        self._notify("on_assigned", tasks, generation)
+        self._safely("on_assigned", lambda: self.listener.on_assigned(tasks, generation))
 
     def _revoke(self) -> None:
         tasks = self._assigned
@@ -536,11 +377,11 @@ class WorkerClient:
         with self._cond:
             self._assigned = ()
             self._cond.notify_all()
-        self._notify("on_revoked", tasks)
+        self._safely("on_revoked", lambda: self.listener.on_revoked(tasks))
 
-    def _notify(self, callback: str, *args: object) -> None:
+    def _safely(self, callback: str, call: Callable[[], object]) -> None:
         try:
-            getattr(self.listener, callback)(*args)
+            call()
         except Exception:
             log.exception("%s: listener %s raised; carrying on", self.config.client_id, callback)
 
@@ -550,16 +391,7 @@ class WorkerClient:
         request = pb.LeaveGroupRequest(
             group_id=self.config.group_id, member_id=self._member_id, instance_id=self.config.instance_id
         )
-        try:
-            if self._stub is None:
-                self._channel = self._channel_factory(self._address)
-                self._stub = pb_grpc.GroupCoordinatorStub(self._channel)
-            response = self._stub.LeaveGroup(request, timeout=min(5.0, self.config.request_timeout_ms / 1000))
-            if response.error.code == pb.NONE:
-                log.info("%s: left group %s", self.config.client_id, self.config.group_id)
-            else:
-                log.info("%s: leave: %s", self.config.client_id, response.error.message)
-        except grpc.RpcError as error:
-            log.info("%s: could not send LeaveGroup: %s", self.config.client_id, error)
+        if self._transport.leave_group(request, timeout=min(5.0, self.config.request_timeout_ms / 1000)):
+            log.info("%s: left group %s", self.config.client_id, self.config.group_id)
         self._member_id = ""
         self._generation = -1
