@@ -64,7 +64,10 @@ async def _drive_timers(runtime: CoordinatorRuntime) -> None:
         wake.clear()
         timeout = None if deadline is None else max(0.0, deadline - clock.now())
         try:
-            await asyncio.wait_for(wake.wait(), timeout)
+            # not ``wait_for``: on Python 3.11 it can swallow this task's cancellation when the event
+            # is set at the same moment (CPython gh-86296), and ``stop`` would then wait forever
+            async with asyncio.timeout(timeout):
+                await wake.wait()
         except TimeoutError:
             pass
 
