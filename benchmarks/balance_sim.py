@@ -44,7 +44,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from assignors.base import AssignmentContext, MemberInfo, TaskReplica, TaskSpec
+from assignors.base import AssignmentContext, MemberInfo, RebalanceCheck, TaskReplica, TaskSpec
 from assignors.pulsar import (
     PulsarAvgAssignor,
     PulsarOverloadAssignor,
@@ -265,8 +265,7 @@ def run(scenario: Scenario, strategy: str, seed: int, rounds: int, n_tasks: int,
             load_snapshot=snapshot if strategy != "sticky (no load)" else None,
             rng=random.Random(seed * 100003 + r),
         )
-        needs = getattr(assignor, "needs_rebalance", None)
-        if changed or (needs is not None and needs(context)):
+        if changed or (isinstance(assignor, RebalanceCheck) and assignor.needs_rebalance(context)):
             generation += 1
             before_util = cluster.utilization(spikes=False)
             previous = dict(cluster.owner)

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from assignors.base import RebalanceCheck
 from assignors.registry import get_assignor
 from groupcoord.admin import AdminClient
 from groupcoord.cli.narrate import DemoFailed, say, show_group, stable, subprocess_env, wait_for_group
@@ -48,8 +49,14 @@ class _Watched:
         self._seen = seen
         self._lock = lock
 
-    def __getattr__(self, name: str) -> Any:  # needs_rebalance, recheck_interval_s, ...
-        return getattr(self.inner, name)
+    @property
+    def recheck_interval_s(self) -> float:
+        # written out, not forwarded by __getattr__: from Python 3.12 isinstance() against a
+        # runtime-checkable Protocol (RebalanceCheck) ignores __getattr__
+        return float(getattr(self.inner, "recheck_interval_s", 0.0))
+
+    def needs_rebalance(self, context: Any) -> bool:
+        return isinstance(self.inner, RebalanceCheck) and self.inner.needs_rebalance(context)
 
     def assign(self, context: Any) -> Any:
         result = self.inner.assign(context)
