@@ -80,6 +80,7 @@ class WorkerClient:
         self._rebalance_requested = False
         self._recheck = Recheck(assignor_lookup, monotonic, name=config.client_id)
         self.fatal_error: BaseException | None = None
+        self._leave_on_close = not config.instance_id
         self._thread = threading.Thread(target=self._run, name=f"groupcoord-worker-{config.client_id}", daemon=True)
 
     # ------------------------------------------------------------------ public API
@@ -143,8 +144,14 @@ class WorkerClient:
         with self._cond:
             self._cond.notify_all()
 
-    def close(self, timeout: float = 10.0) -> None:
-        """Stop tasks, leave the group (LeaveGroup) and stop the thread; a call in flight is cancelled."""
+    def close(self, timeout: float = 10.0, *, leave_group: bool | None = None) -> None:
+        """Stop tasks, leave the group (LeaveGroup) and stop the thread; a call in flight is cancelled.
+
+        A static member (``instance_id``) does not leave by default: a restart within its session
+        timeout then costs no rebalance. ``leave_group=True`` makes it leave (a scale-in),
+        ``False`` keeps a dynamic member in the group until its session expires."""
+        if leave_group is not None:
+            self._leave_on_close = leave_group
         self._closing.set()
         self._transport.abort()
         with self._cond:
@@ -170,6 +177,10 @@ class WorkerClient:
                     self._join_and_sync_with_retry()
         except WorkerClosedError:
             pass
+        except errors.FencedInstanceIdError as fenced:  # another process is this instance now
+            self.fatal_error = fenced
+            self._leave_on_close = False  # the group is not ours to leave any more
+            log.error("%s: fenced: %s; stopping, tasks revoked", self.config.client_id, fenced)
         except errors.RequestError as fatal:
             self.fatal_error = fatal
             log.error("%s: stopping: %s", self.config.client_id, fatal)
@@ -232,6 +243,7 @@ class WorkerClient:
             session_timeout_ms=cfg.session_timeout_ms,
             rebalance_timeout_ms=cfg.rebalance_timeout_ms,
             protocols=list(cfg.assignors),
+            protocol_type=cfg.protocol_type,
             metadata=pb.MemberMetadata(
                 rack=cfg.rack,
                 pool=cfg.pool,
@@ -268,11 +280,16 @@ class WorkerClient:
         return response
 
     def _sync(self, join: pb.JoinGroupResponse) -> tuple[TaskReplica, ...]:
+        """The leader runs the assignor, unless told to skip it (KIP-814: a static leader back in a
+        Stable group gets the group's assignment as it is); everyone else just asks."""
         cfg = self.config
-        if self.is_leader:
+        if self.is_leader and not join.skip_assignment:
             request = leader_sync_request(self._assignor_lookup, cfg.group_id, self._member_id, join, name=cfg.client_id)
         else:
             request = pb.SyncGroupRequest(group_id=cfg.group_id, member_id=self._member_id, generation=join.generation)
+        request.instance_id = cfg.instance_id
+        request.protocol_type = join.protocol_type  # KIP-559: the coordinator checks we agree
+        request.protocol_name = join.protocol
         response = self._transport.sync_group(request, self._phase_timeout())
         return replicas_from_pb(response.tasks)
 
@@ -306,6 +323,8 @@ class WorkerClient:
             else:
                 log.warning("%s: %s; keeping tasks, next heartbeat to %s", cfg.client_id, moved, self._transport.address)
             return
+        except errors.FencedInstanceIdError:
+            raise  # fatal: a newer process of this instance owns the membership
         except errors.GroupCoordError as error:
             log.info("%s: heartbeat: %s; re-joining", cfg.client_id, error)
             if isinstance(error, errors.ResetNeeded):
@@ -386,7 +405,10 @@ class WorkerClient:
             log.exception("%s: listener %s raised; carrying on", self.config.client_id, callback)
 
     def _leave(self) -> None:
-        if not self._member_id:
+        if not self._member_id or not self._leave_on_close:
+            if self._member_id:
+                log.info("%s: static member %s closes without leaving: its session timeout decides",
+                         self.config.client_id, self.config.instance_id)
             return
         request = pb.LeaveGroupRequest(
             group_id=self.config.group_id, member_id=self._member_id, instance_id=self.config.instance_id

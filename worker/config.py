@@ -30,7 +30,11 @@ class WorkerConfig:
     client_id: str = "worker"
     """Prefix of the member id and name in logs."""
     instance_id: str = ""
-    """Reserved for static membership."""
+    """Static membership (KIP-345): a name for this process that survives its restarts, unique in
+    the group. Restarted within the session timeout, it gets its tasks back without a rebalance;
+    on close it does not leave the group (its session timeout decides) unless asked to."""
+    protocol_type: str = ""
+    """The kind of group (e.g. the service's name): every member of a group must give the same one."""
     assignors: tuple[str, ...] = ("round-robin",)
     """Assignor names this worker supports, most preferred first."""
     session_timeout_ms: int = 10_000
@@ -59,5 +63,7 @@ class WorkerConfig:
             )
         if self.rebalance_timeout_ms < 0 or self.retry_backoff_ms < 0 or self.retry_backoff_max_ms < self.retry_backoff_ms:
             raise ValueError("rebalance_timeout_ms, retry_backoff_ms must be >= 0 and retry_backoff_max_ms >= retry_backoff_ms")
+        if self.instance_id and (len(self.instance_id) > 255 or not self.instance_id.isprintable()):
+            raise ValueError("instance_id must be printable, at most 255 characters")
         if not self.capacity > 0:
             raise ValueError("capacity must be > 0")
