@@ -38,12 +38,12 @@ class AdminClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _stub(self, address: str) -> pb_grpc.GroupAdminStub:
+    def _stub(self, address: str, service: Any = pb_grpc.GroupAdminStub) -> Any:
         if address not in self._channels:
             self._channels[address] = grpc.insecure_channel(address)
-        return pb_grpc.GroupAdminStub(self._channels[address])
+        return service(self._channels[address])
 
-    def _call(self, method: str, request: Any) -> Any:
+    def _call(self, method: str, request: Any, service: Any = pb_grpc.GroupAdminStub) -> Any:
         tried: list[str] = []
         failures: list[str] = []
         queue = list(self.addresses)
@@ -53,7 +53,7 @@ class AdminClient:
                 continue
             tried.append(address)
             try:
-                response = getattr(self._stub(address), method)(request, timeout=self.timeout_s)
+                response = getattr(self._stub(address, service), method)(request, timeout=self.timeout_s)
             except grpc.RpcError as error:
                 code = error.code() if hasattr(error, "code") else None
                 if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
@@ -100,6 +100,17 @@ class AdminClient:
 
     def delete_group(self, group_id: str) -> None:
         self._call("DeleteGroup", pb.DeleteGroupRequest(group_id=group_id))
+
+    def remove_members(
+        self, group_id: str, *, instance_ids: Iterable[str] = (), member_ids: Iterable[str] = ()
+    ) -> list[pb.MemberLeaveResponse]:
+        """Remove members in one batch LeaveGroup (KIP-345), static ones by instance id; one answer
+        each (its ``error`` says whether that member was removed). The group rebalances once."""
+        members = [pb.MemberIdentity(instance_id=i) for i in instance_ids]
+        members += [pb.MemberIdentity(member_id=m) for m in member_ids]
+        request = pb.LeaveGroupRequest(group_id=group_id, members=members)
+        response: pb.LeaveGroupResponse = self._call("LeaveGroup", request, pb_grpc.GroupCoordinatorStub)
+        return list(response.members)
 
     def wait_for(
         self, group_id: str, predicate: Callable[[pb.DescribeGroupResponse], bool], timeout_s: float,

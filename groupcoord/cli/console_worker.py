@@ -54,6 +54,7 @@ def _config(args: argparse.Namespace) -> WorkerConfig:
             rack=args.rack,
             pool=args.pool,
             capacity=args.capacity,
+            instance_id=args.instance_id,
         )
         for name in config.assignors:
             get_assignor(name)
@@ -76,7 +77,7 @@ def run_worker(args: argparse.Namespace) -> int:
     while not stop.wait(0.2):
         if client.fatal_error is not None:
             break
-    client.close()
+    client.close(leave_group=True if args.leave_on_exit else None)
     listener.emit("left", member_id="")
     if client.fatal_error is not None:
         print(f"groupcoord worker: {client.fatal_error}", file=sys.stderr)

@@ -6,7 +6,8 @@ import argparse
 import json
 
 from groupcoord import errors
-from groupcoord.cli.common import open_admin
+from groupcoord.admin import AdminClient
+from groupcoord.cli.common import UsageError, open_admin
 from groupcoord.cli.describe import describe_as_dict, print_describe, state_name
 
 __all__ = ["run_groups", "run_tasks"]
@@ -14,6 +15,8 @@ __all__ = ["run_groups", "run_tasks"]
 
 def run_groups(args: argparse.Namespace) -> int:
     with open_admin(args.coordinator) as admin:
+        if args.groups_command == "remove-members":
+            return _remove_members(admin, args)
         if args.groups_command == "list":
             groups = admin.list_groups()
             if args.json:
@@ -32,6 +35,23 @@ def run_groups(args: argparse.Namespace) -> int:
         else:
             print_describe(info)
         return 0
+
+
+def _remove_members(admin: AdminClient, args: argparse.Namespace) -> int:
+    """One batch LeaveGroup; 0 when every named member was removed, 1 when any was not."""
+    if not args.instance_ids and not args.member_ids:
+        raise UsageError("name at least one --instance-id or --member-id")
+    answers = admin.remove_members(args.group, instance_ids=args.instance_ids, member_ids=args.member_ids)
+    rows = [{"member_id": a.member_id, "instance_id": a.instance_id,
+             "error": errors.code_name(a.error.code) if a.error.code else "", "message": a.error.message
+             if a.error.code else ""} for a in answers]
+    if args.json:
+        print(json.dumps(rows))
+    for row in [] if args.json else rows:
+        who = f"instance {row['instance_id']}" if row["instance_id"] else f"member {row['member_id']}"
+        print(f"{who}: " + (f"not removed: {row['error']}: {row['message']}" if row["error"] else
+                            f"removed (member {row['member_id']})"))
+    return 1 if any(row["error"] for row in rows) else 0
 
 
 def run_tasks(args: argparse.Namespace) -> int:

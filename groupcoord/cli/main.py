@@ -57,6 +57,12 @@ def _parser() -> argparse.ArgumentParser:
     worker.add_argument("--capacity", type=float, default=1.0)
     worker.add_argument("--report-load", action="store_true",
                         help="report this process's load (psutil) and synthetic per-task rates")
+    worker.add_argument("--instance-id", default="",
+                        help="static membership: a name that survives restarts (restarted within the session "
+                             "timeout, the worker gets its tasks back without a rebalance)")
+    worker.add_argument("--leave-on-exit", action="store_true",
+                        help="with --instance-id: leave the group on exit (a scale-in) instead of letting the "
+                             "session timeout decide")
 
     groups = sub.add_parser("groups", help="list or describe groups")
     groups_sub = groups.add_subparsers(dest="groups_command", required=True, metavar="ACTION")
@@ -67,6 +73,14 @@ def _parser() -> argparse.ArgumentParser:
     describe.add_argument("group")
     describe.add_argument("--coordinator", default=DEFAULT_LISTEN)
     describe.add_argument("--json", action="store_true")
+    remove = groups_sub.add_parser("remove-members", help="remove members in one batch (static ones by instance id)")
+    remove.add_argument("group")
+    remove.add_argument("--instance-id", action="append", default=[], metavar="ID", dest="instance_ids",
+                        help="a static member's instance id (repeat for several)")
+    remove.add_argument("--member-id", action="append", default=[], metavar="ID", dest="member_ids",
+                        help="a member id (repeat for several)")
+    remove.add_argument("--coordinator", default=DEFAULT_LISTEN)
+    remove.add_argument("--json", action="store_true")
 
     tasks = sub.add_parser("tasks", help="edit a group's task catalog")
     tasks_sub = tasks.add_subparsers(dest="tasks_command", required=True, metavar="ACTION")
