@@ -41,22 +41,32 @@ import uuid
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 if __name__ == "__main__" and __package__ in (None, ""):  # run as a script by spark-submit
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from loadstats.samples import (
+with warnings.catch_warnings():
+    # pyspark's import-time notice about pandas 3 (the job does not use pandas). This module is
+    # the Spark job: it needs the groupcoord[stats] extra, so it imports PySpark at the top;
+    # nothing the coordinator, worker or assignors import imports it.
+    warnings.simplefilter("ignore", FutureWarning)
+    from pyspark.sql import Column, DataFrame, Observation, SparkSession, Window
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType, StructField, StructType
+
+from assignors.snapshot import TASK_STATS_FIELDS, WORKER_STATS_FIELDS
+from groupcoord.figures import (
+    LONG,
     RESOURCE_COLUMNS,
     RESOURCE_USAGE_COLUMNS,
-    SAMPLE_COLUMNS,
-    TASK_COUNT_COLUMNS,
-    TASK_RATE_COLUMNS,
-    sample_spark_schema,
+    SHORT,
+    TASK_COUNTS,
+    TASK_RATES,
+    averaged,
+    samples_column,
 )
-
-if TYPE_CHECKING:  # pragma: no cover
-    from pyspark.sql import Column, DataFrame, SparkSession
+from loadstats.samples import SAMPLE_COLUMNS, TASK_SAMPLE_ORDER, sample_spark_schema
 
 __all__ = [
     "REJECT_REASONS",
@@ -95,29 +105,9 @@ REJECT_REASONS: tuple[str, ...] = (
     "unknown_worker",  # a task row whose (group_id, worker_id) has no valid worker row
 )
 
-TASK_COLUMNS: tuple[str, ...] = (
-    "group_id",
-    "task_id",
-    "worker_id",
-    "short_samples",
-    *(f"short_{c}" for c in TASK_RATE_COLUMNS),
-    "long_samples",
-    *(f"long_{c}" for c in TASK_RATE_COLUMNS),
-    *TASK_COUNT_COLUMNS,
-    "split_candidate",
-)
-
-WORKER_COLUMNS: tuple[str, ...] = (
-    "group_id",
-    "worker_id",
-    *RESOURCE_COLUMNS,
-    "num_tasks",
-    *(f"long_{c}" for c in TASK_RATE_COLUMNS),
-    "ts_ms",
-)
-
-#: Sample order within a task (see ``loadstats.reference``): ts, worker, then the values.
-TASK_ORDER: tuple[str, ...] = ("ts_ms", "worker_id", *TASK_RATE_COLUMNS, *TASK_COUNT_COLUMNS)
+#: The snapshot's columns: ``group_id`` then the fields of ``assignors.snapshot``'s stats.
+TASK_COLUMNS: tuple[str, ...] = ("group_id", *TASK_STATS_FIELDS)
+WORKER_COLUMNS: tuple[str, ...] = ("group_id", *WORKER_STATS_FIELDS)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -129,7 +119,6 @@ class SplitThresholds:
     or its long-term msg rate in + out (msg/s) exceeds ``max_msg_rate``, or its long-term
     throughput in + out (bytes/s) exceeds ``max_bandwidth_mbytes`` MiB/s.
     """
-
     max_topics: int = 1000
     max_sessions: int = 1000
     max_msg_rate: float = 30_000.0
@@ -176,9 +165,6 @@ def read_samples(spark: SparkSession, samples_path: str) -> DataFrame:
     files). Columns follow the sample schema plus ``_corrupt_record`` (non-null for a JSON line
     that does not parse).
     """
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import StringType, StructField, StructType
-
     schema = sample_spark_schema()
     json_schema = StructType([*schema.fields, StructField(CORRUPT, StringType())])
     reader = spark.read.option("recursiveFileLookup", "true")
@@ -214,8 +200,6 @@ def tag_rejects(df: DataFrame, kind: str | None = None) -> DataFrame:
     ``"task"`` keeps only the rows of that kind (``task_id`` null or not) and tests only their
     figures, so Parquet decodes and Spark evaluates only the columns that kind has.
     """
-    from pyspark.sql import functions as F
-
     if kind not in (None, "worker", "task"):
         raise ValueError(f"kind must be 'worker', 'task' or None, got {kind!r}")
     corrupt = F.col(CORRUPT) if CORRUPT in df.columns else F.lit(None).cast("string")
@@ -232,8 +216,8 @@ def tag_rejects(df: DataFrame, kind: str | None = None) -> DataFrame:
     def not_finite(c: str) -> Column:
         return F.isnan(F.col(c)) | (F.abs(F.col(c)) == float("inf"))
 
-    task_doubles = list(TASK_RATE_COLUMNS)
-    task_all = task_doubles + list(TASK_COUNT_COLUMNS)
+    task_doubles = list(TASK_RATES)
+    task_all = task_doubles + list(TASK_COUNTS)
     checks: list[tuple[Column, str]] = [
         (corrupt.isNotNull(), "malformed"),
         (F.col("ts_ms").isNull() | empty("group_id") | empty("worker_id") | (F.length("task_id") == 0), "missing_key"),
@@ -255,7 +239,7 @@ def tag_rejects(df: DataFrame, kind: str | None = None) -> DataFrame:
         reason = reason.when(condition, F.lit(name))
     columns = {
         None: SAMPLE_COLUMNS,
-        "worker": tuple(c for c in SAMPLE_COLUMNS if c not in TASK_RATE_COLUMNS + TASK_COUNT_COLUMNS),
+        "worker": tuple(c for c in SAMPLE_COLUMNS if c not in TASK_RATES + TASK_COUNTS),
         "task": tuple(c for c in SAMPLE_COLUMNS if c not in RESOURCE_COLUMNS),
     }[kind]
     return df.select(*columns, reason.alias("_reject"))
@@ -263,7 +247,6 @@ def tag_rejects(df: DataFrame, kind: str | None = None) -> DataFrame:
 
 def reject_metrics() -> list[Column]:
     """Aggregates for ``DataFrame.observe`` on a tagged frame: rows read, and a count per reason."""
-    from pyspark.sql import functions as F
 
     return [
         F.count(F.lit(1)).alias("rows"),
@@ -280,9 +263,6 @@ def latest_workers(tagged: DataFrame) -> DataFrame:
     and sort carry integers, not strings, and the sample order's tie-break on ``worker_id`` holds.
     A task row whose ``(group_id, worker_id)`` is not here is an ``unknown_worker`` reject.
     """
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
     latest = (
         tagged.where(F.col("task_id").isNull() & F.col("_reject").isNull())
         .groupBy("group_id", "worker_id")
@@ -298,7 +278,6 @@ def latest_workers(tagged: DataFrame) -> DataFrame:
 
 def _weight(k: Column, n_total: Column, cap: int) -> Column:
     """``w_k`` of the closed form for cap ``cap`` (see the module docstring)."""
-    from pyspark.sql import functions as F
 
     if cap < 1:
         raise ValueError(f"sample cap must be >= 1, got {cap}")
@@ -318,8 +297,6 @@ def coded_task_rows(tagged: DataFrame, workers: DataFrame) -> DataFrame:
 
     Columns: ``_h, _g, task_id, _w, ts_ms``, the rates, the counts and ``_reject``.
     """
-    from pyspark.sql import functions as F
-
     codes = F.broadcast(workers.select("group_id", "worker_id", "_g", "_w"))
     rows = tagged.where(F.col("task_id").isNotNull()).join(codes, ["group_id", "worker_id"], "left")
     reject = F.coalesce(F.col("_reject"), F.when(F.col("_w").isNull(), F.lit("unknown_worker")))
@@ -329,8 +306,8 @@ def coded_task_rows(tagged: DataFrame, workers: DataFrame) -> DataFrame:
         "task_id",
         "_w",
         "ts_ms",
-        *TASK_RATE_COLUMNS,
-        *TASK_COUNT_COLUMNS,
+        *TASK_RATES,
+        *TASK_COUNTS,
         reject.alias("_reject"),
     )
 
@@ -350,8 +327,6 @@ def _sort_hint() -> Column:
     timestamps or a wrap of the low bits merely leave work for the exact sort, never a wrong
     order. Measured: the task pass's reduce side 16.7 s -> 11.6 s on 10 M samples, 2 cores.
     """
-    from pyspark.sql import functions as F
-
     return F.col("_h").bitwiseAND(F.lit(~_LOW_40)).bitwiseOR(F.col("ts_ms").bitwiseAND(F.lit(_LOW_40)))
 
 
@@ -367,10 +342,7 @@ def task_stats(
     ``Observation`` that receives ``{"duplicates": n}``. Output: ``_g, task_id, _w`` (latest
     reporter), ``ts_ms`` (latest sample), the ``short_``/``long_`` columns and the counts.
     """
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    order = ("ts_ms", "_w", *TASK_RATE_COLUMNS, *TASK_COUNT_COLUMNS)
+    order = tuple("_w" if c == "worker_id" else c for c in TASK_SAMPLE_ORDER)  # worker codes sort as ids do
     rows = rows.repartition(*TASK_KEY).sortWithinPartitions(_sort_hint())
     ordered = Window.partitionBy(*TASK_KEY).orderBy(*order)
     whole = ordered.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
@@ -391,11 +363,11 @@ def task_stats(
     return ranked.groupBy(*TASK_KEY).agg(
         F.max_by("_w", "_k").alias("_w"),
         F.max("ts_ms").alias("ts_ms"),
-        F.least(F.max("_n"), F.lit(short_samples)).cast("long").alias("short_samples"),
-        *(F.sum(F.col(c) * F.col("_ws")).alias(f"short_{c}") for c in TASK_RATE_COLUMNS),
-        F.least(F.max("_n"), F.lit(long_samples)).cast("long").alias("long_samples"),
-        *(F.sum(F.col(c) * F.col("_wl")).alias(f"long_{c}") for c in TASK_RATE_COLUMNS),
-        *(F.max_by(c, "_k").cast("int").alias(c) for c in TASK_COUNT_COLUMNS),
+        F.least(F.max("_n"), F.lit(short_samples)).cast("long").alias(samples_column(SHORT)),
+        *(F.sum(F.col(c) * F.col("_ws")).alias(a) for c, a in zip(TASK_RATES, averaged(SHORT), strict=True)),
+        F.least(F.max("_n"), F.lit(long_samples)).cast("long").alias(samples_column(LONG)),
+        *(F.sum(F.col(c) * F.col("_wl")).alias(a) for c, a in zip(TASK_RATES, averaged(LONG), strict=True)),
+        *(F.max_by(c, "_k").cast("int").alias(c) for c in TASK_COUNTS),
     ).drop("_h")
 
 
@@ -407,8 +379,6 @@ def _fresh_since(workers: DataFrame, max_sample_age_ms: int | None) -> DataFrame
     behind its group's newest report has gone, and so has a task nobody reported that long.
     ``None`` keeps everything.
     """
-    from pyspark.sql import functions as F
-
     newest = workers.groupBy("_g").agg(F.max("ts_ms").alias("_newest"))
     if max_sample_age_ms is None:
         return newest.select("_g", F.lit(None).cast("long").alias("_since"))
@@ -421,8 +391,6 @@ def snapshot_tasks(tasks: DataFrame, workers: DataFrame, since: DataFrame) -> Da
     ``tasks``: :func:`task_stats`; ``workers``: :func:`latest_workers`; ``since``:
     :func:`_fresh_since`. The result has the snapshot's task columns except ``split_candidate``.
     """
-    from pyspark.sql import functions as F
-
     names = F.broadcast(workers.select("_g", "_w", "group_id", "worker_id"))
     joined = tasks.join(F.broadcast(since), ["_g"]).join(names, ["_g", "_w"])
     fresh = joined.where(F.col("_since").isNull() | (F.col("ts_ms") >= F.col("_since")))
@@ -431,7 +399,6 @@ def snapshot_tasks(tasks: DataFrame, workers: DataFrame, since: DataFrame) -> Da
 
 def split_candidates(tasks: DataFrame, thresholds: SplitThresholds | None = None) -> DataFrame:
     """Add ``split_candidate`` (bool) to the output of :func:`snapshot_tasks` (see :class:`SplitThresholds`)."""
-    from pyspark.sql import functions as F
 
     t = thresholds or SplitThresholds()
     sessions = F.col("producers").cast("long") + F.col("consumers").cast("long")
@@ -454,14 +421,12 @@ def worker_stats(workers: DataFrame, since: DataFrame, tasks: DataFrame) -> Data
     snapshot's task rows (a task belongs to its latest reporter, so ``num_tasks`` equals the
     number of task rows naming the worker).
     """
-    from pyspark.sql import functions as F
-
     current = workers.join(F.broadcast(since), ["_g"]).where(
         F.col("_since").isNull() | (F.col("ts_ms") >= F.col("_since"))
     )
     totals = tasks.groupBy("group_id", "worker_id").agg(
         F.count(F.lit(1)).alias("num_tasks"),
-        *(F.sum(f"long_{c}").alias(f"long_{c}") for c in TASK_RATE_COLUMNS),
+        *(F.sum(c).alias(c) for c in averaged(LONG)),
     )
     joined = current.join(totals, ["group_id", "worker_id"], "left")
     return joined.select(
@@ -469,7 +434,7 @@ def worker_stats(workers: DataFrame, since: DataFrame, tasks: DataFrame) -> Data
         "worker_id",
         *RESOURCE_COLUMNS,
         F.coalesce(F.col("num_tasks"), F.lit(0)).cast("long").alias("num_tasks"),
-        *(F.coalesce(F.col(f"long_{c}"), F.lit(0.0)).alias(f"long_{c}") for c in TASK_RATE_COLUMNS),
+        *(F.coalesce(F.col(c), F.lit(0.0)).alias(c) for c in averaged(LONG)),
         F.col("ts_ms").cast("long").alias("ts_ms"),
     )
 
@@ -501,11 +466,6 @@ def build_session(
     ``spark.master`` in spark-defaults); without any, Spark's default applies. Driver memory only
     takes effect when this call starts the JVM.
     """
-    with warnings.catch_warnings():
-        # pyspark's import-time notice about pandas 3 (the job does not use pandas)
-        warnings.simplefilter("ignore", FutureWarning)
-        from pyspark.sql import SparkSession
-
     builder = SparkSession.builder.appName(app_name)
     if master is not None:
         builder = builder.master(master)
@@ -593,9 +553,6 @@ def run(
     Passes over the log: one over the worker rows (1 in ``1 + tasks per report``), one over the
     task rows with one shuffle; reject and repeat counts ride along as observed metrics.
     """
-    from pyspark.sql import Observation
-    from pyspark.sql import functions as F
-
     if short_samples < 1 or long_samples < 1:
         raise ValueError(f"sample caps must be >= 1 (short={short_samples}, long={long_samples})")
     if max_sample_age_s is not None and max_sample_age_s < 0:
