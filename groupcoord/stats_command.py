@@ -13,7 +13,7 @@ def publish_snapshots(out: str, coordinator: str) -> list[str]:
     from groupcoord import errors
     from groupcoord.admin import AdminClient
     from loadstats.snapshot_io import read_snapshots
-    from worker.convert import snapshot_to_pb
+    from groupcoord.wire import snapshot_to_pb
 
     sent = []
     with AdminClient(coordinator) as admin:

@@ -35,8 +35,8 @@ from assignors.registry import get_assignor
 from groupcoord import errors
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
+from groupcoord.wire import context_from_describe, context_from_join, replicas_from_pb, sync_request_from_assignment
 from worker.config import WorkerConfig
-from worker.convert import context_from_describe, context_from_join, replicas_from_pb, sync_request_from_assignment
 
 __all__ = ["WorkerClient", "WorkerState", "TaskListener", "WorkerClosedError"]
 
