@@ -26,15 +26,15 @@ from typing import NamedTuple, Protocol, runtime_checkable
 
 from assignors.snapshot import LoadSnapshot
 
-__all__ = [
-    "Assignment",
-    "AssignmentContext",
-    "Assignor",
-    "AssignorError",
-    "MemberInfo",
+__all__ = [  # noqa: RUF022 - grouped by role
     "TaskReplica",
     "TaskSpec",
+    "MemberInfo",
+    "AssignmentContext",
+    "Assignment",
     "TaskSplit",
+    "Assignor",
+    "AssignorError",
     "eligible_members",
 ]
 
