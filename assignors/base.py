@@ -19,13 +19,14 @@ Worked example (round-robin, two members, three tasks)::
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Mapping, NamedTuple, Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, runtime_checkable
 
 from assignors.snapshot import LoadSnapshot
 
-__all__ = [
+__all__ = [  # noqa: RUF022 - grouped by role
     "TaskReplica",
     "TaskSpec",
     "MemberInfo",

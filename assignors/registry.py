@@ -16,7 +16,7 @@ from importlib.metadata import entry_points
 
 from assignors.base import Assignor
 
-__all__ = ["register", "get_assignor", "available_assignors", "UnknownAssignorError", "ENTRY_POINT_GROUP"]
+__all__ = ["ENTRY_POINT_GROUP", "UnknownAssignorError", "available_assignors", "get_assignor", "register"]
 
 ENTRY_POINT_GROUP = "groupcoord.assignors"
 log = logging.getLogger(__name__)
@@ -50,7 +50,8 @@ def register(assignor: Assignor, *, replace: bool = False) -> None:
         _registered[assignor.name] = assignor
 
 
-def _load(target: str) -> Assignor:
+def _load(target: str) -> object:
+    """The object ``"module:attribute"`` names, instantiated if it is a class (checked by the caller)."""
     module_name, _, attribute = target.partition(":")
     obj = getattr(importlib.import_module(module_name), attribute)
     return obj() if isinstance(obj, type) else obj

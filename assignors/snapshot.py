@@ -6,16 +6,34 @@ builds its Pulsar-style ``LoadData`` from it). Field names match the snapshot's
 Parquet columns one for one (see README, "Snapshot schema"). Rates are msg/s,
 throughputs bytes/s, resource usages in the unit the worker's probe reports
 (cpu in percent of one core times cores, memory in MB, bandwidth in KB/s, as
-Pulsar's ``LocalBrokerData``); a limit <= 0 means unknown.
+Pulsar's ``LocalBrokerData``); a limit <= 0 means unknown. The figures and their units are
+named once in ``groupcoord.figures``; :data:`TASK_STATS_FIELDS` and :data:`WORKER_STATS_FIELDS`
+derive the column lists from them (the dataclasses spell their typed fields out, and a test
+checks both lists against them and against the ``.proto``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Mapping
+from typing import Final
 
-__all__ = ["TaskLoadStats", "WorkerLoadStats", "LoadSnapshot"]
+from groupcoord.figures import LONG, RESOURCE_COLUMNS, TASK_COUNTS, TERMS, averaged, samples_column
+
+__all__ = ["TASK_STATS_FIELDS", "WORKER_STATS_FIELDS", "LoadSnapshot", "TaskLoadStats", "WorkerLoadStats"]
+
+#: The fields of :class:`TaskLoadStats` (= the snapshot's task columns after ``group_id``):
+#: per term its sample count and averaged rates, then the latest counts.
+TASK_STATS_FIELDS: Final[tuple[str, ...]] = (
+    "task_id",
+    "worker_id",
+    *(c for term in TERMS for c in (samples_column(term), *averaged(term))),
+    *TASK_COUNTS,
+    "split_candidate",
+)
+#: The fields of :class:`WorkerLoadStats` (= the snapshot's worker columns after ``group_id``).
+WORKER_STATS_FIELDS: Final[tuple[str, ...]] = ("worker_id", *RESOURCE_COLUMNS, "num_tasks", *averaged(LONG), "ts_ms")
 
 
 @dataclass(frozen=True, slots=True)

@@ -142,7 +142,7 @@ class _Pool:
             if count == 1:
                 claim = previous.get((task_id, 0))
                 i = None if claim is None else index.get(claim[0])
-                if i is None:
+                if i is None or claim is None:
                     unplaced.append(TaskReplica(task_id, 0))
                 else:
                     held[i].append(claim[1])
@@ -152,7 +152,7 @@ class _Pool:
             for r in range(count):
                 claim = previous.get((task_id, r))
                 i = None if claim is None else index.get(claim[0])
-                if i is None or i in holders:
+                if i is None or claim is None or i in holders:
                     unplaced.append(TaskReplica(task_id, r))
                 else:
                     held[i].append(claim[1])
@@ -310,15 +310,15 @@ class _Pool:
         lightest = [(load[i], i) for i in range(m)]
         heapq.heapify(lightest)
         for replica in sorted(self.unplaced, key=lambda r: -weight_of[r.task_id]):  # stable: ties in task order
-            holders = self.holders.get(replica.task_id, ())
+            taken = self.holders.get(replica.task_id)
             skipped = []
-            while lightest[0][1] in holders:
+            while taken is not None and lightest[0][1] in taken:
                 skipped.append(heapq.heappop(lightest))
             _, i = heapq.heappop(lightest)
             held[i].append(replica)
             load[i] += weight_of[replica.task_id]
-            if isinstance(holders, set):
-                holders.add(i)
+            if taken is not None:
+                taken.add(i)
             heapq.heappush(lightest, (load[i], i))
             for entry in skipped:
                 heapq.heappush(lightest, entry)

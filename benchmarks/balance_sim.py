@@ -53,6 +53,7 @@ from assignors.pulsar import (
 )
 from assignors.pulsar.data import TimeAverageMessageData
 from assignors.snapshot import LoadSnapshot, TaskLoadStats, WorkerLoadStats
+from groupcoord.figures import LONG, SHORT, TASK_RATES, averaged, samples_column
 
 MSG_SIZE = 4096
 CPU_PER_MSG = 0.01  # percent of one core per msg/s (in + out handled together)
@@ -185,19 +186,16 @@ class Cluster:
             m = self.owner.get(t, "")
             if m in per_member_bytes:
                 per_member_bytes[m] += r * MSG_SIZE
+            averages = {SHORT: ts.short, LONG: ts.long}
             tasks[t] = TaskLoadStats(
                 task_id=t,
                 worker_id=m,
-                short_samples=ts.short.num_samples,
-                short_msg_rate_in=ts.short.msg_rate_in,
-                short_msg_rate_out=ts.short.msg_rate_out,
-                short_msg_throughput_in=ts.short.msg_throughput_in,
-                short_msg_throughput_out=ts.short.msg_throughput_out,
-                long_samples=ts.long.num_samples,
-                long_msg_rate_in=ts.long.msg_rate_in,
-                long_msg_rate_out=ts.long.msg_rate_out,
-                long_msg_throughput_in=ts.long.msg_throughput_in,
-                long_msg_throughput_out=ts.long.msg_throughput_out,
+                **{samples_column(term): avg.num_samples for term, avg in averages.items()},
+                **{
+                    name: getattr(avg, rate)
+                    for term, avg in averages.items()
+                    for rate, name in zip(TASK_RATES, averaged(term), strict=True)
+                },
                 topics=4,
                 producers=2,
                 consumers=2,

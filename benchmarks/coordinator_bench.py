@@ -212,7 +212,7 @@ class SimMember:
 
     async def run(self) -> None:
         from assignors.registry import get_assignor
-        from worker.convert import context_from_join, sync_request_from_assignment
+        from groupcoord.wire import context_from_join, sync_request_from_assignment
 
         while not self.stopped:
             self.stable.clear()
@@ -300,7 +300,7 @@ def model_rebalance(members: int) -> float:
     more joins, every member re-joins and syncs (the leader with a round-robin assignment)."""
     from assignors.registry import get_assignor
     from coordinator.testing import Harness
-    from worker.convert import context_from_join, sync_request_from_assignment
+    from groupcoord.wire import context_from_join, sync_request_from_assignment
 
     h = Harness()
     h.check = lambda: None  # type: ignore[method-assign]  # measure the coordinator, not the test invariants

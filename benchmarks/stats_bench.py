@@ -31,7 +31,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from loadstats.samples import RESOURCE_COLUMNS, SAMPLE_ARROW_SCHEMA
+from groupcoord.figures import RESOURCE_COLUMNS, TASK_COUNTS, TASK_RATES
+from loadstats.samples import sample_arrow_schema
 
 GROUPS = 4
 
@@ -83,11 +84,9 @@ def generate(directory: str, n_samples: int, n_tasks: int, n_workers: int, seed:
     )
     noise = rng.uniform(0.5, 1.5, size=(4, total))
     rate = base_rate[task_codes]
-    for i, (name, scale) in enumerate(
-        (("msg_rate_in", 1.0), ("msg_rate_out", 2.0), ("msg_throughput_in", 1024.0), ("msg_throughput_out", 2048.0))
-    ):
+    for i, (name, scale) in enumerate(zip(TASK_RATES, (1.0, 2.0, 1024.0, 2048.0), strict=True)):
         cols[name] = pa.array(rate * scale * noise[i], mask=~is_task)
-    for name, hi in (("topics", 50), ("producers", 20), ("consumers", 40)):
+    for name, hi in zip(TASK_COUNTS, (50, 20, 40), strict=True):
         cols[name] = pa.array(rng.integers(1, hi, size=total).astype(np.int32), mask=~is_task)
     for name in RESOURCE_COLUMNS:
         value = rng.uniform(0, 100, size=total) if name.endswith("usage") else np.full(total, 100.0)
@@ -96,7 +95,7 @@ def generate(directory: str, n_samples: int, n_tasks: int, n_workers: int, seed:
         pa.field(f.name, pa.dictionary(pa.int32(), pa.string()))
         if f.name in ("group_id", "worker_id", "task_id")
         else f
-        for f in SAMPLE_ARROW_SCHEMA
+        for f in sample_arrow_schema()
     ]
     table = pa.table([cols[f.name] for f in fields], schema=pa.schema(fields))
     step = -(-total // files)

@@ -13,10 +13,12 @@ from typing import Any, Self
 
 import grpc
 
+from assignors.base import TaskSpec
 from groupcoord import errors
 from groupcoord.addresses import parse_addresses
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
+from groupcoord.wire import task_pb
 
 __all__ = ["AdminClient"]
 
@@ -82,11 +84,8 @@ class AdminClient:
         self, group_id: str, task_ids: Iterable[str], *, replicas: int = 1, pool: str = "", weight: float = 1.0,
         attributes: dict[str, str] | None = None,
     ) -> int:
-        tasks = [
-            pb.Task(task_id=t, replicas=replicas, pool=pool, weight=weight, attributes=attributes or {})
-            for t in task_ids
-        ]
-        return int(self._call("PutTasks", pb.PutTasksRequest(group_id=group_id, tasks=tasks)).num_tasks)
+        specs = (TaskSpec(t, replicas=replicas, pool=pool, weight=weight, attributes=attributes or {}) for t in task_ids)
+        return self.put_task_messages(group_id, map(task_pb, specs))
 
     def put_task_messages(self, group_id: str, tasks: Iterable[pb.Task]) -> int:
         return int(self._call("PutTasks", pb.PutTasksRequest(group_id=group_id, tasks=list(tasks))).num_tasks)

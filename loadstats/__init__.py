@@ -1,19 +1,21 @@
 """Load statistics: load reports, the sample log, the Spark job and the load snapshot.
 
 Light by design: importing ``loadstats`` (or ``loadstats.samples``, ``sample_log``,
-``report_policy``, ``probe``, ``snapshot_io``) does not import PySpark; only
-``loadstats.job`` needs it, and only when it runs. See ``docs/loadstats.md``.
+``report_policy``, ``probe``, ``snapshot_io``) imports neither PySpark nor pyarrow (the
+``groupcoord[stats]`` extra): the functions that need them import them when called. Only
+``loadstats.job`` (PySpark) and ``loadstats.reference`` (pyarrow, numpy) need them to import.
+See ``docs/loadstats.md``.
 """
 
 from loadstats.report_policy import ReportPolicy
 from loadstats.sample_log import SampleLog, SampleLogStats
 from loadstats.samples import (
-    SAMPLE_ARROW_SCHEMA,
     SAMPLE_COLUMNS,
     LoadReport,
     ResourceUsage,
     TaskLoad,
     report_rows,
+    sample_arrow_schema,
     sample_spark_schema,
 )
 from loadstats.snapshot_io import read_meta, read_snapshots
@@ -29,7 +31,7 @@ __all__ = [  # noqa: RUF022 - grouped by role
     "SampleLogStats",
     "report_rows",
     "SAMPLE_COLUMNS",
-    "SAMPLE_ARROW_SCHEMA",
+    "sample_arrow_schema",
     "sample_spark_schema",
     # snapshot
     "read_snapshots",

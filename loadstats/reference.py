@@ -12,10 +12,13 @@
   each step over all tasks at once, so it performs exactly the floating-point operations of the
   sequential reference.
 
-Sample order (shared with the job): per ``(group_id, task_id)`` ascending by ``ts_ms``, then
-``worker_id``, then the values ``msg_rate_in, msg_rate_out, msg_throughput_in, msg_throughput_out,
-topics, producers, consumers``. Rows tied on all of these are identical in every figure that
+Sample order (``loadstats.samples.TASK_SAMPLE_ORDER``, shared with the job): per
+``(group_id, task_id)`` ascending by ``ts_ms``, then ``worker_id``, then the task figures in the
+order of ``groupcoord.figures``. Rows tied on all of these are identical in every figure that
 matters: they are one sample reported twice (a retried report) and count once.
+
+Like ``loadstats.job`` this module belongs to the ``groupcoord[stats]`` extra: it imports numpy
+and pyarrow at the top.
 """
 
 from __future__ import annotations
@@ -27,11 +30,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from loadstats.samples import RESOURCE_COLUMNS, TASK_COUNT_COLUMNS, TASK_RATE_COLUMNS
+from assignors.snapshot import TASK_STATS_FIELDS
+from groupcoord.figures import LONG, RESOURCE_COLUMNS, TASK_COUNTS, TASK_RATES, TERMS, averaged, samples_column
+from loadstats.samples import TASK_SAMPLE_ORDER
 
 __all__ = ["reference_arrow", "reference_stats", "reference_worker_stats", "task_order_key", "time_average"]
 
-TASK_ORDER: tuple[str, ...] = ("ts_ms", "worker_id", *TASK_RATE_COLUMNS, *TASK_COUNT_COLUMNS)
+#: The task columns the references compute: the snapshot's, without ``split_candidate``.
+_TASK_OUTPUT: tuple[str, ...] = ("group_id", *(c for c in TASK_STATS_FIELDS if c != "split_candidate"))
 
 
 def time_average(values: Iterable[float], max_samples: int) -> tuple[float, int]:
@@ -48,7 +54,7 @@ def time_average(values: Iterable[float], max_samples: int) -> tuple[float, int]
 
 def task_order_key(row: Mapping[str, Any]) -> tuple[Any, ...]:
     """The deterministic sample order within one task (see the module docstring)."""
-    return tuple(row[c] for c in TASK_ORDER)
+    return tuple(row[c] for c in TASK_SAMPLE_ORDER)
 
 
 def _group_since(rows: Sequence[Mapping[str, Any]], max_sample_age_ms: int | None) -> dict[str, int | None]:
@@ -91,12 +97,12 @@ def reference_stats(
         if not _is_current(key[0], last["ts_ms"], since):
             continue
         stats: dict[str, Any] = {"group_id": key[0], "task_id": key[1], "worker_id": last["worker_id"]}
-        for prefix, n_max in (("short", short_samples), ("long", long_samples)):
-            for col in TASK_RATE_COLUMNS:
+        for term, n_max in zip(TERMS, (short_samples, long_samples), strict=True):
+            for col, name in zip(TASK_RATES, averaged(term), strict=True):
                 avg, n = time_average((r[col] for r in task_rows), n_max)
-                stats[f"{prefix}_{col}"] = avg
-            stats[f"{prefix}_samples"] = n
-        for col in TASK_COUNT_COLUMNS:
+                stats[name] = avg
+            stats[samples_column(term)] = n
+        for col in TASK_COUNTS:
             stats[col] = last[col]
         out[key] = stats
     return out
@@ -128,7 +134,7 @@ def reference_worker_stats(
             "worker_id": key[1],
             **{c: row[c] for c in RESOURCE_COLUMNS},
             "num_tasks": 0,
-            **{f"long_{c}": 0.0 for c in TASK_RATE_COLUMNS},
+            **dict.fromkeys(averaged(LONG), 0.0),
             "ts_ms": row["ts_ms"],
         }
     for (group_id, _task), stats in task_stats.items():
@@ -136,8 +142,8 @@ def reference_worker_stats(
         if w is None:
             continue
         w["num_tasks"] += 1
-        for c in TASK_RATE_COLUMNS:
-            w[f"long_{c}"] += stats[f"long_{c}"]
+        for c in averaged(LONG):
+            w[c] += stats[c]
     return out
 
 
@@ -172,12 +178,10 @@ def reference_arrow(table: pa.Table, short_samples: int = 10, long_samples: int 
     row per ``(group_id, task_id)`` sorted by them.
     """
     tasks = table.filter(pc.is_valid(table["task_id"]))
-    keys = [("group_id", "ascending"), ("task_id", "ascending")] + [(c, "ascending") for c in TASK_ORDER]
+    keys = [("group_id", "ascending"), ("task_id", "ascending")] + [(c, "ascending") for c in TASK_SAMPLE_ORDER]
     tasks = tasks.sort_by(keys)
     n_rows = tasks.num_rows
-    names = ["group_id", "task_id", "worker_id", "short_samples"]
-    names += [f"short_{c}" for c in TASK_RATE_COLUMNS] + ["long_samples"]
-    names += [f"long_{c}" for c in TASK_RATE_COLUMNS] + list(TASK_COUNT_COLUMNS)
+    names = _TASK_OUTPUT
     if n_rows == 0:
         return _empty_result(names)
     group = tasks["group_id"].combine_chunks()
@@ -197,12 +201,12 @@ def reference_arrow(table: pa.Table, short_samples: int = 10, long_samples: int 
         "task_id": task.take(pa.array(starts)),
         "worker_id": tasks["worker_id"].combine_chunks().take(pa.array(lasts)),
     }
-    for prefix, n_max in (("short", short_samples), ("long", long_samples)):
-        out[f"{prefix}_samples"] = pa.array(np.minimum(counts, n_max).astype(np.int64))
-        for col in TASK_RATE_COLUMNS:
+    for term, n_max in zip(TERMS, (short_samples, long_samples), strict=True):
+        out[samples_column(term)] = pa.array(np.minimum(counts, n_max).astype(np.int64))
+        for col, name in zip(TASK_RATES, averaged(term), strict=True):
             values = tasks[col].to_numpy().astype(np.float64, copy=False)
-            out[f"{prefix}_{col}"] = pa.array(_recurrence_by_rank(values, starts, counts, order_by_count, n_max))
-    for col in TASK_COUNT_COLUMNS:
+            out[name] = pa.array(_recurrence_by_rank(values, starts, counts, order_by_count, n_max))
+    for col in TASK_COUNTS:
         out[col] = tasks[col].combine_chunks().take(pa.array(lasts))
     return pa.table({n: out[n] for n in names})
 
@@ -215,7 +219,7 @@ def _empty_result(names: Sequence[str]) -> pa.Table:
             cols[n] = pa.array([], type=types[n])
         elif n.endswith("_samples"):
             cols[n] = pa.array([], type=pa.int64())
-        elif n in TASK_COUNT_COLUMNS:
+        elif n in TASK_COUNTS:
             cols[n] = pa.array([], type=pa.int32())
         else:
             cols[n] = pa.array([], type=pa.float64())

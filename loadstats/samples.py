@@ -22,7 +22,12 @@ direct_memory_*        double   MB; (0, 0) when the worker has no such thing (wo
 bandwidth_in/out_*     double   KB/s (worker row)
 =====================  =======  ===========================================================
 
-A limit <= 0 means "unknown". Units are Pulsar's ``LocalBrokerData`` ones.
+A limit <= 0 means "unknown". Units are Pulsar's ``LocalBrokerData`` ones. The figures, their
+order and units are named once in ``groupcoord.figures``; the columns and schemas here derive
+from them.
+
+Light: pyarrow and pyspark are imported only by the functions that build their schemas, so the
+coordinator writes the log (JSON Lines) without them.
 """
 
 from __future__ import annotations
@@ -30,51 +35,55 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
-import pyarrow as pa
+from groupcoord.figures import RESOURCE_COLUMNS, RESOURCES, TASK_COUNTS, TASK_RATES, limit_column, usage_column
 
 if TYPE_CHECKING:  # pragma: no cover
+    import pyarrow as pa
     from pyspark.sql.types import StructType
 
 __all__ = [
     "KEY_COLUMNS",
-    "RESOURCE_COLUMNS",
-    "RESOURCE_USAGE_COLUMNS",
-    "SAMPLE_ARROW_SCHEMA",
     "SAMPLE_COLUMNS",
-    "TASK_COUNT_COLUMNS",
-    "TASK_RATE_COLUMNS",
+    "TASK_SAMPLE_ORDER",
     "LoadReport",
     "ResourceUsage",
     "TaskLoad",
     "report_rows",
+    "rows_to_table",
+    "sample_arrow_schema",
     "sample_spark_schema",
 ]
 
-KEY_COLUMNS: tuple[str, ...] = ("ts_ms", "group_id", "worker_id", "task_id")
-TASK_RATE_COLUMNS: tuple[str, ...] = ("msg_rate_in", "msg_rate_out", "msg_throughput_in", "msg_throughput_out")
-TASK_COUNT_COLUMNS: tuple[str, ...] = ("topics", "producers", "consumers")
-_RESOURCES: tuple[str, ...] = ("cpu", "memory", "direct_memory", "bandwidth_in", "bandwidth_out")
-RESOURCE_COLUMNS: tuple[str, ...] = tuple(f"{r}_{part}" for r in _RESOURCES for part in ("usage", "limit"))
-RESOURCE_USAGE_COLUMNS: tuple[str, ...] = tuple(f"{r}_usage" for r in _RESOURCES)
-SAMPLE_COLUMNS: tuple[str, ...] = KEY_COLUMNS + TASK_RATE_COLUMNS + TASK_COUNT_COLUMNS + RESOURCE_COLUMNS
+KEY_COLUMNS: Final[tuple[str, ...]] = ("ts_ms", "group_id", "worker_id", "task_id")
+#: Every column, in the schema's order: the keys, the task figures, the resources flattened.
+SAMPLE_COLUMNS: Final[tuple[str, ...]] = KEY_COLUMNS + TASK_RATES + TASK_COUNTS + RESOURCE_COLUMNS
+#: The order of one task's samples (shared by the job and ``loadstats.reference``): time,
+#: reporter, then the figures. Rows equal in all of these are one sample reported twice.
+TASK_SAMPLE_ORDER: Final[tuple[str, ...]] = ("ts_ms", "worker_id", *TASK_RATES, *TASK_COUNTS)
 
-SAMPLE_ARROW_SCHEMA: pa.Schema = pa.schema(
-    [
-        pa.field("ts_ms", pa.int64()),
-        pa.field("group_id", pa.string()),
-        pa.field("worker_id", pa.string()),
-        pa.field("task_id", pa.string()),
-        *(pa.field(c, pa.float64()) for c in TASK_RATE_COLUMNS),
-        *(pa.field(c, pa.int32()) for c in TASK_COUNT_COLUMNS),
-        *(pa.field(c, pa.float64()) for c in RESOURCE_COLUMNS),
-    ]
-)
+
+def sample_arrow_schema() -> pa.Schema:
+    """The sample schema as a ``pyarrow.Schema`` (for Parquet sample files and tests)."""
+    import pyarrow as pa  # lazy: optional heavy dependency (groupcoord[stats])
+
+    return pa.schema(
+        [
+            pa.field("ts_ms", pa.int64()),
+            pa.field("group_id", pa.string()),
+            pa.field("worker_id", pa.string()),
+            pa.field("task_id", pa.string()),
+            *(pa.field(c, pa.float64()) for c in TASK_RATES),
+            *(pa.field(c, pa.int32()) for c in TASK_COUNTS),
+            *(pa.field(c, pa.float64()) for c in RESOURCE_COLUMNS),
+        ]
+    )
 
 
 def sample_spark_schema() -> StructType:
-    """The sample schema as a Spark ``StructType`` (imported lazily: the coordinator needs no Spark)."""
+    """The sample schema as a Spark ``StructType`` (what the job reads the log with)."""
+    # lazy: optional heavy dependency (groupcoord[stats])
     from pyspark.sql.types import DoubleType, IntegerType, LongType, StringType, StructField, StructType
 
     fields = [
@@ -82,8 +91,8 @@ def sample_spark_schema() -> StructType:
         StructField("group_id", StringType()),
         StructField("worker_id", StringType()),
         StructField("task_id", StringType()),
-        *(StructField(c, DoubleType()) for c in TASK_RATE_COLUMNS),
-        *(StructField(c, IntegerType()) for c in TASK_COUNT_COLUMNS),
+        *(StructField(c, DoubleType()) for c in TASK_RATES),
+        *(StructField(c, IntegerType()) for c in TASK_COUNTS),
         *(StructField(c, DoubleType()) for c in RESOURCE_COLUMNS),
     ]
     return StructType(fields)
@@ -143,13 +152,13 @@ class LoadReport:
     tasks: tuple[TaskLoad, ...] = ()
 
     def __post_init__(self) -> None:
-        for name in _RESOURCES:
+        for name in RESOURCES:
             object.__setattr__(self, name, _usage(getattr(self, name)))
         object.__setattr__(self, "tasks", tuple(self.tasks))
 
     def resources(self) -> dict[str, ResourceUsage]:
         """``{"cpu": ResourceUsage, "memory": ..., ...}`` in the schema's order."""
-        return {name: getattr(self, name) for name in _RESOURCES}
+        return {name: getattr(self, name) for name in RESOURCES}
 
     @property
     def msg_rate_total(self) -> float:
@@ -166,34 +175,28 @@ def report_rows(group_id: str, worker_id: str, report: LoadReport) -> list[dict[
     """Flatten one report into sample rows: the worker row first, then one row per task.
 
     Every row carries every column of :data:`SAMPLE_COLUMNS` (unused ones are ``None``), so
-    the rows serialise to JSON Lines or build a ``pyarrow.Table`` with :data:`SAMPLE_ARROW_SCHEMA`.
+    the rows serialise to JSON Lines or build a ``pyarrow.Table`` (:func:`rows_to_table`).
     """
     ts_ms = int(report.ts_ms)
     worker_row: dict[str, Any] = dict.fromkeys(SAMPLE_COLUMNS)
     worker_row.update(ts_ms=ts_ms, group_id=group_id, worker_id=worker_id)
     for name, ru in report.resources().items():
-        worker_row[f"{name}_usage"] = float(ru.usage)
-        worker_row[f"{name}_limit"] = float(ru.limit)
+        worker_row[usage_column(name)] = float(ru.usage)
+        worker_row[limit_column(name)] = float(ru.limit)
     rows = [worker_row]
     for task in report.tasks:
         row: dict[str, Any] = dict.fromkeys(SAMPLE_COLUMNS)
-        row.update(
-            ts_ms=ts_ms,
-            group_id=group_id,
-            worker_id=worker_id,
-            task_id=task.task_id,
-            msg_rate_in=float(task.msg_rate_in),
-            msg_rate_out=float(task.msg_rate_out),
-            msg_throughput_in=float(task.msg_throughput_in),
-            msg_throughput_out=float(task.msg_throughput_out),
-            topics=int(task.topics),
-            producers=int(task.producers),
-            consumers=int(task.consumers),
-        )
+        row.update(ts_ms=ts_ms, group_id=group_id, worker_id=worker_id, task_id=task.task_id)
+        for rate in TASK_RATES:
+            row[rate] = float(getattr(task, rate))
+        for count in TASK_COUNTS:
+            row[count] = int(getattr(task, count))
         rows.append(row)
     return rows
 
 
 def rows_to_table(rows: Iterable[dict[str, Any]]) -> pa.Table:
-    """Sample rows as a ``pyarrow.Table`` with :data:`SAMPLE_ARROW_SCHEMA`."""
-    return pa.Table.from_pylist(list(rows), schema=SAMPLE_ARROW_SCHEMA)
+    """Sample rows as a ``pyarrow.Table`` with :func:`sample_arrow_schema`."""
+    import pyarrow as pa  # lazy: optional heavy dependency (groupcoord[stats])
+
+    return pa.Table.from_pylist(list(rows), schema=sample_arrow_schema())

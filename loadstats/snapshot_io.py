@@ -1,5 +1,9 @@
 """Read a load snapshot written by ``loadstats.job`` (pyarrow only: no Spark, no JVM).
 
+pyarrow is imported when a table is read (``read_meta`` needs none), so the coordinator imports
+this module without the ``groupcoord[stats]`` extra; reading the tables without it raises an
+``ImportError`` that names the extra.
+
 Snapshot layout (see ``docs/loadstats.md``)::
 
     OUT -> .OUT.versions/<snapshot_id>/     (a symlink, replaced atomically per run)
@@ -18,14 +22,15 @@ import os
 from types import MappingProxyType
 from typing import Any
 
-import pyarrow.dataset as ds
-
-from assignors.snapshot import LoadSnapshot, TaskLoadStats, WorkerLoadStats
+from assignors.snapshot import (
+    TASK_STATS_FIELDS,
+    WORKER_STATS_FIELDS,
+    LoadSnapshot,
+    TaskLoadStats,
+    WorkerLoadStats,
+)
 
 __all__ = ["read_meta", "read_snapshots", "snapshot_dir"]
-
-_TASK_FIELDS = tuple(f for f in TaskLoadStats.__dataclass_fields__)
-_WORKER_FIELDS = tuple(f for f in WorkerLoadStats.__dataclass_fields__)
 
 
 def snapshot_dir(out_path: str) -> str:
@@ -46,10 +51,15 @@ def read_meta(out_path: str) -> dict[str, Any]:
 def _rows(directory: str, columns: tuple[str, ...]) -> list[dict[str, Any]]:
     if not os.path.isdir(directory):
         return []
+    try:
+        import pyarrow.dataset as ds  # lazy: optional heavy dependency (groupcoord[stats])
+    except ImportError as error:
+        raise ImportError(f"reading a load snapshot needs pyarrow: pip install 'groupcoord[stats]' ({error})") from error
     dataset = ds.dataset(directory, format="parquet")  # ignores '.'/'_' files (_SUCCESS, .crc)
     names = set(dataset.schema.names)
     table = dataset.to_table(columns=["group_id", *(c for c in columns if c in names)])
-    return table.to_pylist()
+    rows: list[dict[str, Any]] = table.to_pylist()
+    return rows
 
 
 def read_snapshots(out_path: str, *, missing_ok: bool = False) -> dict[str, LoadSnapshot]:
@@ -68,11 +78,11 @@ def read_snapshots(out_path: str, *, missing_ok: bool = False) -> dict[str, Load
         meta = json.load(f)
     tasks: dict[str, dict[str, TaskLoadStats]] = {}
     workers: dict[str, dict[str, WorkerLoadStats]] = {}
-    for row in _rows(os.path.join(real, "tasks"), _TASK_FIELDS):
+    for row in _rows(os.path.join(real, "tasks"), TASK_STATS_FIELDS):
         group = row.pop("group_id")
         stats = TaskLoadStats(**{k: v for k, v in row.items() if v is not None})
         tasks.setdefault(group, {})[stats.task_id] = stats
-    for row in _rows(os.path.join(real, "workers"), _WORKER_FIELDS):
+    for row in _rows(os.path.join(real, "workers"), WORKER_STATS_FIELDS):
         group = row.pop("group_id")
         wstats = WorkerLoadStats(**{k: v for k, v in row.items() if v is not None})
         workers.setdefault(group, {})[wstats.worker_id] = wstats

@@ -26,7 +26,7 @@ from assignors.metrics import movement
 from assignors.round_robin import RoundRobinAssignor
 from assignors.sticky import StickyAssignor
 from coordinator.validation import validate_assignment
-from worker.convert import sync_request_from_assignment, task_pb
+from groupcoord.wire import sync_request_from_assignment, task_pb
 
 SETTINGS = settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 POOLS = ["", "p", "q"]

@@ -25,8 +25,8 @@ from assignors.base import TaskReplica
 from assignors.registry import get_assignor
 from groupcoord import errors
 from groupcoord.v1 import groupcoord_pb2 as pb
+from groupcoord.wire import replicas_from_pb
 from worker.config import WorkerConfig
-from worker.convert import replicas_from_pb
 from worker.leader import AssignorLookup, Recheck, leader_sync_request
 from worker.listener import JoinListener, TaskListener
 from worker.retry import join_retrying

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from assignors.base import Assignor, AssignorError, RebalanceCheck
 from groupcoord import errors
 from groupcoord.v1 import groupcoord_pb2 as pb
-from worker.convert import context_from_describe, context_from_join, sync_request_from_assignment
+from groupcoord.wire import context_from_describe, context_from_join, sync_request_from_assignment
 from worker.transport import WorkerClosedError
 
 __all__ = ["AssignorLookup", "Recheck", "leader_sync_request", "rebalance_check"]

@@ -12,52 +12,30 @@ from __future__ import annotations
 
 import math
 import time
-from typing import TYPE_CHECKING, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 from groupcoord.v1 import groupcoord_pb2 as pb
+from groupcoord.wire import report_to_pb
+from loadstats.probe import LoadProbe, PsutilProbe
+from loadstats.report_policy import ReportPolicy
+from loadstats.samples import TaskLoad
 
 if TYPE_CHECKING:  # pragma: no cover
-    from loadstats.probe import LoadProbe
-    from loadstats.report_policy import ReportPolicy
-    from loadstats.samples import LoadReport, TaskLoad
     from worker.client import WorkerClient
 
-__all__ = ["LoadReporter", "report_to_pb", "demo_load_reporter"]
-
-
-def report_to_pb(report: "LoadReport") -> pb.LoadReport:
-    def usage(value: tuple[float, float]) -> pb.ResourceUsage:
-        return pb.ResourceUsage(usage=value[0], limit=value[1])
-
-    return pb.LoadReport(
-        ts_ms=report.ts_ms,
-        cpu=usage(report.cpu),
-        memory=usage(report.memory),
-        direct_memory=usage(report.direct_memory),
-        bandwidth_in=usage(report.bandwidth_in),
-        bandwidth_out=usage(report.bandwidth_out),
-        tasks=[
-            pb.TaskLoadReport(
-                task_id=t.task_id, msg_rate_in=t.msg_rate_in, msg_rate_out=t.msg_rate_out,
-                msg_throughput_in=t.msg_throughput_in, msg_throughput_out=t.msg_throughput_out,
-                topics=t.topics, producers=t.producers, consumers=t.consumers,
-            )
-            for t in report.tasks
-        ],
-    )
+__all__ = ["LoadReporter", "demo_load_reporter"]
 
 
 class LoadReporter:
     """Collect from ``probe`` at each heartbeat; send when ``policy`` says so."""
 
-    def __init__(self, probe: "LoadProbe", policy: "ReportPolicy | None" = None) -> None:
-        from loadstats.report_policy import ReportPolicy
-
+    def __init__(self, probe: LoadProbe, policy: ReportPolicy | None = None) -> None:
         self.probe = probe
         self.policy = policy or ReportPolicy()
         self.sent = 0
 
-    def __call__(self, client: "WorkerClient") -> pb.LoadReport | None:
+    def __call__(self, client: WorkerClient) -> pb.LoadReport | None:
         report = self.probe.collect()
         if not self.policy.should_send(report):
             return None
@@ -67,15 +45,12 @@ class LoadReporter:
 
 
 def demo_load_reporter(name: str, task_ids: Callable[[], Iterable[str]] | None = None,
-                       policy: "ReportPolicy | None" = None) -> Callable[["WorkerClient"], pb.LoadReport | None]:
+                       policy: ReportPolicy | None = None) -> Callable[[WorkerClient], pb.LoadReport | None]:
     """psutil figures for this process plus synthetic per-task rates (stable per task id, with a
     slow wave), as a stand-in for a real service's counters."""
-    from loadstats.probe import PsutilProbe
-    from loadstats.samples import TaskLoad
+    holder: dict[str, WorkerClient] = {}
 
-    holder: dict[str, "WorkerClient"] = {}
-
-    def rates() -> Iterable["TaskLoad"]:
+    def rates() -> Iterable[TaskLoad]:
         client = holder.get("client")
         ids = list(task_ids()) if task_ids else [t.task_id for t in (client.assigned_tasks if client else ())]
         phase = time.monotonic() / 20
@@ -88,7 +63,7 @@ def demo_load_reporter(name: str, task_ids: Callable[[], Iterable[str]] | None =
 
     reporter = LoadReporter(PsutilProbe(rates, scope="process"), policy)
 
-    def report(client: "WorkerClient") -> pb.LoadReport | None:
+    def report(client: WorkerClient) -> pb.LoadReport | None:
         holder["client"] = client
         return reporter(client)
 

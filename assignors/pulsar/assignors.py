@@ -33,6 +33,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
+from typing import cast
 
 from assignors.base import Assignment, AssignmentContext, MemberInfo, TaskReplica, TaskSpec, TaskSplit
 from assignors.pulsar.config import LoadBalancerConfig
@@ -133,8 +134,11 @@ class PulsarAssignor:
         pstate = state.pools.get(pool)
         if pstate is None:
             shedder = self._shedder_factory()
-            placement = self._placement_factory() if self._placement_factory else shedder  # type: ignore[assignment]
-            pstate = state.pools[pool] = _PoolState(shedder=shedder, placement=placement)  # type: ignore[arg-type]
+            if self._placement_factory is not None:
+                placement = self._placement_factory()
+            else:  # a shedder that places what it moves (AvgShedder) is both strategies
+                placement = cast(ModularLoadManagerStrategy, shedder)
+            pstate = state.pools[pool] = _PoolState(shedder=shedder, placement=placement)
         return pstate
 
     def _plan(self, pstate: _PoolState, load_data: LoadData) -> dict[str, list[str]]:

@@ -18,6 +18,7 @@ this module is the only place that reads it. Mapping:
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
+from operator import attrgetter
 
 from assignors.base import AssignmentContext, MemberInfo, TaskReplica, TaskSpec
 from assignors.pulsar.data import (
@@ -31,8 +32,10 @@ from assignors.pulsar.data import (
     ResourceUsage,
     TimeAverageMessageData,
     default_bundle_stats,
+    rates_of,
 )
 from assignors.snapshot import LoadSnapshot, TaskLoadStats, WorkerLoadStats
+from groupcoord.figures import LONG, RESOURCES, SHORT, averaged, limit_column, usage_column
 
 __all__ = ["bundle_data_from_stats", "load_data_from_context", "load_data_from_snapshot", "snapshot_key"]
 
@@ -48,48 +51,34 @@ def bundle_data_from_stats(stats: TaskLoadStats | None) -> BundleData:
     """A task's short- and long-term averages; Pulsar's defaults when the snapshot has none."""
     if stats is None:
         return BundleData()
-    short = TimeAverageMessageData(
-        max_samples=NUM_SHORT_SAMPLES,
-        num_samples=min(stats.short_samples, NUM_SHORT_SAMPLES),
-        msg_throughput_in=stats.short_msg_throughput_in,
-        msg_throughput_out=stats.short_msg_throughput_out,
-        msg_rate_in=stats.short_msg_rate_in,
-        msg_rate_out=stats.short_msg_rate_out,
-    )
-    long = TimeAverageMessageData(
-        max_samples=NUM_LONG_SAMPLES,
-        num_samples=min(stats.long_samples, NUM_LONG_SAMPLES),
-        msg_throughput_in=stats.long_msg_throughput_in,
-        msg_throughput_out=stats.long_msg_throughput_out,
-        msg_rate_in=stats.long_msg_rate_in,
-        msg_rate_out=stats.long_msg_rate_out,
-    )
+    short = TimeAverageMessageData(NUM_SHORT_SAMPLES, min(stats.short_samples, NUM_SHORT_SAMPLES), *_short(stats))
+    long = TimeAverageMessageData(NUM_LONG_SAMPLES, min(stats.long_samples, NUM_LONG_SAMPLES), *_long(stats))
     return BundleData(short_term_data=short, long_term_data=long, topics=stats.topics)
 
 
+# A task's averaged rates in ``groupcoord.figures`` order, the order TimeAverageMessageData
+# declares them in (positional construction: one per task and term each round, so it counts).
+_short = attrgetter(*averaged(SHORT))
+_long = attrgetter(*averaged(LONG))
+
+
+_RESOURCES = tuple((r, attrgetter(usage_column(r), limit_column(r))) for r in RESOURCES)  # r -> (usage, limit)
+
+
 def _local_broker_data(worker: WorkerLoadStats | None) -> LocalBrokerData:
-    if worker is None:
-        return LocalBrokerData()
-    return LocalBrokerData(
-        cpu=ResourceUsage(worker.cpu_usage, worker.cpu_limit),
-        memory=ResourceUsage(worker.memory_usage, worker.memory_limit),
-        direct_memory=ResourceUsage(worker.direct_memory_usage, worker.direct_memory_limit),
-        bandwidth_in=ResourceUsage(worker.bandwidth_in_usage, worker.bandwidth_in_limit),
-        bandwidth_out=ResourceUsage(worker.bandwidth_out_usage, worker.bandwidth_out_limit),
-    )
+    local = LocalBrokerData()
+    if worker is not None:
+        for resource, usage_and_limit in _RESOURCES:
+            setattr(local, resource, ResourceUsage(*usage_and_limit(worker)))
+    return local
 
 
 def _bundle_stats(bd: BundleData, stats: TaskLoadStats | None) -> NamespaceBundleStats:
-    s = bd.short_term_data
-    return NamespaceBundleStats(
-        msg_rate_in=s.msg_rate_in,
-        msg_rate_out=s.msg_rate_out,
-        msg_throughput_in=s.msg_throughput_in,
-        msg_throughput_out=s.msg_throughput_out,
-        topics=stats.topics if stats else 0,
-        producer_count=stats.producers if stats else 0,
-        consumer_count=stats.consumers if stats else 0,
-    )
+    """A task's latest stats as its member would report them: the short-term rates, the counts."""
+    latest = NamespaceBundleStats(*rates_of(bd.short_term_data))
+    if stats is not None:
+        latest.topics, latest.producer_count, latest.consumer_count = stats.topics, stats.producers, stats.consumers
+    return latest
 
 
 def load_data_from_snapshot(

@@ -8,14 +8,19 @@ tasks into ``BrokerData`` during a round, as Pulsar does.
 
 Units: msg rates msg/s, throughputs bytes/s, resource usage in the probe's unit with its limit
 (``percent_usage()`` is 0-100), ``max_resource_usage*()`` are fractions (0-1), as in Pulsar.
+The fields keep Pulsar's names (the rates and resources are ``groupcoord.figures``' names; the
+rates are declared in its order); where a class handles them as a set (sums, averages, scaling)
+it loops over the vocabulary instead of spelling each out.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from assignors.pulsar.config import LoadBalancerConfig
+from groupcoord.figures import LONG, SHORT, TASK_RATES
 
 __all__ = [
     "DEFAULT_MESSAGE_RATE",
@@ -31,6 +36,7 @@ __all__ = [
     "TimeAverageBrokerData",
     "TimeAverageMessageData",
     "default_bundle_stats",
+    "rates_of",
 ]
 
 NUM_SHORT_SAMPLES = 10
@@ -41,6 +47,13 @@ DEFAULT_MESSAGE_RATE = 50.0
 """msg/s a task without any sample is assumed to have, in and out (Pulsar's defaultStats)."""
 DEFAULT_MESSAGE_THROUGHPUT = 50000.0
 """bytes/s a task without any sample is assumed to have, in and out."""
+
+#: The rates of a ``NamespaceBundleStats`` or ``TimeAverageMessageData`` as a tuple in
+#: ``groupcoord.figures`` order: both classes declare them in that order, so the tuple also
+#: constructs them positionally (fast: the Pulsar assignors build one per task per round).
+rates_of = attrgetter(*TASK_RATES)
+_RATE_GETTERS = tuple((rate, attrgetter(rate)) for rate in TASK_RATES)
+_TERM_TOTALS = {term: tuple(f"{term}_term_{rate}" for rate in TASK_RATES) for term in (SHORT, LONG)}
 
 
 @dataclass(slots=True)
@@ -104,10 +117,8 @@ class LocalBrokerData:
         """Replace the task stats and recompute the totals (Pulsar's ``updateBundleData``)."""
         self.last_stats = dict(bundle_stats)
         self.bundles = set(bundle_stats)
-        self.msg_rate_in = sum(s.msg_rate_in for s in bundle_stats.values())
-        self.msg_rate_out = sum(s.msg_rate_out for s in bundle_stats.values())
-        self.msg_throughput_in = sum(s.msg_throughput_in for s in bundle_stats.values())
-        self.msg_throughput_out = sum(s.msg_throughput_out for s in bundle_stats.values())
+        for rate, get in _RATE_GETTERS:
+            setattr(self, rate, sum(map(get, bundle_stats.values())))
         self.num_topics = sum(s.topics for s in bundle_stats.values())
         self.num_bundles = len(bundle_stats)
         self.num_consumers = sum(s.consumer_count for s in bundle_stats.values())
@@ -173,37 +184,39 @@ class TimeAverageMessageData:
 
     ``n = min(n + 1, max_samples); avg = ((n - 1) * avg + x) / n`` for each of the four
     figures. Before the first update the figures hold defaults, overwritten by it (n = 1).
+    The rates are declared in ``groupcoord.figures`` order (Pulsar lists throughputs first).
     """
 
     max_samples: int
     num_samples: int = 0
-    msg_throughput_in: float = 0.0
-    msg_throughput_out: float = 0.0
     msg_rate_in: float = 0.0
     msg_rate_out: float = 0.0
+    msg_throughput_in: float = 0.0
+    msg_throughput_out: float = 0.0
 
     @classmethod
     def with_defaults(cls, max_samples: int, stats: NamespaceBundleStats) -> TimeAverageMessageData:
-        return cls(
-            max_samples=max_samples,
-            msg_throughput_in=stats.msg_throughput_in,
-            msg_throughput_out=stats.msg_throughput_out,
-            msg_rate_in=stats.msg_rate_in,
-            msg_rate_out=stats.msg_rate_out,
-        )
+        return cls(max_samples, 0, *rates_of(stats))
 
     def update(
         self, msg_throughput_in: float, msg_throughput_out: float, msg_rate_in: float, msg_rate_out: float
     ) -> None:
-        self.num_samples = min(self.num_samples + 1, self.max_samples)
-        n = self.num_samples
-        self.msg_throughput_in = ((n - 1) * self.msg_throughput_in + msg_throughput_in) / n
-        self.msg_throughput_out = ((n - 1) * self.msg_throughput_out + msg_throughput_out) / n
-        self.msg_rate_in = ((n - 1) * self.msg_rate_in + msg_rate_in) / n
-        self.msg_rate_out = ((n - 1) * self.msg_rate_out + msg_rate_out) / n
+        """Add one sample (Pulsar's argument order)."""
+        self.update_stats(
+            NamespaceBundleStats(
+                msg_rate_in=msg_rate_in,
+                msg_rate_out=msg_rate_out,
+                msg_throughput_in=msg_throughput_in,
+                msg_throughput_out=msg_throughput_out,
+            )
+        )
 
     def update_stats(self, stats: NamespaceBundleStats) -> None:
-        self.update(stats.msg_throughput_in, stats.msg_throughput_out, stats.msg_rate_in, stats.msg_rate_out)
+        """Add one sample: each rate goes through the recurrence."""
+        self.num_samples = min(self.num_samples + 1, self.max_samples)
+        n = self.num_samples
+        for rate in TASK_RATES:
+            setattr(self, rate, ((n - 1) * getattr(self, rate) + getattr(stats, rate)) / n)
 
     def total_msg_rate(self) -> float:
         return self.msg_rate_in + self.msg_rate_out
@@ -213,14 +226,7 @@ class TimeAverageMessageData:
 
     def scaled(self, fraction: float) -> TimeAverageMessageData:
         """A copy carrying ``fraction`` of the load (used to estimate the children of a split)."""
-        return TimeAverageMessageData(
-            max_samples=self.max_samples,
-            num_samples=self.num_samples,
-            msg_throughput_in=self.msg_throughput_in * fraction,
-            msg_throughput_out=self.msg_throughput_out * fraction,
-            msg_rate_in=self.msg_rate_in * fraction,
-            msg_rate_out=self.msg_rate_out * fraction,
-        )
+        return TimeAverageMessageData(self.max_samples, self.num_samples, *(v * fraction for v in rates_of(self)))
 
 
 @dataclass(slots=True)
@@ -258,36 +264,20 @@ class TimeAverageBrokerData:
         self, bundles: Iterable[str], data: Mapping[str, BundleData], default_stats: NamespaceBundleStats
     ) -> None:
         """Recompute from ``bundles``; a task without data counts with ``default_stats`` (Pulsar's reset)."""
-        st = [0.0] * 4
-        lt = [0.0] * 4
+        short = [0.0] * len(TASK_RATES)
+        long = [0.0] * len(TASK_RATES)
         for bundle in bundles:
             bd = data.get(bundle)
             if bd is None:
-                vals_s = vals_l = (
-                    default_stats.msg_throughput_in,
-                    default_stats.msg_throughput_out,
-                    default_stats.msg_rate_in,
-                    default_stats.msg_rate_out,
-                )
+                s = lg = rates_of(default_stats)
             else:
-                s, lg = bd.short_term_data, bd.long_term_data
-                vals_s = (s.msg_throughput_in, s.msg_throughput_out, s.msg_rate_in, s.msg_rate_out)
-                vals_l = (lg.msg_throughput_in, lg.msg_throughput_out, lg.msg_rate_in, lg.msg_rate_out)
-            for i in range(4):
-                st[i] += vals_s[i]
-                lt[i] += vals_l[i]
-        (
-            self.short_term_msg_throughput_in,
-            self.short_term_msg_throughput_out,
-            self.short_term_msg_rate_in,
-            self.short_term_msg_rate_out,
-        ) = st
-        (
-            self.long_term_msg_throughput_in,
-            self.long_term_msg_throughput_out,
-            self.long_term_msg_rate_in,
-            self.long_term_msg_rate_out,
-        ) = lt
+                s, lg = rates_of(bd.short_term_data), rates_of(bd.long_term_data)
+            for i in range(len(TASK_RATES)):
+                short[i] += s[i]
+                long[i] += lg[i]
+        for term, totals in ((SHORT, short), (LONG, long)):
+            for name, total in zip(_TERM_TOTALS[term], totals, strict=True):
+                setattr(self, name, total)
 
 
 @dataclass(slots=True)

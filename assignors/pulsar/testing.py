@@ -22,6 +22,7 @@ from assignors.pulsar.data import (
     default_bundle_stats,
 )
 from assignors.snapshot import TaskLoadStats
+from groupcoord.figures import TASK_RATES
 
 __all__ = ["FakeClock", "broker", "bundle", "load_data", "steady_task"]
 
@@ -103,11 +104,7 @@ def broker(
     local.update_bundle_data(
         {
             name: NamespaceBundleStats(
-                msg_rate_in=bd.short_term_data.msg_rate_in,
-                msg_rate_out=bd.short_term_data.msg_rate_out,
-                msg_throughput_in=bd.short_term_data.msg_throughput_in,
-                msg_throughput_out=bd.short_term_data.msg_throughput_out,
-                topics=topics_per_bundle,
+                **{rate: getattr(bd.short_term_data, rate) for rate in TASK_RATES}, topics=topics_per_bundle
             )
             for name, bd in bundles.items()
         }

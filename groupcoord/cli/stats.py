@@ -12,7 +12,7 @@ import sys
 from groupcoord import errors
 from groupcoord.admin import AdminClient
 from groupcoord.cli.common import STATS_EXTRA_HINT, missing_stats_extra
-from worker.convert import snapshot_to_pb
+from groupcoord.wire import snapshot_to_pb
 
 __all__ = ["publish_snapshots", "run_stats"]
 
