@@ -15,7 +15,7 @@ from assignors.base import (
 from assignors.registry import UnknownAssignorError, available_assignors, get_assignor, register
 from assignors.snapshot import LoadSnapshot, TaskLoadStats, WorkerLoadStats
 
-__all__ = [  # noqa: RUF022 - grouped by role
+__all__ = [
     # contract
     "Assignor",
     "AssignmentContext",

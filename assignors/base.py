@@ -26,7 +26,7 @@ from typing import NamedTuple, Protocol, runtime_checkable
 
 from assignors.snapshot import LoadSnapshot
 
-__all__ = [  # noqa: RUF022 - grouped by role
+__all__ = [
     "TaskReplica",
     "TaskSpec",
     "MemberInfo",

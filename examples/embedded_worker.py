@@ -14,7 +14,7 @@ import argparse
 import logging
 import signal
 import threading
-from typing import Sequence
+from collections.abc import Sequence
 
 from assignors import TaskReplica
 from worker import WorkerClient, WorkerConfig

@@ -20,7 +20,7 @@ from loadstats.samples import (
 )
 from loadstats.snapshot_io import read_meta, read_snapshots
 
-__all__ = [  # noqa: RUF022 - grouped by role
+__all__ = [
     # reports
     "LoadReport",
     "ResourceUsage",

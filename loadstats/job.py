@@ -52,7 +52,7 @@ from loadstats.transforms import (
     worker_stats,
 )
 
-__all__ = [  # noqa: RUF022 - the job, then what its callers see of the transforms
+__all__ = [
     "DEFAULT_MAX_SAMPLE_AGE_S",
     "JobResult",
     "build_session",

@@ -45,7 +45,7 @@ def start_coordinator(tmp: Path, name: str, zk: str, port: int, env: dict[str, s
         f'zk_root = "/groupcoord/test"\n'
         "[coordinator]\ngroup_min_session_timeout_ms = 500\ngroup_initial_rebalance_delay_ms = 0\n"
     )
-    log = open(tmp / f"{name}.log", "w")
+    log = open(tmp / f"{name}.log", "w")  # noqa: SIM115 - the child writes to it for its whole life
     return subprocess.Popen(
         [sys.executable, "-m", "groupcoord.cli", "--log-level", "info", "serve", "--config", str(config),
          "--listen", f"127.0.0.1:{port}", "--advertise", f"127.0.0.1:{port}", "--data-dir", str(tmp / name)],

@@ -36,7 +36,7 @@ from assignors.pulsar.split import (
     topic_count_equally_divide,
 )
 
-__all__ = [  # noqa: RUF022 - grouped by role, as STYLE 16 asks
+__all__ = [
     # assignors
     "PulsarAssignor",
     "PulsarThresholdAssignor",
