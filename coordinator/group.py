@@ -28,6 +28,7 @@ class Member:
     protocols: tuple[str, ...]
     metadata: pb.MemberMetadata
     protocol_type: str = ""
+    rebalance_protocols: tuple[str, ...] = ()  # "eager" and/or "cooperative" (KIP-429)
     join_token: Token | None = None  # a JoinGroup held until the join phase completes
     sync_token: Token | None = None  # a SyncGroup held until the leader's assignment arrives
     last_seen: float = 0.0
@@ -89,6 +90,15 @@ class Group:
     assignment: dict[str, list[pb.TaskReplica]] = field(default_factory=dict)
     # the leader's opaque bytes for each member, handed on unchanged in SyncGroup
     user_data: dict[str, bytes] = field(default_factory=dict)
+    # "eager" or "cooperative" for the current generation (cooperative when every member offers it)
+    rebalance_protocol: str = "eager"
+    # cooperative generations: who may still be running each replica when the generation began
+    # (what a re-joined member reported owning, else what it was last assigned); a replica goes
+    # to a new member only once nobody else runs it
+    owners: dict[tuple[str, int], frozenset[str]] = field(default_factory=dict)
+    # replicas the accepted assignment takes away from their owner without giving them to anyone
+    # yet: the first half of a cooperative move (the owner re-joins once it has stopped them)
+    revoking: set[tuple[str, int]] = field(default_factory=set)
     unassigned: list[pb.UnassignedReplica] = field(default_factory=list)
     tasks: dict[str, pb.Task] = field(default_factory=dict)
     load_snapshot: pb.LoadSnapshot | None = None
@@ -161,6 +171,10 @@ class Group:
     def rebalance_timeout_ms(self) -> int:
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
 
+    def owned_by(self, member_id: str) -> list[pb.TaskReplica]:
+        """What ``member_id`` counts as running in this cooperative generation."""
+        return [pb.TaskReplica(task_id=t, replica=r) for (t, r), who in sorted(self.owners.items()) if member_id in who]
+
     def supports_protocols(self, protocol_type: str, protocols: tuple[str, ...]) -> bool:
         """True if a member of ``protocol_type`` offering ``protocols`` shares at least one with
         every member (an empty group takes any type)."""
@@ -210,7 +224,8 @@ class Group:
                 owners[key] = ""
             for task in self.tasks.values():
                 for r in range(max(1, task.replicas)):
-                    assert (task.task_id, r) in owners, f"{self.group_id}: {task.task_id}#{r} not assigned"
+                    assert (task.task_id, r) in owners or (task.task_id, r) in self.revoking, \
+                        f"{self.group_id}: {task.task_id}#{r} not assigned"
         statics = {m.instance_id: m.member_id for m in self.members.values() if m.instance_id}
         assert statics == self.static_members, f"{self.group_id}: static members {self.static_members} != {statics}"
         assert self.pending_sync <= set(self.members), f"{self.group_id}: pending sync names non-members"

@@ -158,6 +158,7 @@ def _add_member(m: Model, out: Outbox, group: Group, request: pb.JoinGroupReques
         protocols=tuple(request.protocols),
         metadata=request.metadata,
         protocol_type=request.protocol_type,
+        rebalance_protocols=tuple(request.rebalance_protocols),
         join_token=token,
         last_seen=m.clock.now(),
         is_new=True,
@@ -206,6 +207,7 @@ def _replace_static_member(m: Model, out: Outbox, group: Group, request: pb.Join
 
 def _update_member(member: Member, request: pb.JoinGroupRequest) -> None:
     member.protocols = tuple(request.protocols)
+    member.rebalance_protocols = tuple(request.rebalance_protocols)
     member.metadata = request.metadata
     member.session_timeout_ms = request.session_timeout_ms
     member.rebalance_timeout_ms = request.rebalance_timeout_ms or request.session_timeout_ms

@@ -40,6 +40,7 @@ __all__ = [
 log = logging.getLogger("groupcoord.coordinator")
 S = GroupState
 OK = error(pb.NONE, "NONE")
+EAGER, COOPERATIVE = "eager", "cooperative"
 
 
 def join_key(group_id: str) -> TimerKey:
@@ -70,9 +71,14 @@ def join_response(group: Group, member: Member) -> pb.JoinGroupResponse:
         protocol_type=group.protocol_type,
         leader_id=group.leader_id,
         member_id=member.member_id,
+        rebalance_protocol=group.rebalance_protocol,
     )
     if member.member_id == group.leader_id:
-        response.members.extend(m.to_pb() for m in group.members.values())
+        for other in group.members.values():
+            described = response.members.add()
+            described.CopyFrom(other.to_pb())
+            if group.rebalance_protocol == COOPERATIVE:
+                described.assigned.extend(group.owned_by(other.member_id))
         response.tasks.extend(group.tasks[t] for t in sorted(group.tasks))
         if group.load_snapshot is not None:
             response.load_snapshot.CopyFrom(group.load_snapshot)
@@ -161,10 +167,15 @@ def complete_join(m: Model, out: Outbox, group: Group) -> None:
         log.info("group %s: no member re-joined; waiting another rebalance timeout", group.group_id)
         out.arm(join_key(group.group_id), group.rebalance_timeout_ms() / 1000)
         return
+    previous = group.assignment
     group.generation += 1
     group.assignment = {}
     group.user_data = {}
     group.unassigned = []
+    group.revoking = set()
+    cooperative = bool(group.members) and all(COOPERATIVE in mb.rebalance_protocols for mb in group.members.values())
+    group.rebalance_protocol = COOPERATIVE if cooperative else EAGER
+    group.owners = _running(group, previous) if cooperative else {}
     if not group.members:
         group.protocol = ""
         group.leader_id = ""
@@ -192,6 +203,18 @@ def complete_join(m: Model, out: Outbox, group: Group) -> None:
         arm_session(out, group, member)
         if token is not None:
             out.reply(token, group.group_id, join_response(group, member))
+
+
+def _running(group: Group, previous: dict[str, list[pb.TaskReplica]]) -> dict[tuple[str, int], frozenset[str]]:
+    """Who may still run each replica as a cooperative generation begins: a member that re-joined
+    in this phase says what it runs (it stopped what it revoked); one that did not (a static member
+    away) still runs what it was last assigned."""
+    running: dict[tuple[str, int], set[str]] = {}
+    for member in group.members.values():
+        claimed = member.metadata.owned if member.join_token is not None else previous.get(member.member_id, [])
+        for replica in claimed:
+            running.setdefault((replica.task_id, replica.replica), set()).add(member.member_id)
+    return {key: frozenset(who) for key, who in running.items()}
 
 
 def on_sync_timeout(m: Model, out: Outbox, group: Group) -> None:

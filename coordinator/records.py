@@ -48,6 +48,7 @@ def group_to_record(group: Group) -> dict[str, Any]:
                 "rebalance_timeout_ms": m.rebalance_timeout_ms,
                 "protocols": list(m.protocols),
                 "protocol_type": m.protocol_type,
+                "rebalance_protocols": list(m.rebalance_protocols),
                 "metadata": _b64(m.metadata),
             }
             for m in group.members.values()
@@ -56,6 +57,9 @@ def group_to_record(group: Group) -> dict[str, Any]:
             member_id: [[r.task_id, r.replica] for r in replicas] for member_id, replicas in group.assignment.items()
         },
         "user_data": {member_id: base64.b64encode(data).decode("ascii") for member_id, data in group.user_data.items()},
+        "rebalance_protocol": group.rebalance_protocol,
+        "owners": [[t, r, sorted(who)] for (t, r), who in sorted(group.owners.items())],
+        "revoking": sorted([t, r] for t, r in group.revoking),
         "unassigned": [[u.task.task_id, u.task.replica, u.reason] for u in group.unassigned],
         "tasks": _catalog_record(group),
         "load_snapshot": _b64(group.load_snapshot) if group.load_snapshot is not None else None,
@@ -94,9 +98,13 @@ def group_from_record(record: dict[str, Any]) -> Group:
             rebalance_timeout_ms=m["rebalance_timeout_ms"],
             protocols=tuple(m["protocols"]),
             protocol_type=m.get("protocol_type", ""),
+            rebalance_protocols=tuple(m.get("rebalance_protocols", ())),
             metadata=_parse(pb.MemberMetadata, m["metadata"]),
         ))
     group.leader_id = record["leader_id"]  # ``add`` names the first member leader; the record knows better
+    group.rebalance_protocol = record.get("rebalance_protocol", "eager")
+    group.owners = {(t, r): frozenset(who) for t, r, who in record.get("owners", [])}
+    group.revoking = {(t, r) for t, r in record.get("revoking", [])}
     group.user_data = {member_id: base64.b64decode(text) for member_id, text in record.get("user_data", {}).items()}
     group.assignment = {
         member_id: [pb.TaskReplica(task_id=t, replica=r) for t, r in replicas]

@@ -87,7 +87,9 @@ def _accept_leader_sync(m: Model, out: Outbox, group: Group, request: pb.SyncGro
             raise AssignmentRejected(f"the leader's assignor failed: {request.assignor_error}")
         tasks = apply_splits(group.tasks, request.splits)
         pools = {mb.member_id: mb.metadata.pool for mb in group.members.values()}
-        validate_assignment(pools, tasks, request.assignments, request.unassigned)
+        cooperative = group.rebalance_protocol == phases.COOPERATIVE
+        revoking = validate_assignment(pools, tasks, request.assignments, request.unassigned,
+                                       group.owners if cooperative else None)
     except AssignmentRejected as rejected:
         reason = str(rejected)
         log.warning("group %s: generation %d: invalid assignment: %s", group.group_id, group.generation, reason)
@@ -106,6 +108,7 @@ def _accept_leader_sync(m: Model, out: Outbox, group: Group, request: pb.SyncGro
     for member_id in group.members:
         group.assignment.setdefault(member_id, [])
     group.unassigned = list(request.unassigned)
+    group.revoking = revoking
     group.last_error = ""
     # the sync timer keeps running: members that never send SyncGroup are removed at its end
     group.complete_sync()

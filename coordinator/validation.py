@@ -6,6 +6,11 @@ only when its pool has fewer members than its replication factor; replicas of
 one task sit on distinct members; a task only goes to members of its pool.
 Splits (a task replaced by its children) are applied to the catalog first, so
 the assignment must cover the children, not the parent.
+
+Cooperative generations (KIP-429) add one rule: a replica that another member may
+still be running goes to nobody else in this generation. The assignment may leave
+it unassigned instead (its owner revokes it and re-joins; the next generation gives
+it to its new member): those replicas are returned as "revoking".
 """
 
 from __future__ import annotations
@@ -48,8 +53,10 @@ def validate_assignment(
     tasks: Mapping[str, pb.Task],
     assignments: Iterable[pb.MemberAssignment],
     unassigned: Iterable[pb.UnassignedReplica],
-) -> None:
-    """Raise AssignmentRejected unless the assignment is complete and consistent."""
+    owners: Mapping[tuple[str, int], frozenset[str]] | None = None,
+) -> set[tuple[str, int]]:
+    """Raise AssignmentRejected unless the assignment is complete and consistent; returns the
+    replicas being revoked (cooperative: ``owners`` says who may still run each replica)."""
     owner: dict[tuple[str, int], str] = {}
     members_of_task: dict[str, set[str]] = {}
     seen_members: set[str] = set()
@@ -75,6 +82,13 @@ def validate_assignment(
                     f"task {replica.task_id}#{replica.replica} assigned twice: to {owner[key]!r} and {member_id!r}"
                 )
             owner[key] = member_id
+            running = owners.get(key, frozenset()) - {member_id} if owners is not None else frozenset()
+            if running:
+                raise AssignmentRejected(
+                    f"task {replica.task_id}#{replica.replica} assigned to {member_id!r} while "
+                    f"{', '.join(sorted(running))} may still run it: in a cooperative rebalance its owner "
+                    f"revokes it first and it moves in the next generation"
+                )
             if member_pools[member_id] != task.pool:
                 raise AssignmentRejected(
                     f"task {replica.task_id!r} of pool {task.pool or '(default)'!r} assigned to {member_id!r} "
@@ -96,15 +110,22 @@ def validate_assignment(
         if key in owner:
             raise AssignmentRejected(f"task {key[0]}#{key[1]} is both assigned and reported unassigned")
         declared.add(key)
+    revoking = {
+        key for key, who in (owners or {}).items()
+        if key not in owner and who & member_pools.keys() and key[0] in tasks
+    }
     for task in tasks.values():
         placeable = min(replicas_of(task), pool_sizes.get(task.pool, 0))
         assigned = len(members_of_task.get(task.task_id, ()))
-        if assigned < placeable:
+        held_back = sum(1 for r in range(replicas_of(task)) if (task.task_id, r) in revoking)
+        if assigned + held_back < placeable:
             missing = [r for r in range(replicas_of(task)) if (task.task_id, r) not in owner]
             raise AssignmentRejected(
                 f"task {task.task_id!r}: replica(s) {missing} not assigned although pool "
                 f"{task.pool or '(default)'!r} has {pool_sizes.get(task.pool, 0)} member(s)"
             )
         for r in range(replicas_of(task)):
-            if (task.task_id, r) not in owner and (task.task_id, r) not in declared:
+            key = (task.task_id, r)
+            if key not in owner and key not in declared and key not in revoking:
                 raise AssignmentRejected(f"task {task.task_id}#{r} is neither assigned nor reported unassigned")
+    return revoking

@@ -128,7 +128,7 @@ class MemberMetadata(_message.Message):
     def __init__(self, rack: _Optional[str] = ..., pool: _Optional[str] = ..., capacity: _Optional[float] = ..., attributes: _Optional[_Mapping[str, str]] = ..., owned: _Optional[_Iterable[_Union[TaskReplica, _Mapping]]] = ..., owned_generation: _Optional[int] = ..., user_data: _Optional[bytes] = ...) -> None: ...
 
 class JoinGroupRequest(_message.Message):
-    __slots__ = ("group_id", "member_id", "instance_id", "client_id", "session_timeout_ms", "rebalance_timeout_ms", "protocols", "metadata", "protocol_type")
+    __slots__ = ("group_id", "member_id", "instance_id", "client_id", "session_timeout_ms", "rebalance_timeout_ms", "protocols", "metadata", "protocol_type", "rebalance_protocols")
     GROUP_ID_FIELD_NUMBER: _ClassVar[int]
     MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
     INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -138,6 +138,7 @@ class JoinGroupRequest(_message.Message):
     PROTOCOLS_FIELD_NUMBER: _ClassVar[int]
     METADATA_FIELD_NUMBER: _ClassVar[int]
     PROTOCOL_TYPE_FIELD_NUMBER: _ClassVar[int]
+    REBALANCE_PROTOCOLS_FIELD_NUMBER: _ClassVar[int]
     group_id: str
     member_id: str
     instance_id: str
@@ -147,24 +148,27 @@ class JoinGroupRequest(_message.Message):
     protocols: _containers.RepeatedScalarFieldContainer[str]
     metadata: MemberMetadata
     protocol_type: str
-    def __init__(self, group_id: _Optional[str] = ..., member_id: _Optional[str] = ..., instance_id: _Optional[str] = ..., client_id: _Optional[str] = ..., session_timeout_ms: _Optional[int] = ..., rebalance_timeout_ms: _Optional[int] = ..., protocols: _Optional[_Iterable[str]] = ..., metadata: _Optional[_Union[MemberMetadata, _Mapping]] = ..., protocol_type: _Optional[str] = ...) -> None: ...
+    rebalance_protocols: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, group_id: _Optional[str] = ..., member_id: _Optional[str] = ..., instance_id: _Optional[str] = ..., client_id: _Optional[str] = ..., session_timeout_ms: _Optional[int] = ..., rebalance_timeout_ms: _Optional[int] = ..., protocols: _Optional[_Iterable[str]] = ..., metadata: _Optional[_Union[MemberMetadata, _Mapping]] = ..., protocol_type: _Optional[str] = ..., rebalance_protocols: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class GroupMember(_message.Message):
-    __slots__ = ("member_id", "instance_id", "client_id", "host", "metadata")
+    __slots__ = ("member_id", "instance_id", "client_id", "host", "metadata", "assigned")
     MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
     INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
     CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
     HOST_FIELD_NUMBER: _ClassVar[int]
     METADATA_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNED_FIELD_NUMBER: _ClassVar[int]
     member_id: str
     instance_id: str
     client_id: str
     host: str
     metadata: MemberMetadata
-    def __init__(self, member_id: _Optional[str] = ..., instance_id: _Optional[str] = ..., client_id: _Optional[str] = ..., host: _Optional[str] = ..., metadata: _Optional[_Union[MemberMetadata, _Mapping]] = ...) -> None: ...
+    assigned: _containers.RepeatedCompositeFieldContainer[TaskReplica]
+    def __init__(self, member_id: _Optional[str] = ..., instance_id: _Optional[str] = ..., client_id: _Optional[str] = ..., host: _Optional[str] = ..., metadata: _Optional[_Union[MemberMetadata, _Mapping]] = ..., assigned: _Optional[_Iterable[_Union[TaskReplica, _Mapping]]] = ...) -> None: ...
 
 class JoinGroupResponse(_message.Message):
-    __slots__ = ("error", "generation", "protocol", "leader_id", "member_id", "members", "tasks", "load_snapshot", "protocol_type", "skip_assignment")
+    __slots__ = ("error", "generation", "protocol", "leader_id", "member_id", "members", "tasks", "load_snapshot", "protocol_type", "skip_assignment", "rebalance_protocol")
     ERROR_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     PROTOCOL_FIELD_NUMBER: _ClassVar[int]
@@ -175,6 +179,7 @@ class JoinGroupResponse(_message.Message):
     LOAD_SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
     PROTOCOL_TYPE_FIELD_NUMBER: _ClassVar[int]
     SKIP_ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
+    REBALANCE_PROTOCOL_FIELD_NUMBER: _ClassVar[int]
     error: Error
     generation: int
     protocol: str
@@ -185,7 +190,8 @@ class JoinGroupResponse(_message.Message):
     load_snapshot: LoadSnapshot
     protocol_type: str
     skip_assignment: bool
-    def __init__(self, error: _Optional[_Union[Error, _Mapping]] = ..., generation: _Optional[int] = ..., protocol: _Optional[str] = ..., leader_id: _Optional[str] = ..., member_id: _Optional[str] = ..., members: _Optional[_Iterable[_Union[GroupMember, _Mapping]]] = ..., tasks: _Optional[_Iterable[_Union[Task, _Mapping]]] = ..., load_snapshot: _Optional[_Union[LoadSnapshot, _Mapping]] = ..., protocol_type: _Optional[str] = ..., skip_assignment: _Optional[bool] = ...) -> None: ...
+    rebalance_protocol: str
+    def __init__(self, error: _Optional[_Union[Error, _Mapping]] = ..., generation: _Optional[int] = ..., protocol: _Optional[str] = ..., leader_id: _Optional[str] = ..., member_id: _Optional[str] = ..., members: _Optional[_Iterable[_Union[GroupMember, _Mapping]]] = ..., tasks: _Optional[_Iterable[_Union[Task, _Mapping]]] = ..., load_snapshot: _Optional[_Union[LoadSnapshot, _Mapping]] = ..., protocol_type: _Optional[str] = ..., skip_assignment: _Optional[bool] = ..., rebalance_protocol: _Optional[str] = ...) -> None: ...
 
 class MemberAssignment(_message.Message):
     __slots__ = ("member_id", "tasks", "user_data")
