@@ -14,14 +14,15 @@ def test_a_static_worker_restarted_within_its_session_gets_its_tasks_back(server
     admin = AdminClient(server.address)
     admin.put_tasks(G, [f"t{i}" for i in range(4)])
     steady = Recorder()
-    a = make_worker(server.address, "a", steady, instance_id="inst-a").start()
-    b = make_worker(server.address, "b", instance_id="inst-b").start()
+    a = make_worker(server.address, "a", steady, instance_id="inst-a", session_timeout_ms=10_000).start()
+    b = make_worker(server.address, "b", instance_id="inst-b", session_timeout_ms=10_000).start()
     try:
         before = wait_settled([a, b], admin, 4)
         b_tasks = b.assigned_tasks
         b.close()  # static: no LeaveGroup
         assert admin.describe_group(G).state == pb.STABLE and len(admin.describe_group(G).members) == 2
-        b = make_worker(server.address, "b", instance_id="inst-b").start()  # the same instance, a new process
+        # the same instance, a new process
+        b = make_worker(server.address, "b", instance_id="inst-b", session_timeout_ms=10_000).start()
         after = wait_settled([a, b], admin, 4)
         assert after.generation == before.generation  # no rebalance
         assert b.assigned_tasks == b_tasks
@@ -56,8 +57,8 @@ def test_a_fenced_worker_stops_with_the_error_and_revokes_its_tasks(server: Serv
 def test_a_static_worker_asked_to_leave_on_close_leaves(server: ServerThread) -> None:
     admin = AdminClient(server.address)
     admin.put_tasks(G, ["t0", "t1"])
-    a = make_worker(server.address, "a", instance_id="inst-a").start()
-    b = make_worker(server.address, "b", instance_id="inst-b").start()
+    a = make_worker(server.address, "a", instance_id="inst-a", session_timeout_ms=10_000).start()
+    b = make_worker(server.address, "b", instance_id="inst-b", session_timeout_ms=10_000).start()
     try:
         before = wait_settled([a, b], admin, 2)
         b.close(leave_group=True)  # a scale-in, not a restart
