@@ -1,9 +1,11 @@
 """Pulsar's load balancing as assignors: members play Pulsar's brokers, tasks its bundles.
 
 Modules, one job each: ``config`` (every setting, Pulsar's defaults and units), ``data`` (the load
-data model), ``convert`` (``LoadData`` from the statistics job's snapshot), ``shedding`` (four
-shedders), ``placement`` (three placement strategies), ``split`` (bundle split), ``assignors``
-(the ``pulsar-*`` assignors that tie them together).
+data model), ``convert`` (``LoadData`` from the statistics job's snapshot), ``shedding`` (the four
+shedders, defined in ``shedding_threshold`` and ``shedding_difference`` on the contract and
+helpers of ``shedding_base``), ``placement`` (three placement strategies), ``split`` (bundle
+split), ``assignors`` (the ``pulsar-*`` assignors that tie them together, running the round's
+``steps``).
 """
 
 from assignors.pulsar.assignors import (

@@ -18,7 +18,7 @@ from typing import Protocol
 
 from assignors.pulsar.config import LoadBalancerConfig
 from assignors.pulsar.data import BrokerData, LoadData
-from assignors.pulsar.shedding import EPS
+from assignors.pulsar.shedding_base import EPS
 
 __all__ = [
     "LeastLongTermMessageRate",
