@@ -12,6 +12,7 @@ from assignors.base import (
     TaskSplit,
     eligible_members,
 )
+from assignors.cooperative import COOPERATIVE, EAGER, cooperative_step
 from assignors.registry import UnknownAssignorError, available_assignors, get_assignor, register
 from assignors.snapshot import LoadSnapshot, TaskLoadStats, WorkerLoadStats
 
@@ -27,6 +28,10 @@ __all__ = [
     "TaskReplica",
     "TaskSplit",
     "eligible_members",
+    # cooperative rebalancing (KIP-429)
+    "EAGER",
+    "COOPERATIVE",
+    "cooperative_step",
     # lookup
     "get_assignor",
     "register",

@@ -113,6 +113,9 @@ class AssignmentContext:
     tasks: tuple[TaskSpec, ...]
     load_snapshot: LoadSnapshot | None = None
     rng: random.Random = field(default_factory=lambda: random.Random(0))
+    rebalance_protocol: str = "eager"
+    """"cooperative" (KIP-429): each member's ``owned`` is what it runs now, and a replica owned
+    by one member may not go to another in this generation (see ``assignors.cooperative``)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "members", tuple(sorted(self.members, key=lambda m: m.member_id)))

@@ -26,6 +26,7 @@ from collections.abc import Iterable
 from types import MappingProxyType
 
 from assignors.base import Assignment, AssignmentContext, MemberInfo, TaskReplica, TaskSpec
+from assignors.cooperative import COOPERATIVE, EAGER
 from assignors.snapshot import TASK_STATS_FIELDS, WORKER_STATS_FIELDS, LoadSnapshot, TaskLoadStats, WorkerLoadStats
 from groupcoord.figures import RESOURCES, TASK_FIGURES
 from groupcoord.v1 import groupcoord_pb2 as pb
@@ -81,8 +82,9 @@ def replicas_to_pb(replicas: Iterable[TaskReplica]) -> list[pb.TaskReplica]:
     return [pb.TaskReplica(task_id=r.task_id, replica=r.replica) for r in replicas]
 
 
-def member_from_pb(member: pb.GroupMember) -> MemberInfo:
-    """A member as the leader sees it; unset ``capacity`` (0) means the default (1)."""
+def member_from_pb(member: pb.GroupMember, *, cooperative: bool = False) -> MemberInfo:
+    """A member as the leader sees it; unset ``capacity`` (0) means the default (1). In a
+    cooperative generation ``owned`` is what the coordinator counts the member as running."""
     md = member.metadata
     return MemberInfo(
         member_id=member.member_id,
@@ -93,7 +95,7 @@ def member_from_pb(member: pb.GroupMember) -> MemberInfo:
         pool=md.pool,
         capacity=md.capacity or 1.0,
         attributes=MappingProxyType(dict(md.attributes)),
-        owned=replicas_from_pb(md.owned),
+        owned=replicas_from_pb(member.assigned if cooperative else md.owned),
         owned_generation=md.owned_generation,
     )
 
@@ -122,24 +124,31 @@ def context_from_join(group_id: str, response: pb.JoinGroupResponse, seed: int |
     """The leader's view of the group in this generation; the random source is seeded by the
     generation (unless given) so a re-run of the same generation decides the same way."""
     snapshot = snapshot_from_pb(response.load_snapshot) if response.HasField("load_snapshot") else None
+    cooperative = response.rebalance_protocol == COOPERATIVE
     return AssignmentContext(
         group_id=group_id,
         generation=response.generation,
-        members=tuple(member_from_pb(m) for m in response.members),
+        members=tuple(member_from_pb(m, cooperative=cooperative) for m in response.members),
         tasks=tuple(task_spec(t) for t in response.tasks),
         load_snapshot=snapshot,
         rng=random.Random(response.generation if seed is None else seed),
+        rebalance_protocol=COOPERATIVE if cooperative else EAGER,
     )
 
 
 def join_response_from_context(context: AssignmentContext) -> pb.JoinGroupResponse:
     """What a leader receives for ``context`` (its inverse, but for the random source): a
     context written down to replay an assignor elsewhere, or built by a test."""
+    cooperative = context.rebalance_protocol == COOPERATIVE
     response = pb.JoinGroupResponse(
         generation=context.generation,
         members=[member_pb(m) for m in context.members],
         tasks=[task_pb(t) for t in context.tasks],
+        rebalance_protocol=COOPERATIVE if cooperative else "",  # empty on the wire means eager
     )
+    if cooperative:
+        for described, member in zip(response.members, context.members, strict=True):
+            described.assigned.extend(replicas_to_pb(member.owned))
     if context.load_snapshot is not None:
         response.load_snapshot.CopyFrom(snapshot_to_pb(context.load_snapshot))
     return response

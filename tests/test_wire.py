@@ -124,6 +124,17 @@ def test_assignment_context_round_trip() -> None:
     assert wire.join_response_from_context(context) == message
 
 
+def test_a_cooperative_context_takes_owned_from_what_the_coordinator_counts() -> None:
+    message = join_response_pb()
+    message.rebalance_protocol = "cooperative"
+    message.members[0].assigned.add(task_id="t9", replica=0)  # m1 runs t9, whatever its metadata says
+    context = wire.context_from_join("g", message)
+    assert context.rebalance_protocol == "cooperative"
+    assert context.members[0].owned == (TaskReplica("t9", 0),) and context.members[1].owned == ()
+    again = wire.context_from_join("g", wire.join_response_from_context(context))
+    assert [m.owned for m in again.members] == [m.owned for m in context.members]
+
+
 def test_assignment_context_domain_round_trip_and_defaults() -> None:
     context = AssignmentContext(
         group_id="g", generation=3,

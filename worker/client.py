@@ -29,6 +29,8 @@ from groupcoord.wire import replicas_from_pb
 from worker.config import WorkerConfig
 from worker.leader import AssignorLookup, Recheck, leader_sync_request
 from worker.listener import JoinListener, TaskListener
+from worker.ownership import Ownership
+from worker.requests import heartbeat_request, join_request, leave_request
 from worker.retry import join_retrying
 from worker.states import WorkerMachine, WorkerState
 from worker.transport import ChannelFactory, Transport, WorkerClosedError
@@ -73,9 +75,9 @@ class WorkerClient:
         self._generation = -1
         self._leader_id = ""
         self._protocol = ""
-        self._assigned: tuple[TaskReplica, ...] = ()  # what the service runs now
-        self._owned: tuple[TaskReplica, ...] = ()  # last assignment received (reported for stickiness)
-        self._owned_generation = -1
+        self._tasks = Ownership(listener, self._cond, name=config.client_id)
+        # the rebalance protocol of the last generation (before the first: what we offer)
+        self._rebalance_protocol = config.rebalance_protocol
         self._last_heartbeat_ok = monotonic()
         self._rebalance_requested = False
         self._recheck = Recheck(assignor_lookup, monotonic, name=config.client_id)
@@ -111,7 +113,12 @@ class WorkerClient:
 
     @property
     def assigned_tasks(self) -> tuple[TaskReplica, ...]:
-        return self._assigned
+        return self._tasks.assigned
+
+    @property
+    def rebalance_protocol(self) -> str:
+        """"eager" or "cooperative": how the current generation rebalances."""
+        return self._rebalance_protocol
 
     @property
     def coordinator_address(self) -> str:
@@ -189,7 +196,10 @@ class WorkerClient:
             log.exception("%s: worker loop failed", self.config.client_id)
         finally:
             try:
-                self._revoke()
+                if isinstance(self.fatal_error, errors.FencedInstanceIdError):
+                    self._tasks.lose_all()
+                else:
+                    self._tasks.revoke_all()
                 self._leave()
             finally:
                 self._machine.fire("stop")
@@ -217,11 +227,16 @@ class WorkerClient:
     # ------------------------------------------------------------------ join / sync
 
     def _join_and_sync(self) -> None:
-        """One attempt, from PreparingJoin; any failure returns there (``fail``) before the backoff."""
-        self._revoke()
+        """One attempt, from PreparingJoin; any failure returns there (``fail``) before the backoff.
+        Eager: every task stops first. Cooperative: tasks run on through the join."""
+        if not self._cooperative():
+            self._tasks.revoke_all()
         self._machine.fire("join")
         try:
             join = self._join()
+            self._rebalance_protocol = join.rebalance_protocol or "eager"
+            if not self._cooperative():  # the group turned out eager (a member does not offer cooperative)
+                self._tasks.revoke_all()
             self._machine.fire("joined")
             tasks = self._sync(join)
         except Exception as failure:
@@ -233,38 +248,17 @@ class WorkerClient:
             raise
         self._assign(tasks, join.generation)
 
-    def _join_request(self) -> pb.JoinGroupRequest:
-        cfg = self.config
-        return pb.JoinGroupRequest(
-            group_id=cfg.group_id,
-            member_id=self._member_id,
-            instance_id=cfg.instance_id,
-            client_id=cfg.client_id,
-            session_timeout_ms=cfg.session_timeout_ms,
-            rebalance_timeout_ms=cfg.rebalance_timeout_ms,
-            protocols=list(cfg.assignors),
-            protocol_type=cfg.protocol_type,
-            metadata=pb.MemberMetadata(
-                rack=cfg.rack,
-                pool=cfg.pool,
-                capacity=cfg.capacity,
-                attributes=dict(cfg.attributes),
-                owned=[pb.TaskReplica(task_id=r.task_id, replica=r.replica) for r in self._owned],
-                owned_generation=self._owned_generation,
-            ),
-        )
-
     def _phase_timeout(self) -> float:
         """Deadline (s) of JoinGroup / SyncGroup: the coordinator holds them up to the rebalance timeout."""
         return (self.config.rebalance_timeout_ms + self.config.request_timeout_ms) / 1000
 
     def _join(self) -> pb.JoinGroupResponse:
         try:
-            response = self._transport.join_group(self._join_request(), self._phase_timeout())
+            response = self._transport.join_group(join_request(self.config, self._member_id, self._tasks), self._phase_timeout())
         except errors.MemberIdRequiredError as required:
             self._member_id = required.member_id
             log.info("%s: got member id %s", self.config.client_id, self._member_id)
-            response = self._transport.join_group(self._join_request(), self._phase_timeout())
+            response = self._transport.join_group(join_request(self.config, self._member_id, self._tasks), self._phase_timeout())
         self._member_id = response.member_id
         self._generation = response.generation
         self._leader_id = response.leader_id
@@ -294,9 +288,15 @@ class WorkerClient:
         return replicas_from_pb(response.tasks)
 
     def _reset_membership(self, error: errors.GroupCoordError) -> None:
+        """The coordinator forgot us (or our generation): what we run may be someone else's now."""
         log.info("%s: %s: resetting member id and generation", self.config.client_id, error)
         self._member_id = ""
         self._generation = -1
+        if self._cooperative():
+            self._tasks.lose_all()
+
+    def _cooperative(self) -> bool:
+        return self._rebalance_protocol == "cooperative"
 
     # ------------------------------------------------------------------ stable
 
@@ -309,16 +309,15 @@ class WorkerClient:
             self._rebalance_requested = False
             self._machine.fire("rejoin")
             return
-        request = pb.HeartbeatRequest(
-            group_id=cfg.group_id, member_id=self._member_id, generation=self._generation,
-            instance_id=cfg.instance_id,
-        )
+        request = heartbeat_request(cfg, self._member_id, self._generation)
         try:
             self._transport.heartbeat(request, self._stable_timeout())
         except errors.CoordinatorMovedError as moved:  # the transport has moved on to the next coordinator
             silent_for = self._monotonic() - self._last_heartbeat_ok
             if silent_for * 1000 >= cfg.session_timeout_ms:
                 log.warning("%s: no heartbeat for %.1fs (> session timeout): re-joining", cfg.client_id, silent_for)
+                if self._cooperative():
+                    self._tasks.lose_all()  # the coordinator may have given them away meanwhile
                 self._machine.fire("rejoin")
             else:
                 log.warning("%s: %s; keeping tasks, next heartbeat to %s", cfg.client_id, moved, self._transport.address)
@@ -377,26 +376,12 @@ class WorkerClient:
 
     def _assign(self, tasks: tuple[TaskReplica, ...], generation: int) -> None:
         self._recheck.reset()
-        with self._cond:
-            self._assigned = tasks
-            self._owned = tasks
-            self._owned_generation = generation
         self._last_heartbeat_ok = self._monotonic()
         self._machine.fire("synced")
-        log.info(
-            "%s: generation %d: assigned %s", self.config.client_id, generation,
-            ", ".join(str(t) for t in tasks) or "nothing",
-        )
-        self._safely("on_assigned", lambda: self.listener.on_assigned(tasks, generation))
-
-    def _revoke(self) -> None:
-        tasks = self._assigned
-        if not tasks:
-            return
-        with self._cond:
-            self._assigned = ()
-            self._cond.notify_all()
-        self._safely("on_revoked", lambda: self.listener.on_revoked(tasks))
+        revoked = self._tasks.apply(tasks, generation, cooperative=self._cooperative())
+        if revoked:  # cooperative: the freed tasks reach their new owners in the next generation
+            log.info("%s: revoked %d task(s): re-joining at once", self.config.client_id, len(revoked))
+            self._machine.fire("rejoin")
 
     def _safely(self, callback: str, call: Callable[[], object]) -> None:
         try:
@@ -410,9 +395,7 @@ class WorkerClient:
                 log.info("%s: static member %s closes without leaving: its session timeout decides",
                          self.config.client_id, self.config.instance_id)
             return
-        request = pb.LeaveGroupRequest(
-            group_id=self.config.group_id, member_id=self._member_id, instance_id=self.config.instance_id
-        )
+        request = leave_request(self.config, self._member_id)
         if self._transport.leave_group(request, timeout=min(5.0, self.config.request_timeout_ms / 1000)):
             log.info("%s: left group %s", self.config.client_id, self.config.group_id)
         self._member_id = ""

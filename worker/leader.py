@@ -12,6 +12,7 @@ import logging
 from collections.abc import Callable
 
 from assignors.base import Assignor, AssignorError, RebalanceCheck
+from assignors.cooperative import cooperative_step
 from groupcoord import errors
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.wire import context_from_describe, context_from_join, sync_request_from_assignment
@@ -27,10 +28,12 @@ AssignorLookup = Callable[[str], Assignor]
 def leader_sync_request(
     lookup: AssignorLookup, group_id: str, member_id: str, join: pb.JoinGroupResponse, *, name: str = "worker"
 ) -> pb.SyncGroupRequest:
-    """The leader's SyncGroup for ``join``: the assignment, or the assignor's failure."""
+    """The leader's SyncGroup for ``join``: the assignment, or the assignor's failure. In a
+    cooperative generation any assignor's answer becomes its first step (``cooperative_step``)."""
     try:
         assignor = lookup(join.protocol)
-        assignment = assignor.assign(context_from_join(group_id, join))
+        context = context_from_join(group_id, join)
+        assignment = cooperative_step(context, assignor.assign(context))
         return sync_request_from_assignment(group_id, member_id, join.generation, assignment)
     except Exception as failure:  # any plug-in bug: report it to the coordinator, never kill the loop
         if isinstance(failure, (AssignorError, LookupError)):

@@ -1,4 +1,9 @@
-"""``groupcoord worker``: the console consumer of this system, one JSON line per event."""
+"""``groupcoord worker``: the console consumer of this system, one JSON line per event.
+
+Each line carries ``ts`` (wall-clock seconds), so the lines of many workers form an
+ownership log: ``assigned`` starts the listed tasks (cooperative: only the new ones),
+``revoked`` and ``lost`` stop them.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,7 @@ import json
 import signal
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,7 +34,7 @@ class JsonLinesListener:
 
     def emit(self, event: str, **fields: Any) -> None:
         with self._lock:
-            print(json.dumps({"event": event, "worker": self.name, **fields}), flush=True)
+            print(json.dumps({"event": event, "worker": self.name, "ts": time.time(), **fields}), flush=True)
 
     def on_joined(self, member_id: str, generation: int, is_leader: bool) -> None:
         self.emit("joined", member_id=member_id, generation=generation, leader=is_leader)
@@ -39,6 +45,9 @@ class JsonLinesListener:
 
     def on_revoked(self, tasks: Sequence[Any]) -> None:
         self.emit("revoked", tasks=[str(t) if t.replica else t.task_id for t in tasks])
+
+    def on_lost(self, tasks: Sequence[Any]) -> None:
+        self.emit("lost", tasks=[str(t) if t.replica else t.task_id for t in tasks])
 
 
 def _config(args: argparse.Namespace) -> WorkerConfig:
@@ -55,6 +64,7 @@ def _config(args: argparse.Namespace) -> WorkerConfig:
             pool=args.pool,
             capacity=args.capacity,
             instance_id=args.instance_id,
+            rebalance_protocol=args.rebalance_protocol,
         )
         for name in config.assignors:
             get_assignor(name)

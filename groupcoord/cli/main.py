@@ -60,6 +60,8 @@ def _parser() -> argparse.ArgumentParser:
     worker.add_argument("--instance-id", default="",
                         help="static membership: a name that survives restarts (restarted within the session "
                              "timeout, the worker gets its tasks back without a rebalance)")
+    worker.add_argument("--rebalance-protocol", choices=["eager", "cooperative"], default="eager",
+                        help="cooperative: only the tasks that move stop (when every member offers it)")
     worker.add_argument("--leave-on-exit", action="store_true",
                         help="with --instance-id: leave the group on exit (a scale-in) instead of letting the "
                              "session timeout decide")
