@@ -28,6 +28,10 @@ class CoordinatorConfig:
     fleet starting together forms one generation, not one per member (ms)."""
     group_max_size: int = 100_000
     """Most members a group may have (pending member ids of the two-step join do not count)."""
+    group_departed_member_grace_ms: int = 0
+    """A static member whose session expired keeps its place and its tasks this much longer before
+    it is removed and its tasks move (Kafka Connect's scheduled.rebalance.max.delay.ms, per member);
+    back in time, it gets them again with no move. 0: removed when its session expires (ms)."""
     group_new_member_join_timeout_ms: int = 300_000
     """A new member's parked JoinGroup expires after this long if the join phase has not ended
     (KIP-394: it has no member id yet, so it cannot heartbeat) (ms)."""
@@ -45,6 +49,8 @@ class CoordinatorConfig:
             raise ConfigError("group_min_session_timeout_ms must be > 0")
         if self.group_max_session_timeout_ms < self.group_min_session_timeout_ms:
             raise ConfigError("group_max_session_timeout_ms must be >= group_min_session_timeout_ms")
+        if self.group_departed_member_grace_ms < 0:
+            raise ConfigError("group_departed_member_grace_ms must be >= 0")
         if self.group_initial_rebalance_delay_ms < 0:
             raise ConfigError("group_initial_rebalance_delay_ms must be >= 0")
         for name in ("group_max_size", "group_new_member_join_timeout_ms", "max_metadata_bytes", "max_tasks_per_request", "max_replicas",

@@ -35,6 +35,8 @@ class Member:
     # KIP-394: joined in this phase and not yet answered; its parked JoinGroup expires after
     # the new-member join timeout (it has no member id to heartbeat with)
     is_new: bool = False
+    # a static member whose session expired, kept (with its tasks) for the departed-member grace
+    departed: bool = False
 
     @property
     def is_awaiting(self) -> bool:

@@ -189,7 +189,7 @@ def complete_join(m: Model, out: Outbox, group: Group) -> None:
         group.leader_id = joined[0].member_id  # Kafka's maybeElectNewJoinedLeader
     now = m.clock.now()
     group.complete_join()
-    group.pending_sync = set(group.members)
+    group.pending_sync = {mb.member_id for mb in group.members.values() if not mb.departed}
     out.arm(sync_key(group.group_id), group.rebalance_timeout_ms() / 1000)
     out.persist(group)  # durable before anyone hears of the generation (the runtime holds replies)
     log.info(
@@ -199,6 +199,8 @@ def complete_join(m: Model, out: Outbox, group: Group) -> None:
     for member in group.members.values():
         token, member.join_token = member.join_token, None
         member.is_new = False
+        if member.departed:
+            continue  # its grace runs on
         member.last_seen = now
         arm_session(out, group, member)
         if token is not None:
@@ -235,6 +237,8 @@ def on_sync_timeout(m: Model, out: Outbox, group: Group) -> None:
 
 
 def arm_session(out: Outbox, group: Group, member: Member) -> None:
+    """The member was heard from (or answered): its session starts again."""
+    member.departed = False
     out.arm(session_key(group.group_id, member.member_id), member.session_timeout_ms / 1000)
 
 
@@ -244,6 +248,13 @@ def on_session_expired(m: Model, out: Outbox, group: Group, member_id: str) -> N
         return
     if member.is_awaiting:
         arm_session(out, group, member)  # parked in Join/Sync: alive by definition
+        return
+    grace_ms = m.config.group_departed_member_grace_ms
+    if member.is_static and grace_ms > 0 and not member.departed:
+        member.departed = True  # its tasks wait for it; back in time, it takes them again
+        log.info("group %s: static member %s (%s) departed; its tasks wait %d ms for it", group.group_id,
+                 member.instance_id, member_id, grace_ms)
+        out.arm(session_key(group.group_id, member_id), grace_ms / 1000)
         return
     log.info("group %s: %s of %s expired", group.group_id,
              "new-member join timeout" if member.is_new else "session", member_id)

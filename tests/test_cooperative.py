@@ -175,3 +175,38 @@ def test_a_worker_added_to_a_cooperative_group_stops_nothing_that_stays(server: 
         for w in workers:
             w.close(leave_group=True)
         admin.close()
+
+
+def grace_pair(h: Harness) -> tuple[str, str]:
+    h.put_tasks(G, "t1", "t2")
+    a_join, b_join = coop_join(h, instance="a"), coop_join(h, instance="b")
+    h.advance(2.5)
+    a, b = a_join.response.member_id, b_join.response.member_id  # type: ignore[attr-defined]
+    h.sync(G, b, 1)
+    assert h.sync(G, a, 1, {a: ["t1"], b: ["t2"]}).code == pb.NONE
+    return a, b
+
+
+def test_a_departed_static_member_gets_its_tasks_back_within_the_grace() -> None:
+    """Connect's scheduled rebalance delay, per member: b's session expires at 30 s, its tasks wait
+    20 s more; b is back at 40 s and takes them again without a rebalance."""
+    h = Harness(CoordinatorConfig(group_initial_rebalance_delay_ms=1000, group_departed_member_grace_ms=20_000))
+    a, b = grace_pair(h)
+    for _ in range(8):
+        h.advance(5.0)
+        h.heartbeat(G, a, 1)  # a lives; b is gone (a restart that takes long)
+    assert b in h.group(G).members and h.group(G).members[b].departed and h.state(G) == "Stable"
+    back = coop_join(h, instance="b")
+    assert back.code == pb.NONE and back.response.generation == 1  # type: ignore[attr-defined]
+    new_b = back.response.member_id  # type: ignore[attr-defined]
+    assert [t.task_id for t in h.sync(G, new_b, 1).response.tasks] == ["t2"]
+    assert not h.group(G).members[new_b].departed
+
+
+def test_a_departed_static_member_that_does_not_return_loses_its_tasks_after_the_grace() -> None:
+    h = Harness(CoordinatorConfig(group_initial_rebalance_delay_ms=1000, group_departed_member_grace_ms=20_000))
+    a, b = grace_pair(h)
+    for _ in range(11):
+        h.advance(5.0)
+        h.heartbeat(G, a, 1)
+    assert b not in h.group(G).members and h.state(G) == "PreparingRebalance"
