@@ -5,7 +5,7 @@ state machine and return their answers (and writes) through the outbox.
 
 from __future__ import annotations
 
-from coordinator import phases
+from coordinator import limits, phases
 from coordinator.context import Model
 from coordinator.effects import Outbox, Token, error
 from coordinator.group import Group
@@ -85,18 +85,16 @@ def describe_group(m: Model, out: Outbox, request: pb.DescribeGroupRequest, toke
 
 def _catalog_error(m: Model, tasks: list[pb.Task]) -> pb.Error | None:
     if len(tasks) > m.config.max_tasks_per_request:
-        return error(pb.INVALID_REQUEST, f"{len(tasks)} tasks; at most {m.config.max_tasks_per_request}")
+        return error(pb.INVALID_REQUEST, f"{len(tasks)} tasks; at most {m.config.max_tasks_per_request} "
+                     f"(max_tasks_per_request)")
     seen: set[str] = set()
     for task in tasks:
-        if not task.task_id or not task.task_id.isprintable():
-            return error(pb.INVALID_REQUEST, "task ids must be non-empty, printable")
+        failure = limits.check_task(m.config, task)
+        if failure is not None:
+            return failure
         if task.task_id in seen:
             return error(pb.DUPLICATE_TASK, f"task {task.task_id!r} given twice")
         seen.add(task.task_id)
-        if not 0 <= task.replicas <= m.config.max_replicas:
-            return error(pb.INVALID_REQUEST, f"task {task.task_id!r}: replicas must be in [1, {m.config.max_replicas}]")
-        if not task.weight >= 0 or task.weight == float("inf"):
-            return error(pb.INVALID_REQUEST, f"task {task.task_id!r}: weight must be a finite number >= 0")
     return None
 
 
@@ -105,7 +103,15 @@ def put_tasks(m: Model, out: Outbox, request: pb.PutTasksRequest, token: Token) 
     if failure is not None:
         out.reply(token, "", pb.PutTasksResponse(error=failure))
         return
-    group = m.groups.get(request.group_id) or m.new_group(request.group_id)
+    existing = m.groups.get(request.group_id)
+    known = existing.tasks if existing is not None else {}
+    total = len(known) + sum(1 for t in request.tasks if t.task_id not in known)
+    if total > m.config.group_max_tasks:
+        out.reply(token, "", pb.PutTasksResponse(error=error(
+            pb.INVALID_REQUEST, f"group {request.group_id!r} would have {total} tasks; at most "
+            f"{m.config.group_max_tasks} (group_max_tasks)")))
+        return
+    group = existing or m.new_group(request.group_id)
     if group.state is S.DEAD:
         out.reply(token, "", pb.PutTasksResponse(error=error(pb.COORDINATOR_NOT_AVAILABLE, "group is being removed")))
         return
@@ -142,6 +148,7 @@ def delete_tasks(m: Model, out: Outbox, request: pb.DeleteTasksRequest, token: T
         del group.tasks[task_id]
     if ids:
         _catalog_changed(m, out, group)
+        phases.expire_later(m, out, group)
     out.reply(token, group.group_id, pb.DeleteTasksResponse(num_tasks=len(group.tasks)))
 
 
@@ -161,6 +168,10 @@ def publish_load_snapshot(m: Model, out: Outbox, request: pb.PublishLoadSnapshot
     if failure is None and group is None:
         failure = error(pb.GROUP_ID_NOT_FOUND, f"no group {gid!r}")
     if failure is not None or group is None:
+        out.reply(token, "", pb.PublishLoadSnapshotResponse(error=failure))
+        return
+    failure = limits.check_snapshot(m.config, request.snapshot, m.clock.wall_ms())
+    if failure is not None:
         out.reply(token, "", pb.PublishLoadSnapshotResponse(error=failure))
         return
     current = group.load_snapshot

@@ -17,20 +17,31 @@ class Clock(Protocol):
         """Seconds on a monotonic scale."""
         ...
 
+    def wall_ms(self) -> int:
+        """Milliseconds since the epoch (only to judge timestamps clients send, never for deadlines)."""
+        ...
+
 
 class SystemClock:
     def now(self) -> float:
         return time.monotonic()
 
+    def wall_ms(self) -> int:
+        return int(time.time() * 1000)
+
 
 class FakeClock:
     """A clock that stands still until told to move."""
 
-    def __init__(self, start: float = 1000.0) -> None:
+    def __init__(self, start: float = 1000.0, wall_start_ms: int = 1_700_000_000_000) -> None:
         self._now = start
+        self._wall_offset_ms = wall_start_ms - int(start * 1000)
 
     def now(self) -> float:
         return self._now
+
+    def wall_ms(self) -> int:
+        return self._wall_offset_ms + int(self._now * 1000)
 
     def advance(self, seconds: float) -> None:
         if seconds < 0:

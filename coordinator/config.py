@@ -35,12 +35,33 @@ class CoordinatorConfig:
     group_new_member_join_timeout_ms: int = 300_000
     """A new member's parked JoinGroup expires after this long if the join phase has not ended
     (KIP-394: it has no member id yet, so it cannot heartbeat) (ms)."""
+    group_empty_retention_ms: int = 600_000
+    """A group with no members, no pending ids and no tasks is deleted after being so this long
+    (Kafka deletes empty groups once their offsets expire); a catalog keeps a group (ms)."""
     max_metadata_bytes: int = 1_048_576
     """Largest serialised MemberMetadata a JoinGroup may carry (bytes)."""
-    max_tasks_per_request: int = 1_000_000
+    max_id_length: int = 255
+    """Longest group, member, instance, client and task id, pool and assignor name (characters)."""
+    max_reason_length: int = 1_024
+    """Longest free text a client sends: an unassigned replica's reason, an assignor's error."""
+    group_max_tasks: int = 100_000
+    """Most tasks a group's catalog may hold."""
+    max_tasks_per_request: int = 100_000
     """Most tasks one PutTasks may carry."""
+    max_task_attributes: int = 64
+    """Most attributes a task may carry; each key and value at most ``max_reason_length`` characters."""
     max_replicas: int = 1_000
     """Largest replication factor a task may have."""
+    max_splits_per_sync: int = 1_000
+    """Most task splits one leader's SyncGroup may carry."""
+    group_max_pending_members: int = 1_000
+    """Most member ids of the two-step join a group may have handed out and not yet seen back."""
+    max_tasks_per_report: int = 10_000
+    """Most per-task entries one ReportLoad may carry."""
+    max_snapshot_bytes: int = 16 * 1_048_576
+    """Largest load snapshot a group keeps (bytes, serialised)."""
+    max_snapshot_skew_ms: int = 60_000
+    """A load snapshot may be at most this far in the future of the coordinator's clock (ms)."""
     max_message_bytes: int = 64 * 1_048_576
     """gRPC receive limit (bytes); larger requests get RESOURCE_EXHAUSTED."""
 
@@ -53,7 +74,10 @@ class CoordinatorConfig:
             raise ConfigError("group_departed_member_grace_ms must be >= 0")
         if self.group_initial_rebalance_delay_ms < 0:
             raise ConfigError("group_initial_rebalance_delay_ms must be >= 0")
-        for name in ("group_max_size", "group_new_member_join_timeout_ms", "max_metadata_bytes", "max_tasks_per_request", "max_replicas",
+        for name in ("group_max_size", "group_new_member_join_timeout_ms", "group_empty_retention_ms",
+                     "max_metadata_bytes", "max_id_length", "max_reason_length", "group_max_tasks",
+                     "max_tasks_per_request", "max_task_attributes", "max_replicas", "max_splits_per_sync",
+                     "group_max_pending_members", "max_tasks_per_report", "max_snapshot_bytes", "max_snapshot_skew_ms",
                      "max_message_bytes"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be > 0")

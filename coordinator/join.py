@@ -15,7 +15,7 @@ import logging
 import uuid
 from collections.abc import Callable
 
-from coordinator import phases
+from coordinator import limits, phases
 from coordinator.context import Model
 from coordinator.effects import Outbox, Token, error
 from coordinator.group import Group, Member
@@ -26,7 +26,6 @@ __all__ = ["handle_join"]
 
 log = logging.getLogger("groupcoord.coordinator")
 S = GroupState
-MAX_ID = 255  # longest instance id
 
 
 def handle_join(m: Model, out: Outbox, request: pb.JoinGroupRequest, token: Token, host: str) -> None:
@@ -58,8 +57,13 @@ def handle_join(m: Model, out: Outbox, request: pb.JoinGroupRequest, token: Toke
     if metadata_size > cfg.max_metadata_bytes:
         fail(pb.INVALID_REQUEST, f"metadata is {metadata_size} bytes; the limit is {cfg.max_metadata_bytes}")
         return
-    if len(request.instance_id) > MAX_ID or not request.instance_id.isprintable():
-        fail(pb.INVALID_REQUEST, f"instance_id must be printable, at most {MAX_ID} chars")
+    failure = (limits.check_id(cfg, "client_id", request.client_id)
+               or limits.check_id(cfg, "instance_id", request.instance_id)
+               or limits.check_id(cfg, "member_id", request.member_id, member_id=True)
+               or limits.check_id(cfg, "protocol_type", request.protocol_type)
+               or next(filter(None, (limits.check_id(cfg, "protocol name", p) for p in protocols)), None))
+    if failure is not None:
+        out.reply(token, "", pb.JoinGroupResponse(error=failure, generation=-1))
         return
     group = m.groups.get(gid)
     if group is None:
@@ -139,9 +143,16 @@ def _join_new_member(m: Model, out: Outbox, group: Group, request: pb.JoinGroupR
         _replace_static_member(m, out, group, request, member_id, token)
     elif request.instance_id:  # a static member needs no second step: its instance id names it
         _add_member(m, out, group, request, member_id, token, host)
+    elif len(group.pending_members) >= m.config.group_max_pending_members:
+        # retriable: the pending ids expire within the minimum session timeout
+        fail(pb.COORDINATOR_NOT_AVAILABLE, f"group {group.group_id!r} has {len(group.pending_members)} member ids "
+             f"handed out and not yet used (group_max_pending_members); retry shortly")
     else:
         group.pending_members.add(member_id)
-        out.arm(phases.pending_key(group.group_id, member_id), request.session_timeout_ms / 1000)
+        # a pending id needs to live one round trip: the shortest session a member may have (Kafka uses the
+        # session timeout; a flood of first joins then holds the group for as long as the flooder asks)
+        lifetime_ms = min(request.session_timeout_ms, m.config.group_min_session_timeout_ms)
+        out.arm(phases.pending_key(group.group_id, member_id), lifetime_ms / 1000)
         fail(pb.MEMBER_ID_REQUIRED, "join again with the member id given", member_id)
 
 

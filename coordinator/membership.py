@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 
-from coordinator import phases
+from coordinator import limits, phases
 from coordinator.context import Model
 from coordinator.effects import Outbox, Token, error
 from coordinator.group import Group
@@ -57,6 +57,11 @@ def handle_leave(m: Model, out: Outbox, request: pb.LeaveGroupRequest, token: To
     if failure is not None:
         out.reply(token, "", pb.LeaveGroupResponse(error=failure))
         return
+    most = m.config.group_max_size + m.config.group_max_pending_members  # every member and pending id, once
+    if len(leaving) > most:
+        out.reply(token, "", pb.LeaveGroupResponse(error=error(
+            pb.INVALID_REQUEST, f"{len(leaving)} members; at most {most} (group_max_size + group_max_pending_members)")))
+        return
     answers = [_leave_one(m, out, group, who) for who in leaving]
     response = pb.LeaveGroupResponse(members=answers)
     if not batch:  # a single member's error is the request's, as before batches existed
@@ -65,6 +70,10 @@ def handle_leave(m: Model, out: Outbox, request: pb.LeaveGroupRequest, token: To
 
 
 def _leave_one(m: Model, out: Outbox, group: Group | None, who: pb.MemberIdentity) -> pb.MemberLeaveResponse:
+    failure = (limits.check_id(m.config, "member_id", who.member_id, member_id=True)
+               or limits.check_id(m.config, "instance_id", who.instance_id))
+    if failure is not None:  # not echoed back: it may be the megabyte that broke the limit
+        return pb.MemberLeaveResponse(error=failure)
     answer = pb.MemberLeaveResponse(member_id=who.member_id, instance_id=who.instance_id)
     if group is None:
         answer.error.CopyFrom(error(pb.UNKNOWN_MEMBER_ID, "the group does not exist"))
@@ -104,6 +113,10 @@ def handle_report_load(m: Model, out: Outbox, request: pb.ReportLoadRequest, tok
     assert member is not None
     if not request.HasField("report"):
         out.reply(token, "", pb.ReportLoadResponse(error=error(pb.INVALID_REQUEST, "report is missing")))
+        return
+    failure = limits.check_report(m.config, request.report)
+    if failure is not None:
+        out.reply(token, "", pb.ReportLoadResponse(error=failure))
         return
     member.last_seen = m.clock.now()
     out.record_load(request.group_id, request.member_id, request.report)

@@ -18,7 +18,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from coordinator import admin, phases
+from coordinator import admin, limits, phases
 from coordinator.clock import Clock, SystemClock
 from coordinator.config import CoordinatorConfig
 from coordinator.effects import Effect, Outbox, TimerKey, Token, error
@@ -30,11 +30,10 @@ from coordinator.states import GroupState, new_machine
 from coordinator.sync import handle_sync
 from groupcoord.v1 import groupcoord_pb2 as pb
 
-__all__ = ["CoordinatorModel", "MAX_GROUP_ID"]
+__all__ = ["CoordinatorModel"]
 
 log = logging.getLogger("groupcoord.coordinator")
 S = GroupState
-MAX_GROUP_ID = 255
 R = TypeVar("R")
 
 _TIMERS: dict[str, Callable[[CoordinatorModel, Outbox, Group, str], None]] = {
@@ -42,6 +41,7 @@ _TIMERS: dict[str, Callable[[CoordinatorModel, Outbox, Group, str], None]] = {
     "sync": lambda m, out, group, _: phases.on_sync_timeout(m, out, group),
     "session": phases.on_session_expired,
     "pending": phases.on_pending_expired,
+    "expire": lambda m, out, group, _: phases.on_expire(m, out, group),
 }
 
 
@@ -158,6 +158,7 @@ class CoordinatorModel:
         for member in group.members.values():
             member.last_seen = now
             phases.arm_session(out, group, member)
+        phases.expire_later(self, out, group)
 
     # ------------------------------------------------------------------ shared by the handlers
 
@@ -172,19 +173,21 @@ class CoordinatorModel:
         self._machine.remove_model(group)
         del self.groups[group.group_id]
 
-    @staticmethod
-    def check_group_id(group_id: str) -> pb.Error | None:
+    def check_group_id(self, group_id: str) -> pb.Error | None:
+        limit = self.config.max_id_length
         if not group_id:
             return error(pb.INVALID_GROUP_ID, "group id must not be empty")
-        if len(group_id) > MAX_GROUP_ID or not group_id.isprintable() or "/" in group_id:
-            return error(pb.INVALID_GROUP_ID, f"group id must be printable, without '/', at most {MAX_GROUP_ID} chars")
+        if len(group_id) > limit or not group_id.isprintable() or "/" in group_id:
+            return error(pb.INVALID_GROUP_ID, f"group id must be printable, without '/', at most {limit} chars "
+                         f"(max_id_length)")
         return None
 
     def find_member(
         self, group_id: str, member_id: str, generation: int | None, instance_id: str = ""
     ) -> tuple[Group | None, Member | None, pb.Error | None]:
         """The group and member a request names, or the error that answers it."""
-        failure = self.check_group_id(group_id)
+        failure = (self.check_group_id(group_id) or limits.check_id(self.config, "member_id", member_id, member_id=True)
+                   or limits.check_id(self.config, "instance_id", instance_id))
         if failure is not None:
             return None, None, failure
         group = self.groups.get(group_id)

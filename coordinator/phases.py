@@ -35,6 +35,10 @@ __all__ = [
     "drop_member",
     "after_member_removed",
     "fail_held",
+    "expire_key",
+    "is_bare",
+    "expire_later",
+    "on_expire",
 ]
 
 log = logging.getLogger("groupcoord.coordinator")
@@ -49,6 +53,10 @@ def join_key(group_id: str) -> TimerKey:
 
 def sync_key(group_id: str) -> TimerKey:
     return TimerKey("sync", group_id)
+
+
+def expire_key(group_id: str) -> TimerKey:
+    return TimerKey("expire", group_id)
 
 
 def session_key(group_id: str, member_id: str) -> TimerKey:
@@ -182,6 +190,7 @@ def complete_join(m: Model, out: Outbox, group: Group) -> None:
         group.become_empty()
         log.info("group %s: empty at generation %d", group.group_id, group.generation)
         out.persist(group)
+        expire_later(m, out, group)
         return
     group.protocol = group.select_protocol()
     leader = group.members.get(group.leader_id)
@@ -222,6 +231,10 @@ def _running(group: Group, previous: dict[str, list[pb.TaskReplica]]) -> dict[tu
 def on_sync_timeout(m: Model, out: Outbox, group: Group) -> None:
     """Members that have not sent SyncGroup a rebalance timeout after the join phase are removed,
     even if the leader's assignment made the group Stable meanwhile (KAFKA-12890)."""
+    if group.state is S.AWAITING_SYNC and not group.pending_sync:
+        # everyone sent SyncGroup but the leader's assignment never completed: never wait forever
+        prepare_rebalance(m, out, group, "the leader's assignment did not arrive within the rebalance timeout")
+        return
     if group.state not in (S.AWAITING_SYNC, S.STABLE) or not group.pending_sync:
         return
     missing = sorted(group.pending_sync)
@@ -269,8 +282,30 @@ def on_pending_expired(m: Model, out: Outbox, group: Group, member_id: str) -> N
     group.pending_members.discard(member_id)
     log.info("group %s: pending member %s never joined", group.group_id, member_id)
     maybe_complete_join(m, out, group)
-    if group.state is S.EMPTY and not group.members and not group.pending_members:
+    if is_bare(group) and group.generation == 0 and group.load_snapshot is None:
+        m.drop_group(group)  # only ever asked for a member id: nothing worth keeping
+        out.forget(group.group_id)
+    elif group.state is S.EMPTY and not group.members and not group.pending_members:
         out.persist(group)
+        expire_later(m, out, group)
+
+
+def is_bare(group: Group) -> bool:
+    """Empty, with no pending ids and no catalog: nothing a member or an operator left behind."""
+    return group.state is S.EMPTY and not group.members and not group.pending_members and not group.tasks
+
+
+def expire_later(m: Model, out: Outbox, group: Group) -> None:
+    """A bare group is deleted after the empty-group retention, unless something comes back to it."""
+    if is_bare(group):
+        out.arm(expire_key(group.group_id), m.config.group_empty_retention_ms / 1000)
+
+
+def on_expire(m: Model, out: Outbox, group: Group) -> None:
+    if is_bare(group):
+        log.info("group %s: empty for group_empty_retention_ms: deleted", group.group_id)
+        m.drop_group(group)
+        out.forget(group.group_id)
 
 
 def drop_member(out: Outbox, group: Group, member: Member) -> None:

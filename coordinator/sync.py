@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from coordinator import phases
+from coordinator import limits, phases
 from coordinator.context import Model
 from coordinator.effects import Outbox, Token, error
 from coordinator.group import Group, Member
@@ -81,10 +81,29 @@ def _in_other(m: Model, out: Outbox, group: Group, member: Member,
              error(pb.UNKNOWN_MEMBER_ID, f"member {member.member_id!r} is not in group {group.group_id!r}"))
 
 
+def _bounds(m: Model, group: Group, request: pb.SyncGroupRequest) -> str:
+    """Why the leader's request is out of bounds ("" if it is not): splits go through the same checks
+    as PutTasks, so a split cannot bring in what the catalog would refuse."""
+    cfg = m.config
+    if len(request.splits) > cfg.max_splits_per_sync:
+        return f"{len(request.splits)} splits; at most {cfg.max_splits_per_sync} (max_splits_per_sync)"
+    added = sum(len(split.children) - 1 for split in request.splits)
+    if len(group.tasks) + added > cfg.group_max_tasks:
+        return f"the splits would make {len(group.tasks) + added} tasks; at most {cfg.group_max_tasks} (group_max_tasks)"
+    failure = (limits.check_tasks(cfg, (c for split in request.splits for c in split.children), "split child")
+               or limits.check_text(cfg, "assignor_error", request.assignor_error)
+               or next(filter(None, (limits.check_text(cfg, "unassigned reason", u.reason) for u in request.unassigned)),
+                       None))
+    return failure.message if failure is not None else ""
+
+
 def _accept_leader_sync(m: Model, out: Outbox, group: Group, request: pb.SyncGroupRequest) -> None:
     try:
         if request.assignor_error:
-            raise AssignmentRejected(f"the leader's assignor failed: {request.assignor_error}")
+            raise AssignmentRejected(f"the leader's assignor failed: {request.assignor_error[:m.config.max_reason_length]}")
+        out_of_bounds = _bounds(m, group, request)
+        if out_of_bounds:
+            raise AssignmentRejected(out_of_bounds)
         tasks = apply_splits(group.tasks, request.splits)
         pools = {mb.member_id: mb.metadata.pool for mb in group.members.values()}
         cooperative = group.rebalance_protocol == phases.COOPERATIVE

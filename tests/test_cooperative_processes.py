@@ -84,7 +84,7 @@ def test_a_worker_added_to_50_stops_no_task_that_stays(server: ServerThread, cli
         now = {m.member.client_id: {t.task_id for t in m.assigned} for m in after.members}
         with log.lock:
             since = log.entries[mark:]
-        for name, tasks in held.items():
+        for name in held:
             stopped = {task for _, worker, kind, task in since if worker == name and kind == "stop"}
             assert not stopped & now[name], f"{name} stopped {sorted(stopped & now[name])}, which it kept"
         moved = {task for _, _, kind, task in since if kind == "stop"}
