@@ -16,6 +16,7 @@ import grpc
 from assignors.base import TaskSpec
 from groupcoord import errors
 from groupcoord.addresses import parse_addresses
+from groupcoord.channels import channel_options
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
 from groupcoord.wire import task_pb
@@ -42,7 +43,7 @@ class AdminClient:
 
     def _stub(self, address: str, service: Any = pb_grpc.GroupAdminStub) -> Any:
         if address not in self._channels:
-            self._channels[address] = grpc.insecure_channel(address)
+            self._channels[address] = grpc.insecure_channel(address, options=channel_options())
         return service(self._channels[address])
 
     def _call(self, method: str, request: Any, service: Any = pb_grpc.GroupAdminStub) -> Any:

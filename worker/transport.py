@@ -24,6 +24,7 @@ import grpc
 from google.protobuf.message import Message
 
 from groupcoord import errors
+from groupcoord.channels import channel_options
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
 
@@ -52,20 +53,20 @@ class WorkerClosedError(RuntimeError):
     """The client was closed, or stopped on a fatal error (see ``fatal_error``)."""
 
 
-def _insecure_channel(address: str) -> grpc.Channel:
-    return grpc.insecure_channel(address)
 
 
 class Transport:
     """The coordinator connection of one worker; used from the worker's thread (``abort`` from any)."""
 
     def __init__(
-        self, addresses: Sequence[str], channel_factory: ChannelFactory | None = None, *, name: str = "worker"
+        self, addresses: Sequence[str], channel_factory: ChannelFactory | None = None, *, name: str = "worker",
+        reconnect_backoff_max_ms: int = 1_000,
     ) -> None:
         if not addresses:
             raise ValueError("at least one coordinator address is needed")
         self._addresses = tuple(addresses)
-        self._channel_factory = channel_factory or _insecure_channel
+        options = channel_options(reconnect_backoff_max_ms)
+        self._channel_factory = channel_factory or (lambda address: grpc.insecure_channel(address, options=options))
         self._name = name
         self._index = 0
         self._address = self._addresses[0]
