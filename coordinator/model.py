@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 from coordinator import admin, limits, phases
 from coordinator.clock import Clock, SystemClock
 from coordinator.config import CoordinatorConfig
-from coordinator.effects import Effect, Outbox, TimerKey, Token, error
+from coordinator.effects import Effect, Outbox, Reply, TimerKey, Token, error
 from coordinator.group import Group, Member
 from coordinator.join import handle_join
 from coordinator.membership import handle_heartbeat, handle_leave, handle_report_load
@@ -118,6 +118,15 @@ class CoordinatorModel:
                 phases.fail_held(out, group, member, code, message)
             self.drop_group(group)
         return out.effects()
+
+    def release_parked(self, code: pb.ErrorCode, message: str) -> list[Effect]:
+        """Answer every parked JoinGroup and SyncGroup with ``code`` (the server is stopping); the
+        groups stay as they are (the store has them)."""
+        out = Outbox(group_to_record)
+        for group in self.groups.values():
+            for member in group.members.values():
+                phases.fail_held(out, group, member, code, message)
+        return [e for e in out.effects() if isinstance(e, Reply)]
 
     def roll_back(self, group_id: str, record: dict[str, Any] | None) -> list[Effect]:
         """A write of ``group_id`` failed: put the group back as ``record`` (its last stored state;

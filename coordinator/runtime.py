@@ -349,6 +349,13 @@ class CoordinatorRuntime:
 
         loop.run_in_executor(None, self.store.load_all).add_done_callback(loaded)
 
+    def release_parked(self) -> None:
+        """Stopping: parked calls get COORDINATOR_NOT_AVAILABLE now (their members rediscover and
+        retry) instead of hanging until the server's grace period cuts them off."""
+        for effect in self.model.release_parked(pb.COORDINATOR_NOT_AVAILABLE, "the coordinator is shutting down"):
+            if isinstance(effect, Reply):
+                self._answer(effect.to, effect.response)
+
     def waiting(self) -> int:
         """How many requests wait for their answer (held in a phase, or behind a write)."""
         return len(self._answers)

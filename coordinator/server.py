@@ -40,11 +40,17 @@ class RunningServer:
     timer_task: asyncio.Task[None]
 
     async def stop(self, grace_s: float = 1.0) -> None:
+        """Graceful and bounded: no timer fires any more, health says NOT_SERVING, parked calls are
+        answered (COORDINATOR_NOT_AVAILABLE: rediscover and retry), writes in flight land and their
+        answers go out, then the server stops within ``grace_s``."""
         self.timer_task.cancel()
         await asyncio.gather(self.timer_task, return_exceptions=True)  # let it finish cancelling before the loop ends
         await self.health.enter_graceful_shutdown()
+        self.runtime.release_parked()
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, self.runtime.writer.close)  # writes in flight land ...
+        await asyncio.sleep(0)  # ... and their answers (queued on this loop) go out
         await self.server.stop(grace_s)
-        await asyncio.get_running_loop().run_in_executor(None, self.runtime.writer.close)  # writes in flight land
 
 
 async def _drive_timers(runtime: CoordinatorRuntime) -> None:

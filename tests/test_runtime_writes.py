@@ -132,3 +132,27 @@ def test_failing_store_double_is_a_real_store_at_the_edge() -> None:
     store.fail_next_save()
     h = Harness(store=store)
     assert h.put_tasks("g", "a") == pb.COORDINATOR_NOT_AVAILABLE and store.failures == 1
+
+
+def test_stopping_answers_parked_calls_and_ends_within_its_grace() -> None:
+    import time
+
+    server = ServerThread(CoordinatorRuntime(CoordinatorConfig(group_initial_rebalance_delay_ms=0))).start()
+    channel = grpc.insecure_channel(server.address)
+    try:
+        stub = pb_grpc.GroupCoordinatorStub(channel)
+        _join(stub, "g")  # a Stable member that will not re-join
+        second = pb.JoinGroupRequest(group_id="g", client_id="b", session_timeout_ms=10_000,
+                                     rebalance_timeout_ms=60_000, protocols=["round-robin"])
+        first = stub.JoinGroup(second, timeout=5)
+        second.member_id = first.member_id
+        parked: Future[Any] = stub.JoinGroup.future(second, timeout=60)  # held: the first member must re-join
+        while server.call(server.runtime.waiting) < 1:
+            assert not parked.done()
+        started = time.monotonic()
+        server.stop()
+        assert time.monotonic() - started < 5
+        assert parked.result(timeout=5).error.code == pb.COORDINATOR_NOT_AVAILABLE
+    finally:
+        channel.close()
+        server.stop()
