@@ -22,6 +22,10 @@ class Model(Protocol):
     clock: Clock
     groups: dict[str, Group]
 
+    def lateness(self) -> float:
+        """Seconds this coordinator could not run (its event loop ran late), accumulated."""
+        ...
+
     def new_group(self, group_id: str) -> Group:
         """An Empty group, added to the state machine."""
         ...

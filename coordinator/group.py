@@ -37,6 +37,8 @@ class Member:
     is_new: bool = False
     # a static member whose session expired, kept (with its tasks) for the departed-member grace
     departed: bool = False
+    # the coordinator's lost time (``Model.lateness``) when the member was last heard from
+    lost_mark: float = 0.0
 
     @property
     def is_awaiting(self) -> bool:

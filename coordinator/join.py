@@ -199,7 +199,7 @@ def _replace_static_member(m: Model, out: Outbox, group: Group, request: pb.Join
     unchanged = member.same_settings(tuple(request.protocols), request.metadata)
     _update_member(member, request)
     member.last_seen = m.clock.now()
-    phases.arm_session(out, group, member)
+    phases.arm_session(m, out, group, member)
     log.info("group %s: static member %s re-joined as %s (was %s)", group.group_id, request.instance_id,
              member_id, old_member_id)
     if group.state is S.STABLE and unchanged and group.select_protocol() == group.protocol:
@@ -256,7 +256,7 @@ def _known_in_awaiting_sync(m: Model, out: Outbox, group: Group, member: Member,
                             request: pb.JoinGroupRequest, token: Token) -> None:
     """Same metadata: the member lost our answer, send it again. Changed: rebalance."""
     if member.same_join(tuple(request.protocols), request.metadata):
-        phases.arm_session(out, group, member)
+        phases.arm_session(m, out, group, member)
         out.reply(token, group.group_id, phases.join_response(group, member))
         return
     _update_member(member, request)
@@ -268,7 +268,7 @@ def _known_in_stable(m: Model, out: Outbox, group: Group, member: Member,
                      request: pb.JoinGroupRequest, token: Token) -> None:
     """A follower with unchanged metadata gets the current generation; the leader or a change rebalances."""
     if member.member_id != group.leader_id and member.same_join(tuple(request.protocols), request.metadata):
-        phases.arm_session(out, group, member)
+        phases.arm_session(m, out, group, member)
         out.reply(token, group.group_id, phases.join_response(group, member))
         return
     _update_member(member, request)

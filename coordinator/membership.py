@@ -40,7 +40,7 @@ def handle_heartbeat(m: Model, out: Outbox, request: pb.HeartbeatRequest, token:
         return
     assert group is not None and member is not None
     member.last_seen = m.clock.now()
-    phases.arm_session(out, group, member)
+    phases.arm_session(m, out, group, member)
     out.reply(token, group.group_id, HEARTBEAT_ANSWER[group.state])
 
 

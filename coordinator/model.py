@@ -48,11 +48,17 @@ _TIMERS: dict[str, Callable[[CoordinatorModel, Outbox, Group, str], None]] = {
 class CoordinatorModel:
     """Every group of this process; each method returns the effects of one step."""
 
-    def __init__(self, config: CoordinatorConfig | None = None, *, clock: Clock | None = None) -> None:
+    def __init__(self, config: CoordinatorConfig | None = None, *, clock: Clock | None = None,
+                 lateness: Callable[[], float] | None = None) -> None:
         self.config = config or CoordinatorConfig()
         self.clock = clock or SystemClock()
         self.groups: dict[str, Group] = {}
         self._machine = new_machine()
+        self._lateness = lateness or (lambda: 0.0)
+
+    def lateness(self) -> float:
+        """Seconds the runtime measured this process unable to run (see ``coordinator.lag``)."""
+        return self._lateness()
 
     # ------------------------------------------------------------------ requests
 
@@ -166,7 +172,7 @@ class CoordinatorModel:
         now = self.clock.now()
         for member in group.members.values():
             member.last_seen = now
-            phases.arm_session(out, group, member)
+            phases.arm_session(self, out, group, member)
         phases.expire_later(self, out, group)
 
     # ------------------------------------------------------------------ shared by the handlers

@@ -125,7 +125,7 @@ def prepare_rebalance(m: Model, out: Outbox, group: Group, reason: str) -> None:
                 out.fail(member.sync_token, group.group_id, pb.SyncGroupResponse, error(pb.REBALANCE_IN_PROGRESS,
                                                                                         reason))
                 member.sync_token = None
-                arm_session(out, group, member)  # answered: its session starts again
+                arm_session(m, out, group, member)  # answered: its session starts again
     was_empty = group.state is S.EMPTY
     group.prepare_rebalance()
     delay_ms = m.config.group_initial_rebalance_delay_ms
@@ -211,7 +211,7 @@ def complete_join(m: Model, out: Outbox, group: Group) -> None:
         if member.departed:
             continue  # its grace runs on
         member.last_seen = now
-        arm_session(out, group, member)
+        arm_session(m, out, group, member)
         if token is not None:
             out.reply(token, group.group_id, join_response(group, member))
 
@@ -249,9 +249,10 @@ def on_sync_timeout(m: Model, out: Outbox, group: Group) -> None:
 # ---------------------------------------------------------------------- members
 
 
-def arm_session(out: Outbox, group: Group, member: Member) -> None:
+def arm_session(m: Model, out: Outbox, group: Group, member: Member) -> None:
     """The member was heard from (or answered): its session starts again."""
     member.departed = False
+    member.lost_mark = m.lateness()
     out.arm(session_key(group.group_id, member.member_id), member.session_timeout_ms / 1000)
 
 
@@ -260,7 +261,15 @@ def on_session_expired(m: Model, out: Outbox, group: Group, member_id: str) -> N
     if member is None:
         return
     if member.is_awaiting:
-        arm_session(out, group, member)  # parked in Join/Sync: alive by definition
+        arm_session(m, out, group, member)  # parked in Join/Sync: alive by definition
+        return
+    owed = m.lateness() - member.lost_mark
+    if owed > 0.001:
+        # the coordinator itself could not run for ``owed`` seconds of this session (an overloaded
+        # or stalled event loop): the member's heartbeats may be waiting in line; never expire a
+        # member for time the coordinator lost
+        member.lost_mark += owed
+        out.arm(session_key(group.group_id, member_id), owed)
         return
     grace_ms = m.config.group_departed_member_grace_ms
     if member.is_static and grace_ms > 0 and not member.departed:

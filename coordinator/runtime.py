@@ -43,6 +43,7 @@ from coordinator.effects import (
     error_response,
 )
 from coordinator.group import Group
+from coordinator.lag import LagMonitor
 from coordinator.model import CoordinatorModel
 from coordinator.office import Office, Standalone
 from coordinator.store import FencedError, GroupRecord, GroupStore, MemoryStore
@@ -132,7 +133,9 @@ class CoordinatorRuntime:
         on_change: Callable[[Group], None] | None = None,
         writer: Writer | None = None,
     ) -> None:
-        self.model = CoordinatorModel(config, clock=clock or SystemClock())
+        clock = clock or SystemClock()
+        self.lag = LagMonitor(clock.now)
+        self.model = CoordinatorModel(config, clock=clock, lateness=self.lag.lost)
         self.config = self.model.config
         self.clock = self.model.clock
         self.timers: TimerQueue[TimerKey] = TimerQueue(self.clock)
@@ -331,6 +334,7 @@ class CoordinatorRuntime:
         and the office's changes are looked at there at once."""
         if isinstance(self.writer, InlineWriter):
             self.writer = ThreadWriter(loop.call_soon_threadsafe)
+        self.lag.start(loop)
         self._start_load = lambda term: self._load_off_loop(loop, term)
         self.office.watch(lambda: loop.call_soon_threadsafe(self.refusal))
 

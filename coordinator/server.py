@@ -45,6 +45,7 @@ class RunningServer:
         answers go out, then the server stops within ``grace_s``."""
         self.timer_task.cancel()
         await asyncio.gather(self.timer_task, return_exceptions=True)  # let it finish cancelling before the loop ends
+        await self.runtime.lag.stop()
         await self.health.enter_graceful_shutdown()
         self.runtime.release_parked()
         loop = asyncio.get_running_loop()

@@ -59,7 +59,7 @@ def _in_stable(m: Model, out: Outbox, group: Group, member: Member,
                request: pb.SyncGroupRequest, token: Token) -> None:
     """A late or repeated SyncGroup gets the stored assignment (and no longer owes its sync)."""
     group.pending_sync.discard(member.member_id)
-    phases.arm_session(out, group, member)
+    phases.arm_session(m, out, group, member)
     out.reply(token, group.group_id, phases.sync_response(group, member.member_id))
 
 
@@ -70,7 +70,7 @@ def _in_awaiting_sync(m: Model, out: Outbox, group: Group, member: Member,
                                                                                 "superseded"))
     member.sync_token = token
     group.pending_sync.discard(member.member_id)
-    phases.arm_session(out, group, member)
+    phases.arm_session(m, out, group, member)
     if member.member_id == group.leader_id:
         _accept_leader_sync(m, out, group, request)
 
@@ -116,7 +116,7 @@ def _accept_leader_sync(m: Model, out: Outbox, group: Group, request: pb.SyncGro
         leader = group.members[group.leader_id]
         token, leader.sync_token = leader.sync_token, None
         phases.prepare_rebalance(m, out, group, f"invalid assignment from the leader: {reason}")
-        phases.arm_session(out, group, leader)
+        phases.arm_session(m, out, group, leader)
         out.fail(token, group.group_id, pb.SyncGroupResponse, error(pb.INVALID_ASSIGNMENT, reason))
         return
     if request.splits:
@@ -140,7 +140,7 @@ def _accept_leader_sync(m: Model, out: Outbox, group: Group, request: pb.SyncGro
     for member in group.members.values():
         if member.sync_token is not None:
             token, member.sync_token = member.sync_token, None
-            phases.arm_session(out, group, member)  # answered: a follower that waited long keeps its session
+            phases.arm_session(m, out, group, member)  # answered: a follower that waited long keeps its session
             out.reply(token, group.group_id, phases.sync_response(group, member.member_id))
 
 

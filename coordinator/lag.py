@@ -1,0 +1,60 @@
+"""How late the coordinator's event loop runs: the time it could not do its job.
+
+A tick is scheduled every ``interval_s``; when it runs ``delay`` late (the loop was busy: a
+flood of requests, a long step, a paused process), the part of the delay above ``slack_s``
+is added to ``lost()``. The model discounts that time from sessions: a member whose
+heartbeats were waiting in line behind the coordinator's own backlog is not expelled for it.
+An overloaded coordinator then stays correct and slower, instead of expelling live members,
+rebalancing, and getting more overloaded (congestion collapse).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+__all__ = ["LagMonitor"]
+
+log = logging.getLogger("groupcoord.lag")
+
+
+class LagMonitor:
+    def __init__(self, monotonic: Callable[[], float], *, interval_s: float = 0.05, slack_s: float = 0.02) -> None:
+        self._monotonic = monotonic
+        self.interval_s = interval_s
+        self.slack_s = slack_s
+        self._lost = 0.0
+        self.worst_s = 0.0  # the longest single stall seen
+        self._task: asyncio.Task[None] | None = None
+
+    def lost(self) -> float:
+        """Seconds lost so far (monotonic, never decreases)."""
+        return self._lost
+
+    def note(self, late_s: float) -> None:
+        """The loop ran ``late_s`` seconds behind schedule once (called by the tick; tests may too)."""
+        if late_s > self.slack_s:
+            self._lost += late_s - self.slack_s
+            if late_s > self.worst_s:
+                self.worst_s = late_s
+            if late_s > 1.0:
+                log.warning("the coordinator's event loop ran %.1fs late: sessions are extended by that much", late_s)
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        if self._task is None:
+            self._task = loop.create_task(self._run(), name="lag-monitor")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+
+    async def _run(self) -> None:
+        expected = self._monotonic() + self.interval_s
+        while True:
+            await asyncio.sleep(max(0.0, expected - self._monotonic()))
+            now = self._monotonic()
+            self.note(now - expected)
+            expected = now + self.interval_s
