@@ -36,8 +36,7 @@ class LagMonitor:
         """The loop ran ``late_s`` seconds behind schedule once (called by the tick; tests may too)."""
         if late_s > self.slack_s:
             self._lost += late_s - self.slack_s
-            if late_s > self.worst_s:
-                self.worst_s = late_s
+            self.worst_s = max(self.worst_s, late_s)
             if late_s > 1.0:
                 log.warning("the coordinator's event loop ran %.1fs late: sessions are extended by that much", late_s)
 
