@@ -5,12 +5,13 @@ state machine and return their answers (and writes) through the outbox.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from coordinator import limits, phases
 from coordinator.context import Model
 from coordinator.effects import Outbox, Token, error
 from coordinator.group import Group
 from coordinator.states import GroupState
-from coordinator.validation import replicas_of
 from groupcoord.v1 import groupcoord_pb2 as pb
 
 __all__ = [
@@ -83,29 +84,30 @@ def describe_group(m: Model, out: Outbox, request: pb.DescribeGroupRequest, toke
     out.reply(token, "", response)
 
 
-def _catalog_error(m: Model, tasks: list[pb.Task]) -> pb.Error | None:
+def _catalog_error(m: Model, tasks: Sequence[pb.Task], ids: list[str]) -> pb.Error | None:
     if len(tasks) > m.config.max_tasks_per_request:
         return error(pb.INVALID_REQUEST, f"{len(tasks)} tasks; at most {m.config.max_tasks_per_request} "
                      f"(max_tasks_per_request)")
-    seen: set[str] = set()
-    for task in tasks:
-        failure = limits.check_task(m.config, task)
-        if failure is not None:
-            return failure
-        if task.task_id in seen:
-            return error(pb.DUPLICATE_TASK, f"task {task.task_id!r} given twice")
-        seen.add(task.task_id)
+    failure = limits.check_tasks(m.config, tasks)
+    if failure is not None:
+        return failure
+    if len(set(ids)) != len(ids):
+        seen: set[str] = set()
+        twice = next(t for t in ids if t in seen or seen.add(t))  # type: ignore[func-returns-value]
+        return error(pb.DUPLICATE_TASK, f"task {twice!r} given twice")
     return None
 
 
 def put_tasks(m: Model, out: Outbox, request: pb.PutTasksRequest, token: Token) -> None:
-    failure = m.check_group_id(request.group_id) or _catalog_error(m, list(request.tasks))
+    tasks = request.tasks
+    ids = [t.task_id for t in tasks]
+    failure = m.check_group_id(request.group_id) or _catalog_error(m, tasks, ids)
     if failure is not None:
         out.reply(token, "", pb.PutTasksResponse(error=failure))
         return
     existing = m.groups.get(request.group_id)
     known = existing.tasks if existing is not None else {}
-    total = len(known) + sum(1 for t in request.tasks if t.task_id not in known)
+    total = len(known) + sum(1 for t in ids if t not in known)
     if total > m.config.group_max_tasks:
         out.reply(token, "", pb.PutTasksResponse(error=error(
             pb.INVALID_REQUEST, f"group {request.group_id!r} would have {total} tasks; at most "
@@ -116,12 +118,16 @@ def put_tasks(m: Model, out: Outbox, request: pb.PutTasksRequest, token: Token) 
         out.reply(token, "", pb.PutTasksResponse(error=error(pb.COORDINATOR_NOT_AVAILABLE, "group is being removed")))
         return
     changed = False
-    for task in request.tasks:
-        normalised = pb.Task()
-        normalised.CopyFrom(task)
-        normalised.replicas = replicas_of(task)
-        if group.tasks.get(task.task_id) != normalised:
-            group.tasks[task.task_id] = normalised
+    catalog = group.tasks
+    for task_id, task in zip(ids, tasks, strict=True):
+        if not task.replicas:  # 0 means 1: store it as 1 (the request is not ours to change)
+            normalised = pb.Task()
+            normalised.CopyFrom(task)
+            normalised.replicas = 1
+            task = normalised
+        current = catalog.get(task_id)
+        if current is None or current != task:
+            catalog[task_id] = task
             changed = True
     if changed:
         _catalog_changed(m, out, group)
