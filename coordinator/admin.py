@@ -81,7 +81,8 @@ def describe_group(m: Model, out: Outbox, request: pb.DescribeGroupRequest, toke
         response.load_snapshot.CopyFrom(pb.LoadSnapshot(
             group_id=snap.group_id, snapshot_id=snap.snapshot_id, created_ms=snap.created_ms, workers=snap.workers,
         ))
-    out.reply(token, "", response)
+    # an observer, too, sees only what is durable: the answer waits for the group's queued writes
+    out.reply(token, group.group_id, response)
 
 
 def _catalog_error(m: Model, tasks: Sequence[pb.Task], ids: list[str]) -> pb.Error | None:

@@ -149,9 +149,10 @@ def _join_new_member(m: Model, out: Outbox, group: Group, request: pb.JoinGroupR
              f"handed out and not yet used (group_max_pending_members); retry shortly")
     else:
         group.pending_members.add(member_id)
-        # a pending id needs to live one round trip: the shortest session a member may have (Kafka uses the
-        # session timeout; a flood of first joins then holds the group for as long as the flooder asks)
-        lifetime_ms = min(request.session_timeout_ms, m.config.group_min_session_timeout_ms)
+        # a pending id needs to live one round trip, even on a busy machine: Kafka's lifetime is the
+        # session timeout, bounded here by 30 s (or the minimum session, if longer) so a flood of first
+        # joins cannot hold the group's pending slots for as long as the flooder asks
+        lifetime_ms = min(request.session_timeout_ms, max(m.config.group_min_session_timeout_ms, 30_000))
         out.arm(phases.pending_key(group.group_id, member_id), lifetime_ms / 1000)
         fail(pb.MEMBER_ID_REQUIRED, "join again with the member id given", member_id)
 

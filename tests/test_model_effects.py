@@ -55,7 +55,7 @@ def form(model: CoordinatorModel) -> str:
 
 def test_a_group_forms_step_by_step(model: CoordinatorModel) -> None:
     first = model.join(join_request(), 1)
-    assert summary(first) == [("arm", "pending", "m", 6.0),  # a pending id lives the shortest session
+    assert summary(first) == [("arm", "pending", "m", 10.0),  # a pending id lives the session (at most 30 s)
                               ("reply", 1, "JoinGroupResponse", "MEMBER_ID_REQUIRED")]
     member_id = first[-1].response.member_id  # type: ignore[union-attr]
     assert G in model.groups and not model.groups[G].members  # a pending id is no member, nothing to store

@@ -65,7 +65,10 @@ def test_a_slow_write_delays_only_its_own_group() -> None:
                               timeout=5)
         assert beat.error.code == pb.NONE
         _join(stub, "fast-2")
+        described: Future[Any] = admin.DescribeGroup.future(pb.DescribeGroupRequest(group_id="slow"), timeout=30)
+        assert admin.DescribeGroup(pb.DescribeGroupRequest(group_id="fast"), timeout=5).state == pb.STABLE
         assert not put.done(), "PutTasks was answered before its record was stored"
+        assert not described.done(), "an observer saw the slow group's change before it was durable"
         store.gate.set()
         assert put.result(timeout=10).num_tasks == 1
         assert store.load_all()["slow"]["tasks"]  # durable by the time the answer came
