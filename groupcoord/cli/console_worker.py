@@ -80,13 +80,14 @@ def run_worker(args: argparse.Namespace) -> int:
     reporter = demo_load_reporter(args.name) if args.report_load else None
     client = WorkerClient(config, listener, load_reporter=reporter)
     listener.client = client
-    stop = threading.Event()
+    # The handler only appends to a list: a handler that takes a lock (Event.set) can deadlock with
+    # the main thread interrupted inside Event.wait holding that same lock (a second SIGTERM did).
+    signals: list[int] = []
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
+        signal.signal(sig, lambda signum, _frame: signals.append(signum))
     client.start()
-    while not stop.wait(0.2):
-        if client.fatal_error is not None:
-            break
+    while not signals and client.fatal_error is None:
+        time.sleep(0.2)
     client.close(leave_group=True if args.leave_on_exit else None)
     listener.emit("left", member_id="")
     if client.fatal_error is not None:
