@@ -175,7 +175,7 @@ class Result:
     scenario: str
     row: str
     downtime: float = math.nan
-    worst: float = math.nan
+    worst: float = 0.0  # the longest single outage of any task
     moved: int = 0
     stops: int = 0
     rebalances: int = 0
@@ -193,7 +193,9 @@ def analyse(events: list[Event], tasks: list[str], t0: float, t1: float, result:
     outage: dict[str, float] = dict.fromkeys(tasks, 0.0)
 
     def down(task: str, since: float, until: float) -> None:
-        outage[task] = outage.get(task, 0.0) + max(0.0, min(until, t1) - max(since, t0))
+        seconds = max(0.0, min(until, t1) - max(since, t0))
+        outage[task] = outage.get(task, 0.0) + seconds
+        result.worst = max(result.worst, seconds)
 
     for e in sorted(events):
         running = owners.setdefault(e.task, set())
@@ -221,7 +223,6 @@ def analyse(events: list[Event], tasks: list[str], t0: float, t1: float, result:
         if not running:
             down(task, down_since.get(task, -math.inf), t1)
     result.downtime = sum(outage.values())
-    result.worst = max(outage.values(), default=0.0)
 
 
 def start_coordinator(s: Settings) -> tuple[subprocess.Popen[bytes], str]:
