@@ -343,7 +343,7 @@ def report(results: list[Result], s: Settings, scale_from: int) -> bool:
                 sound = False
                 continue
             ratio = eager / r.downtime if r.downtime > 0 else math.inf
-            print(f"{r.scenario:<16}{r.row:<22}{r.downtime:>12.1f}{ratio:>9.1f}x{r.stops:>7}{r.moved:>7}"
+            print(f"{r.scenario:<16}{r.row:<22}{r.downtime:>12.1f}{ratio:>9.{1 if ratio >= 1 else 2}f}x{r.stops:>7}{r.moved:>7}"
                   f"{r.rebalances:>11}{len(r.double):>12}{r.worst:>9.2f}{r.wall:>8.1f}")
             sound = sound and not r.double
     print()
@@ -354,7 +354,7 @@ def report(results: list[Result], s: Settings, scale_from: int) -> bool:
             ratio = by_row["eager"].downtime / best if best > 0 else math.inf
             verdict = "met" if ratio >= 10 else "NOT met"
             print(f"target (cooperative + static >= 10x less downtime than eager), {scenario}: {verdict} "
-                  f"({ratio:.1f}x)")
+                  f"({ratio:.{1 if ratio >= 1 else 2}f}x)")
     for r in results:
         for line in r.double[:5]:
             print(f"DOUBLE OWNERSHIP ({r.scenario}, {r.row}): {line}")
