@@ -20,6 +20,7 @@ BENCHMARKS = {
     "pulsar": "pulsar_bench.py",  # shedding + placement, 10k tasks / 1k members (issue 4)
     "balance_sim": "balance_sim.py",  # strategies side by side, plots in benchmarks/out (issue 4)
     "stats": "stats_bench.py",  # Spark job vs single-process reference (issue 5)
+    "downtime": "downtime_bench.py",  # task downtime: rolling restart, scale-out; eager vs cooperative (issue 12)
 }
 
 
