@@ -104,6 +104,9 @@ class LoadBalancerConfig:
     """0-100 points below the average a member must be to be a LeastResourceUsageWithWeight candidate."""
     load_balancer_broker_max_topics: int = 50000
     """members already serving more topics than this are not placement candidates."""
+    load_balancer_distribute_bundles_evenly_enabled: bool = True
+    """before the placement strategy runs, keep only the candidates owning the fewest tasks of the
+    task's namespace (the task attribute ``namespace``; tasks without one are not spread)."""
 
     # --- split ---------------------------------------------------------------------------------
     load_balancer_auto_bundle_split_enabled: bool = True
