@@ -30,6 +30,7 @@ _BUILTINS: dict[str, str] = {
     "pulsar-uniform": "assignors.pulsar.assignors:PulsarUniformAssignor",
     "pulsar-avg": "assignors.pulsar.assignors:PulsarAvgAssignor",
     "pulsar-overload": "assignors.pulsar.assignors:PulsarOverloadAssignor",
+    "pulsar-transfer": "assignors.pulsar.assignors:PulsarTransferAssignor",
 }
 
 _registered: dict[str, Assignor] = {}

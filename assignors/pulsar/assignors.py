@@ -47,6 +47,7 @@ from assignors.pulsar.placement import (
 from assignors.pulsar.shedding_base import LoadSheddingStrategy
 from assignors.pulsar.shedding_difference import AvgShedder, UniformLoadShedder
 from assignors.pulsar.shedding_threshold import OverloadShedder, ThresholdShedder
+from assignors.pulsar.shedding_transfer import TransferShedder
 from assignors.pulsar.split import find_bundles_to_split, split_task
 from assignors.pulsar.steps import (
     Clock,
@@ -67,6 +68,7 @@ __all__ = [
     "PulsarAvgAssignor",
     "PulsarOverloadAssignor",
     "PulsarThresholdAssignor",
+    "PulsarTransferAssignor",
     "PulsarUniformAssignor",
     # what they hand out and take (defined in ``steps``)
     "Clock",
@@ -285,4 +287,24 @@ class PulsarOverloadAssignor(PulsarAssignor):
     def __init__(self, config: LoadBalancerConfig | None = None, *, clock: Clock = time.monotonic) -> None:
         super().__init__(
             config, clock=clock, shedder_factory=OverloadShedder, placement_factory=LeastLongTermMessageRate
+        )
+
+
+class PulsarTransferAssignor(PulsarAssignor):
+    """``pulsar-transfer``: PIP-192's TransferShedder, which names each task's receiver (it places too).
+
+    New tasks go by LeastResourceUsageWithWeight, the extensible load manager's default. Default
+    config differs from ``LoadBalancerConfig()`` in one setting: namespace spreading is off (the
+    extensible manager transfers to the member the shedder chose; spreading is the modular
+    manager's placement filter).
+    """
+
+    name = "pulsar-transfer"
+
+    def __init__(self, config: LoadBalancerConfig | None = None, *, clock: Clock = time.monotonic) -> None:
+        super().__init__(
+            config or replace(LoadBalancerConfig(), load_balancer_distribute_bundles_evenly_enabled=False),
+            clock=clock,
+            shedder_factory=lambda: TransferShedder(clock=lambda: self.clock()),
+            placement_factory=None,
         )
