@@ -270,7 +270,7 @@ class TransferShedder:
                 chosen.append(name)
                 giver_new, taker_new = giver_new + tp, taker_new - tp
                 swapped += tp
-                if taker_new <= giver_new and giver_new < giver_tp * SWAP_TARGET:
+                if taker_new <= giver_new < giver_tp * SWAP_TARGET:
                     return chosen, swapped
         return [], 0.0
 
