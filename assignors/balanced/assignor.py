@@ -95,10 +95,14 @@ class BalancedAssignor:
     def _sticky(context: AssignmentContext) -> dict[TaskReplica, str]:
         previous = context.previous_owners()
         members = {m.member_id: m for m in context.members}
+        pool_size: dict[str, int] = {}
+        for m in context.members:
+            pool_size[m.pool] = pool_size.get(m.pool, 0) + 1
         owners: dict[TaskReplica, str] = {}
         for task in context.tasks:
             used: set[str] = set()
-            for replica in task.replica_ids():
+            # A replica beyond the pool's size is never kept: it would take a lower one's place.
+            for replica in task.replica_ids()[: pool_size.get(task.pool, 0)]:
                 member = members.get(previous.get(replica, ""))
                 if member is not None and member.pool == task.pool and member.member_id not in used:
                     owners[replica] = member.member_id
