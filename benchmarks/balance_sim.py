@@ -14,10 +14,10 @@ member with a foreign process using 60% of it), ``scale-out`` (6 members, 4 join
 round later).
 
 Columns (mean over seeds; "load" is spike-free utilization, imbalance is max/mean of it):
-``rounds`` until imbalance <= 1.1 for good, from the last membership change; ``settle``: the
-worst, over every membership change (round 0 included), of the rounds from the change to the
-first balanced round ("never" if one never gets there); ``relapse``: rounds above 1.1 after a
-change had settled, before the next change; ``final``: imbalance over the last 10 rounds;
+``rounds`` until imbalance <= 1.1 for good, from the last membership change; ``settle``: per
+seed the worst, over every membership change (round 0 included), of the rounds from the change
+to the first balanced round, shown as mean/worst over seeds ("never(k/n)": k seeds never get
+there); ``relapse``: rounds above 1.1 after a change had settled, before the next change; ``final``: imbalance over the last 10 rounds;
 ``moved``: voluntary moves (the old owner still a member); ``fewest``: the sum, over every
 rebalance, of a lower bound on the moves reaching the balance that rebalance reached — each
 member must shed at least as many of its heaviest tasks as bring it down to the new maximum, and
@@ -242,6 +242,14 @@ def run(scenario: Scenario, strategy: str, seed: int, rounds: int, n_tasks: int,
     return res
 
 
+def fmt_worst(values: list[float]) -> str:
+    """Mean and worst over seeds ("never" if a seed never gets there)."""
+    if any(math.isnan(v) for v in values):
+        ok = sum(1 for v in values if not math.isnan(v))
+        return f"never({len(values) - ok}/{len(values)})"
+    return f"{sum(values) / len(values):.1f}/{max(values):.0f}"
+
+
 def fmt_rounds(values: list[float]) -> str:
     ok = [v for v in values if not math.isnan(v)]
     if not ok:
@@ -269,7 +277,7 @@ def row(sc: Scenario, strategy: str, results: list[Result]) -> str:
     ratio = f"{moved / fewest:.2f}" if fewest else "-"
     return (
         f"{sc.name:<16}{strategy:<18}{fmt_rounds([x.rounds_to_balance for x in results]):>11}"
-        f"{fmt_rounds([x.settle() for x in results]):>11}{sum(x.relapses() for x in results) / n:>8.1f}"
+        f"{fmt_worst([x.settle() for x in results]):>11}{sum(x.relapses() for x in results) / n:>8.1f}"
         f"{sum(sum(x.imbalance[-10:]) / len(x.imbalance[-10:]) for x in results) / n:>6.2f}"
         f"{moved:>7.1f}{fewest:>7.1f}{ratio:>6}{jitter:>8.2f}"
         f"{sum(x.peak for x in results) / n * 100:>6.0f}{sum(x.oscillations for x in results) / n:>5.1f}{foreign:>15}"
