@@ -288,6 +288,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="1 seed, 14 rounds, 50 tasks: a smoke run")
     parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--first-seed", type=int, default=1, help="seeds first-seed .. first-seed + seeds - 1")
     parser.add_argument("--rounds", type=int, default=60)
     parser.add_argument("--tasks", type=int, default=300)
     parser.add_argument("--protocol", choices=(EAGER, COOPERATIVE), default=EAGER)
@@ -307,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     for sc in scenarios(args.rounds):
         all_results[sc.name] = {}
         for strategy in chosen:
-            seeds = range(1, args.seeds + 1)
+            seeds = range(args.first_seed, args.first_seed + args.seeds)
             results = [run(sc, strategy, s, args.rounds, args.tasks, protocol=args.protocol) for s in seeds]
             if strategy != NO_LOAD:
                 for seed, res in zip(seeds, results, strict=True):

@@ -55,15 +55,15 @@ class PoolPlan:
         self.load = {m: self.view.background.get(m, 0.0) for m in self.members}
         self.owned = {m: set() for m in self.members}
         for replica, member in self.owners.items():
-            self._add(replica, member)
+            self.add(replica, member)
 
-    def _add(self, replica: TaskReplica, member: str) -> None:
+    def add(self, replica: TaskReplica, member: str) -> None:
         self.owners[replica] = member
         self.owned[member].add(replica)
         self.load[member] += self.view.task_load.get(replica.task_id, 0.0)
         self.holders.setdefault(replica.task_id, set()).add(member)
 
-    def _remove(self, replica: TaskReplica) -> str:
+    def remove(self, replica: TaskReplica) -> str:
         member = self.owners.pop(replica)
         self.owned[member].discard(replica)
         self.load[member] -= self.view.task_load.get(replica.task_id, 0.0)
@@ -85,8 +85,8 @@ class PoolPlan:
         return max((self.view.background.get(m, 0.0) / self.view.capacity[m] for m in self.members), default=0.0)
 
     def move(self, replica: TaskReplica, destination: str) -> Move:
-        source = self._remove(replica)
-        self._add(replica, destination)
+        source = self.remove(replica)
+        self.add(replica, destination)
         return Move(replica, source, destination)
 
 
@@ -112,7 +112,7 @@ def place_unowned(
         target = planned.get(replica)
         if target not in free or (after(target) > capacity_threshold and min(map(after, free)) <= capacity_threshold):
             target = min(free, key=lambda m: (after(m), m))
-        plan._add(replica, target)
+        plan.add(replica, target)
     return unplaced
 
 
