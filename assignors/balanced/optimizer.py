@@ -21,6 +21,7 @@ least utilized (a planned destination first, if it still qualifies).
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -90,17 +91,51 @@ class PoolPlan:
         return Move(replica, source, destination)
 
 
+class _LeastUtilized:
+    """The least utilized members of a plan, from a heap with lazily dropped stale entries."""
+
+    def __init__(self, plan: PoolPlan) -> None:
+        self.plan = plan
+        self.heap = [(plan.util(m), m) for m in plan.members]
+        heapq.heapify(self.heap)
+
+    def lowest(self, k: int, exclude: set[str]) -> list[str]:
+        found: list[str] = []
+        kept: list[tuple[float, str]] = []
+        seen: set[str] = set()
+        while self.heap and len(found) < k:
+            entry = heapq.heappop(self.heap)
+            util, member = entry
+            if util != self.plan.util(member) or member in seen:
+                continue  # stale (the member's load changed since) or a duplicate
+            seen.add(member)
+            kept.append(entry)
+            if member not in exclude:
+                found.append(member)
+        for entry in kept:
+            heapq.heappush(self.heap, entry)
+        return found
+
+    def changed(self, member: str) -> None:
+        heapq.heappush(self.heap, (self.plan.util(member), member))
+
+
 def place_unowned(
     plan: PoolPlan, replicas: list[TaskReplica], planned: Mapping[TaskReplica, str], capacity_threshold: float
 ) -> dict[TaskReplica, str]:
-    """Place ``replicas`` (heaviest first); returns those no member could take, with the reason."""
+    """Place ``replicas`` (heaviest first); returns those no member could take, with the reason.
+
+    Each goes to the member it leaves least utilized among the ``RECEIVERS`` least utilized ones
+    (all of them in a pool that small), or to its planned member if that keeps the capacity goal.
+    """
     unplaced: dict[TaskReplica, str] = {}
     if plan.members and plan.mean_util() >= capacity_threshold:
         capacity_threshold = float("inf")  # the capacity goal holds only while the mean is below it
     order = sorted(replicas, key=lambda r: (-plan.view.task_load.get(r.task_id, 0.0), r))
+    least = _LeastUtilized(plan)
     for replica in order:
         taken = plan.holders.get(replica.task_id, set())
-        free = [m for m in plan.members if m not in taken]
+        free = least.lowest(RECEIVERS, taken)
         if not free:
             unplaced[replica] = f"replication factor exceeds the {len(plan.members)} member(s) of the pool"
             continue
@@ -109,10 +144,12 @@ def place_unowned(
         def after(m: str, load: float = load) -> float:
             return (plan.load[m] + load) / plan.view.capacity[m]
 
-        target = planned.get(replica)
-        if target not in free or (after(target) > capacity_threshold and min(map(after, free)) <= capacity_threshold):
-            target = min(free, key=lambda m: (after(m), m))
+        best = min(free, key=lambda m: (after(m), m))
+        target = planned.get(replica, best)
+        if target not in plan.load or target in taken or after(target) > capacity_threshold >= after(best):
+            target = best
         plan.add(replica, target)
+        least.changed(target)
     return unplaced
 
 
@@ -154,30 +191,53 @@ def rebalance(
     ``allowed(task_id, member)`` is the no-return rule; ``max_moves`` 0 means no limit.
     """
     moves: list[Move] = []
+    if not plan.members:
+        return moves
+    # A move shifts load between two members, so the mean utilization changes only through their
+    # capacities: keep the sum up to date instead of recomputing it (large pools, many moves).
+    util = {m: plan.util(m) for m in plan.members}
+    total = sum(util.values())
+    floor = plan.floor()
     while not max_moves or len(moves) < max_moves:
-        mean = plan.mean_util()
-        goal = max(target_ratio * mean, plan.floor())
+        mean = total / len(plan.members)
+        goal = max(target_ratio * mean, floor)
         hard = mean < capacity_threshold
-        givers = sorted((m for m in plan.members if plan.owned[m]), key=lambda m: (-plan.util(m), m))
+        ceiling = capacity_threshold if hard else float("inf")
+        line = min(goal, capacity_threshold) if hard else goal
+        busy = [m for m, u in util.items() if u > line and plan.owned[m]]
+        if not busy:
+            break
+        busy.sort(key=lambda m: (-util[m], m))
+        lowest = heapq.nsmallest(RECEIVERS + 1, util, key=lambda m: (util[m], m))
         step = None
-        for giver in givers:
-            if plan.util(giver) <= goal and not (hard and plan.util(giver) > capacity_threshold):
-                break
-            step = _best_move(plan, giver, capacity_threshold if hard else float("inf"), min_gain, allowed)
+        for giver in busy:
+            if util[giver] <= goal and not (hard and util[giver] > capacity_threshold):
+                continue
+            receivers = [m for m in lowest if m != giver][:RECEIVERS]
+            step = _best_move(plan, giver, receivers, ceiling, min_gain, allowed)
             if step is not None:
                 break
         if step is None:
             break
-        moves.append(plan.move(*step))
+        replica, receiver = step
+        source = plan.owners[replica]
+        moves.append(plan.move(replica, receiver))
+        for member in (source, receiver):
+            total += plan.util(member) - util[member]
+            util[member] = plan.util(member)
     return moves
 
 
 def _best_move(
-    plan: PoolPlan, giver: str, ceiling: float, min_gain: float, allowed: Callable[[str, str], bool]
+    plan: PoolPlan,
+    giver: str,
+    receivers: list[str],
+    ceiling: float,
+    min_gain: float,
+    allowed: Callable[[str, str], bool],
 ) -> tuple[TaskReplica, str] | None:
     """The move off ``giver`` that leaves the lower ``max(giver, receiver)``, if it gains ``min_gain``."""
     start = plan.util(giver)
-    receivers = sorted((m for m in plan.members if m != giver), key=lambda m: (plan.util(m), m))[:RECEIVERS]
     best: tuple[float, float, TaskReplica, str] | None = None
     giver_cap = plan.view.capacity[giver]
     for replica in sorted(plan.owned[giver]):
