@@ -26,10 +26,12 @@ _BUILTINS: dict[str, str] = {
     "round-robin": "assignors.round_robin:RoundRobinAssignor",
     "sticky": "assignors.sticky:StickyAssignor",
     "kafka-replica-shift": "assignors.kafka_replica:KafkaReplicaShiftAssignor",
+    "balanced": "assignors.balanced:BalancedAssignor",
     "pulsar-threshold": "assignors.pulsar.assignors:PulsarThresholdAssignor",
     "pulsar-uniform": "assignors.pulsar.assignors:PulsarUniformAssignor",
     "pulsar-avg": "assignors.pulsar.assignors:PulsarAvgAssignor",
     "pulsar-overload": "assignors.pulsar.assignors:PulsarOverloadAssignor",
+    "pulsar-transfer": "assignors.pulsar.assignors:PulsarTransferAssignor",
 }
 
 _registered: dict[str, Assignor] = {}

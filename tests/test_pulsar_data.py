@@ -42,10 +42,11 @@ def test_max_resource_usage_leaves_heap_memory_out() -> None:
     assert local.max_resource_usage_with_weight(2.0, 1.0, 1.0, 1.0) == pytest.approx(0.80)
 
 
-def test_weighted_within_limit_skips_signals_over_100() -> None:
+def test_weighted_usage_counts_signals_over_100() -> None:
+    """After Pulsar PR #18645 (the revert of #16937) a signal over its limit counts as it is."""
     local = LocalBrokerData(cpu=ResourceUsage(150, 100), bandwidth_in=ResourceUsage(60, 100))
     assert local.max_resource_usage_with_weight(1, 1, 1, 1) == pytest.approx(1.5)
-    assert local.max_resource_usage_with_weight_within_limit(1, 1, 1, 1) == pytest.approx(0.6)
+    assert not hasattr(local, "max_resource_usage_with_weight_within_limit")
 
 
 def test_update_bundle_data_sums_rates_and_counts() -> None:

@@ -3,7 +3,7 @@
 Modules, one job each: ``config`` (every setting, Pulsar's defaults and units), ``data`` (the load
 data model), ``convert`` (``LoadData`` from the statistics job's snapshot), ``shedding`` (the four
 shedders, defined in ``shedding_threshold`` and ``shedding_difference`` on the contract and
-helpers of ``shedding_base``), ``placement`` (three placement strategies), ``split`` (bundle
+helpers of ``shedding_base``; PIP-192's ``TransferShedder`` in ``shedding_transfer``), ``placement`` (three placement strategies), ``split`` (bundle
 split), ``assignors`` (the ``pulsar-*`` assignors that tie them together, running the round's
 ``steps``).
 """
@@ -13,6 +13,7 @@ from assignors.pulsar.assignors import (
     PulsarAvgAssignor,
     PulsarOverloadAssignor,
     PulsarThresholdAssignor,
+    PulsarTransferAssignor,
     PulsarUniformAssignor,
 )
 from assignors.pulsar.config import LoadBalancerConfig
@@ -29,6 +30,7 @@ from assignors.pulsar.data import (
 )
 from assignors.pulsar.placement import LeastLongTermMessageRate, LeastResourceUsageWithWeight, RoundRobinBrokerSelector
 from assignors.pulsar.shedding import AvgShedder, OverloadShedder, ThresholdShedder, UniformLoadShedder
+from assignors.pulsar.shedding_transfer import TransferShedder
 from assignors.pulsar.split import (
     find_bundles_to_split,
     flow_or_qps_equally_divide,
@@ -45,6 +47,7 @@ __all__ = [
     "PulsarUniformAssignor",
     "PulsarAvgAssignor",
     "PulsarOverloadAssignor",
+    "PulsarTransferAssignor",
     # config and data
     "LoadBalancerConfig",
     "ResourceUsage",
@@ -62,6 +65,7 @@ __all__ = [
     "ThresholdShedder",
     "UniformLoadShedder",
     "AvgShedder",
+    "TransferShedder",
     # placement
     "LeastLongTermMessageRate",
     "LeastResourceUsageWithWeight",

@@ -47,6 +47,7 @@ from assignors.pulsar.placement import (
 from assignors.pulsar.shedding_base import LoadSheddingStrategy
 from assignors.pulsar.shedding_difference import AvgShedder, UniformLoadShedder
 from assignors.pulsar.shedding_threshold import OverloadShedder, ThresholdShedder
+from assignors.pulsar.shedding_transfer import TransferShedder
 from assignors.pulsar.split import find_bundles_to_split, split_task
 from assignors.pulsar.steps import (
     Clock,
@@ -67,6 +68,7 @@ __all__ = [
     "PulsarAvgAssignor",
     "PulsarOverloadAssignor",
     "PulsarThresholdAssignor",
+    "PulsarTransferAssignor",
     "PulsarUniformAssignor",
     # what they hand out and take (defined in ``steps``)
     "Clock",
@@ -174,7 +176,9 @@ class PulsarAssignor:
                 if isinstance(pstate.shedder, AvgShedder):
                     pstate.shedder.forget(load_data.broker_data)
                 stats.placed += place(context, pstate, load_data, pool_tasks, member_ids, owners, result, conf=conf)
-                if conf.load_balancer_shedding_enabled:
+                # Pulsar's doLoadShedding: "only 1 broker available" -> no shedding (and the
+                # strategy is not called, so its history does not advance). Per pool here.
+                if conf.load_balancer_shedding_enabled and len(member_ids) > 1:
                     plan = self._plan(pstate, load_data)
                     pstate.plan = {}  # consumed: a second rebalance on the same snapshot does not repeat it
                     shed(
@@ -224,6 +228,8 @@ class PulsarAssignor:
             return False
         wants = False
         for pool, load_data in sorted(pool_data.items()):
+            if len(load_data.broker_data) <= 1:
+                continue  # the "only 1 broker available" guard, as in ``assign``
             wants = bool(self._plan(self._pool(state, pool), load_data)) or wants
         return wants
 
@@ -253,15 +259,20 @@ class PulsarUniformAssignor(PulsarAssignor):
 class PulsarAvgAssignor(PulsarAssignor):
     """``pulsar-avg``: PIP-364's AvgShedder, which also places (paired receiver, else hash).
 
-    Default config differs from ``LoadBalancerConfig()`` in one setting: ``max_unload_percentage``
-    is 0.5, as PIP-364 prescribes for AvgShedder (move half the difference of a pair).
+    Default config differs from ``LoadBalancerConfig()`` in two settings: ``max_unload_percentage``
+    is 0.5, as PIP-364 prescribes for AvgShedder (move half the difference of a pair), and
+    namespace spreading is off, as Pulsar sets it with AvgShedder (spreading would filter out the
+    member a shed task was paired with).
     """
 
     name = "pulsar-avg"
 
     def __init__(self, config: LoadBalancerConfig | None = None, *, clock: Clock = time.monotonic) -> None:
         super().__init__(
-            config or replace(LoadBalancerConfig(), max_unload_percentage=0.5),
+            config
+            or replace(
+                LoadBalancerConfig(), max_unload_percentage=0.5, load_balancer_distribute_bundles_evenly_enabled=False
+            ),
             clock=clock,
             shedder_factory=AvgShedder,
             placement_factory=None,
@@ -276,4 +287,24 @@ class PulsarOverloadAssignor(PulsarAssignor):
     def __init__(self, config: LoadBalancerConfig | None = None, *, clock: Clock = time.monotonic) -> None:
         super().__init__(
             config, clock=clock, shedder_factory=OverloadShedder, placement_factory=LeastLongTermMessageRate
+        )
+
+
+class PulsarTransferAssignor(PulsarAssignor):
+    """``pulsar-transfer``: PIP-192's TransferShedder, which names each task's receiver (it places too).
+
+    New tasks go by LeastResourceUsageWithWeight, the extensible load manager's default. Default
+    config differs from ``LoadBalancerConfig()`` in one setting: namespace spreading is off (the
+    extensible manager transfers to the member the shedder chose; spreading is the modular
+    manager's placement filter).
+    """
+
+    name = "pulsar-transfer"
+
+    def __init__(self, config: LoadBalancerConfig | None = None, *, clock: Clock = time.monotonic) -> None:
+        super().__init__(
+            config or replace(LoadBalancerConfig(), load_balancer_distribute_bundles_evenly_enabled=False),
+            clock=clock,
+            shedder_factory=lambda: TransferShedder(clock=lambda: self.clock()),
+            placement_factory=None,
         )

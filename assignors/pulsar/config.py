@@ -99,11 +99,30 @@ class LoadBalancerConfig:
     load_balancer_avg_shedder_hit_count_high_threshold: int = 2
     """consecutive high hits before AvgShedder moves load."""
 
+    # --- TransferShedder (PIP-192's extensible load manager) ----------------------------------------
+    load_balancer_broker_load_target_std: float = 0.25
+    """TransferShedder sheds while the std of members' weighted max usage EMA is above this."""
+    load_balancer_shedding_condition_hit_count_threshold: int = 3
+    """TransferShedder acts only after more than this many consecutive rounds meet its condition."""
+    load_balancer_max_number_of_broker_shedding_per_cycle: int = 3
+    """members TransferShedder sheds from in one round."""
+    load_balancer_transfer_enabled: bool = True
+    """TransferShedder names the receiver (transfer); off: it unloads and placement chooses."""
+    load_balance_shedding_delay_in_seconds: float = 180
+    """seconds a member that gave or took a task is left alone (TransferShedder skips the round)."""
+    load_balancer_max_number_of_bundles_in_bundle_load_report: int = 10
+    """the top-k (heaviest) tasks of a member TransferShedder may move."""
+    load_balancer_memory_resource_weight: float = 1.0
+    """weight of heap memory in TransferShedder's weighted max (the modular strategies leave heap out)."""
+
     # --- placement -----------------------------------------------------------------------------
     load_balancer_average_resource_usage_difference_threshold_percentage: float = 10
     """0-100 points below the average a member must be to be a LeastResourceUsageWithWeight candidate."""
     load_balancer_broker_max_topics: int = 50000
     """members already serving more topics than this are not placement candidates."""
+    load_balancer_distribute_bundles_evenly_enabled: bool = True
+    """before the placement strategy runs, keep only the candidates owning the fewest tasks of the
+    task's namespace (the task attribute ``namespace``; tasks without one are not spread)."""
 
     # --- split ---------------------------------------------------------------------------------
     load_balancer_auto_bundle_split_enabled: bool = True

@@ -157,17 +157,6 @@ class LocalBrokerData:
         """Max of the weighted usages (heap memory left out), as a fraction."""
         return max(self._weighted(cpu_weight, direct_memory_weight, bandwidth_in_weight, bandwidth_out_weight)) / 100.0
 
-    def max_resource_usage_with_weight_within_limit(
-        self, cpu_weight: float, direct_memory_weight: float, bandwidth_in_weight: float, bandwidth_out_weight: float
-    ) -> float:
-        """Like the weighted max but ignoring signals above 100% (a mis-set limit), as ThresholdShedder does."""
-        ok = [
-            u
-            for u in self._weighted(cpu_weight, direct_memory_weight, bandwidth_in_weight, bandwidth_out_weight)
-            if u <= 100.0
-        ]
-        return max(ok, default=0.0) / 100.0
-
     def max_resource_usage_with_weight_conf(self, conf: LoadBalancerConfig) -> float:
         """The weighted max with the config's four weights (what every resource-based strategy uses)."""
         return self.max_resource_usage_with_weight(

@@ -13,7 +13,7 @@ import heapq
 import logging
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from assignors.pulsar.config import LoadBalancerConfig
@@ -26,6 +26,7 @@ __all__ = [
     "ModularLoadManagerStrategy",
     "RoundRobinBrokerSelector",
     "filter_candidates",
+    "remove_most_servicing",
 ]
 
 log = logging.getLogger(__name__)
@@ -247,10 +248,16 @@ class LeastResourceUsageWithWeight:
 
 
 class RoundRobinBrokerSelector:
-    """The next candidate in id order after the last one chosen (a cursor kept across calls)."""
+    """Pulsar's round-robin: a call counter modulo the number of candidates, in the order given.
+
+    The candidate list is kept from the call that cached it (not re-sorted) and reused while the
+    number of candidates stays the same and the cached entry at the index is still a candidate;
+    otherwise it is re-read from ``candidates``. The counter wraps at 2^31 - 1, as Java's int does.
+    """
 
     def __init__(self) -> None:
-        self._counter = 0
+        self._count = 0
+        self._cache: tuple[str, ...] = ()
 
     def select_broker(
         self,
@@ -261,12 +268,30 @@ class RoundRobinBrokerSelector:
         *,
         rng: random.Random | None = None,
     ) -> str | None:
-        if not candidates:
+        size = len(candidates)
+        if size == 0:
             return None
-        ordered = sorted(candidates)
-        choice = ordered[self._counter % len(ordered)]
-        self._counter += 1
-        return choice
+        index = self._count % size
+        self._count = 0 if self._count == _INT_MAX else self._count + 1
+        cache = self._cache
+        if len(cache) <= index or len(cache) != size:
+            cache = tuple(candidates)
+        selected = cache[index]
+        if selected not in candidates:
+            cache = tuple(candidates)
+            selected = cache[index]
+        self._cache = cache
+        return selected
 
 
+def remove_most_servicing(candidates: Sequence[str], counts: Mapping[str, int]) -> list[str]:
+    """Pulsar's ``removeMostServicingBrokersForNamespace``: keep the candidates owning the fewest
+    tasks of the namespace (``counts``: member -> its tasks of that namespace, absent = 0), in order."""
+    if not candidates:
+        return []
+    least = min(counts.get(c, 0) for c in candidates)
+    return [c for c in candidates if counts.get(c, 0) <= least]
+
+
+_INT_MAX = 2**31 - 1
 _NEVER = object()

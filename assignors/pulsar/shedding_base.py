@@ -3,7 +3,8 @@
 Each strategy's ``find_bundles_for_unloading(load_data, conf)`` returns ``{member: [task, ...]}``
 and never touches the assignment; the assignor re-places what it returns. All skip tasks in
 ``load_data.recently_unloaded_bundles`` (the assignor keeps only those still inside the grace
-period there) and do nothing with fewer than two members (Pulsar's ``LoadSheddingTask`` check).
+period there). A strategy called on a single member still answers, as Pulsar's do: the "only 1
+broker available" guard is the caller's (Pulsar's ``doLoadShedding``; here the assignor's round).
 Members are visited in id order, so a seed gives one answer (Pulsar walks a HashMap).
 
 Floats are compared with a small tolerance (``EPS``): scores like ``0.7*100 - 0.3*100`` are

@@ -39,8 +39,6 @@ class UniformLoadShedder:
 
     def find_bundles_for_unloading(self, load_data: LoadData, conf: LoadBalancerConfig) -> dict[str, list[str]]:
         selected: dict[str, list[str]] = {}
-        if len(load_data.broker_data) <= 1:
-            return selected
         max_rate_broker = max_tp_broker = ""
         max_rate = max_tp = -1.0
         min_rate = min_tp = float(2**31 - 1)
@@ -144,8 +142,6 @@ class AvgShedder:
 
     def find_bundles_for_unloading(self, load_data: LoadData, conf: LoadBalancerConfig) -> dict[str, list[str]]:
         selected: dict[str, list[str]] = {}
-        if len(load_data.broker_data) <= 1:
-            return selected
         brokers = self._scores_sorted(load_data, conf)
         # Members that left keep no counts.
         for counts in (self.broker_hit_count_for_high, self.broker_hit_count_for_low):

@@ -50,8 +50,6 @@ class OverloadShedder:
 
     def find_bundles_for_unloading(self, load_data: LoadData, conf: LoadBalancerConfig) -> dict[str, list[str]]:
         selected: dict[str, list[str]] = {}
-        if len(load_data.broker_data) <= 1:
-            return selected
         overload_threshold = conf.load_balancer_broker_overloaded_threshold_percentage / 100.0
         for broker in sorted(load_data.broker_data):
             local = load_data.broker_data[broker].local_data
@@ -92,12 +90,11 @@ class ThresholdShedder:
             conf.load_balancer_bandwidth_in_resource_weight,
             conf.load_balancer_bandwidth_out_resource_weight,
         )
+        # A usage above 100% counts as it is (Pulsar reverted the "within limit" figure of PR #16937
+        # in PR #18645): a member at 140% CPU is the most loaded one, not an idle one.
         usage = local.max_resource_usage_with_weight(*weights)
         if usage > 1.0:
-            log.error(
-                "member %s resource usage is above 100%%: a limit is mis-set; ignoring signals above 100%%", broker
-            )
-            usage = local.max_resource_usage_with_weight_within_limit(*weights)
+            log.warning("member %s resource usage is %.0f%%, above its limit", broker, usage * 100)
         history = self.broker_avg_resource_usage.get(broker)
         x = conf.load_balancer_history_resource_percentage
         history = usage if history is None else history * x + (1 - x) * usage
@@ -119,8 +116,6 @@ class ThresholdShedder:
 
     def find_bundles_for_unloading(self, load_data: LoadData, conf: LoadBalancerConfig) -> dict[str, list[str]]:
         selected: dict[str, list[str]] = {}
-        if len(load_data.broker_data) <= 1:
-            return selected
         threshold = conf.load_balancer_broker_threshold_shedder_percentage / 100.0
         min_throughput = conf.load_balancer_bundle_unload_min_throughput_threshold * MB
         avg = self.broker_avg_usage(load_data, conf)

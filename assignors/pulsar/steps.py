@@ -18,7 +18,7 @@ from assignors.base import Assignment, AssignmentContext, MemberInfo, TaskReplic
 from assignors.pulsar.config import LoadBalancerConfig
 from assignors.pulsar.convert import load_data_from_context
 from assignors.pulsar.data import BundleData, LoadData
-from assignors.pulsar.placement import ModularLoadManagerStrategy, filter_candidates
+from assignors.pulsar.placement import ModularLoadManagerStrategy, filter_candidates, remove_most_servicing
 from assignors.pulsar.shedding_base import LoadSheddingStrategy
 from assignors.pulsar.split import child_share, estimate_children, find_bundles_to_split, split_task
 
@@ -27,7 +27,9 @@ __all__ = [
     "GroupState",
     "PoolState",
     "RoundStats",
+    "NAMESPACE_ATTRIBUTE",
     "merged",
+    "namespace_counts",
     "no_member_reason",
     "place",
     "pool_load_data",
@@ -41,6 +43,42 @@ __all__ = [
 log = logging.getLogger("assignors.pulsar.assignors")
 
 Clock = Callable[[], float]
+
+NAMESPACE_ATTRIBUTE = "namespace"
+"""The task attribute naming its namespace (for ``load_balancer_distribute_bundles_evenly_enabled``)."""
+
+
+def namespace_counts(tasks: Iterable[TaskSpec], owners: dict[TaskReplica, str]) -> dict[str, dict[str, int]]:
+    """namespace -> member -> replicas of that namespace's tasks it owns (Pulsar's
+    ``brokerToNamespaceToBundleRange``, turned around); tasks without a namespace are left out."""
+    counts: dict[str, dict[str, int]] = {}
+    for task in tasks:
+        namespace = task.attributes.get(NAMESPACE_ATTRIBUTE)
+        if not namespace:
+            continue
+        per_member = counts.setdefault(namespace, {})
+        for replica in task.replica_ids():
+            member = owners.get(replica)
+            if member is not None:
+                per_member[member] = per_member.get(member, 0) + 1
+    return counts
+
+
+def _spread(
+    task: TaskSpec, candidates: list[str], counts: dict[str, dict[str, int]], conf: LoadBalancerConfig
+) -> list[str]:
+    """Pulsar's order in ``selectBroker``: the max-topics filter, then (if on) namespace spreading."""
+    namespace = task.attributes.get(NAMESPACE_ATTRIBUTE)
+    if not conf.load_balancer_distribute_bundles_evenly_enabled or not namespace:
+        return candidates
+    return remove_most_servicing(candidates, counts.get(namespace, {}))
+
+
+def _count(task: TaskSpec, member: str, counts: dict[str, dict[str, int]]) -> None:
+    namespace = task.attributes.get(NAMESPACE_ATTRIBUTE)
+    if namespace:
+        per_member = counts.setdefault(namespace, {})
+        per_member[member] = per_member.get(member, 0) + 1
 
 
 @dataclass
@@ -172,6 +210,7 @@ def place(
     """Unowned replicas to the member the placement strategy picks, each choice preallocated."""
     placed = 0
     everyone = filter_candidates(member_ids, load_data, conf)
+    counts = namespace_counts(tasks, owners)
     for task in tasks:
         replicas = task.replica_ids()
         for replica in replicas:
@@ -179,11 +218,13 @@ def place(
                 continue
             holding = {owners[r] for r in replicas if r in owners}
             candidates = [m for m in everyone if m not in holding] if holding else everyone
+            candidates = _spread(task, candidates, counts, conf)
             target = pstate.placement.select_broker(candidates, task.task_id, load_data, conf, rng=context.rng)
             if target is None:
                 result.unassigned[replica] = no_member_reason(task, len(member_ids))
                 continue
             owners[replica] = target
+            _count(task, target, counts)
             load_data.preallocate(target, task.task_id)
             placed += 1
     return placed
@@ -206,6 +247,8 @@ def shed(
     """Re-place the shedder's ``plan`` (``{member: [task, ...]}``) with the placement strategy."""
     by_id = {t.task_id: t for t in tasks}
     everyone = filter_candidates(member_ids, load_data, conf)
+    # As in Pulsar, an unloaded task still counts on its old owner until the next report.
+    counts = namespace_counts(tasks, owners)
     now = clock()
     for member in sorted(plan):
         for task_id in plan[member]:
@@ -217,12 +260,14 @@ def shed(
                 continue  # moved or gone since the shedder looked
             others = {owners[r] for r in task.replica_ids() if r in owners and r != replica}
             candidates = [m for m in everyone if m not in others] if others else everyone
+            candidates = _spread(task, candidates, counts, conf)
             target = pstate.placement.select_broker(candidates, task_id, load_data, conf, rng=context.rng)
             if target is None or target == member:
                 # Pulsar's doLoadShedding skips an unload whose destination is the current owner.
                 stats.unload_skipped += 1
                 continue
             owners[replica] = target
+            _count(task, target, counts)
             load_data.preallocate(target, task_id)
             state.recently_unloaded[task_id] = now
             stats.unloaded += 1

@@ -1,0 +1,176 @@
+"""What ``balanced`` believes about load: a spike-resistant estimate of every task and member.
+
+The statistics job reports per task a short-term average over 10 samples (the seed's
+recurrence ``avg_n = ((n - 1) avg_{n-1} + x) / n``, n capped at 10) and per member its current
+resource usage. A one-minute spike of 4x lifts that average by 30% for ten minutes, which is
+what makes Pulsar's shedders move tasks on spikes (PIP-364's jitter). So the estimator:
+
+1. **recovers each sample** from two consecutive snapshots, ``x = n avg_n - (n - 1) avg_{n-1}``
+   (exact when one sample was added, which the long-term sample count tells);
+2. keeps the last ``window`` samples per task and averages those that are not spikes (above
+   ``SPIKE`` x the window's smallest: spikes only go up) — a spike never moves the estimate, a
+   steady drift does within a few samples;
+3. fits **cpu per msg/s** across members (the median of cpu / msg rate over members not at their
+   limit) and gives each member a **background** load ``cpu - k x its tasks' rate`` (a foreign
+   process, the runtime), itself a median over the window; a member at its cpu limit tells only
+   a lower bound, used until it reports below the limit;
+4. a member's **utilization** is ``(background + k x its tasks' estimated rates) / cpu limit``.
+
+Without a snapshot (or for a task never reported) the task's ``weight`` stands in for its rate
+and a member's ``capacity`` for its limit. A member that has never reported gets the median
+limit of those that have and no background. Pure bookkeeping, no I/O.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from assignors.base import MemberInfo, TaskSpec
+from assignors.snapshot import LoadSnapshot, TaskLoadStats
+
+__all__ = ["LoadEstimator", "LoadView"]
+
+CAPPED = 0.98
+"""A member reporting at least this share of its cpu limit is saturated: it does not fit ``k``."""
+
+
+@dataclass
+class LoadView:
+    """One round's estimate: per task its load and per member its capacity and background,
+    all in the unit of the member's cpu limit (percent of one core)."""
+
+    task_load: dict[str, float] = field(default_factory=dict)
+    capacity: dict[str, float] = field(default_factory=dict)
+    background: dict[str, float] = field(default_factory=dict)
+
+    def utilization(self, member: str, tasks: Iterable[str]) -> float:
+        load = self.background.get(member, 0.0) + sum(self.task_load.get(t, 0.0) for t in tasks)
+        return load / self.capacity[member]
+
+
+@dataclass
+class _TaskHistory:
+    short_avg: float
+    short_n: int
+    long_n: int
+    samples: deque[float]
+
+
+SPIKE = 1.5
+"""A sample above this x the smallest of its window is a spike (spikes only go up; a drift of a
+few percent per sample never gets there within a window)."""
+
+
+def _robust(samples: deque[float]) -> float:
+    """The mean of the window's samples that are not spikes."""
+    low = min(samples)
+    kept = [x for x in samples if x <= SPIKE * low] if low > 0 else list(samples)
+    return sum(kept) / len(kept)
+
+
+def _rate(row: TaskLoadStats) -> float:
+    return row.short_msg_rate_in + row.short_msg_rate_out
+
+
+class LoadEstimator:
+    """Keeps the per-task sample windows and per-member background windows between snapshots."""
+
+    def __init__(self, window: int = 5) -> None:
+        self.window = window
+        self._tasks: dict[str, _TaskHistory] = {}
+        self._background: dict[str, deque[float]] = {}
+        self._floor: dict[str, float] = {}
+        self._limit: dict[str, float] = {}
+        self._k = 0.0
+        self._seen: object = None
+
+    def observe(self, snapshot: LoadSnapshot) -> None:
+        """Take in one snapshot (a snapshot seen before is ignored)."""
+        key = (snapshot.snapshot_id, snapshot.created_ms)
+        if key == self._seen:
+            return
+        self._seen = key
+        current: dict[str, float] = {}
+        for task_id, row in snapshot.tasks.items():
+            current[task_id] = self._observe_task(task_id, row)
+        for gone in set(self._tasks) - set(snapshot.tasks):
+            del self._tasks[gone]
+        rate_of: dict[str, float] = {}
+        for task_id, row in snapshot.tasks.items():
+            if row.worker_id:
+                rate_of[row.worker_id] = rate_of.get(row.worker_id, 0.0) + current[task_id]
+        ratios = []
+        for member, worker in sorted(snapshot.workers.items()):
+            if worker.cpu_limit > 0:
+                self._limit[member] = worker.cpu_limit
+                rate = rate_of.get(member, 0.0)
+                if rate > 0 and worker.cpu_usage < CAPPED * worker.cpu_limit:
+                    ratios.append(worker.cpu_usage / rate)
+        if ratios:
+            self._k = statistics.median(ratios)
+        for member, worker in sorted(snapshot.workers.items()):
+            if worker.cpu_limit <= 0 or self._k <= 0:
+                continue
+            extra = max(0.0, worker.cpu_usage - self._k * rate_of.get(member, 0.0))
+            window = self._background.setdefault(member, deque(maxlen=self.window))
+            if worker.cpu_usage < CAPPED * worker.cpu_limit:
+                window.append(extra)
+            elif not window:  # saturated: ``extra`` is only a lower bound; keep it until a real figure comes
+                self._floor[member] = extra
+
+    def _observe_task(self, task_id: str, row: TaskLoadStats) -> float:
+        """Record the task's newest sample (recovered from its average); returns that sample."""
+        avg, n, long_n = _rate(row), row.short_samples, row.long_samples
+        seen = self._tasks.get(task_id)
+        if seen is not None and long_n == seen.long_n and avg == seen.short_avg:
+            return seen.samples[-1]  # the same report again: no new sample
+        # One sample more: the long-term count moved by one, or stays at its cap with a new average.
+        one_more = seen is not None and long_n in (seen.long_n + 1, seen.long_n)
+        if seen is not None and one_more and n >= 1:
+            sample = max(0.0, n * avg - (n - 1) * seen.short_avg)
+            seen.short_avg, seen.short_n, seen.long_n = avg, n, long_n
+        else:  # first sight, or samples were missed: the average is the best we have
+            sample = avg
+            seen = self._tasks[task_id] = _TaskHistory(avg, n, long_n, deque(maxlen=self.window))
+        seen.samples.append(sample)
+        return sample
+
+    def view(self, members: Iterable[MemberInfo], tasks: Iterable[TaskSpec], *, use_load: bool) -> LoadView:
+        """The estimate for these members and tasks (``use_load=False``: weights and capacities only)."""
+        members, tasks = list(members), list(tasks)
+        out = LoadView()
+        if not use_load or self._k <= 0:
+            for task in tasks:
+                out.task_load[task.task_id] = task.weight
+            for member in members:
+                out.capacity[member.member_id] = max(member.capacity, 1e-9)
+            return out
+        known = [t.task_id for t in tasks if t.task_id in self._tasks]
+        loads = {t: self._k * _robust(self._tasks[t].samples) for t in known}
+        typical = statistics.median(loads.values()) if loads else 1.0
+        for task in tasks:
+            out.task_load[task.task_id] = loads.get(task.task_id, typical)
+        limits = [self._limit[m.member_id] for m in members if m.member_id in self._limit]
+        default_limit = statistics.median(limits) if limits else 100.0
+        for member in members:
+            mid = member.member_id
+            out.capacity[mid] = self._limit.get(mid, default_limit)
+            window = self._background.get(mid)
+            out.background[mid] = statistics.median(window) if window else self._floor.get(mid, 0.0)
+        return out
+
+    def mature(self, tasks: Iterable[TaskSpec], samples: int = 3) -> bool:
+        """Have most of these tasks been seen ``samples`` times (enough to tell a spike)?"""
+        ids = [t.task_id for t in tasks]
+        seen = sum(1 for t in ids if t in self._tasks and len(self._tasks[t].samples) >= samples)
+        return seen * 2 >= len(ids)
+
+    def forget(self, members: Mapping[str, object]) -> None:
+        """Drop the background of members that left (their limit is kept: they may come back)."""
+        for gone in set(self._background) - set(members):
+            del self._background[gone]
+        for gone in set(self._floor) - set(members):
+            del self._floor[gone]

@@ -1,0 +1,261 @@
+"""The goal-based optimizer behind ``balanced``: hard goals, a soft balance goal, a move cost.
+
+Modelled on Cruise Control's goal optimizer, cut down to one resource:
+
+- **hard goals** (never broken to improve balance): replicas of a task on distinct members,
+  pools kept (the caller hands in one pool), and *capacity*: no move or placement may take a
+  member above ``capacity_threshold`` of its capacity while the pool's mean is below it;
+- **soft goal**: the utilization of the busiest member at most ``target_ratio`` x the mean, or
+  the highest background alone if that is more (a member with a foreign process: the goal then
+  is to take its tasks off, not to push everyone else below it);
+- **move cost**: a move must lower the busier of its two ends by at least ``min_gain``
+  (utilization), and a task never goes back to a member it was moved off within
+  ``no_return_s`` (no oscillation).
+
+Each step takes the busiest member over the goal that can give, and moves the one task that
+lowers ``max(giver after, receiver after)`` the most — the task nearest half the gap between
+them — so few moves reach the goal (heaviest-first when the gap is large, fine-grained at the
+end). Replicas without an owner are placed first, heaviest first, each on the member it leaves
+least utilized (a planned destination first, if it still qualifies).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from assignors.balanced.model import LoadView
+from assignors.base import TaskReplica
+
+__all__ = ["Bands", "Move", "PoolPlan", "place_unowned", "rebalance"]
+
+#: Receivers considered per giver: the least utilized few (the best receiver is almost always among them).
+RECEIVERS = 8
+
+
+@dataclass(frozen=True, slots=True)
+class Move:
+    replica: TaskReplica
+    source: str
+    destination: str
+
+
+@dataclass
+class PoolPlan:
+    """One pool's members, who owns what, and each member's absolute load (background included)."""
+
+    view: LoadView
+    members: list[str]
+    owners: dict[TaskReplica, str]
+    load: dict[str, float] = field(default_factory=dict)
+    owned: dict[str, set[TaskReplica]] = field(default_factory=dict)
+    holders: dict[str, set[str]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.load = {m: self.view.background.get(m, 0.0) for m in self.members}
+        self.owned = {m: set() for m in self.members}
+        for replica, member in self.owners.items():
+            self.add(replica, member)
+
+    def add(self, replica: TaskReplica, member: str) -> None:
+        self.owners[replica] = member
+        self.owned[member].add(replica)
+        self.load[member] += self.view.task_load.get(replica.task_id, 0.0)
+        self.holders.setdefault(replica.task_id, set()).add(member)
+
+    def remove(self, replica: TaskReplica) -> str:
+        member = self.owners.pop(replica)
+        self.owned[member].discard(replica)
+        self.load[member] -= self.view.task_load.get(replica.task_id, 0.0)
+        self.holders[replica.task_id].discard(member)
+        return member
+
+    def util(self, member: str) -> float:
+        return self.load[member] / self.view.capacity[member]
+
+    def mean_util(self) -> float:
+        return sum(self.util(m) for m in self.members) / len(self.members) if self.members else 0.0
+
+    def busiest(self) -> float:
+        """Utilization of the busiest member that owns something (0 if none does)."""
+        return max((self.util(m) for m in self.members if self.owned[m]), default=0.0)
+
+    def floor(self) -> float:
+        """The utilization no assignment can avoid: the highest background alone."""
+        return max((self.view.background.get(m, 0.0) / self.view.capacity[m] for m in self.members), default=0.0)
+
+    def move(self, replica: TaskReplica, destination: str) -> Move:
+        source = self.remove(replica)
+        self.add(replica, destination)
+        return Move(replica, source, destination)
+
+
+class _LeastUtilized:
+    """The least utilized members of a plan, from a heap with lazily dropped stale entries."""
+
+    def __init__(self, plan: PoolPlan) -> None:
+        self.plan = plan
+        self.heap = [(plan.util(m), m) for m in plan.members]
+        heapq.heapify(self.heap)
+
+    def lowest(self, k: int, exclude: set[str]) -> list[str]:
+        found: list[str] = []
+        kept: list[tuple[float, str]] = []
+        seen: set[str] = set()
+        while self.heap and len(found) < k:
+            entry = heapq.heappop(self.heap)
+            util, member = entry
+            if util != self.plan.util(member) or member in seen:
+                continue  # stale (the member's load changed since) or a duplicate
+            seen.add(member)
+            kept.append(entry)
+            if member not in exclude:
+                found.append(member)
+        for entry in kept:
+            heapq.heappush(self.heap, entry)
+        return found
+
+    def changed(self, member: str) -> None:
+        heapq.heappush(self.heap, (self.plan.util(member), member))
+
+
+def place_unowned(
+    plan: PoolPlan, replicas: list[TaskReplica], planned: Mapping[TaskReplica, str], capacity_threshold: float
+) -> dict[TaskReplica, str]:
+    """Place ``replicas`` (heaviest first); returns those no member could take, with the reason.
+
+    Each goes to the member it leaves least utilized among the ``RECEIVERS`` least utilized ones
+    (all of them in a pool that small), or to its planned member if that keeps the capacity goal.
+    """
+    unplaced: dict[TaskReplica, str] = {}
+    if plan.members and plan.mean_util() >= capacity_threshold:
+        capacity_threshold = float("inf")  # the capacity goal holds only while the mean is below it
+    order = sorted(replicas, key=lambda r: (-plan.view.task_load.get(r.task_id, 0.0), r))
+    least = _LeastUtilized(plan)
+    for replica in order:
+        taken = plan.holders.get(replica.task_id, set())
+        free = least.lowest(RECEIVERS, taken)
+        if not free:
+            unplaced[replica] = f"replication factor exceeds the {len(plan.members)} member(s) of the pool"
+            continue
+        load = plan.view.task_load.get(replica.task_id, 0.0)
+
+        def after(m: str, load: float = load) -> float:
+            return (plan.load[m] + load) / plan.view.capacity[m]
+
+        best = min(free, key=lambda m: (after(m), m))
+        target = planned.get(replica, best)
+        if target not in plan.load or target in taken or after(target) > capacity_threshold >= after(best):
+            target = best
+        plan.add(replica, target)
+        least.changed(target)
+    return unplaced
+
+
+@dataclass(frozen=True, slots=True)
+class Bands:
+    """Utilization lines for one pool: the soft goal, the hit line and the act-at-once line.
+
+    ``ratio x mean`` each; when a member's background alone is above the goal (a foreign process),
+    that floor is the goal and the other lines sit a quarter of their usual distance above it.
+    """
+
+    goal: float
+    trigger: float
+    urgent: float
+
+    @classmethod
+    def of(cls, plan: PoolPlan, target_ratio: float, trigger_ratio: float, urgent_ratio: float) -> Bands:
+        mean, floor = plan.mean_util(), plan.floor()
+        goal = max(target_ratio * mean, floor)
+        squeeze = 1.0 if floor <= target_ratio * mean else 0.25
+        return cls(
+            goal=goal,
+            trigger=goal + (trigger_ratio - target_ratio) * mean * squeeze,
+            urgent=goal + (urgent_ratio - target_ratio) * mean * squeeze,
+        )
+
+
+def rebalance(
+    plan: PoolPlan,
+    *,
+    target_ratio: float,
+    capacity_threshold: float,
+    min_gain: float,
+    allowed: Callable[[str, str], bool],
+    max_moves: int = 0,
+) -> list[Move]:
+    """Moves (applied to ``plan``) until the soft goal holds or no move pays its cost.
+
+    ``allowed(task_id, member)`` is the no-return rule; ``max_moves`` 0 means no limit.
+    """
+    moves: list[Move] = []
+    if not plan.members:
+        return moves
+    # A move shifts load between two members, so the mean utilization changes only through their
+    # capacities: keep the sum up to date instead of recomputing it (large pools, many moves).
+    util = {m: plan.util(m) for m in plan.members}
+    total = sum(util.values())
+    floor = plan.floor()
+    while not max_moves or len(moves) < max_moves:
+        mean = total / len(plan.members)
+        goal = max(target_ratio * mean, floor)
+        hard = mean < capacity_threshold
+        ceiling = capacity_threshold if hard else float("inf")
+        line = min(goal, capacity_threshold) if hard else goal
+        busy = [m for m, u in util.items() if u > line and plan.owned[m]]
+        if not busy:
+            break
+        busy.sort(key=lambda m: (-util[m], m))
+        lowest = heapq.nsmallest(RECEIVERS + 1, util, key=lambda m: (util[m], m))
+        step = None
+        for giver in busy:
+            if util[giver] <= goal and not (hard and util[giver] > capacity_threshold):
+                continue
+            receivers = [m for m in lowest if m != giver][:RECEIVERS]
+            step = _best_move(plan, giver, receivers, ceiling, min_gain, allowed)
+            if step is not None:
+                break
+        if step is None:
+            break
+        replica, receiver = step
+        source = plan.owners[replica]
+        moves.append(plan.move(replica, receiver))
+        for member in (source, receiver):
+            total += plan.util(member) - util[member]
+            util[member] = plan.util(member)
+    return moves
+
+
+def _best_move(
+    plan: PoolPlan,
+    giver: str,
+    receivers: list[str],
+    ceiling: float,
+    min_gain: float,
+    allowed: Callable[[str, str], bool],
+) -> tuple[TaskReplica, str] | None:
+    """The move off ``giver`` that leaves the lower ``max(giver, receiver)``, if it gains ``min_gain``."""
+    start = plan.util(giver)
+    best: tuple[float, float, TaskReplica, str] | None = None
+    giver_cap = plan.view.capacity[giver]
+    for replica in sorted(plan.owned[giver]):
+        load = plan.view.task_load.get(replica.task_id, 0.0)
+        if load <= 0:
+            continue
+        giver_after = (plan.load[giver] - load) / giver_cap
+        holding = plan.holders.get(replica.task_id, set())
+        for receiver in receivers:
+            if receiver in holding or not allowed(replica.task_id, receiver):
+                continue
+            receiver_after = (plan.load[receiver] + load) / plan.view.capacity[receiver]
+            if receiver_after > ceiling:
+                continue
+            peak = max(giver_after, receiver_after)
+            if start - peak < min_gain:
+                continue
+            key = (peak, load, replica, receiver)
+            if best is None or key < best:
+                best = key
+    return None if best is None else (best[2], best[3])
