@@ -267,8 +267,10 @@ def _known_in_awaiting_sync(m: Model, out: Outbox, group: Group, member: Member,
 
 def _known_in_stable(m: Model, out: Outbox, group: Group, member: Member,
                      request: pb.JoinGroupRequest, token: Token) -> None:
-    """A follower with unchanged metadata gets the current generation; the leader or a change rebalances."""
-    if member.member_id != group.leader_id and member.same_join(tuple(request.protocols), request.metadata):
+    """A follower with unchanged metadata gets the current generation; the leader or a change rebalances,
+    and so does anyone while tasks wait between two cooperative generations (they were told to re-join)."""
+    if (member.member_id != group.leader_id and not group.revoking
+            and member.same_join(tuple(request.protocols), request.metadata)):
         phases.arm_session(m, out, group, member)
         out.reply(token, group.group_id, phases.join_response(group, member))
         return

@@ -97,7 +97,7 @@ def sync_response(group: Group, member_id: str) -> pb.SyncGroupResponse:
     """The member's tasks and the leader's bytes for it, unchanged."""
     return pb.SyncGroupResponse(
         error=OK, generation=group.generation, protocol=group.protocol, tasks=group.assignment.get(member_id, []),
-        user_data=group.user_data.get(member_id, b""),
+        user_data=group.user_data.get(member_id, b""), rejoin=bool(group.revoking),
     )
 
 

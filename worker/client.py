@@ -86,6 +86,7 @@ class WorkerClient:
         self._recheck = Recheck(assignor_lookup, monotonic, name=config.client_id)
         self.fatal_error: BaseException | None = None
         self._leave_on_close = not config.instance_id
+        self._rejoin_after_sync = False
         self._thread = threading.Thread(target=self._run, name=f"groupcoord-worker-{config.client_id}", daemon=True)
 
     # ------------------------------------------------------------------ public API
@@ -288,6 +289,7 @@ class WorkerClient:
         request.protocol_type = join.protocol_type  # KIP-559: the coordinator checks we agree
         request.protocol_name = join.protocol
         response = self._transport.sync_group(request, self._phase_timeout())
+        self._rejoin_after_sync = response.rejoin
         return replicas_from_pb(response.tasks)
 
     def _reset_membership(self, error: errors.GroupCoordError) -> None:
@@ -382,8 +384,9 @@ class WorkerClient:
         self._last_heartbeat_ok = self._monotonic()
         self._machine.fire("synced")
         revoked = self._tasks.apply(tasks, generation, cooperative=self._cooperative())
-        if revoked:  # cooperative: the freed tasks reach their new owners in the next generation
-            log.info("%s: revoked %d task(s): re-joining at once", self.config.client_id, len(revoked))
+        if revoked or self._rejoin_after_sync:  # cooperative: the freed tasks move in the next generation
+            log.info("%s: %d task(s) revoked in generation %d: re-joining at once", self.config.client_id,
+                     len(revoked), generation)
             self._machine.fire("rejoin")
 
     def _safely(self, callback: str, call: Callable[[], object]) -> None:

@@ -244,18 +244,20 @@ class SyncGroupRequest(_message.Message):
     def __init__(self, group_id: _Optional[str] = ..., member_id: _Optional[str] = ..., generation: _Optional[int] = ..., instance_id: _Optional[str] = ..., assignments: _Optional[_Iterable[_Union[MemberAssignment, _Mapping]]] = ..., unassigned: _Optional[_Iterable[_Union[UnassignedReplica, _Mapping]]] = ..., splits: _Optional[_Iterable[_Union[TaskSplit, _Mapping]]] = ..., assignor_error: _Optional[str] = ..., protocol_type: _Optional[str] = ..., protocol_name: _Optional[str] = ...) -> None: ...
 
 class SyncGroupResponse(_message.Message):
-    __slots__ = ("error", "generation", "protocol", "tasks", "user_data")
+    __slots__ = ("error", "generation", "protocol", "tasks", "user_data", "rejoin")
     ERROR_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     PROTOCOL_FIELD_NUMBER: _ClassVar[int]
     TASKS_FIELD_NUMBER: _ClassVar[int]
     USER_DATA_FIELD_NUMBER: _ClassVar[int]
+    REJOIN_FIELD_NUMBER: _ClassVar[int]
     error: Error
     generation: int
     protocol: str
     tasks: _containers.RepeatedCompositeFieldContainer[TaskReplica]
     user_data: bytes
-    def __init__(self, error: _Optional[_Union[Error, _Mapping]] = ..., generation: _Optional[int] = ..., protocol: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[TaskReplica, _Mapping]]] = ..., user_data: _Optional[bytes] = ...) -> None: ...
+    rejoin: bool
+    def __init__(self, error: _Optional[_Union[Error, _Mapping]] = ..., generation: _Optional[int] = ..., protocol: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[TaskReplica, _Mapping]]] = ..., user_data: _Optional[bytes] = ..., rejoin: _Optional[bool] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
     __slots__ = ("group_id", "member_id", "generation", "instance_id")
