@@ -16,8 +16,9 @@ assignor, so only the rebalance protocol and static membership differ:
 
 Columns, all from the log between the first moment the group was Stable with
 every task running (T0) and the end of the scenario (T1): task-seconds not
-running (a task is down from its stop event to its next start event anywhere),
-tasks moved (started on a worker other than the one that ran it last),
+running (a task is down from its stop event to its next start event anywhere;
+the "+warm-up" column adds WARMUP_S to each start, for tasks that take time to be
+up), tasks moved (started on a worker other than the one that ran it last),
 rebalances (generation at T1 minus at T0, from DescribeGroup), double ownership
 (a task started while another worker still ran it; must be 0, checked over the
 whole log), the worst single outage, and wall time T0..T1. Exit 1 on double
@@ -46,6 +47,10 @@ from groupcoord.admin import AdminClient
 from groupcoord.v1 import groupcoord_pb2 as pb
 
 GROUP = "downtime"
+# A real task is not up the instant it is started (connections, state to load): the second downtime
+# column counts each start as this much more time down. The eager protocol restarts every task of
+# the group at each rebalance, so this is where it pays.
+WARMUP_S = 1.0
 SCENARIOS = ("rolling restart", "scale-out")
 ROWS = (("eager", "eager", False), ("cooperative", "cooperative", False), ("cooperative + static", "cooperative", True))
 
@@ -175,6 +180,7 @@ class Result:
     scenario: str
     row: str
     downtime: float = math.nan
+    downtime_warm: float = math.nan  # the same, when a started task takes WARMUP_S to be up
     worst: float = 0.0  # the longest single outage of any task
     moved: int = 0
     stops: int = 0
@@ -191,10 +197,12 @@ def analyse(events: list[Event], tasks: list[str], t0: float, t1: float, result:
     down_since = dict.fromkeys(tasks, -math.inf)
     last_runner: dict[str, str] = {}
     outage: dict[str, float] = dict.fromkeys(tasks, 0.0)
+    warm_outage: dict[str, float] = dict.fromkeys(tasks, 0.0)
 
-    def down(task: str, since: float, until: float) -> None:
+    def down(task: str, since: float, until: float, warmup: float = 0.0) -> None:
         seconds = max(0.0, min(until, t1) - max(since, t0))
         outage[task] = outage.get(task, 0.0) + seconds
+        warm_outage[task] = warm_outage.get(task, 0.0) + seconds + (warmup if t0 < until <= t1 else 0.0)
         result.worst = max(result.worst, seconds)
 
     for e in sorted(events):
@@ -207,7 +215,7 @@ def analyse(events: list[Event], tasks: list[str], t0: float, t1: float, result:
             if e.member in running:
                 result.notes.append(f"{e.member} started {e.task} again without stopping it ({e.ts:.3f})")
             if not running:
-                down(e.task, down_since.get(e.task, -math.inf), e.ts)
+                down(e.task, down_since.get(e.task, -math.inf), e.ts, WARMUP_S)
             if t0 < e.ts <= t1 and last_runner.get(e.task, e.member) != e.member:
                 result.moved += 1
             running.add(e.member)
@@ -223,6 +231,7 @@ def analyse(events: list[Event], tasks: list[str], t0: float, t1: float, result:
         if not running:
             down(task, down_since.get(task, -math.inf), t1)
     result.downtime = sum(outage.values())
+    result.downtime_warm = sum(warm_outage.values())
 
 
 def start_coordinator(s: Settings) -> tuple[subprocess.Popen[bytes], str]:
@@ -329,7 +338,8 @@ def report(results: list[Result], s: Settings, scale_from: int) -> bool:
           f"rebalance timeout {s.rebalance_ms / 1000:g} s; coordinator in its own process")
     pause = f", {s.restart_pause_s:g} s between exit and start" if s.restart_pause_s else ""
     print(f"rolling restart: {s.workers} workers one by one{pause}; scale-out: {scale_from} -> {s.workers} workers\n")
-    head = (f"{'scenario':<16}{'row':<22}{'down task-s':>12}{'eager/row':>10}{'stops':>7}{'moved':>7}"
+    head = (f"{'scenario':<16}{'row':<22}{'down task-s':>12}{'eager/row':>10}{'+warm-up':>10}{'eager/row':>10}"
+            f"{'stops':>7}{'moved':>7}"
             f"{'rebalances':>11}{'double own.':>12}{'worst s':>9}{'wall s':>8}")
     print(head)
     print("-" * len(head))
@@ -337,24 +347,30 @@ def report(results: list[Result], s: Settings, scale_from: int) -> bool:
     for scenario in SCENARIOS:
         rows = [r for r in results if r.scenario == scenario]
         eager = next((r.downtime for r in rows if r.row == "eager" and not r.error), math.nan)
+        eager_warm = next((r.downtime_warm for r in rows if r.row == "eager" and not r.error), math.nan)
         for r in rows:
             if r.error:
                 print(f"{r.scenario:<16}{r.row:<22}  FAILED: {r.error}")
                 sound = False
                 continue
             ratio = eager / r.downtime if r.downtime > 0 else math.inf
-            print(f"{r.scenario:<16}{r.row:<22}{r.downtime:>12.1f}{ratio:>9.{1 if ratio >= 1 else 2}f}x{r.stops:>7}{r.moved:>7}"
+            warm = eager_warm / r.downtime_warm if r.downtime_warm > 0 else math.inf
+            print(f"{r.scenario:<16}{r.row:<22}{r.downtime:>12.1f}{ratio:>9.{1 if ratio >= 1 else 2}f}x"
+                  f"{r.downtime_warm:>10.1f}{warm:>9.{1 if warm >= 1 else 2}f}x{r.stops:>7}{r.moved:>7}"
                   f"{r.rebalances:>11}{len(r.double):>12}{r.worst:>9.2f}{r.wall:>8.1f}")
             sound = sound and not r.double
     print()
     for scenario in SCENARIOS:
         by_row = {r.row: r for r in results if r.scenario == scenario and not r.error}
         if "eager" in by_row and "cooperative + static" in by_row:
-            best = by_row["cooperative + static"].downtime
-            ratio = by_row["eager"].downtime / best if best > 0 else math.inf
-            verdict = "met" if ratio >= 10 else "NOT met"
-            print(f"target (cooperative + static >= 10x less downtime than eager), {scenario}: {verdict} "
-                  f"({ratio:.{1 if ratio >= 1 else 2}f}x)")
+            for label, eager_s, best in (
+                ("instant tasks", by_row["eager"].downtime, by_row["cooperative + static"].downtime),
+                (f"{WARMUP_S:g} s warm-up", by_row["eager"].downtime_warm, by_row["cooperative + static"].downtime_warm),
+            ):
+                ratio = eager_s / best if best > 0 else math.inf
+                verdict = "met" if ratio >= 10 else "NOT met"
+                print(f"target (cooperative + static >= 10x less downtime than eager), {scenario}, {label}: "
+                      f"{verdict} ({ratio:.{1 if ratio >= 1 else 2}f}x)")
     for r in results:
         for line in r.double[:5]:
             print(f"DOUBLE OWNERSHIP ({r.scenario}, {r.row}): {line}")
