@@ -25,6 +25,8 @@ def _bad(field: str, problem: str) -> pb.Error:
 
 def check_id(config: CoordinatorConfig, field: str, value: str, *, member_id: bool = False) -> pb.Error | None:
     """An id (may be empty): printable and at most ``max_id_length`` characters."""
+    if not value:
+        return None
     limit = config.max_id_length + (_UUID_SUFFIX if member_id else 0)
     if len(value) > limit:
         return _bad(field, f"is {len(value)} characters; at most {limit} (max_id_length)")

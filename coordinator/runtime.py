@@ -205,10 +205,10 @@ class CoordinatorRuntime:
         behind them, so even a writer that finishes at once (tests) answers nobody early."""
         starting: list[_Writes] = []
         for effect in effects:
-            if isinstance(effect, Reply):
-                self._reply(effect)
-            elif isinstance(effect, ArmTimer):
+            if isinstance(effect, ArmTimer):  # the commonest: every heartbeat arms its session
                 self.timers.schedule(effect.key, effect.delay_s, self._fire)
+            elif isinstance(effect, Reply):
+                self._reply(effect)
             elif isinstance(effect, CancelTimer):
                 self.timers.cancel(effect.key)
             elif isinstance(effect, (Persist, Forget)):
