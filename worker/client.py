@@ -342,14 +342,9 @@ class WorkerClient:
             self._machine.fire("rejoin")
 
     def _stable_timeout(self) -> float:
-        """Deadline (s) of a call in Stable: short enough to find a new coordinator within the session.
-
-        A coordinator that hangs (SIGSTOPped, partitioned) would otherwise hold the heartbeat for the
-        whole request timeout (30 s), long after the new active has expired our session. Like Kafka's
-        consumer, which marks the coordinator unknown once a session passes without a heartbeat
-        response, give up after half the session (a second address still gets the other half) and
-        never past the session's end; at least one heartbeat interval so a slow answer can arrive.
-        """
+        """Deadline (s) of a call in Stable: half the session at most (a hung coordinator is left in
+        time to reach the next one, as Kafka's consumer marks it unknown), never past the session's
+        end, at least a heartbeat interval so a slow answer can arrive."""
         cfg = self.config
         session = cfg.session_timeout_ms / 1000
         left = session - (self._monotonic() - self._last_heartbeat_ok)
