@@ -274,7 +274,7 @@ class WorkerClient:
         )
         listener = self.listener
         if isinstance(listener, JoinListener):
-            self._safely("on_joined", lambda: listener.on_joined(self._member_id, response.generation, self.is_leader))
+            self._tasks.notify("on_joined", lambda: listener.on_joined(self._member_id, response.generation, self.is_leader))
         return response
 
     def _sync(self, join: pb.JoinGroupResponse) -> tuple[TaskReplica, ...]:
@@ -383,12 +383,6 @@ class WorkerClient:
             log.info("%s: %d task(s) revoked in generation %d: re-joining at once", self.config.client_id,
                      len(revoked), generation)
             self._machine.fire("rejoin")
-
-    def _safely(self, callback: str, call: Callable[[], object]) -> None:
-        try:
-            call()
-        except Exception:
-            log.exception("%s: listener %s raised; carrying on", self.config.client_id, callback)
 
     def _leave(self) -> None:
         if not self._member_id or not self._leave_on_close:

@@ -46,7 +46,7 @@ class Ownership:
             added = tuple(t for t in tasks if t not in had)
             if revoked:
                 self._set(tuple(t for t in before if t in keep))
-                self._notify("on_revoked", lambda: self._listener.on_revoked(revoked))
+                self.notify("on_revoked", lambda: self._listener.on_revoked(revoked))
         self._set(tuple(tasks))
         self.owned = tuple(tasks)
         self.owned_generation = generation
@@ -54,7 +54,7 @@ class Ownership:
                  ", ".join(str(t) for t in tasks) or "nothing",
                  f" (new: {', '.join(map(str, added)) or 'none'}; revoked: {', '.join(map(str, revoked)) or 'none'})"
                  if cooperative else "")
-        self._notify("on_assigned", lambda: self._listener.on_assigned(added, generation))
+        self.notify("on_assigned", lambda: self._listener.on_assigned(added, generation))
         return revoked
 
     def revoke_all(self) -> None:
@@ -62,7 +62,7 @@ class Ownership:
         tasks = self.assigned
         if tasks:
             self._set(())
-            self._notify("on_revoked", lambda: self._listener.on_revoked(tasks))
+            self.notify("on_revoked", lambda: self._listener.on_revoked(tasks))
 
     def lose_all(self) -> None:
         """Everything is gone without a clean handover (``on_lost``, else ``on_revoked``)."""
@@ -74,16 +74,17 @@ class Ownership:
         self.owned_generation = -1
         listener = self._listener
         if isinstance(listener, LostListener):
-            self._notify("on_lost", lambda: listener.on_lost(tasks))
+            self.notify("on_lost", lambda: listener.on_lost(tasks))
         else:
-            self._notify("on_revoked", lambda: listener.on_revoked(tasks))
+            self.notify("on_revoked", lambda: listener.on_revoked(tasks))
 
     def _set(self, tasks: tuple[TaskReplica, ...]) -> None:
         with self._cond:
             self.assigned = tasks
             self._cond.notify_all()
 
-    def _notify(self, callback: str, call: Callable[[], object]) -> None:
+    def notify(self, callback: str, call: Callable[[], object]) -> None:
+        """Call the listener; an exception is logged, never fatal."""
         try:
             call()
         except Exception:
