@@ -50,7 +50,7 @@ def _start_worker(address: str, name: str, env: dict[str, str]) -> subprocess.Po
                 event = json.loads(line)
             except ValueError:
                 continue
-            detail = {k: v for k, v in event.items() if k not in ("event", "worker", "member_id")}
+            detail = {k: v for k, v in event.items() if k not in ("event", "worker", "member_id", "ts")}
             print(f"   [{name}] {event['event']:<8} {json.dumps(detail)}", flush=True)
 
     threading.Thread(target=pump, daemon=True).start()
