@@ -26,6 +26,7 @@ __all__ = ["handle_join"]
 
 log = logging.getLogger("groupcoord.coordinator")
 S = GroupState
+MAX_PROTOCOLS = 64  # assignor names a member may offer (a real one offers a handful)
 
 
 def handle_join(m: Model, out: Outbox, request: pb.JoinGroupRequest, token: Token, host: str) -> None:
@@ -50,6 +51,9 @@ def handle_join(m: Model, out: Outbox, request: pb.JoinGroupRequest, token: Toke
         fail(pb.INVALID_REQUEST, "rebalance_timeout_ms must be >= 0")
         return
     protocols = tuple(request.protocols)
+    if len(protocols) > MAX_PROTOCOLS or len(request.rebalance_protocols) > MAX_PROTOCOLS:
+        fail(pb.INVALID_REQUEST, f"at most {MAX_PROTOCOLS} assignor names and {MAX_PROTOCOLS} rebalance protocols")
+        return
     if not protocols or any(not p for p in protocols) or len(set(protocols)) != len(protocols):
         fail(pb.INCONSISTENT_GROUP_PROTOCOL, "protocols must list at least one assignor name, without repeats")
         return

@@ -144,3 +144,9 @@ def test_an_empty_group_without_a_catalog_is_deleted_after_the_retention() -> No
     keep.leave(G, b)
     keep.advance(120.0)
     assert G in keep.model.groups  # a catalog keeps a group
+
+
+def test_a_join_offering_too_many_assignors_is_refused() -> None:
+    h = Harness(SMALL)
+    assert h.join(G, protocols=tuple(f"a{i}" for i in range(65))).code == pb.INVALID_REQUEST
+    assert G not in h.model.groups
