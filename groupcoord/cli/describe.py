@@ -16,7 +16,7 @@ from assignors.base import TaskReplica
 from assignors.metrics import summarize
 from groupcoord.v1 import groupcoord_pb2 as pb
 
-__all__ = ["describe_as_dict", "print_describe", "state_name"]
+__all__ = ["describe_as_dict", "print_describe", "short_id", "state_name"]
 
 _STATE_NAMES: dict[int, str] = {
     pb.EMPTY: "Empty", pb.PREPARING_REBALANCE: "PreparingRebalance", pb.AWAITING_SYNC: "AwaitingSync",
@@ -92,16 +92,34 @@ def describe_as_dict(response: pb.DescribeGroupResponse) -> dict[str, Any]:
     return result
 
 
-def _members_table(info: dict[str, Any]) -> Table:
+def short_id(text: str, width: int) -> str:
+    """``text`` cut in the middle to ``width`` characters (an ellipsis where it was cut): the start
+    names the process, the end tells two members of one process apart."""
+    if len(text) <= width or width < 8:
+        return text
+    tail = min(12, (width - 1) // 2)
+    return f"{text[:width - 1 - tail]}…{text[-tail:]}"
+
+
+def _id_width(info: dict[str, Any], width: int) -> int:
+    """Room for member ids: a quarter of the terminal, at least 20 characters, never more than needed."""
+    longest = max((len(m["member_id"]) for m in info["members"]), default=0)
+    return min(longest, max(20, width // 4))
+
+
+def _members_table(info: dict[str, Any], width: int, wide: bool) -> Table:
     members = Table(box=None, show_edge=False, pad_edge=False)
     load = info.get("load_snapshot", {}).get("workers", {})
     columns = ["MEMBER-ID", "INSTANCE-ID", "HOST", "RACK", "POOL", "#", "TASKS"]
     if load:
         columns += ["CPU%", "MSG/S IN+OUT"]
-    for column in columns:
-        members.add_column(column, overflow="fold")
+    ids = 10_000 if wide else _id_width(info, width)
+    for column in columns:  # ids never wrap: they are shortened (or shown whole with --wide)
+        members.add_column(column, overflow="fold" if column == "TASKS" else "ellipsis",
+                           no_wrap=column != "TASKS")
     for m in info["members"]:
-        row = [m["member_id"], m["instance_id"] or "-", m["host"] or "-", m["rack"] or "-", m["pool"] or "-",
+        row = [short_id(m["member_id"], ids), short_id(m["instance_id"], ids) or "-", m["host"] or "-",
+               m["rack"] or "-", m["pool"] or "-",
                str(len(m["tasks"])), " ".join(m["tasks"]) or "-"]
         if load:
             w = load.get(m["member_id"])
@@ -113,18 +131,23 @@ def _members_table(info: dict[str, Any]) -> Table:
     return members
 
 
-def print_describe(info: dict[str, Any]) -> None:
-    """``describe_as_dict``'s result as a table, like kafka-consumer-groups --describe."""
-    console = Console(highlight=False, width=max(140, shutil.get_terminal_size((140, 24)).columns))
-    head = Table(box=None, show_edge=False, pad_edge=False)
-    for column in ("GROUP", "STATE", "GENERATION", "ASSIGNOR", "LEADER", "MEMBERS", "TASKS"):
-        head.add_column(column)
-    head.add_row(info["group"], info["state"], str(info["generation"]), info["protocol"] or "-",
-                 info["leader"] or "-", str(len(info["members"])), str(len(info["tasks"])))
+def print_describe(info: dict[str, Any], *, width: int | None = None, wide: bool = False) -> None:
+    """``describe_as_dict``'s result as a table, like kafka-consumer-groups --describe. Fits the
+    terminal: member ids are shortened in the middle, never wrapped (``wide``: shown whole)."""
+    width = width or shutil.get_terminal_size((120, 24)).columns
+    console = Console(highlight=False, width=10_000 if wide else width, soft_wrap=wide)
+    ids = 10_000 if wide else _id_width(info, width)
+    head = Table(box=None, show_edge=False, pad_edge=False, show_header=False)
+    head.add_column("key", no_wrap=True)
+    head.add_column("value", overflow="fold")
+    for key, value in (("GROUP", info["group"]), ("STATE", f"{info['state']}, generation {info['generation']}"),
+                       ("ASSIGNOR", info["protocol"] or "-"), ("LEADER", short_id(info["leader"], ids) or "-"),
+                       ("MEMBERS", f"{len(info['members'])} member(s), {len(info['tasks'])} task(s)")):
+        head.add_row(key, value)
     console.print(head)
     console.print()
     if info["members"]:
-        console.print(_members_table(info))
+        console.print(_members_table(info, width, wide))
     else:
         console.print("(no members)")
     console.print(f"\ntask catalog ({len(info['tasks'])}): {' '.join(info['tasks']) or '-'}")

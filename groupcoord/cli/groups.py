@@ -33,7 +33,7 @@ def run_groups(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(info))
         else:
-            print_describe(info)
+            print_describe(info, wide=args.wide)
         return 0
 
 

@@ -75,6 +75,7 @@ def _parser() -> argparse.ArgumentParser:
     describe.add_argument("group")
     describe.add_argument("--coordinator", default=DEFAULT_LISTEN)
     describe.add_argument("--json", action="store_true")
+    describe.add_argument("--wide", action="store_true", help="full member ids, whatever the terminal's width")
     remove = groups_sub.add_parser("remove-members", help="remove members in one batch (static ones by instance id)")
     remove.add_argument("group")
     remove.add_argument("--instance-id", action="append", default=[], metavar="ID", dest="instance_ids",
