@@ -30,10 +30,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import grpc  # noqa: E402
+import grpc
 
-from groupcoord.v1 import groupcoord_pb2 as pb  # noqa: E402
-from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc  # noqa: E402
+from groupcoord.v1 import groupcoord_pb2 as pb
+from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
 
 MEMBERS_PER_GROUP = 50
 SESSION_MS = 10_000
