@@ -129,8 +129,8 @@ def _generate(port: int, members: list[tuple[str, str, int]], seconds: float, qu
                 try:
                     response = await stub.Heartbeat(request, timeout=30)
                     code = response.error.code
-                except grpc.aio.AioRpcError:
-                    code = -1
+                except grpc.aio.AioRpcError as failure:
+                    code = -100 - failure.code().value[0]  # a transport failure, by gRPC status
                 if sent >= warm:
                     latencies.append(time.monotonic() - sent)
                     codes[code] = codes.get(code, 0) + 1
@@ -190,7 +190,12 @@ def capacity(kind: str, steps: list[int], seconds: float) -> tuple[int, list[dic
 
 
 def _codes(codes: dict[int, int]) -> str:
-    return ", ".join(f"{'TRANSPORT' if c == -1 else pb.ErrorCode.Name(c)} {n}" for c, n in sorted(codes.items()))
+    def name(code: int) -> str:
+        if code <= -100:
+            return "grpc " + next(s.name for s in grpc.StatusCode if s.value[0] == -100 - code)
+        return pb.ErrorCode.Name(code)
+
+    return ", ".join(f"{name(c)} {n}" for c, n in sorted(codes.items()))
 
 
 def main() -> int:
