@@ -42,6 +42,10 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--snapshots", help="a load snapshot path (the --out of `groupcoord stats` or the job) to "
                                            "pick up new snapshots from")
     serve.add_argument("--snapshot-poll-s", type=float, help="how often to look at --snapshots (default 10)")
+    serve.add_argument("--sample-retention-s", type=non_negative_float,
+                       help="drop sample log files older than this (default 604800 = 7 days; 0: no age limit)")
+    serve.add_argument("--sample-retention-bytes", type=int,
+                       help="drop the oldest sample log files beyond this total (default 10 GiB; 0: no limit)")
 
     worker = sub.add_parser("worker", help="run a demo worker that prints one JSON line per event")
     worker.add_argument("--group", required=True)
