@@ -49,8 +49,9 @@ __all__ = ["default_state_path", "read_sample_stream", "run_incremental", "write
 
 log = logging.getLogger(__name__)
 
-#: Called with the batch id right after (``after_commit``) a state version is committed; tests
-#: kill the process there to prove a re-run neither loses nor double counts.
+#: Called with the batch id just before (``before_commit``) and right after (``after_commit``) a
+#: state version is committed; tests kill the process there to prove a re-run neither loses nor
+#: double counts.
 BatchHook = Callable[[int], None]
 
 
@@ -103,10 +104,11 @@ class _BatchFolder:
     """The ``foreachBatch`` function: fold one micro-batch into the state, exactly once."""
 
     def __init__(self, spark: SparkSession, store: StateStore, short_samples: int, long_samples: int,
-                 after_commit: BatchHook | None, on_state: Callable[[StateView], None] | None) -> None:
+                 after_commit: BatchHook | None, on_state: Callable[[StateView], None] | None,
+                 before_commit: BatchHook | None = None) -> None:
         self.spark, self.store = spark, store
         self.short, self.long = short_samples, long_samples
-        self.after_commit, self.on_state = after_commit, on_state
+        self.after_commit, self.on_state, self.before_commit = after_commit, on_state, before_commit
         self.batches = 0
         self.skipped = 0
         self.run_counters = _empty_counters()
@@ -148,6 +150,8 @@ class _BatchFolder:
         before = dict(view.meta) if view is not None else {}
         meta = _add(_add(_empty_counters(), before), delta)
         meta.update(short_samples_max=self.short, long_samples_max=self.long)
+        if self.before_commit is not None:
+            self.before_commit(batch_id)
         committed = self.store.commit(batch_id, tmp, meta)
         self.run_counters = _add(self.run_counters, delta)
         self.batches += 1
@@ -263,6 +267,7 @@ def run_incremental(
     follow_every_s: float | None = None,
     max_files_per_trigger: int | None = None,
     reset: bool = False,
+    before_commit: BatchHook | None = None,
     after_commit: BatchHook | None = None,
     on_snapshot: Callable[[dict[str, Any]], None] | None = None,
     driver_memory: str | None = "4g",
@@ -309,7 +314,7 @@ def run_incremental(
             on_snapshot(last_meta)
 
     folder = _BatchFolder(session, store, short_samples, long_samples, after_commit,
-                          publish if follow_every_s else None)
+                          publish if follow_every_s else None, before_commit)
     try:
         writer = read_sample_stream(session, samples_path, max_files_per_trigger).writeStream.foreachBatch(folder)
         writer = writer.option("checkpointLocation", store.checkpoint).queryName(f"loadstats-{uuid.uuid4().hex[:6]}")

@@ -16,7 +16,8 @@ from loadstats_testdata import make_reports, rows_of
 
 from loadstats.job import run
 from loadstats.snapshot_io import read_meta, read_snapshots
-from loadstats.stream import run_incremental
+from loadstats.state import StateStore
+from loadstats.stream import default_state_path, run_incremental
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -108,25 +109,23 @@ def test_incremental_runs_equal_a_full_rebuild(spark, tmp_path) -> None:
 _CHILD = """
 import os, sys, time
 sys.path.insert(0, {root!r})
-from loadstats.stream import run_incremental
+from loadstats.state import StateStore
+from loadstats.stream import default_state_path, run_incremental
 
 def hang(batch_id):
-    if batch_id == {kill_after}:
+    if batch_id == {batch}:
         open({marker!r}, "w").close()
         time.sleep(600)  # the test kills the process group here
 
 run_incremental({samples!r}, {out!r}, master="local[1]", short_samples={short}, long_samples={long},
-                max_files_per_trigger=1, after_commit=hang, driver_memory="1g")
+                max_files_per_trigger=1, {hook}=hang, driver_memory="1g")
 """
 
 
-def test_a_crash_between_batches_loses_nothing_and_counts_nothing_twice(spark, tmp_path) -> None:
-    rows = rows_of(make_reports(seed=9, groups=("g",), reports_per_worker=24, ts_range=3000))
-    samples, out, clean = str(tmp_path / "samples"), str(tmp_path / "snap"), str(tmp_path / "clean")
-    for i, chunk in enumerate(_in_order_chunks(rows, 4)):
-        _write(samples, f"samples-{i:03d}.jsonl", chunk)
-    marker = str(tmp_path / "killed-here")
-    code = _CHILD.format(root=ROOT, kill_after=1, marker=marker, samples=samples, out=out, short=SHORT, long=LONG)
+def _run_and_kill(tmp_path: Any, samples: str, out: str, *, batch: int, hook: str) -> None:
+    marker = str(tmp_path / f"killed-{hook}-{batch}")
+    code = _CHILD.format(root=ROOT, batch=batch, hook=hook, marker=marker, samples=samples, out=out, short=SHORT,
+                         long=LONG)
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
     child = subprocess.Popen([sys.executable, "-c", code], env=env, start_new_session=True,
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -134,14 +133,29 @@ def test_a_crash_between_batches_loses_nothing_and_counts_nothing_twice(spark, t
         deadline = time.monotonic() + 300
         while not os.path.exists(marker):
             assert child.poll() is None, child.stderr.read().decode()[-3000:] if child.stderr else ""
-            assert time.monotonic() < deadline, "the child never reached batch 1"
+            assert time.monotonic() < deadline, f"the child never reached batch {batch}"
             time.sleep(0.2)
     finally:
-        os.killpg(child.pid, signal.SIGKILL)  # the child and its JVM, after batch 1's state commit
+        os.killpg(child.pid, signal.SIGKILL)  # the child and its JVM
         child.wait()
-    # batch 1 is in the state but not committed in Spark's checkpoint: the re-run must skip it
+
+
+def test_a_crash_between_batches_loses_nothing_and_counts_nothing_twice(spark, tmp_path) -> None:
+    rows = rows_of(make_reports(seed=9, groups=("g",), reports_per_worker=24, ts_range=3000))
+    samples, out, clean = str(tmp_path / "samples"), str(tmp_path / "snap"), str(tmp_path / "clean")
+    for i, chunk in enumerate(_in_order_chunks(rows, 4)):
+        _write(samples, f"samples-{i:03d}.jsonl", chunk)
+    # first killed in the middle of batch 1 (its state written, not committed), then, re-run,
+    # right after batch 2's state commit (before Spark's own commit of batch 2)
+    store = StateStore(default_state_path(out))
+    _run_and_kill(tmp_path, samples, out, batch=1, hook="before_commit")
+    assert store.current() is not None and store.current().batch_id == 0  # type: ignore[union-attr]
+    _run_and_kill(tmp_path, samples, out, batch=2, hook="after_commit")
+    assert store.current().batch_id == 2  # type: ignore[union-attr]
+    # batch 2 is in the state but not committed in Spark's checkpoint: the re-run must skip it
     resumed = run_incremental(samples, out, spark=spark, short_samples=SHORT, long_samples=LONG)
     assert resumed.extra["batches_skipped"] == 1
     fresh = run_incremental(samples, clean, spark=spark, short_samples=SHORT, long_samples=LONG)
     _assert_same_snapshot(out, clean)
     assert (resumed.rows_read, resumed.rows_duplicate) == (fresh.rows_read, fresh.rows_duplicate) == (len(rows), 0)
+    assert [n for n in os.listdir(os.path.join(store.root, "versions")) if n.startswith(".")] == []
