@@ -283,7 +283,7 @@ def run_incremental(
     if short_samples < 1 or long_samples < 1:
         raise ValueError(f"sample caps must be >= 1 (short={short_samples}, long={long_samples})")
     if _is_local_path(samples_path) and not os.path.isdir(_local(samples_path)):
-        raise FileNotFoundError(f"samples path {samples_path!r} is not a directory")
+        raise FileNotFoundError(f"samples path {samples_path!r} does not exist (or is not a directory)")
     if not _is_local_path(out_path):
         raise ValueError(f"out_path must be a local or mounted path, got {out_path!r}")
     out_path = os.path.abspath(_local(out_path))

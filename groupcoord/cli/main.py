@@ -17,7 +17,7 @@ from groupcoord import errors
 from groupcoord.cli.common import DEFAULT_LISTEN, UsageError, non_negative_float, positive_int
 from groupcoord.cli.console_worker import run_worker
 from groupcoord.cli.groups import run_groups, run_tasks
-from groupcoord.cli.stats import run_stats
+from groupcoord.cli.stats import duration_s, run_stats
 
 __all__ = ["main"]
 
@@ -110,6 +110,14 @@ def _parser() -> argparse.ArgumentParser:
     stats.add_argument("--max-sample-age-s", type=non_negative_float, default=1800.0,
                        help="leave out workers and tasks silent this long behind their group's newest report "
                             "(default 1800 = two of the 15 min maximum report interval; 0 keeps all)")
+    stats.add_argument("--full", action="store_true",
+                       help="rebuild from the whole sample log instead of folding in only the new files")
+    stats.add_argument("--follow", action="store_true",
+                       help="keep running in one warm Spark session; a snapshot per --every when files arrived")
+    stats.add_argument("--every", type=duration_s, default=60.0, help="--follow interval (default 60s; 2m, 1h)")
+    stats.add_argument("--state", help="the incremental state and Spark checkpoint (default OUT.state)")
+    stats.add_argument("--reset", action="store_true",
+                       help="forget the incremental state first (the next run reads the whole log)")
 
     demo = sub.add_parser("demo", help="coordinator + workers: form, rebalance, lose a worker")
     demo.add_argument("--workers", type=positive_int, default=3)
