@@ -22,6 +22,8 @@ import json
 import logging
 import os
 import shutil
+import signal
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -270,6 +272,7 @@ def run_incremental(
     before_commit: BatchHook | None = None,
     after_commit: BatchHook | None = None,
     on_snapshot: Callable[[dict[str, Any]], None] | None = None,
+    stop_event: threading.Event | None = None,
     driver_memory: str | None = "4g",
 ) -> JobResult:
     """Fold the sample files not yet seen into the state and write the snapshot from it.
@@ -277,8 +280,9 @@ def run_incremental(
     ``state_path`` defaults to ``OUT.state``. ``reset=True`` forgets the state and the checkpoint
     first (the next run reads the whole log). The state remembers its caps: other caps raise
     ``ValueError`` (reset, or run ``--full``). Once mode returns when the files present at the
-    start are folded in; follow mode (``follow_every_s``) runs until interrupted
-    (KeyboardInterrupt) and calls ``on_snapshot(meta)`` per published snapshot.
+    start are folded in; follow mode (``follow_every_s``) runs until SIGINT/SIGTERM (when
+    called from the main thread) or ``stop_event`` is set, and calls ``on_snapshot(meta)`` per
+    published snapshot.
     """
     if short_samples < 1 or long_samples < 1:
         raise ValueError(f"sample caps must be >= 1 (short={short_samples}, long={long_samples})")
@@ -322,12 +326,7 @@ def run_incremental(
             if _snapshot_batch(out_path) != (store.current() or _NO_STATE).batch_id:
                 publish(store.current())
             query = writer.trigger(processingTime=f"{follow_every_s} seconds").start()
-            try:
-                query.awaitTermination()
-            except KeyboardInterrupt:
-                log.info("stopping the load statistics stream")
-            finally:
-                query.stop()
+            _follow(query, stop_event or threading.Event())
         else:
             query = writer.trigger(availableNow=True).start()
             query.awaitTermination()
@@ -368,3 +367,29 @@ def run_incremental(
 
 
 _NO_STATE = StateView(-1, "", {})
+_STOP_GRACE_S = 120.0
+
+
+def _follow(query: Any, stop: threading.Event) -> None:
+    """Wait for the follow query until ``stop`` is set (or SIGINT/SIGTERM sets it), then stop it.
+
+    Why our own signal handlers: PySpark's SIGINT handler raises KeyboardInterrupt inside
+    whatever py4j call is in flight, which tears the gateway connection mid-command; a flag
+    checked between short waits stops the query cleanly between micro-batches.
+    """
+    previous: dict[signal.Signals, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous[sig] = signal.signal(sig, lambda *_: stop.set())
+    try:
+        while not stop.is_set() and query.isActive:
+            query.awaitTermination(1)
+        log.info("stopping the load statistics stream after the current micro-batch")
+        deadline = time.monotonic() + _STOP_GRACE_S  # a batch cut short is redone next time; a whole one is cheaper
+        while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
+            time.sleep(0.2)
+    finally:
+        query.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    query.awaitTermination()  # raises the query's error, if it failed
