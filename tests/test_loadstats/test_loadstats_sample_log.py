@@ -199,3 +199,24 @@ def test_retention_off_keeps_everything(tmp_path) -> None:
     assert len(_visible(str(tmp_path))) == 3 and slog.stats().files_dropped == 0
     with pytest.raises(ValueError):
         SampleLog(str(tmp_path), retention_s=0)
+
+
+def test_serve_options_carry_retention(tmp_path) -> None:
+    import argparse
+
+    from coordinator.serve import ServeOptions
+    from groupcoord.cli.stats import duration_s
+
+    config = tmp_path / "c.toml"
+    config.write_text("[server]\nsample_retention_s = 3600\nsample_retention_bytes = 1000000\n")
+    blank = dict.fromkeys(("listen", "data_dir", "store", "zk", "advertise", "snapshots", "snapshot_poll_s",
+                           "sample_retention_s", "sample_retention_bytes", "initial_rebalance_delay_ms"))
+    options = ServeOptions.from_args(argparse.Namespace(config=str(config), **blank))
+    assert (options.sample_retention_s, options.sample_retention_bytes) == (3600.0, 1_000_000)
+    flags = ServeOptions.from_args(argparse.Namespace(config=None, **{**blank, "sample_retention_bytes": 0}))
+    assert flags.sample_retention_bytes == 0 and flags.sample_retention_s == 7 * 24 * 3600.0
+    with pytest.raises(ValueError, match="sample_retention"):
+        ServeOptions.from_args(argparse.Namespace(config=None, **{**blank, "sample_retention_bytes": -1}))
+    assert [duration_s(t) for t in ("60", "60s", "2m", "1.5h")] == [60.0, 60.0, 120.0, 5400.0]
+    with pytest.raises(argparse.ArgumentTypeError):
+        duration_s("0s")
