@@ -103,11 +103,14 @@ def run_stats(args: argparse.Namespace) -> int:
     meta = {"rows_read": result.rows_read, "rows_rejected": result.rows_rejected,
             "rows_duplicate": result.rows_duplicate, "groups": result.groups, "tasks": result.tasks,
             "workers": result.workers, "split_candidates": result.split_candidates}
+    timing = f"{result.wall_time_s:.1f}s"
     mode = "full rebuild"
     if result.extra.get("mode") == "incremental":
+        start = float(result.extra.get("session_start_s", 0.0))
+        timing = f"{result.wall_time_s - start:.1f}s + {start:.1f}s Spark start"
         mode = (f"incremental: {result.extra['rows_new']} new row(s) in {result.extra['batches']} batch(es), "
                 f"late {result.extra['rows_late_new']}")
-    print(_line(result.snapshot_id, args.out, meta) + f", {result.wall_time_s:.1f}s ({mode})")
+    print(_line(result.snapshot_id, args.out, meta) + f", {timing} ({mode})")
     if result.rows_read == 0:
         print(f"groupcoord stats: no samples under {args.samples} yet: the coordinator's sample log makes its "
               "files visible when it rolls them (every minute, and when it stops)", file=sys.stderr)
