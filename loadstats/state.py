@@ -33,7 +33,7 @@ from typing import Any
 
 from groupcoord.figures import RESOURCE_COLUMNS, TASK_COUNTS
 
-__all__ = ["StateStore", "StateView"]
+__all__ = ["StateStore", "StateView", "task_state_ddl", "worker_state_ddl"]
 
 _CURRENT = "CURRENT"
 _VERSIONS = "versions"
