@@ -45,6 +45,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Self
 
+from loadstats.retention import enforce_retention
 from loadstats.samples import LoadReport, report_rows
 
 __all__ = ["DEFAULT_RETENTION_BYTES", "DEFAULT_RETENTION_S", "SampleLog", "SampleLogStats"]
@@ -263,47 +264,23 @@ class SampleLog:
         if self._retention_s is None and self._retention_bytes is None:
             return
         try:
-            files = []
-            for name in os.listdir(self.directory):
-                if name.startswith("samples-") and name.endswith(_SUFFIX):
-                    try:
-                        created_ms = int(name.split("-")[1])
-                        size = os.path.getsize(os.path.join(self.directory, name))
-                    except (IndexError, ValueError, OSError):
-                        continue
-                    files.append((created_ms, name, size))
+            result = enforce_retention(self.directory, self._wall_ms(), self._retention_s, self._retention_bytes,
+                                       prefix="samples-", suffix=_SUFFIX)
         except OSError as exc:
             if os.path.isdir(self.directory):
                 self._error("retention: listing failed", exc)
             return
-        files.sort()
-        total = sum(size for _, _, size in files)
-        oldest_kept_ms = self._wall_ms() - int(self._retention_s * 1000) if self._retention_s is not None else None
-        dropped: list[tuple[int, str, int]] = []
-        for entry in files[:-1]:  # the newest stays
-            too_old = oldest_kept_ms is not None and entry[0] < oldest_kept_ms
-            too_big = self._retention_bytes is not None and total > self._retention_bytes
-            if not (too_old or too_big):
-                break
-            try:
-                os.unlink(os.path.join(self.directory, entry[1]))
-            except FileNotFoundError:
-                pass
-            except OSError as exc:
-                self._error("retention: could not drop a file", exc)
-                break
-            total -= entry[2]
-            dropped.append(entry)
-        if dropped:
-            n_bytes = sum(size for _, _, size in dropped)
+        if result.error is not None:
+            self._error("retention: could not drop a file", result.error)
+        if result.dropped:
             with self._lock:
-                self._files_dropped += len(dropped)
-                self._bytes_dropped += n_bytes
+                self._files_dropped += len(result.dropped)
+                self._bytes_dropped += result.bytes_dropped
             log.warning(
                 "sample log %s: retention dropped %d file(s), %d bytes (%s .. %s); %d file(s), %d bytes kept "
                 "(limits: %s s, %s bytes)",
-                self.directory, len(dropped), n_bytes, dropped[0][1], dropped[-1][1],
-                len(files) - len(dropped), total, self._retention_s, self._retention_bytes,
+                self.directory, len(result.dropped), result.bytes_dropped, result.dropped[0], result.dropped[-1],
+                result.files_kept, result.bytes_kept, self._retention_s, self._retention_bytes,
             )
 
     def _error(self, what: str, exc: BaseException) -> None:
