@@ -1,18 +1,23 @@
-"""Benchmark of the load statistics job (issue 5).
+"""Benchmarks of the load statistics job (issues 5 and 15).
 
-Generates N samples (task rows) over T tasks and W workers as Parquet (numpy + pyarrow, cached
-under the temp dir), times ``loadstats.job.run`` on a local Spark session, and times the
-single-process reference (pyarrow sort + numpy vectorised recurrence, ``loadstats.reference``)
-on the same data in the same run. Prints a table.
+**History mode** (default, issue 15): a sample log of 1 h, 6 h and 24 h of T tasks (10,000) and
+W workers (100) reporting once a minute (one Parquet file per minute, in time order, as the
+sample log rolls them), plus one more minute. Per history: the incremental state is built from
+the history (catch-up, timed but not the point), the extra minute arrives, and in the same run
+and the same warm session it times the incremental refresh (``loadstats.stream.run_incremental``:
+Structured Streaming picks up the one new file, folds it into the state, writes the snapshot) and
+the full rebuild (``loadstats.job.run``) over history + 1 minute, and checks that the two
+snapshots agree (largest relative difference of any figure).
 
-    python benchmarks/stats_bench.py                 # 10 M and 20 M samples, local[*]
-    python benchmarks/stats_bench.py --quick         # smoke run, tiny sizes
-    python benchmarks/stats_bench.py --sizes 10000000 --master local[1]
+    python benchmarks/stats_bench.py                       # 1 h, 6 h, 24 h
+    python benchmarks/stats_bench.py --quick               # smoke run, tiny sizes
+    python benchmarks/stats_bench.py --hours 1 6 --master local[1]
 
-The job's time excludes the JVM start (the session is created once, before the first point, and
-warmed up by one run over 200,000 samples) and includes reading, cleaning, both averages, worker totals, splits, writing the snapshot and the
-reject counts. The reference computes the task averages only, from an in-memory table (its
-Parquet read is timed separately).
+**Throughput mode** (``--throughput``, issue 5): N shuffled samples (10 M, 20 M) through the full
+rebuild next to the single-process reference (pyarrow sort + numpy recurrence).
+
+Times exclude the JVM start (the session is created once and warmed up first). The machine's
+load average is printed with the table: the cores may be shared.
 """
 
 from __future__ import annotations
@@ -24,11 +29,13 @@ import shutil
 import sys
 import tempfile
 import time
+from dataclasses import asdict
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from groupcoord.figures import RESOURCE_COLUMNS, TASK_COUNTS, TASK_RATES
@@ -42,7 +49,9 @@ def _dict_strings(prefix: str, codes: np.ndarray, n: int) -> pa.Array:
     return pa.DictionaryArray.from_arrays(pa.array(codes.astype(np.int32)), dictionary)
 
 
-def generate(directory: str, n_samples: int, n_tasks: int, n_workers: int, seed: int = 1, files: int = 8) -> int:
+def generate_shuffled(
+    directory: str, n_samples: int, n_tasks: int, n_workers: int, seed: int = 1, files: int = 8
+) -> int:
     """Write the sample set (task rows + one worker row per report) as Parquet; return total rows."""
     marker = os.path.join(directory, "_COMPLETE")
     if os.path.exists(marker):
@@ -124,17 +133,158 @@ def time_reference(directory: str) -> tuple[float, float, int]:
     return t1 - t0, t2 - t1, result.num_rows
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="tiny sizes (smoke run)")
-    parser.add_argument("--sizes", type=int, nargs="*", help="sample counts (default 10M 20M)")
-    parser.add_argument("--tasks", type=int, default=10_000)
-    parser.add_argument("--workers", type=int, default=100)
-    parser.add_argument("--master", default="local[*]")
-    parser.add_argument("--driver-memory", default="8g")
-    parser.add_argument("--cache-dir", default=os.path.join(tempfile.gettempdir(), "groupcoord-stats-bench"))
-    parser.add_argument("--no-reference", action="store_true")
-    args = parser.parse_args(argv)
+BASE_MS = 1_700_000_000_000
+
+
+def write_minutes(directory: str, first: int, count: int, n_tasks: int, n_workers: int, seed: int = 1) -> int:
+    """Minutes ``first .. first+count-1`` of every worker's report, one Parquet file per minute.
+
+    A worker's report in minute m: its worker row and a row per task it owns, at
+    ``BASE + m min + worker jitter``. Files appear whole (written hidden, then renamed), as the
+    sample log's do. Returns the task rows written.
+    """
+    os.makedirs(directory, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    base_rate = rng.uniform(10, 5000, size=n_tasks)
+    jitter = rng.integers(0, 3000, size=n_workers)
+    task = np.arange(n_tasks)
+    n = n_tasks + n_workers
+    worker = np.concatenate([task % n_workers, np.arange(n_workers)])
+    is_task = np.arange(n) < n_tasks
+    tcodes = np.concatenate([task, np.zeros(n_workers, dtype=task.dtype)])
+    task_ids = pa.array([f"t{i:06d}" for i in range(n_tasks)], pa.string()).take(pa.array(tcodes))
+    keys = {
+        "group_id": pa.array([f"g{i}" for i in range(GROUPS)], pa.string()).take(pa.array(worker % GROUPS)),
+        "worker_id": pa.array([f"w{i:05d}" for i in range(n_workers)], pa.string()).take(pa.array(worker)),
+        "task_id": pc.if_else(pa.array(is_task), task_ids, pa.scalar(None, pa.string())),
+    }
+    schema = sample_arrow_schema()
+    for m in range(first, first + count):
+        r = np.random.default_rng((seed, m))
+        cols: dict[str, pa.Array] = {"ts_ms": pa.array(BASE_MS + m * 60_000 + jitter[worker].astype(np.int64)), **keys}
+        noise = r.uniform(0.5, 1.5, size=(4, n))
+        rate = base_rate[tcodes]
+        for i, (name, scale) in enumerate(zip(TASK_RATES, (1.0, 2.0, 1024.0, 2048.0), strict=True)):
+            cols[name] = pa.array(rate * scale * noise[i], mask=~is_task)
+        for name, hi in zip(TASK_COUNTS, (50, 20, 40), strict=True):
+            cols[name] = pa.array(r.integers(1, hi, size=n).astype(np.int32), mask=~is_task)
+        for name in RESOURCE_COLUMNS:
+            value = r.uniform(0, 100, size=n) if name.endswith("usage") else np.full(n, 100.0)
+            cols[name] = pa.array(value, mask=is_task)
+        tmp = os.path.join(directory, f".samples-{m:06d}.parquet")
+        pq.write_table(pa.table([cols[f.name] for f in schema], schema=schema), tmp)
+        os.replace(tmp, os.path.join(directory, f"samples-{m:06d}.parquet"))
+    return count * n_tasks
+
+
+def max_relative_difference(a_path: str, b_path: str) -> float:
+    """The largest relative difference of any figure between two snapshots (inf: the rows differ)."""
+    from loadstats.snapshot_io import read_snapshots
+
+    a, b = read_snapshots(a_path), read_snapshots(b_path)
+    if set(a) != set(b):
+        return math.inf
+    worst = 0.0
+    for g in a:
+        for kind in ("tasks", "workers"):
+            left, right = getattr(a[g], kind), getattr(b[g], kind)
+            if set(left) != set(right):
+                return math.inf
+            for key in left:
+                other = asdict(right[key])
+                for field, x in asdict(left[key]).items():
+                    y = other[field]
+                    if isinstance(x, float) and x != y:
+                        worst = max(worst, abs(x - y) / max(abs(x), abs(y)))
+                    elif not isinstance(x, float) and x != y:
+                        return math.inf
+    return worst
+
+
+def history(args: argparse.Namespace) -> int:
+    """Issue 15's benchmark: incremental refresh vs full rebuild as the history grows."""
+    from loadstats.job import build_session, run
+    from loadstats.stream import run_incremental
+
+    hours = [0.25, 0.5] if args.quick else args.hours
+    n_tasks, n_workers = (500, 10) if args.quick else (args.tasks, args.workers)
+    t0 = time.perf_counter()
+    spark = build_session(args.master, driver_memory=args.driver_memory, app_name="groupcoord-stats-bench")
+    spark.sparkContext.setLogLevel("ERROR")
+    startup = time.perf_counter() - t0
+    cores = spark.sparkContext.defaultParallelism
+    lines = []
+    load_before = os.getloadavg()
+    try:
+        warm = os.path.join(args.cache_dir, "warm-up")  # the JVM compiles the hot code here, not in the first point
+        shutil.rmtree(warm, ignore_errors=True)
+        samples = os.path.join(warm, "samples")
+        write_minutes(samples, 0, 5, 1000, 10)
+        run_incremental(samples, os.path.join(warm, "inc"), spark=spark)
+        write_minutes(samples, 5, 1, 1000, 10)
+        run_incremental(samples, os.path.join(warm, "inc"), spark=spark)
+        run(samples, os.path.join(warm, "full"), spark=spark)
+        for h in hours:
+            minutes = round(h * 60)
+            root = os.path.join(args.cache_dir, f"history-{minutes}m-t{n_tasks}-w{n_workers}")
+            shutil.rmtree(root, ignore_errors=True)
+            samples = os.path.join(root, "samples")
+            history_samples = write_minutes(samples, 0, minutes, n_tasks, n_workers)
+            c0 = time.perf_counter()
+            run_incremental(samples, os.path.join(root, "inc"), spark=spark, max_files_per_trigger=args.catch_up_files)
+            catch_up = time.perf_counter() - c0
+            refreshes = []
+            for i in range(args.refreshes):  # one more minute each; the median is reported
+                new = write_minutes(samples, minutes + i, 1, n_tasks, n_workers)
+                inc = run_incremental(samples, os.path.join(root, "inc"), spark=spark)
+                assert inc.extra["batches"] == 1 and inc.extra["rows_late_new"] == 0, inc.extra
+                refreshes.append(inc.wall_time_s)
+            refresh_s = sorted(refreshes)[len(refreshes) // 2]
+            full = run(samples, os.path.join(root, "full"), spark=spark)
+            diff = max_relative_difference(os.path.join(root, "inc"), os.path.join(root, "full"))
+            total = history_samples + new * args.refreshes
+            lines.append((h, history_samples, new, catch_up, refresh_s, full.wall_time_s, total, diff))
+            print(
+                f"  {h:g} h done: refreshes {', '.join(f'{r:.2f}' for r in refreshes)} s, "
+                f"full {full.wall_time_s:.2f} s",
+                flush=True,
+            )
+            if not args.keep:
+                shutil.rmtree(root, ignore_errors=True)
+    finally:
+        spark.stop()
+    load_after = os.getloadavg()
+    print()
+    print(
+        f"load statistics, history mode: {n_tasks:,} tasks, {n_workers} workers, one report a minute; "
+        f"master={args.master} ({cores} cores), JVM+session start {startup:.1f} s (not included)"
+    )
+    print(
+        f"load average before {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}, "
+        f"after {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f} ({os.cpu_count()} cores)"
+    )
+    header = (
+        f"{'history':>8} {'samples':>11} {'new':>7} | {'catch-up s':>10} | {'refresh s':>9} | "
+        f"{'full s':>7} {'full samples/s':>14} | {'max rel diff':>12}"
+    )
+    print(header)
+    print("-" * len(header))
+    for h, hist, new, catch_up, refresh, full_s, total, diff in lines:
+        print(
+            f"{h:>7g}h {hist:>11,} {new:>7,} | {catch_up:>10.2f} | {refresh:>9.2f} | "
+            f"{full_s:>7.2f} {total / full_s:>14,.0f} | {diff:>12.1e}"
+        )
+    print(
+        "samples: task rows (worker rows besides). catch-up: building the state from the history. refresh: the "
+        "incremental run over one new minute (median of --refreshes), warm session. full: rebuild over history + the "
+        "new minutes. max rel diff: "
+        "incremental snapshot vs full rebuild, same run."
+    )
+    return 0
+
+
+def throughput(args: argparse.Namespace) -> int:
+    """Issue 5's benchmark: shuffled samples through the full rebuild next to the reference."""
     if args.quick:
         sizes, n_tasks, n_workers = [20_000], 200, 10
     else:
@@ -151,12 +301,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # warm-up on a small set: the JVM compiles the job's hot code once, not inside the first point
         warm = os.path.join(args.cache_dir, "warm-up")
-        generate(warm, 200_000, 1_000, 10)
+        generate_shuffled(warm, 200_000, 1_000, 10)
         run(warm, os.path.join(args.cache_dir, "out-warm-up"), spark=spark)
         for n in sizes:
             data = os.path.join(args.cache_dir, f"n{n}-t{n_tasks}-w{n_workers}")
             g0 = time.perf_counter()
-            total = generate(data, n, n_tasks, n_workers)
+            total = generate_shuffled(data, n, n_tasks, n_workers)
             gen_s = time.perf_counter() - g0
             out = os.path.join(args.cache_dir, f"out-n{n}")
             result = run(data, out, spark=spark)
@@ -189,6 +339,30 @@ def main(argv: list[str] | None = None) -> int:
         )
     print("samples = task rows; rows = samples + worker rows. job/ref > 1: the job is faster.")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="tiny sizes (smoke run)")
+    parser.add_argument("--throughput", action="store_true", help="issue 5's benchmark (shuffled 10 M, 20 M)")
+    parser.add_argument("--hours", type=float, nargs="*", default=[1, 6, 24], help="history lengths (history mode)")
+    parser.add_argument(
+        "--catch-up-files",
+        type=int,
+        default=120,
+        help="files per micro-batch while building the state from the history",
+    )
+    parser.add_argument("--refreshes", type=int, default=1, help="refreshes per history (a minute each; median shown)")
+    parser.add_argument("--keep", action="store_true", help="keep the generated logs, states and snapshots")
+    parser.add_argument("--sizes", type=int, nargs="*", help="sample counts (throughput mode; default 10M 20M)")
+    parser.add_argument("--tasks", type=int, default=10_000)
+    parser.add_argument("--workers", type=int, default=100)
+    parser.add_argument("--master", default="local[*]")
+    parser.add_argument("--driver-memory", default="8g")
+    parser.add_argument("--cache-dir", default=os.path.join(tempfile.gettempdir(), "groupcoord-stats-bench"))
+    parser.add_argument("--no-reference", action="store_true")
+    args = parser.parse_args(argv)
+    return throughput(args) if args.throughput else history(args)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,8 @@ Config file (TOML)::
     zk_session_timeout_s = 10
     snapshots = "/mnt/shared/snapshot"   # pick up load snapshots written here (optional)
     snapshot_poll_s = 10
+    sample_retention_s = 604800          # drop sample files older than this (default 7 days; 0: keep)
+    sample_retention_bytes = 10737418240 # and the oldest beyond this total (default 10 GiB; 0: no limit)
 
     [coordinator]               # any CoordinatorConfig field
     group_initial_rebalance_delay_ms = 3000
@@ -45,13 +47,14 @@ from coordinator.snapshot_watch import watch_snapshots
 from coordinator.sqlite_store import SqliteStore
 from coordinator.store import GroupStore, MemoryStore, StoreError
 from coordinator.zk_store import ZooKeeperStore
-from loadstats.sample_log import SampleLog
+from loadstats.sample_log import DEFAULT_RETENTION_BYTES, DEFAULT_RETENTION_S, SampleLog
 
 __all__ = ["ServeOptions", "run_coordinator"]
 
 log = logging.getLogger("groupcoord.serve")
 _SERVER_KEYS = {
     "listen", "data_dir", "store", "zk", "advertise", "zk_root", "zk_session_timeout_s", "snapshots", "snapshot_poll_s",
+    "sample_retention_s", "sample_retention_bytes",
 }
 
 
@@ -66,6 +69,8 @@ class ServeOptions:
     zk_session_timeout_s: float = 10.0
     snapshots: str = ""  # a load snapshot path to watch ("" = none; snapshots arrive by PublishLoadSnapshot)
     snapshot_poll_s: float = 10.0
+    sample_retention_s: float = DEFAULT_RETENTION_S  # 0: no age limit
+    sample_retention_bytes: int = DEFAULT_RETENTION_BYTES  # 0: no size limit
     coordinator: CoordinatorConfig = field(default_factory=CoordinatorConfig)
 
     @classmethod
@@ -88,7 +93,8 @@ class ServeOptions:
             unknown = sorted(set(server) - _SERVER_KEYS)
             if unknown:
                 raise ValueError(f"config file {args.config}: unknown [server] key(s) {', '.join(unknown)}")
-        for key in ("listen", "data_dir", "store", "zk", "advertise", "snapshots", "snapshot_poll_s"):
+        for key in ("listen", "data_dir", "store", "zk", "advertise", "snapshots", "snapshot_poll_s",
+                    "sample_retention_s", "sample_retention_bytes"):
             value = getattr(args, key, None)
             if value is not None:
                 server[key] = value
@@ -109,6 +115,13 @@ class ServeOptions:
             raise ValueError(f"snapshot_poll_s must be a number, not {server.get('snapshot_poll_s')!r}") from None
         if not 0 < snapshot_poll_s < float("inf"):
             raise ValueError(f"snapshot_poll_s must be > 0, not {snapshot_poll_s}")
+        try:
+            retention_s = float(server.get("sample_retention_s", cls.sample_retention_s))
+            retention_bytes = int(server.get("sample_retention_bytes", cls.sample_retention_bytes))
+        except (TypeError, ValueError):
+            raise ValueError("sample_retention_s and sample_retention_bytes must be numbers") from None
+        if not (0 <= retention_s < float("inf") and retention_bytes >= 0):
+            raise ValueError("sample_retention_s and sample_retention_bytes must be >= 0 (0: no limit)")
         listen = str(server.get("listen", cls.listen))
         _host, sep, port = listen.rpartition(":")
         if not sep or not port.isdigit():
@@ -123,6 +136,8 @@ class ServeOptions:
             zk_session_timeout_s=float(server.get("zk_session_timeout_s", cls.zk_session_timeout_s)),
             snapshots=str(server.get("snapshots", "")),
             snapshot_poll_s=snapshot_poll_s,
+            sample_retention_s=retention_s,
+            sample_retention_bytes=retention_bytes,
             coordinator=config,
         )
 
@@ -138,7 +153,8 @@ def run_coordinator(options: ServeOptions) -> int:
         raise ValueError(f"data directory {options.data_dir} is not writable")
     with ExitStack() as resources:
         backing = _open_backing(options, resources)
-        samples = SampleLog(options.data_dir / "samples")
+        samples = SampleLog(options.data_dir / "samples", retention_s=options.sample_retention_s or None,
+                            retention_bytes=options.sample_retention_bytes or None)
         resources.callback(samples.close)
         runtime = CoordinatorRuntime(options.coordinator, store=backing.store, office=backing.office,
                                      on_load_report=sample_sink(samples))

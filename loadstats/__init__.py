@@ -1,9 +1,11 @@
 """Load statistics: load reports, the sample log, the Spark job and the load snapshot.
 
 Light by design: importing ``loadstats`` (or ``loadstats.samples``, ``sample_log``,
-``report_policy``, ``probe``, ``snapshot_io``) imports neither PySpark nor pyarrow (the
-``groupcoord[stats]`` extra): the functions that need them import them when called. Only
-``loadstats.job`` (PySpark) and ``loadstats.reference`` (pyarrow, numpy) need them to import.
+``report_policy``, ``probe``, ``snapshot_io``, ``state``) imports neither PySpark nor pyarrow
+(the ``groupcoord[stats]`` extra): the functions that need them import them when called. Only
+``loadstats.job`` and ``loadstats.transforms`` (the full rebuild), ``loadstats.stream`` and
+``loadstats.incremental`` (the incremental job; PySpark) and ``loadstats.reference`` (pyarrow,
+numpy) need them to import.
 See ``docs/loadstats.md``.
 """
 

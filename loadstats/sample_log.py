@@ -16,6 +16,13 @@ bucket, ...) works as ``directory`` for a cluster; the job reads the same tree b
 understands. At start the log finishes the ``.inprogress`` files that a dead process of the same
 host left behind (cut to the last complete line, then renamed).
 
+Retention. The log is bounded: finished files older than ``retention_s`` (default 7 days) or
+beyond ``retention_bytes`` in total (default 10 GiB) are deleted, oldest first, after each roll
+and once a minute when idle; each deletion logs one WARNING line naming the files and the bytes,
+and ``stats()`` counts them (``files_dropped``, ``bytes_dropped``). The incremental statistics
+job's state carries the history, so what is dropped is only what a full rebuild would re-read.
+A retention error is counted like a write error and never reaches the coordinator.
+
 Why JSON Lines rather than Parquet: reports arrive a few rows at a time; JSON Lines appends
 them as they come with bounded memory, and a crash loses at most a partial last line of the
 in-progress file (recovered at the next start). A Parquet file only becomes readable once its
@@ -38,14 +45,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Self
 
+from loadstats.retention import enforce_retention
 from loadstats.samples import LoadReport, report_rows
 
-__all__ = ["SampleLog", "SampleLogStats"]
+__all__ = ["DEFAULT_RETENTION_BYTES", "DEFAULT_RETENTION_S", "SampleLog", "SampleLogStats"]
 
 log = logging.getLogger(__name__)
 
 _SUFFIX = ".jsonl"
 _INPROGRESS = ".inprogress"
+#: Retention defaults: a week (Spark's file stream source forgets files older than that too) and 10 GiB.
+DEFAULT_RETENTION_S = 7 * 24 * 3600.0
+DEFAULT_RETENTION_BYTES = 10 * 1024**3
+_RETENTION_CHECK_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -61,6 +73,8 @@ class SampleLogStats:
     errors: int
     last_error: str | None
     queued: int
+    files_dropped: int = 0  # removed by retention (age or size)
+    bytes_dropped: int = 0
 
 
 class _Marker:
@@ -91,9 +105,18 @@ class SampleLog:
         wall_clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
         error_log_interval_s: float = 60.0,
         fsync_on_roll: bool = True,
+        retention_s: float | None = DEFAULT_RETENTION_S,
+        retention_bytes: int | None = DEFAULT_RETENTION_BYTES,
     ) -> None:
         if roll_bytes <= 0 or roll_seconds <= 0 or queue_size <= 0 or batch_size <= 0:
             raise ValueError("roll_bytes, roll_seconds, queue_size and batch_size must be > 0")
+        if (retention_s is not None and retention_s <= 0) or (retention_bytes is not None and retention_bytes <= 0):
+            raise ValueError("retention_s and retention_bytes must be > 0 (or None: unbounded)")
+        self._retention_s = retention_s
+        self._retention_bytes = retention_bytes
+        self._files_dropped = 0
+        self._bytes_dropped = 0
+        self._retention_checked = -float("inf")
         self.directory = os.fspath(directory)
         self._roll_bytes = roll_bytes
         self._roll_seconds = roll_seconds
@@ -123,6 +146,7 @@ class SampleLog:
         self._seq = 0
         self._token = uuid.uuid4().hex[:8]
         self._recover_orphans()
+        self._enforce_retention()
         self._thread = threading.Thread(target=self._run, name=f"sample-log-{self._token}", daemon=True)
         self._thread.start()
 
@@ -176,6 +200,8 @@ class SampleLog:
                 errors=self._errors,
                 last_error=self._last_error,
                 queued=self._queue.qsize(),
+                files_dropped=self._files_dropped,
+                bytes_dropped=self._bytes_dropped,
             )
 
     def __enter__(self) -> Self:
@@ -224,6 +250,38 @@ class SampleLog:
     def _maybe_roll_by_time(self) -> None:
         if self._file is not None and self._clock() - self._file_opened_at >= self._roll_seconds:
             self._roll()
+        if self._clock() - self._retention_checked >= _RETENTION_CHECK_S:  # age limits apply when idle too
+            self._enforce_retention()
+
+    def _enforce_retention(self) -> None:
+        """Drop the oldest finished files beyond ``retention_s`` or ``retention_bytes``; log one line.
+
+        Only this log's own finished files (``samples-<ms>-...jsonl``) are candidates, oldest first
+        by the time in their name; the newest file is always kept. The statistics job's state
+        carries the history, so a dropped file costs only what a full rebuild could redo.
+        """
+        self._retention_checked = self._clock()
+        if self._retention_s is None and self._retention_bytes is None:
+            return
+        try:
+            result = enforce_retention(self.directory, self._wall_ms(), self._retention_s, self._retention_bytes,
+                                       prefix="samples-", suffix=_SUFFIX)
+        except OSError as exc:
+            if os.path.isdir(self.directory):
+                self._error("retention: listing failed", exc)
+            return
+        if result.error is not None:
+            self._error("retention: could not drop a file", result.error)
+        if result.dropped:
+            with self._lock:
+                self._files_dropped += len(result.dropped)
+                self._bytes_dropped += result.bytes_dropped
+            log.warning(
+                "sample log %s: retention dropped %d file(s), %d bytes (%s .. %s); %d file(s), %d bytes kept "
+                "(limits: %s s, %s bytes)",
+                self.directory, len(result.dropped), result.bytes_dropped, result.dropped[0], result.dropped[-1],
+                result.files_kept, result.bytes_kept, self._retention_s, self._retention_bytes,
+            )
 
     def _error(self, what: str, exc: BaseException) -> None:
         message = f"{what}: {exc!r}"
@@ -317,6 +375,7 @@ class SampleLog:
         os.replace(tmp_path, os.path.join(directory, final))
         with self._lock:
             self._files_rolled += 1
+        self._enforce_retention()
 
     def _recover_orphans(self) -> None:
         """Finish ``.inprogress`` files left by dead processes (pids of this host)."""

@@ -17,7 +17,7 @@ from groupcoord import errors
 from groupcoord.cli.common import DEFAULT_LISTEN, UsageError, non_negative_float, positive_int
 from groupcoord.cli.console_worker import run_worker
 from groupcoord.cli.groups import run_groups, run_tasks
-from groupcoord.cli.stats import run_stats
+from groupcoord.cli.stats import duration_s, run_stats
 
 __all__ = ["main"]
 
@@ -42,6 +42,10 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--snapshots", help="a load snapshot path (the --out of `groupcoord stats` or the job) to "
                                            "pick up new snapshots from")
     serve.add_argument("--snapshot-poll-s", type=float, help="how often to look at --snapshots (default 10)")
+    serve.add_argument("--sample-retention-s", type=non_negative_float,
+                       help="drop sample log files older than this (default 604800 = 7 days; 0: no age limit)")
+    serve.add_argument("--sample-retention-bytes", type=int,
+                       help="drop the oldest sample log files beyond this total (default 10 GiB; 0: no limit)")
 
     worker = sub.add_parser("worker", help="run a demo worker that prints one JSON line per event")
     worker.add_argument("--group", required=True)
@@ -109,6 +113,14 @@ def _parser() -> argparse.ArgumentParser:
     stats.add_argument("--max-sample-age-s", type=non_negative_float, default=1800.0,
                        help="leave out workers and tasks silent this long behind their group's newest report "
                             "(default 1800 = two of the 15 min maximum report interval; 0 keeps all)")
+    stats.add_argument("--full", action="store_true",
+                       help="rebuild from the whole sample log instead of folding in only the new files")
+    stats.add_argument("--follow", action="store_true",
+                       help="keep running in one warm Spark session; a snapshot per --every when files arrived")
+    stats.add_argument("--every", type=duration_s, default=60.0, help="--follow interval (default 60s; 2m, 1h)")
+    stats.add_argument("--state", help="the incremental state and Spark checkpoint (default OUT.state)")
+    stats.add_argument("--reset", action="store_true",
+                       help="forget the incremental state first (the next run reads the whole log)")
 
     demo = sub.add_parser("demo", help="coordinator + workers: form, rebalance, lose a worker")
     demo.add_argument("--workers", type=positive_int, default=3)

@@ -1,5 +1,15 @@
 """``groupcoord stats``: run the load statistics job, then (optionally) publish the snapshot.
 
+Three ways to run it (see docs/loadstats.md):
+
+* default: incremental, once. Spark's file stream source with ``Trigger.AvailableNow`` folds the
+  sample files not seen yet into the state beside the snapshot (``OUT.state``), then writes the
+  snapshot from the state. Its cost follows the new samples, not the history.
+* ``--follow --every 60s``: the same, kept running in one warm Spark session; a snapshot (and a
+  publish with ``--coordinator``) per interval in which files arrived.
+* ``--full``: the full rebuild over the whole log (late samples in their place); the state is
+  left as it is.
+
 PySpark and pyarrow come with the ``stats`` extra; without them the command
 says which extra to install and exits 2, before anything imports them.
 """
@@ -7,14 +17,26 @@ says which extra to install and exits 2, before anything imports them.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
+from typing import Any
 
 from groupcoord import errors
 from groupcoord.admin import AdminClient
 from groupcoord.cli.common import STATS_EXTRA_HINT, missing_stats_extra
 from groupcoord.wire import snapshot_to_pb
 
-__all__ = ["publish_snapshots", "run_stats"]
+__all__ = ["duration_s", "publish_snapshots", "run_stats"]
+
+_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def duration_s(text: str) -> float:
+    """argparse type: ``60``, ``60s``, ``2m`` or ``1h`` as seconds (> 0)."""
+    match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?)\s*([smh]?)\s*", text)
+    if match is None or float(match.group(1)) <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration > 0 (e.g. 60s, 2m)")
+    return float(match.group(1)) * _UNITS[match.group(2)]
 
 
 def publish_snapshots(out: str, coordinator: str) -> list[str]:
@@ -34,25 +56,61 @@ def publish_snapshots(out: str, coordinator: str) -> list[str]:
     return sent
 
 
+def _line(snapshot_id: str, out: str, meta: Any) -> str:
+    rejected = ", ".join(f"{k}={v}" for k, v in meta["rows_rejected"].items() if v) or "none"
+    return (f"snapshot {snapshot_id} -> {out}: {meta['rows_read']} rows read (rejected: {rejected}; repeats counted "
+            f"once: {meta['rows_duplicate']}), {meta['groups']} group(s), {meta['tasks']} task(s), "
+            f"{meta['workers']} worker(s), {meta['split_candidates']} split candidate(s)")
+
+
 def run_stats(args: argparse.Namespace) -> int:
     missing = missing_stats_extra()
     if missing is not None:
         print(f"groupcoord stats: needs PySpark and pyarrow ({missing} is not installed): {STATS_EXTRA_HINT}",
               file=sys.stderr)
         return 2
-    from loadstats.job import run  # lazy: the Spark job needs pyspark and pyarrow (the stats extra)
+    if args.full and (args.follow or args.reset):
+        print("groupcoord stats: --full rebuilds from the whole log; it takes neither --follow nor --reset",
+              file=sys.stderr)
+        return 2
+    # lazy: the Spark job needs pyspark and pyarrow (the stats extra)
+    from loadstats.job import run
+    from loadstats.stream import run_incremental
+
+    common = {"master": args.master, "short_samples": args.short_samples, "long_samples": args.long_samples,
+              "max_sample_age_s": args.max_sample_age_s}
+
+    def published(meta: dict[str, Any]) -> None:  # follow mode: one line (and one publish) per snapshot
+        print(_line(meta["snapshot_id"], args.out, meta) + f" (new rows: state batch {meta['state_batch_id']})",
+              flush=True)
+        if args.coordinator:
+            sent = publish_snapshots(args.out, args.coordinator)
+            print(f"published to {args.coordinator}: {', '.join(sent) or 'nothing'}", flush=True)
 
     try:
-        result = run(args.samples, args.out, master=args.master, short_samples=args.short_samples,
-                     long_samples=args.long_samples, max_sample_age_s=args.max_sample_age_s)
+        if args.full:
+            result = run(args.samples, args.out, **common)
+        elif args.follow:
+            print(f"groupcoord stats: following {args.samples} every {args.every:g}s (Ctrl-C stops)", flush=True)
+            run_incremental(args.samples, args.out, state_path=args.state, reset=args.reset,
+                            follow_every_s=args.every, on_snapshot=published, **common)
+            return 0
+        else:
+            result = run_incremental(args.samples, args.out, state_path=args.state, reset=args.reset, **common)
     except (FileNotFoundError, ValueError) as error:
         print(f"groupcoord stats: {error}", file=sys.stderr)
         return 2
-    rejected = ", ".join(f"{k}={v}" for k, v in result.rows_rejected.items() if v) or "none"
-    print(f"snapshot {result.snapshot_id} -> {args.out}: {result.rows_read} rows read "
-          f"(rejected: {rejected}; repeats counted once: {result.rows_duplicate}), {result.groups} group(s), "
-          f"{result.tasks} task(s), {result.workers} worker(s), {result.split_candidates} split candidate(s), "
-          f"{result.wall_time_s:.1f}s")
+    meta = {"rows_read": result.rows_read, "rows_rejected": result.rows_rejected,
+            "rows_duplicate": result.rows_duplicate, "groups": result.groups, "tasks": result.tasks,
+            "workers": result.workers, "split_candidates": result.split_candidates}
+    timing = f"{result.wall_time_s:.1f}s"
+    mode = "full rebuild"
+    if result.extra.get("mode") == "incremental":
+        start = float(result.extra.get("session_start_s", 0.0))
+        timing = f"{result.wall_time_s - start:.1f}s + {start:.1f}s Spark start"
+        mode = (f"incremental: {result.extra['rows_new']} new row(s) in {result.extra['batches']} batch(es), "
+                f"late {result.extra['rows_late_new']}")
+    print(_line(result.snapshot_id, args.out, meta) + f", {timing} ({mode})")
     if result.rows_read == 0:
         print(f"groupcoord stats: no samples under {args.samples} yet: the coordinator's sample log makes its "
               "files visible when it rolls them (every minute, and when it stops)", file=sys.stderr)

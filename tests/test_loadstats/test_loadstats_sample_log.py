@@ -163,3 +163,60 @@ def test_orphan_of_dead_process_is_recovered(tmp_path) -> None:
     SampleLog(str(tmp_path)).close()
     assert _visible(str(tmp_path)) == [f"samples-000000000000001-{dead_pid}-000001-deadbeef.jsonl"]
     assert _read_rows(str(tmp_path)) == [{"ts_ms": 1}]
+
+
+def test_retention_by_age_and_size_logs_what_it_drops(tmp_path, caplog) -> None:
+    d = str(tmp_path)
+    day_ms = 24 * 3600 * 1000
+    now_ms = [10 * day_ms]
+    # finished files of an earlier process: 3 days, 2 days and 1 hour old, 1000 bytes each
+    for age_ms, seq in ((3 * day_ms, 1), (2 * day_ms, 2), (3_600_000, 3)):
+        with open(os.path.join(d, f"samples-{now_ms[0] - age_ms:015d}-1-{seq:06d}-cafe.jsonl"), "w") as f:
+            f.write("x" * 999 + "\n")
+    with open(os.path.join(d, "keep-me.parquet"), "w") as f:  # not the log's: never touched
+        f.write("y" * 5000)
+    with caplog.at_level("WARNING", logger="loadstats.sample_log"):
+        slog = SampleLog(d, retention_s=36 * 3600, retention_bytes=1500, wall_clock_ms=lambda: now_ms[0])
+    try:
+        # age drops the 3- and 2-day-old files at start
+        assert slog.stats().files_dropped == 2 and slog.stats().bytes_dropped == 2000
+        assert any("retention dropped 2 file(s), 2000 bytes" in r.getMessage() for r in caplog.records)
+        slog.append("g", "w", _report(1))
+        assert slog.flush()
+        # size: the new file plus the 1-hour-old one exceed 1500 bytes, the older goes; the newest stays
+        names = _visible(d)
+        assert len([n for n in names if n.startswith("samples-")]) == 1 and "keep-me.parquet" in names
+        assert slog.stats().files_dropped == 3
+    finally:
+        slog.close()
+
+
+def test_retention_off_keeps_everything(tmp_path) -> None:
+    with SampleLog(str(tmp_path), retention_s=None, retention_bytes=None) as slog:
+        for i in range(3):
+            slog.append("g", "w", _report(i))
+            assert slog.flush()
+    assert len(_visible(str(tmp_path))) == 3 and slog.stats().files_dropped == 0
+    with pytest.raises(ValueError):
+        SampleLog(str(tmp_path), retention_s=0)
+
+
+def test_serve_options_carry_retention(tmp_path) -> None:
+    import argparse
+
+    from coordinator.serve import ServeOptions
+    from groupcoord.cli.stats import duration_s
+
+    config = tmp_path / "c.toml"
+    config.write_text("[server]\nsample_retention_s = 3600\nsample_retention_bytes = 1000000\n")
+    blank = dict.fromkeys(("listen", "data_dir", "store", "zk", "advertise", "snapshots", "snapshot_poll_s",
+                           "sample_retention_s", "sample_retention_bytes", "initial_rebalance_delay_ms"))
+    options = ServeOptions.from_args(argparse.Namespace(config=str(config), **blank))
+    assert (options.sample_retention_s, options.sample_retention_bytes) == (3600.0, 1_000_000)
+    flags = ServeOptions.from_args(argparse.Namespace(config=None, **{**blank, "sample_retention_bytes": 0}))
+    assert flags.sample_retention_bytes == 0 and flags.sample_retention_s == 7 * 24 * 3600.0
+    with pytest.raises(ValueError, match="sample_retention"):
+        ServeOptions.from_args(argparse.Namespace(config=None, **{**blank, "sample_retention_bytes": -1}))
+    assert [duration_s(t) for t in ("60", "60s", "2m", "1.5h")] == [60.0, 60.0, 120.0, 5400.0]
+    with pytest.raises(argparse.ArgumentTypeError):
+        duration_s("0s")
