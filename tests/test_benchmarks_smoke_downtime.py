@@ -24,4 +24,4 @@ def test_downtime_bench_quick_prints_every_row(cli_env: dict[str, str]) -> None:
         rows = [line for line in done.stdout.splitlines() if line.startswith(scenario + " ")]
         assert [row[16:38].strip() for row in rows] == ["eager", "cooperative", "cooperative + static"], rows
     assert "FAILED" not in done.stdout and "DOUBLE OWNERSHIP" not in done.stdout
-    assert "target (cooperative + static >= 10x less downtime than eager), rolling restart:" in done.stdout
+    assert "target (cooperative + static >= 10x less downtime than eager), rolling restart, instant tasks:" in done.stdout
