@@ -115,9 +115,11 @@ def _accepts(m: Model, group: Group, request: pb.JoinGroupRequest) -> bool:
     member = group.members.get(request.member_id)
     if group.state in (S.EMPTY, S.DEAD) or (not request.member_id and request.instance_id in group.static_members):
         return True
+    if len(group.members) < limit:  # (cheap, and implies the counts below: no O(members) sum per join)
+        return True
     if group.state is S.PREPARING_REBALANCE:
         return (member is not None and member.join_token is not None) or group.num_awaiting_join() < limit
-    return member is not None or len(group.members) < limit
+    return member is not None
 
 
 def _refuse_over_max_size(m: Model, out: Outbox, group: Group, member_id: str) -> None:
