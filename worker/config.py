@@ -6,20 +6,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from groupcoord.addresses import parse_addresses
+
 __all__ = ["WorkerConfig", "parse_addresses"]
-
-
-def parse_addresses(addresses: str | tuple[str, ...] | list[str]) -> tuple[str, ...]:
-    """'h1:p1,h2:p2' or a sequence -> ('h1:p1', 'h2:p2'); raises ValueError on a bad one."""
-    items = addresses.split(",") if isinstance(addresses, str) else list(addresses)
-    result = tuple(a.strip() for a in items if a.strip())
-    if not result:
-        raise ValueError("at least one coordinator address (HOST:PORT) is needed")
-    for address in result:
-        host, sep, port = address.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ValueError(f"coordinator address {address!r} is not HOST:PORT")
-    return result
 
 
 @dataclass(frozen=True, kw_only=True)
