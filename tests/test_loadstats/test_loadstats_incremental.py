@@ -145,6 +145,10 @@ def test_a_crash_between_batches_loses_nothing_and_counts_nothing_twice(spark, t
     samples, out, clean = str(tmp_path / "samples"), str(tmp_path / "snap"), str(tmp_path / "clean")
     for i, chunk in enumerate(_in_order_chunks(rows, 4)):
         _write(samples, f"samples-{i:03d}.jsonl", chunk)
+        # one file per batch below, taken oldest first by modification time: files written within the same
+        # millisecond would tie and could be taken out of order (their samples then count as late)
+        stamp = 1_700_000_000 + i
+        os.utime(os.path.join(samples, f"samples-{i:03d}.jsonl"), (stamp, stamp))
     # first killed in the middle of batch 1 (its state written, not committed), then, re-run,
     # right after batch 2's state commit (before Spark's own commit of batch 2)
     store = StateStore(default_state_path(out))
