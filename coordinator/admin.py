@@ -5,12 +5,11 @@ state machine and return their answers (and writes) through the outbox.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from coordinator import limits, phases
 from coordinator.context import Model
 from coordinator.effects import Outbox, Token, error
 from coordinator.group import Group
+from coordinator.prechecks import Verdict, catalog_error
 from coordinator.states import GroupState
 from groupcoord.v1 import groupcoord_pb2 as pb
 
@@ -85,24 +84,12 @@ def describe_group(m: Model, out: Outbox, request: pb.DescribeGroupRequest, toke
     out.reply(token, group.group_id, response)
 
 
-def _catalog_error(m: Model, tasks: Sequence[pb.Task], ids: list[str]) -> pb.Error | None:
-    if len(tasks) > m.config.max_tasks_per_request:
-        return error(pb.INVALID_REQUEST, f"{len(tasks)} tasks; at most {m.config.max_tasks_per_request} "
-                     f"(max_tasks_per_request)")
-    failure = limits.check_tasks(m.config, tasks)
-    if failure is not None:
-        return failure
-    if len(set(ids)) != len(ids):
-        seen: set[str] = set()
-        twice = next(t for t in ids if t in seen or seen.add(t))  # type: ignore[func-returns-value]
-        return error(pb.DUPLICATE_TASK, f"task {twice!r} given twice")
-    return None
-
-
-def put_tasks(m: Model, out: Outbox, request: pb.PutTasksRequest, token: Token) -> None:
+def put_tasks(m: Model, out: Outbox, request: pb.PutTasksRequest, token: Token, checked: Verdict | None = None) -> None:
+    """``checked``: the catalog checks' verdict, when the service ran them on a thread."""
     tasks = request.tasks
     ids = [t.task_id for t in tasks]
-    failure = m.check_group_id(request.group_id) or _catalog_error(m, tasks, ids)
+    failure = m.check_group_id(request.group_id) or (
+        checked.failure if checked is not None else catalog_error(m.config, tasks))
     if failure is not None:
         out.reply(token, "", pb.PutTasksResponse(error=failure))
         return

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from coordinator.catalog_snapshot import CatalogSnapshot
 from coordinator.effects import Token
 from coordinator.states import GroupState
 from groupcoord.v1 import groupcoord_pb2 as pb
@@ -113,7 +114,7 @@ class Group:
     in_initial_delay: bool = False
     # serialised catalog for records, rebuilt only when ``catalog_version`` moves
     catalog_version: int = 0
-    record_tasks_cache: tuple[int, list[str]] | None = None
+    record_tasks_cache: CatalogSnapshot | None = None
     # owned by the machine of ``coordinator.states`` (set when the group is added to it)
     state: GroupState = field(init=False, default=GroupState.EMPTY)
     if TYPE_CHECKING:

@@ -14,6 +14,7 @@ from coordinator import limits, phases
 from coordinator.context import Model
 from coordinator.effects import Outbox, Token, error
 from coordinator.group import Group
+from coordinator.prechecks import Verdict, report_error
 from coordinator.states import GroupState
 from groupcoord.v1 import groupcoord_pb2 as pb
 
@@ -105,16 +106,15 @@ def _leave_one(m: Model, out: Outbox, group: Group | None, who: pb.MemberIdentit
     return answer
 
 
-def handle_report_load(m: Model, out: Outbox, request: pb.ReportLoadRequest, token: Token) -> None:
+def handle_report_load(m: Model, out: Outbox, request: pb.ReportLoadRequest, token: Token,
+                       checked: Verdict | None = None) -> None:
+    """``checked``: the report checks' verdict, when the service ran them on a thread."""
     _group, member, failure = m.find_member(request.group_id, request.member_id, None)
     if failure is not None:
         out.reply(token, "", pb.ReportLoadResponse(error=failure))
         return
     assert member is not None
-    if not request.HasField("report"):
-        out.reply(token, "", pb.ReportLoadResponse(error=error(pb.INVALID_REQUEST, "report is missing")))
-        return
-    failure = limits.check_report(m.config, request.report)
+    failure = checked.failure if checked is not None else report_error(m.config, request)
     if failure is not None:
         out.reply(token, "", pb.ReportLoadResponse(error=failure))
         return

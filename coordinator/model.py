@@ -25,6 +25,7 @@ from coordinator.effects import Effect, Outbox, Reply, TimerKey, Token, error
 from coordinator.group import Group, Member
 from coordinator.join import handle_join
 from coordinator.membership import handle_heartbeat, handle_leave, handle_report_load
+from coordinator.prechecks import Verdict
 from coordinator.records import group_from_record, group_to_record
 from coordinator.states import GroupState, new_machine
 from coordinator.sync import handle_sync
@@ -79,8 +80,8 @@ class CoordinatorModel:
     def leave(self, request: pb.LeaveGroupRequest, token: Token) -> list[Effect]:
         return self._step(handle_leave, request, token)
 
-    def report_load(self, request: pb.ReportLoadRequest, token: Token) -> list[Effect]:
-        return self._step(handle_report_load, request, token)
+    def report_load(self, request: pb.ReportLoadRequest, token: Token, checked: Verdict | None = None) -> list[Effect]:
+        return self._step(handle_report_load, request, token, checked)
 
     def list_groups(self, request: pb.ListGroupsRequest, token: Token) -> list[Effect]:
         return self._step(admin.list_groups, request, token)
@@ -88,8 +89,8 @@ class CoordinatorModel:
     def describe_group(self, request: pb.DescribeGroupRequest, token: Token) -> list[Effect]:
         return self._step(admin.describe_group, request, token)
 
-    def put_tasks(self, request: pb.PutTasksRequest, token: Token) -> list[Effect]:
-        return self._step(admin.put_tasks, request, token)
+    def put_tasks(self, request: pb.PutTasksRequest, token: Token, checked: Verdict | None = None) -> list[Effect]:
+        return self._step(admin.put_tasks, request, token, checked)
 
     def delete_tasks(self, request: pb.DeleteTasksRequest, token: Token) -> list[Effect]:
         return self._step(admin.delete_tasks, request, token)

@@ -4,23 +4,27 @@ Protobuf parts (member metadata, tasks, the load snapshot) are kept as
 base64 of their wire form: compact, and forward-compatible the way the wire
 is. Held requests and timers are not kept: a restarted coordinator gives the
 members new session timers and re-runs an interrupted rebalance.
+
+A record is drafted on the event loop (``group_to_record``: references and shallow
+copies, cheap) and finished by the store writer's thread (``finish_record``: the
+serialising, which for a 100,000-task catalog takes a fraction of a second). The draft
+may keep references to protobuf messages because the model replaces them, never
+changes them in place.
 """
 
 from __future__ import annotations
 
 import base64
+from collections.abc import Mapping
 from typing import Any
 
+from coordinator.catalog_snapshot import CatalogSnapshot, b64
 from coordinator.group import Group, Member
 from groupcoord.v1 import groupcoord_pb2 as pb
 
-__all__ = ["group_to_record", "group_from_record", "RECORD_VERSION"]
+__all__ = ["group_to_record", "finish_record", "group_from_record", "CatalogSnapshot", "RECORD_VERSION"]
 
 RECORD_VERSION = 1
-
-
-def _b64(message: Any) -> str:
-    return base64.b64encode(message.SerializeToString(deterministic=True)).decode("ascii")
 
 
 def _parse(cls: Any, text: str) -> Any:
@@ -30,6 +34,7 @@ def _parse(cls: Any, text: str) -> Any:
 
 
 def group_to_record(group: Group) -> dict[str, Any]:
+    """The group's record as a draft: ``finish_record`` makes it JSON-ready (see the module doc)."""
     return {
         "version": RECORD_VERSION,
         "group_id": group.group_id,
@@ -49,34 +54,54 @@ def group_to_record(group: Group) -> dict[str, Any]:
                 "protocols": list(m.protocols),
                 "protocol_type": m.protocol_type,
                 "rebalance_protocols": list(m.rebalance_protocols),
-                "metadata": _b64(m.metadata),
+                "metadata": m.metadata,
             }
             for m in group.members.values()
         ],
-        "assignment": {
-            member_id: [[r.task_id, r.replica] for r in replicas] for member_id, replicas in group.assignment.items()
-        },
+        "assignment": {member_id: tuple(replicas) for member_id, replicas in group.assignment.items()},
         "user_data": {member_id: base64.b64encode(data).decode("ascii") for member_id, data in group.user_data.items()},
         "rebalance_protocol": group.rebalance_protocol,
-        "owners": [[t, r, sorted(who)] for (t, r), who in sorted(group.owners.items())],
+        "owners": dict(group.owners),
         "revoking": sorted([t, r] for t, r in group.revoking),
         "unassigned": [[u.task.task_id, u.task.replica, u.reason] for u in group.unassigned],
         "tasks": _catalog_record(group),
-        "load_snapshot": _b64(group.load_snapshot) if group.load_snapshot is not None else None,
+        "load_snapshot": group.load_snapshot,
         "last_error": group.last_error,
     }
 
 
-def _catalog_record(group: Group) -> list[str]:
-    """The catalog's serialised form, cached until the catalog changes (it dominates large records)."""
+def _catalog_record(group: Group) -> CatalogSnapshot:
+    """The catalog as of now, kept until the catalog changes (it dominates large records)."""
     cached = group.record_tasks_cache
-    if cached is None or cached[0] != group.catalog_version:
-        cached = (group.catalog_version, [_b64(group.tasks[t]) for t in sorted(group.tasks)])
-        group.record_tasks_cache = cached
-    return cached[1]
+    if cached is None or cached.version != group.catalog_version:
+        cached = group.record_tasks_cache = CatalogSnapshot(group.catalog_version, group.tasks)
+    return cached
 
 
-def group_from_record(record: dict[str, Any]) -> Group:
+def finish_record(draft: Mapping[str, Any]) -> dict[str, Any]:
+    """The JSON-ready record of a draft (idempotent: a finished record comes back equal)."""
+    record = dict(draft)
+    tasks = record["tasks"]
+    if isinstance(tasks, CatalogSnapshot):
+        record["tasks"] = tasks.serialised()
+    record["members"] = [
+        {**m, "metadata": b64(m["metadata"])} if not isinstance(m["metadata"], str) else m for m in record["members"]
+    ]
+    record["assignment"] = {
+        member_id: [r if isinstance(r, list) else [r.task_id, r.replica] for r in replicas]
+        for member_id, replicas in record["assignment"].items()
+    }
+    owners = record["owners"]
+    if isinstance(owners, dict):
+        record["owners"] = [[t, r, sorted(who)] for (t, r), who in sorted(owners.items())]
+    snapshot = record["load_snapshot"]
+    if snapshot is not None and not isinstance(snapshot, str):
+        record["load_snapshot"] = b64(snapshot)
+    return record
+
+
+def group_from_record(draft: Mapping[str, Any]) -> Group:
+    record = finish_record(draft)
     if record.get("version") != RECORD_VERSION:
         raise ValueError(f"group record version {record.get('version')!r} is not {RECORD_VERSION}")
     group = Group(

@@ -23,7 +23,7 @@ import logging
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from google.protobuf.message import Message
 
@@ -46,6 +46,7 @@ from coordinator.group import Group
 from coordinator.lag import LagMonitor
 from coordinator.model import CoordinatorModel
 from coordinator.office import Office, Standalone
+from coordinator.records import finish_record
 from coordinator.store import FencedError, GroupRecord, GroupStore, MemoryStore
 from coordinator.timers import TimerQueue
 from groupcoord.v1 import groupcoord_pb2 as pb
@@ -54,6 +55,7 @@ __all__ = ["CoordinatorRuntime", "Writer", "InlineWriter", "ThreadWriter", "Samp
 
 log = logging.getLogger("groupcoord.runtime")
 Answer = Callable[[Message], None]
+T = TypeVar("T")
 Done = Callable[[BaseException | None], None]
 
 
@@ -153,6 +155,9 @@ class CoordinatorRuntime:
         self.loading = False
         self._start_load: Callable[[int], object] = self.load
         self._loading_term: int | None = None
+        # request checks too heavy for the event loop (``coordinator.prechecks``); two threads bound
+        # how many large requests are looked at, and held in memory, at once
+        self._checkers: ThreadPoolExecutor | None = None
 
     @property
     def groups(self) -> dict[str, Group]:
@@ -169,6 +174,17 @@ class CoordinatorRuntime:
         token = next(self._tokens)
         self._answers[token] = answer
         self.carry_out(step(token))
+
+    async def off_loop(self, check: Callable[..., T], *args: Any) -> T:
+        """``check(*args)`` on a checker thread: the loop answers other requests meanwhile."""
+        if self._checkers is None:
+            self._checkers = ThreadPoolExecutor(max_workers=2, thread_name_prefix="groupcoord-check")
+        return await asyncio.get_running_loop().run_in_executor(self._checkers, check, *args)
+
+    def close_checkers(self) -> None:
+        checkers, self._checkers = self._checkers, None
+        if checkers is not None:
+            checkers.shutdown(wait=True, cancel_futures=True)
 
     def refusal(self) -> pb.Error | None:
         """Why this process cannot answer for groups now (None: it can). Asks the office first."""
@@ -251,21 +267,25 @@ class CoordinatorRuntime:
     def _start(self, writes: _Writes, write: Persist | Forget) -> None:
         writes.busy = write
         store = self.store
+        finished: dict[str, dict[str, Any]] = {}
         if isinstance(write, Persist):
             def job() -> None:
-                store.save(write.group_id, write.record)
+                record = finish_record(write.record)  # the serialising, here on the writer's thread
+                store.save(write.group_id, record)
+                finished[write.group_id] = record
         else:
             def job() -> None:
                 store.delete(write.group_id)
-        self.writer.submit(job, lambda failure: self._written(writes, write, failure))
+        self.writer.submit(job, lambda failure: self._written(writes, write, failure, finished.get(write.group_id)))
 
-    def _written(self, writes: _Writes, write: Persist | Forget, failure: BaseException | None) -> None:
+    def _written(self, writes: _Writes, write: Persist | Forget, failure: BaseException | None,
+                 record: dict[str, Any] | None = None) -> None:
         group_id = write.group_id
         if self._writes.get(group_id) is not writes:
             return  # unloaded meanwhile: its replies were already answered
         if failure is None:
             if isinstance(write, Persist):
-                self._stored[group_id] = write.record
+                self._stored[group_id] = record if record is not None else finish_record(write.record)
             else:
                 self._stored.pop(group_id, None)
             done, writes.after_busy = writes.after_busy, writes.after_queued

@@ -49,6 +49,7 @@ class RunningServer:
         await self.health.enter_graceful_shutdown()
         self.runtime.release_parked()
         loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, self.runtime.close_checkers)
         await loop.run_in_executor(None, self.runtime.writer.close)  # writes in flight land ...
         await asyncio.sleep(0)  # ... and their answers (queued on this loop) go out
         await self.server.stop(grace_s)
@@ -94,6 +95,8 @@ async def start_server(
             ("grpc.max_receive_message_length", limit),
             ("grpc.max_send_message_length", limit),
             ("grpc.so_reuseport", 0),
+            ("grpc.server.max_pending_requests", 10_000),
+            ("grpc.server.max_pending_requests_hard_limit", 20_000),
         ],
     )
     add_servicer(server, "GroupCoordinator", CoordinatorServicer(runtime))

@@ -18,7 +18,9 @@ from typing import Any, TypeVar
 import grpc
 from google.protobuf.message import DecodeError, Message
 
+from coordinator import prechecks
 from coordinator.effects import Effect, Token
+from coordinator.prechecks import Verdict
 from coordinator.runtime import CoordinatorRuntime
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
@@ -128,7 +130,9 @@ class CoordinatorServicer(pb_grpc.GroupCoordinatorServicer):
 
     @_guarded
     async def ReportLoad(self, request: pb.ReportLoadRequest, context: grpc.aio.ServicerContext) -> Any:
-        return await _ask(self.runtime, lambda token: self.model.report_load(request, token), pb.ReportLoadResponse)
+        checked = Verdict(await self.runtime.off_loop(prechecks.report_error, self.runtime.config, request))
+        return await _ask(self.runtime, lambda token: self.model.report_load(request, token, checked),
+                          pb.ReportLoadResponse)
 
 
 class AdminServicer(pb_grpc.GroupAdminServicer):
@@ -147,7 +151,9 @@ class AdminServicer(pb_grpc.GroupAdminServicer):
 
     @_guarded
     async def PutTasks(self, request: pb.PutTasksRequest, context: grpc.aio.ServicerContext) -> Any:
-        return await _ask(self.runtime, lambda token: self.model.put_tasks(request, token), pb.PutTasksResponse)
+        checked = Verdict(await self.runtime.off_loop(prechecks.catalog_error, self.runtime.config, request.tasks))
+        return await _ask(self.runtime, lambda token: self.model.put_tasks(request, token, checked),
+                          pb.PutTasksResponse)
 
     @_guarded
     async def DeleteTasks(self, request: pb.DeleteTasksRequest, context: grpc.aio.ServicerContext) -> Any:
