@@ -9,7 +9,7 @@ from coordinator import limits, phases
 from coordinator.context import Model
 from coordinator.effects import Outbox, Token, error
 from coordinator.group import Group
-from coordinator.prechecks import Verdict, catalog_error
+from coordinator.prechecks import CatalogCheck, check_catalog
 from coordinator.states import GroupState
 from groupcoord.v1 import groupcoord_pb2 as pb
 
@@ -84,18 +84,18 @@ def describe_group(m: Model, out: Outbox, request: pb.DescribeGroupRequest, toke
     out.reply(token, group.group_id, response)
 
 
-def put_tasks(m: Model, out: Outbox, request: pb.PutTasksRequest, token: Token, checked: Verdict | None = None) -> None:
-    """``checked``: the catalog checks' verdict, when the service ran them on a thread."""
-    tasks = request.tasks
-    ids = [t.task_id for t in tasks]
-    failure = m.check_group_id(request.group_id) or (
-        checked.failure if checked is not None else catalog_error(m.config, tasks))
+def put_tasks(m: Model, out: Outbox, request: pb.PutTasksRequest, token: Token,
+              checked: CatalogCheck | None = None) -> None:
+    """``checked``: the catalog checks and normalised tasks, when the service made them on a thread."""
+    if checked is None:
+        checked = check_catalog(m.config, request.tasks)
+    failure = m.check_group_id(request.group_id) or checked.failure
     if failure is not None:
         out.reply(token, "", pb.PutTasksResponse(error=failure))
         return
     existing = m.groups.get(request.group_id)
     known = existing.tasks if existing is not None else {}
-    total = len(known) + sum(1 for t in ids if t not in known)
+    total = len(known) + sum(1 for task in checked.tasks if task.task_id not in known)
     if total > m.config.group_max_tasks:
         out.reply(token, "", pb.PutTasksResponse(error=error(
             pb.INVALID_REQUEST, f"group {request.group_id!r} would have {total} tasks; at most "
@@ -107,12 +107,8 @@ def put_tasks(m: Model, out: Outbox, request: pb.PutTasksRequest, token: Token, 
         return
     changed = False
     catalog = group.tasks
-    for task_id, task in zip(ids, tasks, strict=True):
-        if not task.replicas:  # 0 means 1: store it as 1 (the request is not ours to change)
-            normalised = pb.Task()
-            normalised.CopyFrom(task)
-            normalised.replicas = 1
-            task = normalised
+    for task in checked.tasks:
+        task_id = task.task_id
         current = catalog.get(task_id)
         if current is None or current != task:
             catalog[task_id] = task

@@ -64,6 +64,11 @@ class CoordinatorConfig:
     """A load snapshot may be at most this far in the future of the coordinator's clock (ms)."""
     max_message_bytes: int = 64 * 1_048_576
     """gRPC receive limit (bytes); larger requests get RESOURCE_EXHAUSTED."""
+    max_pending_requests: int = 10_000
+    """Calls gRPC may hold for the coordinator before it starts refusing new ones (twice this is
+    the hard limit). gRPC's own default (1,000) drops calls at random under overload, so live
+    members lose heartbeats and sessions; held, a heartbeat is answered late instead. Memory is
+    bounded: a call's message is read only once the coordinator takes it."""
 
     def __post_init__(self) -> None:
         if self.group_min_session_timeout_ms <= 0:
@@ -78,7 +83,7 @@ class CoordinatorConfig:
                      "max_metadata_bytes", "max_id_length", "max_reason_length", "group_max_tasks",
                      "max_tasks_per_request", "max_task_attributes", "max_replicas", "max_splits_per_sync",
                      "group_max_pending_members", "max_tasks_per_report", "max_snapshot_bytes", "max_snapshot_skew_ms",
-                     "max_message_bytes"):
+                     "max_message_bytes", "max_pending_requests"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be > 0")
 

@@ -12,9 +12,10 @@ __all__ = ["sample_sink"]
 
 
 def sample_sink(sample_log: Any) -> SampleSink:
-    """Append every accepted load report to ``sample_log`` (whose ``append`` never blocks)."""
+    """Append every accepted load report to ``sample_log`` (whose ``append`` never blocks). The
+    conversion from the wire form happens on the log's writer thread, not on the event loop."""
 
     def on_report(group_id: str, member_id: str, report: pb.LoadReport) -> None:
-        sample_log.append(group_id, member_id, report_from_pb(report))
+        sample_log.append(group_id, member_id, lambda: report_from_pb(report), len(report.tasks))
 
     return on_report

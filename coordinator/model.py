@@ -19,13 +19,14 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from coordinator import admin, limits, phases
+from coordinator.assignment_check import AssignmentCheck, AssignmentInputs, inputs_of
 from coordinator.clock import Clock, SystemClock
 from coordinator.config import CoordinatorConfig
 from coordinator.effects import Effect, Outbox, Reply, TimerKey, Token, error
 from coordinator.group import Group, Member
 from coordinator.join import handle_join
 from coordinator.membership import handle_heartbeat, handle_leave, handle_report_load
-from coordinator.prechecks import Verdict
+from coordinator.prechecks import CatalogCheck, Verdict
 from coordinator.records import group_from_record, group_to_record
 from coordinator.states import GroupState, new_machine
 from coordinator.sync import handle_sync
@@ -71,8 +72,17 @@ class CoordinatorModel:
     def join(self, request: pb.JoinGroupRequest, token: Token, host: str = "") -> list[Effect]:
         return self._step(handle_join, request, token, host)
 
-    def sync(self, request: pb.SyncGroupRequest, token: Token) -> list[Effect]:
-        return self._step(handle_sync, request, token)
+    def sync(self, request: pb.SyncGroupRequest, token: Token, checked: AssignmentCheck | None = None) -> list[Effect]:
+        return self._step(handle_sync, request, token, checked)
+
+    def assignment_inputs(self, request: pb.SyncGroupRequest) -> AssignmentInputs | None:
+        """A copy of what the leader's assignment in ``request`` is checked against, or None when the
+        request is not that (not the current leader's, in AwaitingSync, for this generation)."""
+        group = self.groups.get(request.group_id)
+        if (group is None or group.state is not S.AWAITING_SYNC or request.member_id != group.leader_id
+                or request.generation != group.generation):
+            return None
+        return inputs_of(group, group.rebalance_protocol == phases.COOPERATIVE)
 
     def heartbeat(self, request: pb.HeartbeatRequest, token: Token) -> list[Effect]:
         return self._step(handle_heartbeat, request, token)
@@ -89,7 +99,7 @@ class CoordinatorModel:
     def describe_group(self, request: pb.DescribeGroupRequest, token: Token) -> list[Effect]:
         return self._step(admin.describe_group, request, token)
 
-    def put_tasks(self, request: pb.PutTasksRequest, token: Token, checked: Verdict | None = None) -> list[Effect]:
+    def put_tasks(self, request: pb.PutTasksRequest, token: Token, checked: CatalogCheck | None = None) -> list[Effect]:
         return self._step(admin.put_tasks, request, token, checked)
 
     def delete_tasks(self, request: pb.DeleteTasksRequest, token: Token) -> list[Effect]:

@@ -95,8 +95,9 @@ async def start_server(
             ("grpc.max_receive_message_length", limit),
             ("grpc.max_send_message_length", limit),
             ("grpc.so_reuseport", 0),
-            ("grpc.server.max_pending_requests", 10_000),
-            ("grpc.server.max_pending_requests_hard_limit", 20_000),
+            # queue calls rather than drop them at random under overload (see CoordinatorConfig)
+            ("grpc.server.max_pending_requests", runtime.config.max_pending_requests),
+            ("grpc.server.max_pending_requests_hard_limit", 2 * runtime.config.max_pending_requests),
         ],
     )
     add_servicer(server, "GroupCoordinator", CoordinatorServicer(runtime))

@@ -19,6 +19,7 @@ import grpc
 from google.protobuf.message import DecodeError, Message
 
 from coordinator import prechecks
+from coordinator.assignment_check import check_assignment
 from coordinator.effects import Effect, Token
 from coordinator.prechecks import Verdict
 from coordinator.runtime import CoordinatorRuntime
@@ -106,6 +107,13 @@ async def _ask(runtime: CoordinatorRuntime, step: Callable[[Token], list[Effect]
     return await future
 
 
+_CHECK_OFF_LOOP_FROM = 1_000  # replicas: below this a leader's assignment is checked on the loop (no thread hop)
+
+
+def _replicas(request: pb.SyncGroupRequest) -> int:
+    return sum(len(a.tasks) for a in request.assignments) + sum(len(s.children) for s in request.splits)
+
+
 class CoordinatorServicer(pb_grpc.GroupCoordinatorServicer):
     def __init__(self, runtime: CoordinatorRuntime) -> None:
         self.runtime = runtime
@@ -118,7 +126,12 @@ class CoordinatorServicer(pb_grpc.GroupCoordinatorServicer):
 
     @_guarded
     async def SyncGroup(self, request: pb.SyncGroupRequest, context: grpc.aio.ServicerContext) -> Any:
-        return await _ask(self.runtime, lambda token: self.model.sync(request, token), pb.SyncGroupResponse)
+        checked = None
+        if len(request.assignments) + len(request.splits) > 0:  # a leader's: checked on a thread if still current
+            inputs = self.model.assignment_inputs(request)
+            if inputs is not None and _replicas(request) >= _CHECK_OFF_LOOP_FROM:
+                checked = await self.runtime.off_loop(check_assignment, self.runtime.config, inputs, request)
+        return await _ask(self.runtime, lambda token: self.model.sync(request, token, checked), pb.SyncGroupResponse)
 
     @_guarded
     async def Heartbeat(self, request: pb.HeartbeatRequest, context: grpc.aio.ServicerContext) -> Any:
@@ -151,7 +164,7 @@ class AdminServicer(pb_grpc.GroupAdminServicer):
 
     @_guarded
     async def PutTasks(self, request: pb.PutTasksRequest, context: grpc.aio.ServicerContext) -> Any:
-        checked = Verdict(await self.runtime.off_loop(prechecks.catalog_error, self.runtime.config, request.tasks))
+        checked = await self.runtime.off_loop(prechecks.check_catalog, self.runtime.config, request.tasks)
         return await _ask(self.runtime, lambda token: self.model.put_tasks(request, token, checked),
                           pb.PutTasksResponse)
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from coordinator import limits, phases
+from coordinator import phases
+from coordinator.assignment_check import AssignmentCheck, check_assignment, inputs_of
 from coordinator.context import Model
 from coordinator.effects import Outbox, Token, error
 from coordinator.group import Group, Member
 from coordinator.states import GroupState
-from coordinator.validation import AssignmentRejected, apply_splits, validate_assignment
 from groupcoord.v1 import groupcoord_pb2 as pb
 
 __all__ = ["handle_sync"]
@@ -25,7 +25,8 @@ log = logging.getLogger("groupcoord.coordinator")
 S = GroupState
 
 
-def handle_sync(m: Model, out: Outbox, request: pb.SyncGroupRequest, token: Token) -> None:
+def handle_sync(m: Model, out: Outbox, request: pb.SyncGroupRequest, token: Token,
+                checked: AssignmentCheck | None = None) -> None:
     group, member, failure = m.find_member(request.group_id, request.member_id, request.generation,
                                            request.instance_id)
     if failure is None and group is not None:
@@ -35,7 +36,7 @@ def handle_sync(m: Model, out: Outbox, request: pb.SyncGroupRequest, token: Toke
         return
     assert group is not None and member is not None
     member.last_seen = m.clock.now()
-    SYNC[group.state](m, out, group, member, request, token)
+    SYNC[group.state](m, out, group, member, request, token, checked)
 
 
 def _protocol_check(group: Group, request: pb.SyncGroupRequest) -> pb.Error | None:
@@ -50,13 +51,13 @@ def _protocol_check(group: Group, request: pb.SyncGroupRequest) -> pb.Error | No
 
 
 def _in_preparing(m: Model, out: Outbox, group: Group, member: Member,
-                  request: pb.SyncGroupRequest, token: Token) -> None:
+                  request: pb.SyncGroupRequest, token: Token, checked: AssignmentCheck | None) -> None:
     out.fail(token, group.group_id, pb.SyncGroupResponse, error(pb.REBALANCE_IN_PROGRESS,
                                                                 "the group is rebalancing: join again"))
 
 
 def _in_stable(m: Model, out: Outbox, group: Group, member: Member,
-               request: pb.SyncGroupRequest, token: Token) -> None:
+               request: pb.SyncGroupRequest, token: Token, checked: AssignmentCheck | None) -> None:
     """A late or repeated SyncGroup gets the stored assignment (and no longer owes its sync)."""
     group.pending_sync.discard(member.member_id)
     phases.arm_session(m, out, group, member)
@@ -64,7 +65,7 @@ def _in_stable(m: Model, out: Outbox, group: Group, member: Member,
 
 
 def _in_awaiting_sync(m: Model, out: Outbox, group: Group, member: Member,
-                      request: pb.SyncGroupRequest, token: Token) -> None:
+                      request: pb.SyncGroupRequest, token: Token, checked: AssignmentCheck | None) -> None:
     if member.sync_token is not None:
         out.fail(member.sync_token, group.group_id, pb.SyncGroupResponse, error(pb.REBALANCE_IN_PROGRESS,
                                                                                 "superseded"))
@@ -72,45 +73,23 @@ def _in_awaiting_sync(m: Model, out: Outbox, group: Group, member: Member,
     group.pending_sync.discard(member.member_id)
     phases.arm_session(m, out, group, member)
     if member.member_id == group.leader_id:
-        _accept_leader_sync(m, out, group, request)
+        _accept_leader_sync(m, out, group, request, checked)
 
 
 def _in_other(m: Model, out: Outbox, group: Group, member: Member,
-              request: pb.SyncGroupRequest, token: Token) -> None:
+              request: pb.SyncGroupRequest, token: Token, checked: AssignmentCheck | None) -> None:
     out.fail(token, group.group_id, pb.SyncGroupResponse,
              error(pb.UNKNOWN_MEMBER_ID, f"member {member.member_id!r} is not in group {group.group_id!r}"))
 
 
-def _bounds(m: Model, group: Group, request: pb.SyncGroupRequest) -> str:
-    """Why the leader's request is out of bounds ("" if it is not): splits go through the same checks
-    as PutTasks, so a split cannot bring in what the catalog would refuse."""
-    cfg = m.config
-    if len(request.splits) > cfg.max_splits_per_sync:
-        return f"{len(request.splits)} splits; at most {cfg.max_splits_per_sync} (max_splits_per_sync)"
-    added = sum(len(split.children) - 1 for split in request.splits)
-    if len(group.tasks) + added > cfg.group_max_tasks:
-        return f"the splits would make {len(group.tasks) + added} tasks; at most {cfg.group_max_tasks} (group_max_tasks)"
-    failure = (limits.check_tasks(cfg, (c for split in request.splits for c in split.children), "split child")
-               or limits.check_text(cfg, "assignor_error", request.assignor_error)
-               or next(filter(None, (limits.check_text(cfg, "unassigned reason", u.reason) for u in request.unassigned)),
-                       None))
-    return failure.message if failure is not None else ""
-
-
-def _accept_leader_sync(m: Model, out: Outbox, group: Group, request: pb.SyncGroupRequest) -> None:
-    try:
-        if request.assignor_error:
-            raise AssignmentRejected(f"the leader's assignor failed: {request.assignor_error[:m.config.max_reason_length]}")
-        out_of_bounds = _bounds(m, group, request)
-        if out_of_bounds:
-            raise AssignmentRejected(out_of_bounds)
-        tasks = apply_splits(group.tasks, request.splits)
-        pools = {mb.member_id: mb.metadata.pool for mb in group.members.values()}
-        cooperative = group.rebalance_protocol == phases.COOPERATIVE
-        revoking = validate_assignment(pools, tasks, request.assignments, request.unassigned,
-                                       group.owners if cooperative else None)
-    except AssignmentRejected as rejected:
-        reason = str(rejected)
+def _accept_leader_sync(m: Model, out: Outbox, group: Group, request: pb.SyncGroupRequest,
+                        checked: AssignmentCheck | None) -> None:
+    """``checked``: the verdict the service reached on a thread; used if the group is still as it was."""
+    cooperative = group.rebalance_protocol == phases.COOPERATIVE
+    if checked is None or not checked.fits(group):
+        checked = check_assignment(m.config, inputs_of(group, cooperative), request)
+    if checked.rejected:
+        reason = checked.rejected
         log.warning("group %s: generation %d: invalid assignment: %s", group.group_id, group.generation, reason)
         group.last_error = f"generation {group.generation}: {reason}"
         leader = group.members[group.leader_id]
@@ -119,10 +98,11 @@ def _accept_leader_sync(m: Model, out: Outbox, group: Group, request: pb.SyncGro
         phases.arm_session(m, out, group, leader)
         out.fail(token, group.group_id, pb.SyncGroupResponse, error(pb.INVALID_ASSIGNMENT, reason))
         return
+    tasks, revoking = checked.tasks, checked.revoking
     if request.splits:
         group.tasks = tasks
         group.catalog_version += 1
-    group.assignment = {a.member_id: list(a.tasks) for a in request.assignments}
+    group.assignment = checked.assignment
     group.user_data = {a.member_id: a.user_data for a in request.assignments if a.user_data}
     for member_id in group.members:
         group.assignment.setdefault(member_id, [])
@@ -141,10 +121,11 @@ def _accept_leader_sync(m: Model, out: Outbox, group: Group, request: pb.SyncGro
         if member.sync_token is not None:
             token, member.sync_token = member.sync_token, None
             phases.arm_session(m, out, group, member)  # answered: a follower that waited long keeps its session
-            out.reply(token, group.group_id, phases.sync_response(group, member.member_id))
+            response = checked.responses.get(member.member_id) or phases.sync_response(group, member.member_id)
+            out.reply(token, group.group_id, response)
 
 
-SyncHandler = Callable[[Model, Outbox, Group, Member, pb.SyncGroupRequest, Token], None]
+SyncHandler = Callable[[Model, Outbox, Group, Member, pb.SyncGroupRequest, Token, AssignmentCheck | None], None]
 SYNC: dict[GroupState, SyncHandler] = {
     S.EMPTY: _in_other,
     S.PREPARING_REBALANCE: _in_preparing,

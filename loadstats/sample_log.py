@@ -2,7 +2,10 @@
 
 ``append()`` never blocks and never raises: it puts the report on a bounded queue and a
 background writer thread flattens it (:func:`loadstats.samples.report_rows`) and writes it. When
-the queue is full the report is dropped and counted. Write errors (bad path, permissions, full
+the queue is full (``queue_size`` reports, or ``max_queued_rows`` rows: one per report plus one
+per task entry, so memory stays bounded however large the reports) the report is dropped and
+counted. A report may be given as a function that makes it: the writer thread calls it, so the
+caller (the coordinator's event loop) does not convert it. Write errors (bad path, permissions, full
 disk) are logged (at most once per ``error_log_interval_s``), counted and kept as ``last_error``
 in :meth:`SampleLog.stats`; the rows of that batch are counted as failed and the writer keeps
 going (it retries on the next batch).
@@ -100,6 +103,7 @@ class SampleLog:
         roll_bytes: int = 64 * 1024 * 1024,
         roll_seconds: float = 60.0,  # reports reach the job within a minute; 1,440 files a day
         queue_size: int = 10_000,
+        max_queued_rows: int = 1_000_000,
         batch_size: int = 512,
         clock: Callable[[], float] = time.monotonic,
         wall_clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
@@ -125,7 +129,10 @@ class SampleLog:
         self._wall_ms = wall_clock_ms
         self._error_log_interval = error_log_interval_s
         self._fsync = fsync_on_roll
-        self._queue: queue.Queue[tuple[str, str, LoadReport] | _Marker] = queue.Queue(maxsize=queue_size)
+        self._queue: queue.Queue[tuple[str, str, LoadReport | Callable[[], LoadReport], int] | _Marker] = \
+            queue.Queue(maxsize=queue_size)
+        self._max_queued_rows = max_queued_rows
+        self._queued_rows = 0  # under _lock
         self._lock = threading.Lock()
         self._closed = False
         # counters (written under _lock)
@@ -152,16 +159,26 @@ class SampleLog:
 
     # -- caller side ---------------------------------------------------------------------------
 
-    def append(self, group_id: str, worker_id: str, report: LoadReport) -> None:
-        """Queue one report; never blocks, never raises (drops and counts when full or closed)."""
+    def append(self, group_id: str, worker_id: str, report: LoadReport | Callable[[], LoadReport],
+               task_entries: int | None = None) -> None:
+        """Queue one report (or a function making it, with its ``task_entries`` count); never blocks,
+        never raises (drops and counts when full or closed)."""
+        rows = 1 + (task_entries if task_entries is not None else len(getattr(report, "tasks", ())))
         try:
-            if self._closed:
-                raise queue.Full
-            self._queue.put_nowait((group_id, worker_id, report))
+            with self._lock:
+                if self._closed or self._queued_rows + rows > self._max_queued_rows:
+                    raise queue.Full
+                self._queued_rows += rows
+            try:
+                self._queue.put_nowait((group_id, worker_id, report, rows))
+            except queue.Full:
+                with self._lock:
+                    self._queued_rows -= rows
+                raise
         except queue.Full:
             with self._lock:
                 self._reports_dropped += 1
-                self._rows_dropped += 1 + len(getattr(report, "tasks", ()))
+                self._rows_dropped += rows
         except Exception:  # pragma: no cover - defensive: append must never raise
             log.exception("sample log: append failed")
 
@@ -219,7 +236,7 @@ class SampleLog:
             except queue.Empty:
                 self._maybe_roll_by_time()
                 continue
-            batch: list[tuple[str, str, LoadReport]] = []
+            batch: list[tuple[str, str, LoadReport | Callable[[], LoadReport], int]] = []
             marker: _Marker | None = None
             while True:
                 if isinstance(item, _Marker):
@@ -303,12 +320,15 @@ class SampleLog:
         self._file_bytes = 0
         self._file_opened_at = self._clock()
 
-    def _write(self, batch: list[tuple[str, str, LoadReport]]) -> None:
+    def _write(self, batch: list[tuple[str, str, LoadReport | Callable[[], LoadReport], int]]) -> None:
         lines: list[bytes] = []
         n_rows = 0
-        for group_id, worker_id, report in batch:
+        with self._lock:
+            self._queued_rows -= sum(item[3] for item in batch)
+        for group_id, worker_id, report, _rows in batch:
             try:
-                for row in report_rows(group_id, worker_id, report):
+                made = report() if callable(report) else report
+                for row in report_rows(group_id, worker_id, made):
                     lines.append(json.dumps(row, separators=(",", ":")).encode())
                     n_rows += 1
             except Exception as exc:  # noqa: BLE001 - a malformed report object: count, keep going
