@@ -15,6 +15,7 @@ HERE = Path(__file__).resolve().parent
 BENCHMARKS = {
     "coordinator": "coordinator_bench.py",  # heartbeat capacity, rebalance latency (issue 2, 6)
     "load": "load_bench.py",  # many groups at 1 hb/s: capacity vs a no-op server, then 2x (issue 14)
+    "stall": "stall_bench.py",  # another group's heartbeat while a maximal request is handled (issue 14)
     "store": "store_bench.py",  # SQLite vs memory saves (issue 6)
     "failover": "failover_bench.py",  # active coordinator killed -> group Stable again (issue 6)
     "assignors": "assignors_bench.py",  # replica shift, round-robin, sticky vs kafka-python (issue 3)

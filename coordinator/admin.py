@@ -5,11 +5,12 @@ state machine and return their answers (and writes) through the outbox.
 
 from __future__ import annotations
 
-from coordinator import limits, phases
+from coordinator import phases
 from coordinator.context import Model
 from coordinator.effects import Outbox, Token, error
 from coordinator.group import Group
-from coordinator.prechecks import CatalogCheck, check_catalog
+from coordinator.prechecks import CatalogCheck, Verdict, check_catalog, snapshot_error
+from coordinator.slices import extend_in_slices
 from coordinator.states import GroupState
 from groupcoord.v1 import groupcoord_pb2 as pb
 
@@ -62,26 +63,29 @@ def describe_group(m: Model, out: Outbox, request: pb.DescribeGroupRequest, toke
         protocol=group.protocol,
         leader_id=group.leader_id,
         members=[
-            pb.DescribedMember(
-                member=mb.to_pb(),
-                assigned=group.assignment.get(mb.member_id, []),
-                last_seen_ms_ago=int(max(0.0, now - mb.last_seen) * 1000),
-            )
+            pb.DescribedMember(member=mb.to_pb(), last_seen_ms_ago=int(max(0.0, now - mb.last_seen) * 1000))
             for mb in group.members.values()
         ],
-        tasks=[group.tasks[t] for t in sorted(group.tasks)],
         unassigned=group.unassigned,
         last_error=group.last_error,
     )
     snap = group.load_snapshot
-    if snap is not None and request.include_load_snapshot:
-        response.load_snapshot.CopyFrom(snap)
-    elif snap is not None:  # the per-worker figures only: the per-task table can be large
+    if snap is not None and not request.include_load_snapshot:  # the per-worker figures only
         response.load_snapshot.CopyFrom(pb.LoadSnapshot(
             group_id=snap.group_id, snapshot_id=snap.snapshot_id, created_ms=snap.created_ms, workers=snap.workers,
         ))
-    # an observer, too, sees only what is durable: the answer waits for the group's queued writes
-    out.reply(token, group.group_id, response)
+        snap = None
+    # an observer, too, sees only what is durable: the answer waits for the group's queued writes;
+    # the catalog (and the whole snapshot, if asked for) is copied into it off the loop
+    assigned = [tuple(group.assignment.get(mb.member_id, ())) for mb in group.members.values()]
+    catalog = group.catalog_snapshot()
+
+    def complete() -> None:
+        for described, replicas in zip(response.members, assigned, strict=True):
+            extend_in_slices(described.assigned, replicas)
+        phases.add_catalog(response, catalog, snap)
+
+    out.reply(token, group.group_id, response, complete)
 
 
 def put_tasks(m: Model, out: Outbox, request: pb.PutTasksRequest, token: Token,
@@ -95,7 +99,13 @@ def put_tasks(m: Model, out: Outbox, request: pb.PutTasksRequest, token: Token,
         return
     existing = m.groups.get(request.group_id)
     known = existing.tasks if existing is not None else {}
-    total = len(known) + sum(1 for task in checked.tasks if task.task_id not in known)
+    if existing is not None and checked.base is not None and checked.base is existing.catalog_cache \
+            and checked.base.version == existing.catalog_version:
+        changed, new = checked.changed, checked.new  # compared off the loop with this very catalog
+    else:
+        changed = [task for task in checked.tasks if known.get(task.task_id) != task]
+        new = sum(1 for task in changed if task.task_id not in known)
+    total = len(known) + new
     if total > m.config.group_max_tasks:
         out.reply(token, "", pb.PutTasksResponse(error=error(
             pb.INVALID_REQUEST, f"group {request.group_id!r} would have {total} tasks; at most "
@@ -105,14 +115,9 @@ def put_tasks(m: Model, out: Outbox, request: pb.PutTasksRequest, token: Token,
     if group.state is S.DEAD:
         out.reply(token, "", pb.PutTasksResponse(error=error(pb.COORDINATOR_NOT_AVAILABLE, "group is being removed")))
         return
-    changed = False
     catalog = group.tasks
-    for task in checked.tasks:
-        task_id = task.task_id
-        current = catalog.get(task_id)
-        if current is None or current != task:
-            catalog[task_id] = task
-            changed = True
+    for task in changed:
+        catalog[task.task_id] = task
     if changed:
         _catalog_changed(m, out, group)
     out.reply(token, group.group_id, pb.PutTasksResponse(num_tasks=len(group.tasks)))
@@ -151,7 +156,8 @@ def _catalog_changed(m: Model, out: Outbox, group: Group) -> None:
 
 
 def publish_load_snapshot(m: Model, out: Outbox, request: pb.PublishLoadSnapshotRequest,
-                          token: Token) -> None:
+                          token: Token, checked: Verdict | None = None) -> None:
+    """``checked``: the snapshot checks' verdict, when the service ran them on a thread."""
     gid = request.snapshot.group_id
     failure = m.check_group_id(gid)
     group = m.groups.get(gid) if failure is None else None
@@ -160,7 +166,7 @@ def publish_load_snapshot(m: Model, out: Outbox, request: pb.PublishLoadSnapshot
     if failure is not None or group is None:
         out.reply(token, "", pb.PublishLoadSnapshotResponse(error=failure))
         return
-    failure = limits.check_snapshot(m.config, request.snapshot, m.clock.wall_ms())
+    failure = checked.failure if checked is not None else snapshot_error(m.config, request, m.clock.wall_ms())
     if failure is not None:
         out.reply(token, "", pb.PublishLoadSnapshotResponse(error=failure))
         return

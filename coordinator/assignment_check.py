@@ -16,6 +16,7 @@ from coordinator import limits
 from coordinator.config import CoordinatorConfig
 from coordinator.group import Group
 from coordinator.phases import OK
+from coordinator.slices import SLICE, extend_in_slices
 from coordinator.validation import AssignmentRejected, apply_splits, validate_assignment
 from groupcoord.v1 import groupcoord_pb2 as pb
 
@@ -62,7 +63,7 @@ def inputs_of(group: Group, cooperative: bool) -> AssignmentInputs:
         catalog_version=group.catalog_version,
         protocol=group.protocol,
         pools={mb.member_id: mb.metadata.pool for mb in group.members.values()},
-        tasks=dict(group.tasks),
+        tasks=group.catalog_snapshot().tasks,  # read only; one copy per catalog version
         owners=dict(group.owners) if cooperative else None,
     )
 
@@ -83,12 +84,15 @@ def check_assignment(config: CoordinatorConfig, inputs: AssignmentInputs,
         revoking = validate_assignment(inputs.pools, tasks, request.assignments, request.unassigned, inputs.owners)
     except AssignmentRejected as rejected:
         return verdict(str(rejected))
-    assignment = {a.member_id: list(a.tasks) for a in request.assignments}
-    responses = {
-        a.member_id: pb.SyncGroupResponse(error=OK, generation=inputs.generation, protocol=inputs.protocol,
-                                          tasks=assignment[a.member_id], user_data=a.user_data, rejoin=bool(revoking))
-        for a in request.assignments
-    }
+    assignment: dict[str, list[pb.TaskReplica]] = {}
+    responses: dict[str, pb.SyncGroupResponse] = {}
+    for a in request.assignments:
+        replicas = assignment[a.member_id] = [r for start in range(0, len(a.tasks), SLICE)
+                                              for r in a.tasks[start:start + SLICE]]
+        response = responses[a.member_id] = pb.SyncGroupResponse(
+            error=OK, generation=inputs.generation, protocol=inputs.protocol, user_data=a.user_data,
+            rejoin=bool(revoking))
+        extend_in_slices(response.tasks, replicas)
     return AssignmentCheck(inputs.generation, inputs.catalog_version, inputs.pools, "", tasks, revoking,
                            assignment, responses)
 

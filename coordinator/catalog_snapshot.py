@@ -17,19 +17,29 @@ def b64(message: Message) -> str:
 
 
 class CatalogSnapshot:
-    """A group's catalog as of one ``catalog_version``, serialised at most once and off the loop."""
+    """A group's catalog as of one ``catalog_version``: a copy taken once per version on the loop
+    (a dict of references), read by other threads (records, large answers, request checks).
+    Anything derived from it is computed at most once, by whichever thread asks first."""
 
-    __slots__ = ("_serialised", "_tasks", "version")
+    __slots__ = ("_in_order", "_serialised", "tasks", "version")
 
     def __init__(self, version: int, tasks: dict[str, pb.Task]) -> None:
         self.version = version
-        self._tasks = dict(tasks)  # the catalog's entries are replaced, never changed in place
+        self.tasks = dict(tasks)  # the catalog's entries are replaced, never changed in place
+        self._in_order: list[pb.Task] | None = None
         self._serialised: list[str] | None = None
 
+    def in_order(self) -> list[pb.Task]:
+        """The tasks sorted by id (how answers list them)."""
+        done = self._in_order
+        if done is None:
+            tasks = self.tasks
+            done = self._in_order = [tasks[t] for t in sorted(tasks)]
+        return done
+
     def serialised(self) -> list[str]:
+        """The tasks as records keep them, sorted by id."""
         done = self._serialised
         if done is None:
-            tasks = self._tasks
-            done = self._serialised = [b64(tasks[t]) for t in sorted(tasks)]
-            self._tasks = {}  # no longer needed: the strings are what records keep
+            done = self._serialised = [b64(task) for task in self.in_order()]
         return done

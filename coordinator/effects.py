@@ -8,7 +8,8 @@ effects, and ``coordinator.runtime`` carries them out in this order:
 2. ``ArmTimer`` / ``CancelTimer``: keyed timers on the injected clock;
 3. ``RecordLoad``: hand a load report to the sample log;
 4. ``Reply``: answer a request, but only once every write of its group queued
-   so far is durable (a member never hears of a change the store may lose).
+   so far is durable (a member never hears of a change the store may lose), and
+   once its ``complete`` (the heavy part of a large answer) has run off the loop.
 
 ``Outbox`` collects them while a handler runs; a group marked dirty several
 times in one step is written once, with its state at the end of the step.
@@ -62,6 +63,9 @@ class Reply:
     to: Token
     group_id: str  # "" when no group's write needs to land first
     response: Message
+    # fills in the heavy part of ``response`` (a 100,000-task catalog) from data that will not
+    # change; the runtime runs it on a checker thread, not the event loop, before answering
+    complete: Callable[[], None] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,9 +126,10 @@ class Outbox:
         self._loads: list[Effect] = []
         self._replies: list[Effect] = []
 
-    def reply(self, to: Token | None, group_id: str, response: Message) -> None:
+    def reply(self, to: Token | None, group_id: str, response: Message,
+              complete: Callable[[], None] | None = None) -> None:
         if to is not None:
-            self._replies.append(Reply(to, group_id, response))
+            self._replies.append(Reply(to, group_id, response, complete))
 
     def fail(self, to: Token | None, group_id: str, response_type: type[Message], failure: pb.Error) -> None:
         self.reply(to, group_id, error_response(response_type, failure))

@@ -112,9 +112,9 @@ class Group:
     initial_delay_remaining_ms: int = 0
     new_member_during_delay: bool = False
     in_initial_delay: bool = False
-    # serialised catalog for records, rebuilt only when ``catalog_version`` moves
+    # bumped by every change of ``tasks``; ``catalog_snapshot()`` copies the catalog once per version
     catalog_version: int = 0
-    record_tasks_cache: CatalogSnapshot | None = None
+    catalog_cache: CatalogSnapshot | None = None
     # owned by the machine of ``coordinator.states`` (set when the group is added to it)
     state: GroupState = field(init=False, default=GroupState.EMPTY)
     if TYPE_CHECKING:
@@ -175,6 +175,13 @@ class Group:
 
     def rebalance_timeout_ms(self) -> int:
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
+
+    def catalog_snapshot(self) -> CatalogSnapshot:
+        """The catalog as of now, frozen (one copy per ``catalog_version``)."""
+        cached = self.catalog_cache
+        if cached is None or cached.version != self.catalog_version:
+            cached = self.catalog_cache = CatalogSnapshot(self.catalog_version, self.tasks)
+        return cached
 
     def owned_by(self, member_id: str) -> list[pb.TaskReplica]:
         """What ``member_id`` counts as running in this cooperative generation."""

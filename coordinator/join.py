@@ -211,9 +211,7 @@ def _replace_static_member(m: Model, out: Outbox, group: Group, request: pb.Join
              member_id, old_member_id)
     if group.state is S.STABLE and unchanged and group.select_protocol() == group.protocol:
         out.persist(group)  # the new member id is durable before the member hears of it
-        response = phases.join_response(group, member)
-        response.skip_assignment = member.member_id == group.leader_id
-        out.reply(token, group.group_id, response)
+        phases.reply_join(out, token, group, member, skip_assignment=member.member_id == group.leader_id)
         return
     member.join_token = token
     if group.state is S.PREPARING_REBALANCE:
@@ -264,7 +262,7 @@ def _known_in_awaiting_sync(m: Model, out: Outbox, group: Group, member: Member,
     """Same metadata: the member lost our answer, send it again. Changed: rebalance."""
     if member.same_join(tuple(request.protocols), request.metadata):
         phases.arm_session(m, out, group, member)
-        out.reply(token, group.group_id, phases.join_response(group, member))
+        phases.reply_join(out, token, group, member)
         return
     _update_member(member, request)
     member.join_token = token
@@ -278,7 +276,7 @@ def _known_in_stable(m: Model, out: Outbox, group: Group, member: Member,
     if (member.member_id != group.leader_id and not group.revoking
             and member.same_join(tuple(request.protocols), request.metadata)):
         phases.arm_session(m, out, group, member)
-        out.reply(token, group.group_id, phases.join_response(group, member))
+        phases.reply_join(out, token, group, member)
         return
     _update_member(member, request)
     member.join_token = token

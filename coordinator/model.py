@@ -105,8 +105,9 @@ class CoordinatorModel:
     def delete_tasks(self, request: pb.DeleteTasksRequest, token: Token) -> list[Effect]:
         return self._step(admin.delete_tasks, request, token)
 
-    def publish_load_snapshot(self, request: pb.PublishLoadSnapshotRequest, token: Token) -> list[Effect]:
-        return self._step(admin.publish_load_snapshot, request, token)
+    def publish_load_snapshot(self, request: pb.PublishLoadSnapshotRequest, token: Token,
+                              checked: Verdict | None = None) -> list[Effect]:
+        return self._step(admin.publish_load_snapshot, request, token, checked)
 
     def delete_group(self, request: pb.DeleteGroupRequest, token: Token) -> list[Effect]:
         return self._step(admin.delete_group, request, token)

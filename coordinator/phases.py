@@ -10,10 +10,13 @@ MEMBER_ID_REQUIRED and never used).
 from __future__ import annotations
 
 import logging
+from functools import partial
 
+from coordinator.catalog_snapshot import CatalogSnapshot
 from coordinator.context import Model
-from coordinator.effects import Outbox, TimerKey, error
+from coordinator.effects import Outbox, TimerKey, Token, error
 from coordinator.group import Group, Member
+from coordinator.slices import extend_in_slices
 from coordinator.states import GroupState
 from groupcoord.v1 import groupcoord_pb2 as pb
 
@@ -22,7 +25,8 @@ __all__ = [
     "sync_key",
     "session_key",
     "pending_key",
-    "join_response",
+    "reply_join",
+    "add_catalog",
     "sync_response",
     "prepare_rebalance",
     "maybe_complete_join",
@@ -70,8 +74,10 @@ def pending_key(group_id: str, member_id: str) -> TimerKey:
 # ---------------------------------------------------------------------- answers
 
 
-def join_response(group: Group, member: Member) -> pb.JoinGroupResponse:
-    """The current generation as ``member`` sees it; the leader also gets members, tasks and load."""
+def reply_join(out: Outbox, token: Token | None, group: Group, member: Member, *,
+               skip_assignment: bool = False) -> None:
+    """Answer ``member``'s JoinGroup with the current generation as it sees it; the leader also gets
+    the members, the catalog and the load snapshot (those two copied off the loop: ``complete``)."""
     response = pb.JoinGroupResponse(
         error=OK,
         generation=group.generation,
@@ -80,17 +86,25 @@ def join_response(group: Group, member: Member) -> pb.JoinGroupResponse:
         leader_id=group.leader_id,
         member_id=member.member_id,
         rebalance_protocol=group.rebalance_protocol,
+        skip_assignment=skip_assignment,
     )
+    complete = None
     if member.member_id == group.leader_id:
         for other in group.members.values():
             described = response.members.add()
             described.CopyFrom(other.to_pb())
             if group.rebalance_protocol == COOPERATIVE:
                 described.assigned.extend(group.owned_by(other.member_id))
-        response.tasks.extend(group.tasks[t] for t in sorted(group.tasks))
-        if group.load_snapshot is not None:
-            response.load_snapshot.CopyFrom(group.load_snapshot)
-    return response
+        complete = partial(add_catalog, response, group.catalog_snapshot(), group.load_snapshot)
+    out.reply(token, group.group_id, response, complete)
+
+
+def add_catalog(response: pb.JoinGroupResponse | pb.DescribeGroupResponse, catalog: CatalogSnapshot,
+                load_snapshot: pb.LoadSnapshot | None) -> None:
+    """The heavy part of a leader's JoinGroup answer (or a DescribeGroup's): off the loop."""
+    extend_in_slices(response.tasks, catalog.in_order())
+    if load_snapshot is not None:
+        response.load_snapshot.CopyFrom(load_snapshot)
 
 
 def sync_response(group: Group, member_id: str) -> pb.SyncGroupResponse:
@@ -213,7 +227,7 @@ def complete_join(m: Model, out: Outbox, group: Group) -> None:
         member.last_seen = now
         arm_session(m, out, group, member)
         if token is not None:
-            out.reply(token, group.group_id, join_response(group, member))
+            reply_join(out, token, group, member)
 
 
 def _running(group: Group, previous: dict[str, list[pb.TaskReplica]]) -> dict[tuple[str, int], frozenset[str]]:

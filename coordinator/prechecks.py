@@ -9,14 +9,15 @@ checking again; called without one (tests, tools), it runs the same functions it
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from coordinator import limits
+from coordinator.catalog_snapshot import CatalogSnapshot
 from coordinator.config import CoordinatorConfig
 from coordinator.effects import error
 from groupcoord.v1 import groupcoord_pb2 as pb
 
-__all__ = ["Verdict", "CatalogCheck", "check_catalog", "report_error"]
+__all__ = ["Verdict", "CatalogCheck", "check_catalog", "report_error", "snapshot_error"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,14 +29,20 @@ class Verdict:
 
 @dataclass(frozen=True, slots=True)
 class CatalogCheck:
-    """A PutTasks' tasks checked (``failure``), and as the catalog keeps them (0 replicas means 1)."""
+    """A PutTasks' tasks checked (``failure``), as the catalog keeps them (0 replicas means 1), and
+    compared with ``base`` (the group's catalog when the check began, if it had one): which of
+    them change it, and how many are new."""
 
     failure: pb.Error | None
     tasks: list[pb.Task]
+    base: CatalogSnapshot | None = None
+    changed: list[pb.Task] = field(default_factory=list)
+    new: int = 0
 
 
-def check_catalog(config: CoordinatorConfig, tasks: Sequence[pb.Task]) -> CatalogCheck:
-    """The tasks of one PutTasks: size, each entry, duplicates; then normalised."""
+def check_catalog(config: CoordinatorConfig, tasks: Sequence[pb.Task],
+                  base: CatalogSnapshot | None = None) -> CatalogCheck:
+    """The tasks of one PutTasks: size, each entry, duplicates; then normalised and compared."""
     failure = _catalog_error(config, tasks)
     if failure is not None:
         return CatalogCheck(failure, [])
@@ -47,7 +54,11 @@ def check_catalog(config: CoordinatorConfig, tasks: Sequence[pb.Task]) -> Catalo
             normalised.replicas = 1
             task = normalised
         kept.append(task)
-    return CatalogCheck(None, kept)
+    if base is None:
+        return CatalogCheck(None, kept)
+    known = base.tasks
+    changed = [task for task in kept if known.get(task.task_id) != task]
+    return CatalogCheck(None, kept, base, changed, sum(1 for task in changed if task.task_id not in known))
 
 
 def _catalog_error(config: CoordinatorConfig, tasks: Sequence[pb.Task]) -> pb.Error | None:
@@ -70,3 +81,8 @@ def report_error(config: CoordinatorConfig, request: pb.ReportLoadRequest) -> pb
     if not request.HasField("report"):
         return error(pb.INVALID_REQUEST, "report is missing")
     return limits.check_report(config, request.report)
+
+
+def snapshot_error(config: CoordinatorConfig, request: pb.PublishLoadSnapshotRequest, now_ms: int) -> pb.Error | None:
+    """Size (measuring a 16 MB snapshot takes ~50 ms), id, and ``created_ms`` not in the future."""
+    return limits.check_snapshot(config, request.snapshot, now_ms)

@@ -64,18 +64,10 @@ def group_to_record(group: Group) -> dict[str, Any]:
         "owners": dict(group.owners),
         "revoking": sorted([t, r] for t, r in group.revoking),
         "unassigned": [[u.task.task_id, u.task.replica, u.reason] for u in group.unassigned],
-        "tasks": _catalog_record(group),
+        "tasks": group.catalog_snapshot(),  # serialised (once per catalog version) by ``finish_record``
         "load_snapshot": group.load_snapshot,
         "last_error": group.last_error,
     }
-
-
-def _catalog_record(group: Group) -> CatalogSnapshot:
-    """The catalog as of now, kept until the catalog changes (it dominates large records)."""
-    cached = group.record_tasks_cache
-    if cached is None or cached.version != group.catalog_version:
-        cached = group.record_tasks_cache = CatalogSnapshot(group.catalog_version, group.tasks)
-    return cached
 
 
 def finish_record(draft: Mapping[str, Any]) -> dict[str, Any]:

@@ -158,6 +158,7 @@ class CoordinatorRuntime:
         # request checks too heavy for the event loop (``coordinator.prechecks``); two threads bound
         # how many large requests are looked at, and held in memory, at once
         self._checkers: ThreadPoolExecutor | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None  # set by ``attach``: completions run off it
 
     @property
     def groups(self) -> dict[str, Group]:
@@ -177,9 +178,12 @@ class CoordinatorRuntime:
 
     async def off_loop(self, check: Callable[..., T], *args: Any) -> T:
         """``check(*args)`` on a checker thread: the loop answers other requests meanwhile."""
+        return await asyncio.get_running_loop().run_in_executor(self._checker_pool(), check, *args)
+
+    def _checker_pool(self) -> ThreadPoolExecutor:
         if self._checkers is None:
             self._checkers = ThreadPoolExecutor(max_workers=2, thread_name_prefix="groupcoord-check")
-        return await asyncio.get_running_loop().run_in_executor(self._checkers, check, *args)
+        return self._checkers
 
     def close_checkers(self) -> None:
         checkers, self._checkers = self._checkers, None
@@ -240,11 +244,35 @@ class CoordinatorRuntime:
     def _reply(self, reply: Reply) -> None:
         writes = self._writes.get(reply.group_id) if reply.group_id else None
         if writes is None:
-            self._answer(reply.to, reply.response)
+            self._deliver(reply)
         elif writes.queued is not None:
             writes.after_queued.append(reply)
         else:
             writes.after_busy.append(reply)
+
+    def _deliver(self, reply: Reply) -> None:
+        """Answer ``reply``, once its ``complete`` has run: inline when no loop is attached (tests,
+        tools), else on a checker thread and back on the loop."""
+        complete = reply.complete
+        if complete is None:
+            self._answer(reply.to, reply.response)
+            return
+        loop = self._loop
+        if loop is None:
+            complete()
+            self._answer(reply.to, reply.response)
+            return
+
+        def completed(future: asyncio.Future[None]) -> None:
+            failure = future.exception() if not future.cancelled() else None
+            if future.cancelled() or failure is not None:
+                log.error("completing an answer failed: %s", failure or "cancelled")
+                self._answer(reply.to, error_response(type(reply.response), error(
+                    pb.COORDINATOR_NOT_AVAILABLE, "the coordinator could not complete its answer")))
+                return
+            self._answer(reply.to, reply.response)
+
+        loop.run_in_executor(self._checker_pool(), complete).add_done_callback(completed)
 
     def _answer(self, token: Token, response: Message) -> None:
         answer = self._answers.pop(token, None)
@@ -294,7 +322,7 @@ class CoordinatorRuntime:
             if queued is None:
                 del self._writes[group_id]
             for reply in done:
-                self._answer(reply.to, reply.response)
+                self._deliver(reply)
             if queued is not None:
                 self._start(writes, queued)
             return
@@ -354,6 +382,7 @@ class CoordinatorRuntime:
         and the office's changes are looked at there at once."""
         if isinstance(self.writer, InlineWriter):
             self.writer = ThreadWriter(loop.call_soon_threadsafe)
+        self._loop = loop
         self.lag.start(loop)
         self._start_load = lambda term: self._load_off_loop(loop, term)
         self.office.watch(lambda: loop.call_soon_threadsafe(self.refusal))

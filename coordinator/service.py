@@ -164,7 +164,9 @@ class AdminServicer(pb_grpc.GroupAdminServicer):
 
     @_guarded
     async def PutTasks(self, request: pb.PutTasksRequest, context: grpc.aio.ServicerContext) -> Any:
-        checked = await self.runtime.off_loop(prechecks.check_catalog, self.runtime.config, request.tasks)
+        group = self.model.groups.get(request.group_id)
+        base = group.catalog_snapshot() if group is not None else None  # compared with, off the loop
+        checked = await self.runtime.off_loop(prechecks.check_catalog, self.runtime.config, request.tasks, base)
         return await _ask(self.runtime, lambda token: self.model.put_tasks(request, token, checked),
                           pb.PutTasksResponse)
 
@@ -176,7 +178,9 @@ class AdminServicer(pb_grpc.GroupAdminServicer):
     async def PublishLoadSnapshot(
         self, request: pb.PublishLoadSnapshotRequest, context: grpc.aio.ServicerContext
     ) -> Any:
-        return await _ask(self.runtime, lambda token: self.model.publish_load_snapshot(request, token),
+        checked = Verdict(await self.runtime.off_loop(prechecks.snapshot_error, self.runtime.config, request,
+                                                      self.model.clock.wall_ms()))
+        return await _ask(self.runtime, lambda token: self.model.publish_load_snapshot(request, token, checked),
                           pb.PublishLoadSnapshotResponse)
 
     @_guarded

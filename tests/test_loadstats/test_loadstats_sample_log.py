@@ -220,3 +220,36 @@ def test_serve_options_carry_retention(tmp_path) -> None:
     assert [duration_s(t) for t in ("60", "60s", "2m", "1.5h")] == [60.0, 60.0, 120.0, 5400.0]
     with pytest.raises(argparse.ArgumentTypeError):
         duration_s("0s")
+
+
+def test_queued_rows_are_bounded_however_large_the_reports(tmp_path) -> None:
+    """The queue holds at most ``max_queued_rows`` rows (a report and its task entries): large
+    reports arriving faster than the writer drains them are dropped and counted, not kept."""
+    gate = threading.Event()
+    slog = SampleLog(str(tmp_path), queue_size=1_000, max_queued_rows=250, batch_size=1)
+    original = slog._write
+
+    def slow_write(batch):  # type: ignore[no-untyped-def]
+        gate.wait(10)
+        original(batch)
+
+    slog._write = slow_write  # type: ignore[method-assign]
+    made: list[int] = []
+
+    def lazily(i: int):  # type: ignore[no-untyped-def]
+        def make() -> LoadReport:
+            made.append(i)
+            return _report(i, n_tasks=99)
+        return make
+
+    try:
+        for i in range(10):
+            slog.append("g", "w", lazily(i), 99)  # 100 rows each
+        stats = slog.stats()
+        # the writer holds one batch; two more fit the 250-row budget; the rest are dropped
+        assert stats.reports_dropped >= 6 and stats.rows_dropped == 100 * stats.reports_dropped
+    finally:
+        gate.set()
+        slog.close()
+    assert slog.stats().reports_written == len(made) == 10 - slog.stats().reports_dropped
+    assert len(_read_rows(str(tmp_path))) == 100 * len(made)  # made on the writer thread, all written
