@@ -40,6 +40,7 @@ from coordinator.config import ConfigError, CoordinatorConfig
 from coordinator.election import LeaderElection, connect
 from coordinator.ha import ElectedOffice
 from coordinator.load_reports import sample_sink
+from coordinator.malloc_arenas import limit_malloc_arenas
 from coordinator.office import Office
 from coordinator.runtime import CoordinatorRuntime
 from coordinator.server import RunningServer, serve_forever
@@ -145,6 +146,7 @@ class ServeOptions:
 def run_coordinator(options: ServeOptions) -> int:
     """Run until SIGINT/SIGTERM; returns the exit status. One path for every store: the store and
     the office differ (ZooKeeper brings an election), the runtime and the server do not."""
+    limit_malloc_arenas()
     try:
         options.data_dir.mkdir(parents=True, exist_ok=True)
     except OSError as error:
