@@ -100,8 +100,8 @@ async def start_server(
             ("grpc.server.max_pending_requests_hard_limit", 2 * runtime.config.max_pending_requests),
         ],
     )
-    add_servicer(server, "GroupCoordinator", CoordinatorServicer(runtime))
-    add_servicer(server, "GroupAdmin", AdminServicer(runtime))
+    add_servicer(server, "GroupCoordinator", CoordinatorServicer(runtime), runtime)
+    add_servicer(server, "GroupAdmin", AdminServicer(runtime), runtime)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     names = [

@@ -49,19 +49,34 @@ def _lenient_parser(message_class: Any) -> Callable[[bytes], Any]:
     return parse
 
 
-def add_servicer(server: grpc.aio.Server, service_name: str, servicer: Any) -> None:
-    """Register ``servicer`` for ``service_name`` with parsers that turn bad bytes into INVALID_ARGUMENT
-    (the generated registration would answer UNKNOWN and log a traceback)."""
+PARSE_OFF_LOOP_FROM = 256 * 1024
+"""Requests at least this large (bytes) are parsed on a checker thread: a 60 MB message takes a
+good part of a second to parse, which on the event loop would hold every other group's heartbeat."""
+
+
+def add_servicer(server: grpc.aio.Server, service_name: str, servicer: Any, runtime: CoordinatorRuntime) -> None:
+    """Register ``servicer`` for ``service_name``. Requests arrive as bytes and are parsed here (on a
+    checker thread when large); bad bytes get INVALID_ARGUMENT (the generated registration would
+    answer UNKNOWN and log a traceback)."""
     service = pb.DESCRIPTOR.services_by_name[service_name]
     handlers = {
         method.name: grpc.unary_unary_rpc_method_handler(
-            getattr(servicer, method.name),
-            request_deserializer=_lenient_parser(getattr(pb, method.input_type.name)),
+            _parsing(runtime, _lenient_parser(getattr(pb, method.input_type.name)), getattr(servicer, method.name)),
+            request_deserializer=None,  # the bytes as received
             response_serializer=lambda message: message.SerializeToString(),
         )
         for method in service.methods
     }
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service.full_name, handlers),))
+
+
+def _parsing(runtime: CoordinatorRuntime, parse: Callable[[bytes], Any],
+             handle: Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    async def handler(data: bytes, context: grpc.aio.ServicerContext) -> Any:
+        request = parse(data) if len(data) < PARSE_OFF_LOOP_FROM else await runtime.off_loop(parse, data)
+        return await handle(request, context)
+
+    return handler
 
 
 def _guarded(method: F) -> F:

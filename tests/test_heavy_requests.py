@@ -216,3 +216,37 @@ def test_a_drafted_record_finishes_into_the_stored_form() -> None:
     assert record["tasks"] == group_to_record(group_from_record(record))["tasks"].serialised()
     again = group_from_record(record)
     assert again.tasks == h.group("g").tasks and again.assignment == h.group("g").assignment
+
+
+def test_a_large_request_is_parsed_off_the_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    gates: list[Gate] = []
+    lenient = service._lenient_parser
+
+    def gated_parser(message_class: Any) -> Callable[[bytes], Any]:
+        parse = lenient(message_class)
+        if message_class is not pb.PutTasksRequest:
+            return parse
+        gate = Gate(parse)
+        gates.append(gate)
+        return lambda data: gate(data) if len(data) >= service.PARSE_OFF_LOOP_FROM else parse(data)
+
+    monkeypatch.setattr(service, "_lenient_parser", gated_parser)
+    config = CoordinatorConfig(group_initial_rebalance_delay_ms=0)
+    with ServerThread(CoordinatorRuntime(config)) as server, grpc.insecure_channel(server.address) as channel:
+        stub, admin = pb_grpc.GroupCoordinatorStub(channel), pb_grpc.GroupAdminStub(channel)
+        beat = _stable_probe(stub)
+        request = pb.PutTasksRequest(group_id="big", tasks=_catalog(20_000))
+        assert request.ByteSize() >= service.PARSE_OFF_LOOP_FROM
+        put: Future[Any] = admin.PutTasks.future(request, timeout=30)
+        (gate,) = gates
+        assert gate.entered.wait(10)
+        _heartbeat_answered(stub, beat)
+        gate.open()
+        assert put.result(timeout=30).num_tasks == 20_000
+        assert gate.threads and all(t.startswith("groupcoord-check") for t in gate.threads), gate.threads
+        # bad bytes, large or small, are still INVALID_ARGUMENT
+        raw = channel.unary_unary("/groupcoord.v1.GroupAdmin/PutTasks")
+        for junk in (b"\xff\xff\xff", b"\x0a\xff\xff\xff\x0f" + b"\x00" * service.PARSE_OFF_LOOP_FROM):
+            with pytest.raises(grpc.RpcError) as failure:
+                raw(junk, timeout=10)
+            assert failure.value.code() == grpc.StatusCode.INVALID_ARGUMENT
