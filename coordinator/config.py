@@ -64,6 +64,10 @@ class CoordinatorConfig:
     """A load snapshot may be at most this far in the future of the coordinator's clock (ms)."""
     max_message_bytes: int = 64 * 1_048_576
     """gRPC receive limit (bytes); larger requests get RESOURCE_EXHAUSTED."""
+    max_request_bytes_in_flight: int = 256 * 1_048_576
+    """Large requests (256 KiB and up) the coordinator holds at once, in bytes; past it a large
+    request is refused at once with RESOURCE_EXHAUSTED (retriable) so memory stays bounded however
+    many clients send maximal requests together. At least ``max_message_bytes``."""
     max_pending_requests: int = 10_000
     """Calls gRPC may hold for the coordinator before it starts refusing new ones (twice this is
     the hard limit). gRPC's own default (1,000) drops calls at random under overload, so live
@@ -79,6 +83,8 @@ class CoordinatorConfig:
             raise ConfigError("group_departed_member_grace_ms must be >= 0")
         if self.group_initial_rebalance_delay_ms < 0:
             raise ConfigError("group_initial_rebalance_delay_ms must be >= 0")
+        if self.max_request_bytes_in_flight < self.max_message_bytes:
+            raise ConfigError("max_request_bytes_in_flight must be >= max_message_bytes")
         for name in ("group_max_size", "group_new_member_join_timeout_ms", "group_empty_retention_ms",
                      "max_metadata_bytes", "max_id_length", "max_reason_length", "group_max_tasks",
                      "max_tasks_per_request", "max_task_attributes", "max_replicas", "max_splits_per_sync",

@@ -158,6 +158,7 @@ class CoordinatorRuntime:
         # request checks too heavy for the event loop (``coordinator.prechecks``); two threads bound
         # how many large requests are looked at, and held in memory, at once
         self._checkers: ThreadPoolExecutor | None = None
+        self._large_bytes = 0  # large requests held now (``admit_large_request``)
         self._loop: asyncio.AbstractEventLoop | None = None  # set by ``attach``: completions run off it
 
     @property
@@ -179,6 +180,17 @@ class CoordinatorRuntime:
     async def off_loop(self, check: Callable[..., T], *args: Any) -> T:
         """``check(*args)`` on a checker thread: the loop answers other requests meanwhile."""
         return await asyncio.get_running_loop().run_in_executor(self._checker_pool(), check, *args)
+
+    def admit_large_request(self, size: int) -> bool:
+        """Whether a large request of ``size`` bytes fits ``max_request_bytes_in_flight`` now (and
+        counts it until ``release_large_request``)."""
+        if self._large_bytes + size > self.config.max_request_bytes_in_flight:
+            return False
+        self._large_bytes += size
+        return True
+
+    def release_large_request(self, size: int) -> None:
+        self._large_bytes -= size
 
     def _checker_pool(self) -> ThreadPoolExecutor:
         if self._checkers is None:

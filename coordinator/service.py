@@ -73,8 +73,17 @@ def add_servicer(server: grpc.aio.Server, service_name: str, servicer: Any, runt
 def _parsing(runtime: CoordinatorRuntime, parse: Callable[[bytes], Any],
              handle: Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
     async def handler(data: bytes, context: grpc.aio.ServicerContext) -> Any:
-        request = parse(data) if len(data) < PARSE_OFF_LOOP_FROM else await runtime.off_loop(parse, data)
-        return await handle(request, context)
+        size = len(data)
+        if size < PARSE_OFF_LOOP_FROM:
+            return await handle(parse(data), context)
+        if not runtime.admit_large_request(size):
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                                f"too many large requests at once (max_request_bytes_in_flight "
+                                f"{runtime.config.max_request_bytes_in_flight}); retry shortly")
+        try:
+            return await handle(await runtime.off_loop(parse, data), context)
+        finally:
+            runtime.release_large_request(size)
 
     return handler
 

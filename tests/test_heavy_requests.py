@@ -218,7 +218,8 @@ def test_a_drafted_record_finishes_into_the_stored_form() -> None:
     assert again.tasks == h.group("g").tasks and again.assignment == h.group("g").assignment
 
 
-def test_a_large_request_is_parsed_off_the_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+def _gate_put_tasks_parsing(monkeypatch: pytest.MonkeyPatch) -> list[Gate]:
+    """Large PutTasks requests wait at a gate while being parsed (the first one, at least)."""
     gates: list[Gate] = []
     lenient = service._lenient_parser
 
@@ -231,6 +232,11 @@ def test_a_large_request_is_parsed_off_the_loop(monkeypatch: pytest.MonkeyPatch)
         return lambda data: gate(data) if len(data) >= service.PARSE_OFF_LOOP_FROM else parse(data)
 
     monkeypatch.setattr(service, "_lenient_parser", gated_parser)
+    return gates
+
+
+def test_a_large_request_is_parsed_off_the_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    gates = _gate_put_tasks_parsing(monkeypatch)
     config = CoordinatorConfig(group_initial_rebalance_delay_ms=0)
     with ServerThread(CoordinatorRuntime(config)) as server, grpc.insecure_channel(server.address) as channel:
         stub, admin = pb_grpc.GroupCoordinatorStub(channel), pb_grpc.GroupAdminStub(channel)
@@ -250,3 +256,26 @@ def test_a_large_request_is_parsed_off_the_loop(monkeypatch: pytest.MonkeyPatch)
             with pytest.raises(grpc.RpcError) as failure:
                 raw(junk, timeout=10)
             assert failure.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_large_requests_in_flight_are_bounded_in_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One large request holds the whole budget while it is parsed: the next is refused at once
+    (RESOURCE_EXHAUSTED, retriable) and changes nothing; once the first is done, it goes through."""
+    gates = _gate_put_tasks_parsing(monkeypatch)
+    limit = 600_000
+    config = CoordinatorConfig(max_message_bytes=limit, max_request_bytes_in_flight=limit)
+    with ServerThread(CoordinatorRuntime(config)) as server, grpc.insecure_channel(server.address) as channel:
+        admin = pb_grpc.GroupAdminStub(channel)
+        first = pb.PutTasksRequest(group_id="a", tasks=_catalog(20_000))
+        assert service.PARSE_OFF_LOOP_FROM <= first.ByteSize() < limit < 2 * first.ByteSize()
+        held: Future[Any] = admin.PutTasks.future(first, timeout=30)
+        (gate,) = gates
+        assert gate.entered.wait(10)
+        second = pb.PutTasksRequest(group_id="b", tasks=_catalog(20_000))
+        with pytest.raises(grpc.RpcError) as refused:
+            admin.PutTasks(second, timeout=10)
+        assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "max_request_bytes_in_flight" in (refused.value.details() or "")
+        gate.open()
+        assert held.result(timeout=30).num_tasks == 20_000
+        assert admin.PutTasks(second, timeout=30).num_tasks == 20_000  # the budget came back
