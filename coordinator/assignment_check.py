@@ -75,7 +75,7 @@ def check_assignment(config: CoordinatorConfig, inputs: AssignmentInputs,
         return AssignmentCheck(inputs.generation, inputs.catalog_version, inputs.pools, rejected)
 
     if request.assignor_error:
-        return verdict(f"the leader's assignor failed: {request.assignor_error[:config.max_reason_length]}")
+        return verdict(f"the leader's assignor failed: {limits.escaped(request.assignor_error[:config.max_reason_length])}")
     out_of_bounds = _bounds(config, len(inputs.tasks), request)
     if out_of_bounds:
         return verdict(out_of_bounds)
@@ -107,6 +107,6 @@ def _bounds(config: CoordinatorConfig, catalog_size: int, request: pb.SyncGroupR
         return f"the splits would make {catalog_size + added} tasks; at most {config.group_max_tasks} (group_max_tasks)"
     failure = (limits.check_tasks(config, (c for split in request.splits for c in split.children), "split child")
                or limits.check_text(config, "assignor_error", request.assignor_error)
-               or next(filter(None, (limits.check_text(config, "unassigned reason", u.reason)
+               or next(filter(None, (limits.check_text(config, "unassigned reason", u.reason, printable=True)
                                      for u in request.unassigned)), None))
     return failure.message if failure is not None else ""

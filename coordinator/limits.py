@@ -14,7 +14,7 @@ from coordinator.config import CoordinatorConfig
 from coordinator.effects import error
 from groupcoord.v1 import groupcoord_pb2 as pb
 
-__all__ = ["check_id", "check_text", "check_task", "check_tasks", "check_snapshot", "check_report"]
+__all__ = ["check_id", "check_text", "escaped", "check_task", "check_tasks", "check_snapshot", "check_report"]
 
 _UUID_SUFFIX = 37  # "-" and a uuid4, appended to a client or instance id to make a member id
 
@@ -35,11 +35,19 @@ def check_id(config: CoordinatorConfig, field: str, value: str, *, member_id: bo
     return None
 
 
-def check_text(config: CoordinatorConfig, field: str, value: str) -> pb.Error | None:
-    """Free text (a reason, an error): at most ``max_reason_length`` characters."""
+def check_text(config: CoordinatorConfig, field: str, value: str, *, printable: bool = False) -> pb.Error | None:
+    """Free text (a reason, an error): at most ``max_reason_length`` characters; ``printable`` for
+    text that is logged and shown as is (no newlines or terminal escapes)."""
     if len(value) > config.max_reason_length:
         return _bad(field, f"is {len(value)} characters; at most {config.max_reason_length} (max_reason_length)")
+    if printable and not value.isprintable():
+        return _bad(field, "must be printable (no control characters)")
     return None
+
+
+def escaped(text: str) -> str:
+    """``text`` safe for a log line or a terminal: control characters written as escapes."""
+    return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
 
 
 def check_task(config: CoordinatorConfig, task: pb.Task, where: str = "task") -> pb.Error | None:

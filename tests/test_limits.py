@@ -150,3 +150,21 @@ def test_a_join_offering_too_many_assignors_is_refused() -> None:
     h = Harness(SMALL)
     assert h.join(G, protocols=tuple(f"a{i}" for i in range(65))).code == pb.INVALID_REQUEST
     assert G not in h.model.groups
+
+
+def test_free_text_from_a_leader_reaches_logs_and_terminals_escaped(caplog: pytest.LogCaptureFixture) -> None:
+    """An assignor error with a newline and an ANSI escape is written escaped (log, last_error, the
+    leader's answer); an unassigned reason with control characters is refused."""
+    h = Harness(SMALL)
+    a = stable(h, "big")
+    generation = h.join(G, a).response.generation
+    with caplog.at_level("WARNING"):
+        failed = h.sync(G, a, generation, assignor_error="boom\n\x1b[31mFAKE LOG LINE")
+    assert failed.code == pb.INVALID_ASSIGNMENT
+    for text in (failed.response.error.message, h.group(G).last_error, *(r.getMessage() for r in caplog.records)):
+        assert "\n" not in text and "\x1b" not in text
+    assert "boom\\n\\x1b[31mFAKE LOG LINE" in h.group(G).last_error
+    generation = h.join(G, a).response.generation
+    sneaky = pb.UnassignedReplica(task=pb.TaskReplica(task_id="big"), reason="no\rroom")
+    refused = h.sync(G, a, generation, {a: []}, unassigned=[sneaky])
+    assert refused.code == pb.INVALID_ASSIGNMENT and "printable" in refused.response.error.message
