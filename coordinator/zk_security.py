@@ -73,9 +73,8 @@ def load_zk_security(
         username, sep, password = line.partition(":")
         if not sep or not username or not password or "\n" in line:
             raise ValueError(f"zk_credentials_file {credentials_file}: expected one line USER:PASSWORD")
-        if auth == "sasl":
-            if importlib.util.find_spec("puresasl") is None:  # kazoo needs it for SASL
-                raise ValueError("zk_auth = 'sasl' needs the pure-sasl package (pip install pure-sasl)")
+        if auth == "sasl" and importlib.util.find_spec("puresasl") is None:  # kazoo needs it for SASL
+            raise ValueError("zk_auth = 'sasl' needs the pure-sasl package (pip install pure-sasl)")
     elif credentials_file is not None:
         raise ValueError("zk_credentials_file needs zk_auth = 'digest' or 'sasl'")
     return ZkSecurity(auth_scheme=auth, username=username, password=password, tls_ca=tls_ca, tls_cert=tls_cert,
