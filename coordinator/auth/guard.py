@@ -115,6 +115,7 @@ RULES: dict[str, Rule] = {
     _ADMIN + "PublishLoadSnapshot": Rule(Operation.ADMIN, lambda r: str(r.snapshot.group_id)),
     "/grpc.health.v1.Health/Check": Rule(public=True),
     "/grpc.health.v1.Health/Watch": Rule(public=True),
+    "/grpc.health.v1.Health/List": Rule(public=True),
     "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo": Rule(),
     "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo": Rule(),
 }
