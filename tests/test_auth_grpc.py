@@ -361,7 +361,7 @@ def test_clients_that_fail_the_handshake_reach_nothing(mtls_server: ServerThread
             tls_ca=str(pki.ca_file), **dict(zip(("tls_cert", "tls_key"), map(str, pki.client("old", expired=True))))),
         "no certificate": lambda: ClientSecurity(tls_ca=str(pki.ca_file)),
     }
-    with AdminClient(mtls_server.address, security=make[case](), timeout_s=5) as client:
-        with pytest.raises(errors.CoordinatorNotAvailableError):
-            client.put_tasks("a", ["t0"])
+    with AdminClient(mtls_server.address, security=make[case](), timeout_s=5) as client, \
+            pytest.raises(errors.CoordinatorNotAvailableError):
+        client.put_tasks("a", ["t0"])
     assert snapshot(mtls_server, "a") == ()

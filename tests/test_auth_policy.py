@@ -19,8 +19,8 @@ from coordinator.auth.tokens import TokenFileError, parse_tokens
 from coordinator.print_config import MASK, render_options
 from coordinator.records import group_from_record, group_to_record
 from coordinator.serve import ServeOptions
-from coordinator.zk_security import ZkSecurity, load_zk_security
 from coordinator.testing import Harness
+from coordinator.zk_security import ZkSecurity, load_zk_security
 from groupcoord.cli import main
 
 ACLS = parse_acls(tomllib.loads("""
