@@ -157,7 +157,7 @@ class Guard(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc ships no 
                            tokens=policy.tokens)
         if isinstance(who, Refused):
             self._log(method, "-", who.reason)
-            raise _Denied(grpc.StatusCode.UNAUTHENTICATED, f"{method}: {who.reason}")
+            raise _Denied(grpc.StatusCode.UNAUTHENTICATED, f"{method.rsplit('/', 1)[-1]}: {who.reason}")
         assert isinstance(who, Authenticated)
         principal = who.principal
         if rule is None:
