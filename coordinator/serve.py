@@ -16,6 +16,14 @@ Config file (TOML)::
     snapshot_poll_s = 10
     sample_retention_s = 604800          # drop sample files older than this (default 7 days; 0: keep)
     sample_retention_bytes = 10737418240 # and the oldest beyond this total (default 10 GiB; 0: no limit)
+    tls_cert = "server.pem"              # TLS for every service (with tls_key); beyond loopback, always
+    tls_key = "server.key"
+    tls_client_ca = "ca.pem"             # mTLS: the certificate subject is the principal
+    token_file = "tokens"                # or bearer tokens, hashed (coordinator.auth.tokens); SIGHUP reloads
+    acl_file = "acls.toml"               # per-group ACLs (coordinator.auth.acl); SIGHUP reloads
+    zk_auth = "digest"                   # ZooKeeper credentials and znode ACLs (coordinator.zk_security)
+    zk_credentials_file = "zk.creds"
+    zk_tls_ca = "zk-ca.pem"
 
     [coordinator]               # any CoordinatorConfig field
     group_initial_rebalance_delay_ms = 3000
