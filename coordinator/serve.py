@@ -105,10 +105,6 @@ class ServeOptions:
     zk_tls_key: Path | None = None
     coordinator: CoordinatorConfig = field(default_factory=CoordinatorConfig)
 
-    @property
-    def tls(self) -> bool:
-        return self.tls_cert is not None
-
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> ServeOptions:
         server: dict[str, Any] = {}

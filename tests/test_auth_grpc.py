@@ -30,6 +30,7 @@ from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
 from tests.security_pki import Pki, Tokens, subject
 from tests.zookeeper_server import wait_until
 from worker import WorkerClient, WorkerConfig
+from worker.transport import Transport
 
 ACL_TEXT = """
 super_users = ["User:root"]
@@ -361,7 +362,15 @@ def test_clients_that_fail_the_handshake_reach_nothing(mtls_server: ServerThread
             tls_ca=str(pki.ca_file), **dict(zip(("tls_cert", "tls_key"), map(str, pki.client("old", expired=True))))),
         "no certificate": lambda: ClientSecurity(tls_ca=str(pki.ca_file)),
     }
-    with AdminClient(mtls_server.address, security=make[case](), timeout_s=5) as client, \
+    security = make[case]()
+    with AdminClient(mtls_server.address, security=security, timeout_s=5) as client, \
             pytest.raises(errors.CoordinatorNotAvailableError):
         client.put_tasks("a", ["t0"])
+    transport = Transport([mtls_server.address], security=security, name="w")  # what a worker sends through
+    try:
+        with pytest.raises(errors.CoordinatorNotAvailableError):
+            transport.join_group(pb.JoinGroupRequest(group_id="a", protocols=["round-robin"],
+                                                     session_timeout_ms=5000), timeout=5)
+    finally:
+        transport.close()
     assert snapshot(mtls_server, "a") == ()
