@@ -17,7 +17,7 @@ from coordinator.auth.acl import AclError, Operation, parse_acls
 from coordinator.auth.principals import ANONYMOUS, Authenticated, Refused, authenticate
 from coordinator.auth.tokens import TokenFileError, parse_tokens
 from coordinator.print_config import MASK, render_options
-from coordinator.records import group_from_record, group_to_record
+from coordinator.records import finish_record, group_from_record, group_to_record
 from coordinator.serve import ServeOptions
 from coordinator.testing import Harness
 from coordinator.zk_security import ZkSecurity, load_zk_security
@@ -136,7 +136,7 @@ def test_member_principal_survives_a_record_and_old_records_load() -> None:
     record = group_to_record(harness.group("g"))
     assert record["members"][0]["principal"] == ""
     harness.group("g").members[member_id].principal = "User:w"
-    record = json.loads(json.dumps(group_to_record(harness.group("g"))))
+    record = json.loads(json.dumps(finish_record(group_to_record(harness.group("g")))))
     assert group_from_record(record).members[member_id].principal == "User:w"
     del record["members"][0]["principal"]  # written before principals were kept
     assert group_from_record(record).members[member_id].principal == ""
