@@ -147,8 +147,10 @@ class Guard(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc ships no 
     # ------------------------------------------------------------------ the decision
 
     def admit(self, method: str, request: Any, context: grpc.aio.ServicerContext) -> tuple[str, Rule]:
-        """The caller's principal and the method's rule, or ``_Denied``. Synchronous: nothing else
-        runs on the loop between this check and the handler's step (the owners it read still hold)."""
+        """The caller's principal and the method's rule, or ``_Denied``. Runs on the loop, so the owners
+        it reads are current. A handler may await (off-loop checks) before its step; that leaves no gap,
+        because a member id's owner never changes: it is set when the member is created (a static
+        instance that re-joins gets a new member id, and the old one is fenced)."""
         policy = self.policy
         rule = self.rules.get(method)
         if rule is not None and rule.public:
