@@ -47,6 +47,7 @@ from kazoo.protocol.states import WatchedEvent
 from kazoo.retry import KazooRetry
 
 from coordinator.store import FencedError
+from coordinator.zk_security import ZkSecurity
 
 __all__ = ["Fence", "LeaderElection", "connect"]
 
@@ -74,6 +75,7 @@ def connect(
     session_timeout: float = 10.0,
     connect_timeout: float = 15.0,
     max_reconnect_delay: float = 1.0,
+    security: ZkSecurity | None = None,
 ) -> KazooClient:
     """A started kazoo client (``hosts`` is ``host:port[,host:port...][/chroot]``); the caller stops it.
 
@@ -81,7 +83,8 @@ def connect(
     coordinator is back within a second of ZooKeeper returning (and, if quick, keeps its session).
     """
     retry = KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=max_reconnect_delay)
-    client = KazooClient(hosts=hosts, timeout=session_timeout, connection_retry=retry)
+    extra = security.kazoo_kwargs() if security is not None else {}  # TLS, credentials, znode ACLs
+    client = KazooClient(hosts=hosts, timeout=session_timeout, connection_retry=retry, **extra)
     client.start(timeout=connect_timeout)
     return client
 

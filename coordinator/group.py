@@ -40,6 +40,9 @@ class Member:
     departed: bool = False
     # the coordinator's lost time (``Model.lateness``) when the member was last heard from
     lost_mark: float = 0.0
+    # who joined it (``coordinator.auth``, e.g. "User:CN=worker-1"): only it (or an admin) may act for
+    # the member; "" for members joined without authentication or stored before principals were kept
+    principal: str = ""
 
     @property
     def is_awaiting(self) -> bool:

@@ -29,7 +29,9 @@ S = GroupState
 MAX_PROTOCOLS = 64  # assignor names a member may offer (a real one offers a handful)
 
 
-def handle_join(m: Model, out: Outbox, request: pb.JoinGroupRequest, token: Token, host: str) -> None:
+def handle_join(m: Model, out: Outbox, request: pb.JoinGroupRequest, token: Token, host: str,
+                principal: str = "") -> None:
+    """``principal``: who sent it (``coordinator.auth``); a new member belongs to it from now on."""
     gid = request.group_id
 
     def fail(code: pb.ErrorCode, message: str = "", member_id: str = "") -> None:
@@ -81,7 +83,7 @@ def handle_join(m: Model, out: Outbox, request: pb.JoinGroupRequest, token: Toke
         _refuse_over_max_size(m, out, group, request.member_id)
         fail(pb.GROUP_MAX_SIZE_REACHED, f"group {gid!r} has {m.config.group_max_size} members")
     elif not request.member_id:
-        _join_new_member(m, out, group, request, token, host, fail)
+        _join_new_member(m, out, group, request, token, host, fail, principal)
     elif request.member_id in group.pending_members:
         if request.instance_id:
             fail(pb.INVALID_REQUEST, "a member id handed out with MEMBER_ID_REQUIRED cannot become static")
@@ -90,7 +92,7 @@ def handle_join(m: Model, out: Outbox, request: pb.JoinGroupRequest, token: Toke
         else:
             group.pending_members.discard(request.member_id)
             out.cancel(phases.pending_key(gid, request.member_id))
-            _add_member(m, out, group, request, request.member_id, token, host)
+            _add_member(m, out, group, request, request.member_id, token, host, principal)
     else:
         failure = m.check_member(group, request.member_id, request.instance_id)
         if failure is not None:
@@ -140,15 +142,15 @@ def _protocol_mismatch(group: Group, request: pb.JoinGroupRequest) -> str:
 
 
 def _join_new_member(m: Model, out: Outbox, group: Group, request: pb.JoinGroupRequest,
-                     token: Token, host: str, fail: Callable[..., None]) -> None:
+                     token: Token, host: str, fail: Callable[..., None], principal: str) -> None:
     if not group.supports_protocols(request.protocol_type, tuple(request.protocols)):
         fail(pb.INCONSISTENT_GROUP_PROTOCOL, _protocol_mismatch(group, request))
         return
     member_id = f"{request.instance_id or request.client_id or 'member'}-{uuid.uuid4()}"
     if request.instance_id in group.static_members:
-        _replace_static_member(m, out, group, request, member_id, token)
+        _replace_static_member(m, out, group, request, member_id, token, principal)
     elif request.instance_id:  # a static member needs no second step: its instance id names it
-        _add_member(m, out, group, request, member_id, token, host)
+        _add_member(m, out, group, request, member_id, token, host, principal)
     elif len(group.pending_members) >= m.config.group_max_pending_members:
         # retriable: the pending ids expire within the minimum session timeout
         fail(pb.COORDINATOR_NOT_AVAILABLE, f"group {group.group_id!r} has {len(group.pending_members)} member ids "
@@ -164,7 +166,7 @@ def _join_new_member(m: Model, out: Outbox, group: Group, request: pb.JoinGroupR
 
 
 def _add_member(m: Model, out: Outbox, group: Group, request: pb.JoinGroupRequest, member_id: str,
-                token: Token, host: str) -> None:
+                token: Token, host: str, principal: str) -> None:
     member = Member(
         member_id=member_id,
         group_id=group.group_id,
@@ -180,6 +182,7 @@ def _add_member(m: Model, out: Outbox, group: Group, request: pb.JoinGroupReques
         join_token=token,
         last_seen=m.clock.now(),
         is_new=True,
+        principal=principal,
     )
     group.add(member)
     # KIP-394: a new member cannot heartbeat while parked; if it goes away, its join expires
@@ -195,11 +198,12 @@ def _add_member(m: Model, out: Outbox, group: Group, request: pb.JoinGroupReques
 
 
 def _replace_static_member(m: Model, out: Outbox, group: Group, request: pb.JoinGroupRequest,
-                           member_id: str, token: Token) -> None:
+                           member_id: str, token: Token, principal: str) -> None:
     """A known instance came back (a restarted process): it takes a new member id, its old one is
     fenced, and in a Stable group with unchanged settings it gets its tasks back without a
     rebalance. A static leader stays leader and is told to skip the assignment (KIP-814)."""
     old_member_id, member = group.replace_static(request.instance_id, member_id)
+    member.principal = member.principal or principal  # the instance stays its owner's (the guard checked)
     phases.fail_held(out, group, member, pb.FENCED_INSTANCE_ID,
                      f"instance {request.instance_id!r} re-joined as {member_id}")
     out.cancel(phases.session_key(group.group_id, old_member_id))

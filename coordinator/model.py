@@ -69,8 +69,8 @@ class CoordinatorModel:
         handler(self, out, *args)
         return out.effects()
 
-    def join(self, request: pb.JoinGroupRequest, token: Token, host: str = "") -> list[Effect]:
-        return self._step(handle_join, request, token, host)
+    def join(self, request: pb.JoinGroupRequest, token: Token, host: str = "", principal: str = "") -> list[Effect]:
+        return self._step(handle_join, request, token, host, principal)
 
     def sync(self, request: pb.SyncGroupRequest, token: Token, checked: AssignmentCheck | None = None) -> list[Effect]:
         return self._step(handle_sync, request, token, checked)
@@ -231,6 +231,17 @@ class CoordinatorModel:
                 pb.ILLEGAL_GENERATION, f"generation {generation} is not the current {group.generation}"
             )
         return group, member, None
+
+    def member_principal(self, group_id: str, member_id: str, instance_id: str = "") -> str | None:
+        """Who joined the member a request names (by instance id first, as the join does), or None
+        when there is no such member (the request will get its protocol error)."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return None
+        if instance_id and instance_id in group.static_members:
+            member_id = group.static_members[instance_id]
+        member = group.members.get(member_id)
+        return None if member is None else member.principal
 
     @staticmethod
     def check_member(group: Group, member_id: str, instance_id: str) -> pb.Error | None:

@@ -55,6 +55,7 @@ def group_to_record(group: Group) -> dict[str, Any]:
                 "protocol_type": m.protocol_type,
                 "rebalance_protocols": list(m.rebalance_protocols),
                 "metadata": m.metadata,
+                "principal": m.principal,
             }
             for m in group.members.values()
         ],
@@ -117,6 +118,7 @@ def group_from_record(draft: Mapping[str, Any]) -> Group:
             protocol_type=m.get("protocol_type", ""),
             rebalance_protocols=tuple(m.get("rebalance_protocols", ())),
             metadata=_parse(pb.MemberMetadata, m["metadata"]),
+            principal=m.get("principal", ""),  # records written before principals were kept have none
         ))
     group.leader_id = record["leader_id"]  # ``add`` names the first member leader; the record knows better
     group.rebalance_protocol = record.get("rebalance_protocol", "eager")

@@ -16,6 +16,14 @@ Config file (TOML)::
     snapshot_poll_s = 10
     sample_retention_s = 604800          # drop sample files older than this (default 7 days; 0: keep)
     sample_retention_bytes = 10737418240 # and the oldest beyond this total (default 10 GiB; 0: no limit)
+    tls_cert = "server.pem"              # TLS for every service (with tls_key); beyond loopback, always
+    tls_key = "server.key"
+    tls_client_ca = "ca.pem"             # mTLS: the certificate subject is the principal
+    token_file = "tokens"                # or bearer tokens, hashed (coordinator.auth.tokens); SIGHUP reloads
+    acl_file = "acls.toml"               # per-group ACLs (coordinator.auth.acl); SIGHUP reloads
+    zk_auth = "digest"                   # ZooKeeper credentials and znode ACLs (coordinator.zk_security)
+    zk_credentials_file = "zk.creds"
+    zk_tls_ca = "zk-ca.pem"
 
     [coordinator]               # any CoordinatorConfig field
     group_initial_rebalance_delay_ms = 3000
@@ -29,6 +37,7 @@ import argparse
 import asyncio
 import logging
 import os
+import signal
 import sys
 import tomllib
 from contextlib import ExitStack
@@ -36,6 +45,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import grpc
+
+from coordinator.auth.files import PolicyFileError, load_policy
+from coordinator.auth.guard import Guard
+from coordinator.auth.tls import is_loopback, server_credentials
 from coordinator.config import ConfigError, CoordinatorConfig
 from coordinator.election import LeaderElection, connect
 from coordinator.ha import ElectedOffice
@@ -47,15 +61,21 @@ from coordinator.server import RunningServer, serve_forever
 from coordinator.snapshot_watch import watch_snapshots
 from coordinator.sqlite_store import SqliteStore
 from coordinator.store import GroupStore, MemoryStore, StoreError
+from coordinator.zk_security import load_zk_security
 from coordinator.zk_store import ZooKeeperStore
 from loadstats.sample_log import DEFAULT_RETENTION_BYTES, DEFAULT_RETENTION_S, SampleLog
 
 __all__ = ["ServeOptions", "run_coordinator"]
 
 log = logging.getLogger("groupcoord.serve")
+# files the security options name (paths, never their contents; ``--print-config`` shows the paths)
+_PATH_KEYS = (
+    "tls_cert", "tls_key", "tls_client_ca", "token_file", "acl_file",
+    "zk_credentials_file", "zk_tls_ca", "zk_tls_cert", "zk_tls_key",
+)
 _SERVER_KEYS = {
     "listen", "data_dir", "store", "zk", "advertise", "zk_root", "zk_session_timeout_s", "snapshots", "snapshot_poll_s",
-    "sample_retention_s", "sample_retention_bytes",
+    "sample_retention_s", "sample_retention_bytes", "zk_auth", *_PATH_KEYS,
 }
 
 
@@ -72,6 +92,18 @@ class ServeOptions:
     snapshot_poll_s: float = 10.0
     sample_retention_s: float = DEFAULT_RETENTION_S  # 0: no age limit
     sample_retention_bytes: int = DEFAULT_RETENTION_BYTES  # 0: no size limit
+    # TLS for every service of the server (PEM files); with tls_client_ca, clients must present a
+    # certificate that CA signed (mTLS) and its subject is their principal
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    tls_client_ca: Path | None = None
+    token_file: Path | None = None  # bearer tokens, hashed (coordinator.auth.tokens); reloaded on SIGHUP
+    acl_file: Path | None = None  # per-group ACLs (coordinator.auth.acl); reloaded on SIGHUP; none: all allowed
+    zk_auth: str = ""  # "", "digest" or "sasl" (coordinator.zk_security)
+    zk_credentials_file: Path | None = None  # one line USER:PASSWORD
+    zk_tls_ca: Path | None = None
+    zk_tls_cert: Path | None = None
+    zk_tls_key: Path | None = None
     coordinator: CoordinatorConfig = field(default_factory=CoordinatorConfig)
 
     @classmethod
@@ -95,7 +127,7 @@ class ServeOptions:
             if unknown:
                 raise ValueError(f"config file {args.config}: unknown [server] key(s) {', '.join(unknown)}")
         for key in ("listen", "data_dir", "store", "zk", "advertise", "snapshots", "snapshot_poll_s",
-                    "sample_retention_s", "sample_retention_bytes"):
+                    "sample_retention_s", "sample_retention_bytes", "zk_auth", *_PATH_KEYS):
             value = getattr(args, key, None)
             if value is not None:
                 server[key] = value
@@ -127,6 +159,8 @@ class ServeOptions:
         _host, sep, port = listen.rpartition(":")
         if not sep or not port.isdigit():
             raise ValueError(f"--listen {listen!r} is not HOST:PORT")
+        paths = {key: _path(key, server.get(key)) for key in _PATH_KEYS}
+        _check_security(paths)
         return cls(
             listen=listen,
             data_dir=Path(server.get("data_dir", "groupcoord-data")),
@@ -139,8 +173,28 @@ class ServeOptions:
             snapshot_poll_s=snapshot_poll_s,
             sample_retention_s=retention_s,
             sample_retention_bytes=retention_bytes,
+            zk_auth=str(server.get("zk_auth", "")),
             coordinator=config,
+            **paths,
         )
+
+
+def _path(key: str, value: Any) -> Path | None:
+    if value is None or value == "":
+        return None
+    if not isinstance(value, (str, Path)):
+        raise ValueError(f"{key} must be a file path, not {value!r}")  # noqa: TRY004 - a config error: exit 2
+    return Path(value)
+
+
+def _check_security(paths: dict[str, Path | None]) -> None:
+    """Relations between the TLS and token options (the files themselves are read at start-up)."""
+    if (paths["tls_cert"] is None) != (paths["tls_key"] is None):
+        raise ValueError("--tls-cert and --tls-key go together")
+    if paths["tls_client_ca"] is not None and paths["tls_cert"] is None:
+        raise ValueError("--tls-client-ca (mTLS) needs --tls-cert and --tls-key")
+    if paths["tls_client_ca"] is not None and paths["token_file"] is not None:
+        raise ValueError("choose one way to authenticate clients: --tls-client-ca (certificates) or --token-file")
 
 
 def run_coordinator(options: ServeOptions) -> int:
@@ -148,11 +202,23 @@ def run_coordinator(options: ServeOptions) -> int:
     the office differ (ZooKeeper brings an election), the runtime and the server do not."""
     limit_malloc_arenas()
     try:
-        options.data_dir.mkdir(parents=True, exist_ok=True)
+        options.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # group records and load samples
     except OSError as error:
         raise ValueError(f"cannot create data directory {options.data_dir}: {error.strerror}") from None
     if not os.access(options.data_dir, os.W_OK):
         raise ValueError(f"data directory {options.data_dir} is not writable")
+    credentials = None
+    if options.tls_cert is not None and options.tls_key is not None:
+        credentials = server_credentials(options.tls_cert, options.tls_key, options.tls_client_ca)
+    try:
+        policy = load_policy(mtls=options.tls_client_ca is not None, token_file=options.token_file,
+                             acl_file=options.acl_file)
+    except PolicyFileError as error:
+        raise ValueError(str(error)) from None
+    host = options.listen.rpartition(":")[0]
+    if credentials is None and not is_loopback(host):
+        print(f"groupcoord serve: WARNING: listening on {options.listen} without TLS: anyone who can reach it can "
+              f"read and change every group (use --tls-cert/--tls-key)", file=sys.stderr, flush=True)
     with ExitStack() as resources:
         backing = _open_backing(options, resources)
         samples = SampleLog(options.data_dir / "samples", retention_s=options.sample_retention_s or None,
@@ -160,8 +226,9 @@ def run_coordinator(options: ServeOptions) -> int:
         resources.callback(samples.close)
         runtime = CoordinatorRuntime(options.coordinator, store=backing.store, office=backing.office,
                                      on_load_report=sample_sink(samples))
+        guard = Guard(policy, owner_of=runtime.model.member_principal) if policy.enabled else None
         try:
-            asyncio.run(_serve(runtime, options, backing))
+            asyncio.run(_serve(runtime, options, backing, credentials, guard))
         except OSError as error:
             raise ValueError(f"cannot serve on {options.listen}: {error}") from None
     return 0
@@ -186,8 +253,10 @@ def _open_backing(options: ServeOptions, resources: ExitStack) -> _Backing:
             raise ValueError(str(error)) from None
         resources.callback(store.close)
         return _Backing(store)
+    security = load_zk_security(auth=options.zk_auth, credentials_file=options.zk_credentials_file,
+                                tls_ca=options.zk_tls_ca, tls_cert=options.zk_tls_cert, tls_key=options.zk_tls_key)
     try:
-        client = connect(options.zk, session_timeout=options.zk_session_timeout_s)
+        client = connect(options.zk, session_timeout=options.zk_session_timeout_s, security=security)
     except Exception as error:  # noqa: BLE001 - kazoo raises its own timeout types
         raise ValueError(f"cannot reach ZooKeeper at {options.zk}: {error}") from None
     resources.callback(client.close)
@@ -200,8 +269,11 @@ def _open_backing(options: ServeOptions, resources: ExitStack) -> _Backing:
     return _Backing(ZooKeeperStore(client, f"{options.zk_root}/groups", election), office, election)
 
 
-async def _serve(runtime: CoordinatorRuntime, options: ServeOptions, backing: _Backing) -> None:
+async def _serve(runtime: CoordinatorRuntime, options: ServeOptions, backing: _Backing,
+                 credentials: grpc.ServerCredentials | None = None, guard: Guard | None = None) -> None:
     election = backing.election
+    if guard is not None:
+        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, lambda: _reload(guard, options))
     if election is None:
         # Load right before serving: restored sessions and join timers start now, not at some
         # earlier point of a slow start-up.
@@ -220,12 +292,28 @@ async def _serve(runtime: CoordinatorRuntime, options: ServeOptions, backing: _B
 
     watching = start_snapshot_watch(runtime, options)
     try:
-        await serve_forever(runtime, options.listen, on_started=started)
+        await serve_forever(runtime, options.listen, on_started=started, credentials=credentials,
+                            interceptors=[guard] if guard is not None else None)
     finally:
         if watching is not None:
             watching.cancel()
         if election is not None:
             await asyncio.get_running_loop().run_in_executor(None, election.stop)
+
+
+def _reload(guard: Guard, options: ServeOptions) -> None:
+    """SIGHUP: read the token and ACL files again; a broken file keeps the policy in force."""
+    try:
+        policy = load_policy(mtls=guard.policy.mtls, token_file=options.token_file, acl_file=options.acl_file)
+    except PolicyFileError as error:
+        log.error("reload failed, the policy in force stays: %s", error)
+        print(f"groupcoord serve: reload failed, the policy in force stays: {error}", file=sys.stderr, flush=True)
+        return
+    guard.policy = policy
+    tokens = "-" if policy.tokens is None else str(len(policy.tokens))
+    acls = "-" if policy.acls is None else str(len(policy.acls.entries))
+    log.info("reloaded: %s token(s), %s ACL entries", tokens, acls)
+    print(f"groupcoord serve: reloaded: {tokens} token(s), {acls} ACL entries", file=sys.stderr, flush=True)
 
 
 def start_snapshot_watch(runtime: CoordinatorRuntime, options: ServeOptions) -> asyncio.Task[None] | None:

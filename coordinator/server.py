@@ -135,16 +135,24 @@ class ServerThread:
     model) and returns its result, so tests can inspect groups safely.
     """
 
-    def __init__(self, runtime: CoordinatorRuntime | None = None, listen: str = "127.0.0.1:0") -> None:
+    def __init__(
+        self, runtime: CoordinatorRuntime | None = None, listen: str = "127.0.0.1:0", *,
+        credentials: grpc.ServerCredentials | None = None,
+        interceptors: list[grpc.aio.ServerInterceptor] | None = None,
+    ) -> None:
         self.runtime = runtime or CoordinatorRuntime()
         self._listen = listen
+        self._credentials = credentials
+        self._interceptors = interceptors
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="groupcoord-server", daemon=True)
         self._running: RunningServer | None = None
 
     def start(self) -> Self:
         self._thread.start()
-        self._running = self._submit(start_server(self.runtime, self._listen)).result(timeout=30)
+        started = start_server(self.runtime, self._listen, credentials=self._credentials,
+                               interceptors=self._interceptors)
+        self._running = self._submit(started).result(timeout=30)
         return self
 
     @property
@@ -184,10 +192,11 @@ class ServerThread:
 
 
 async def serve_forever(
-    runtime: CoordinatorRuntime, listen: str, *, on_started: Callable[[RunningServer], None] | None = None
+    runtime: CoordinatorRuntime, listen: str, *, on_started: Callable[[RunningServer], None] | None = None,
+    credentials: grpc.ServerCredentials | None = None, interceptors: list[grpc.aio.ServerInterceptor] | None = None,
 ) -> None:
     """Serve until SIGINT/SIGTERM, then shut down gracefully."""
-    running = await start_server(runtime, listen)
+    running = await start_server(runtime, listen, credentials=credentials, interceptors=interceptors)
     if on_started is not None:
         on_started(running)
     stop = asyncio.Event()

@@ -20,6 +20,7 @@ from google.protobuf.message import DecodeError, Message
 
 from coordinator import prechecks
 from coordinator.assignment_check import check_assignment
+from coordinator.auth.guard import CURRENT_PRINCIPAL
 from coordinator.effects import Effect, Token
 from coordinator.prechecks import Verdict
 from coordinator.runtime import CoordinatorRuntime
@@ -146,7 +147,9 @@ class CoordinatorServicer(pb_grpc.GroupCoordinatorServicer):
     @_guarded
     async def JoinGroup(self, request: pb.JoinGroupRequest, context: grpc.aio.ServicerContext) -> Any:
         host = _peer_host(context)
-        return await _ask(self.runtime, lambda token: self.model.join(request, token, host), pb.JoinGroupResponse)
+        principal = CURRENT_PRINCIPAL.get()  # set by the guard (coordinator.auth) when it is on
+        return await _ask(self.runtime, lambda token: self.model.join(request, token, host, principal),
+                          pb.JoinGroupResponse)
 
     @_guarded
     async def SyncGroup(self, request: pb.SyncGroupRequest, context: grpc.aio.ServicerContext) -> Any:

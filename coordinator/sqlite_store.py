@@ -19,6 +19,7 @@ never silently resets.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 from collections.abc import Mapping
@@ -58,7 +59,9 @@ class SqliteStore:
         self._lock = threading.Lock()
         self._check_header(self.path)
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            # created 0600 before SQLite opens it: its -wal and -shm files take the database's mode
+            os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))
             # isolation_level=None: we issue BEGIN/COMMIT ourselves; timeout=0: a lock held by another
             # process is an immediate, clear error rather than a hang at startup.
             self._conn = sqlite3.connect(self.path, timeout=0, isolation_level=None, check_same_thread=False)

@@ -16,7 +16,7 @@ import grpc
 from assignors.base import TaskSpec
 from groupcoord import errors
 from groupcoord.addresses import parse_addresses
-from groupcoord.channels import channel_options
+from groupcoord.channels import ClientSecurity, channel_options
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
 from groupcoord.wire import task_pb
@@ -25,9 +25,13 @@ __all__ = ["AdminClient"]
 
 
 class AdminClient:
-    def __init__(self, coordinators: str | Sequence[str], *, timeout_s: float = 5.0) -> None:
+    def __init__(
+        self, coordinators: str | Sequence[str], *, timeout_s: float = 5.0, security: ClientSecurity | None = None
+    ) -> None:
+        """``security``: TLS, a client certificate or a token (``groupcoord.channels.ClientSecurity``)."""
         self.addresses = list(parse_addresses(coordinators))
         self.timeout_s = timeout_s
+        self.security = security or ClientSecurity()
         self._channels: dict[str, grpc.Channel] = {}
 
     def close(self) -> None:
@@ -43,7 +47,7 @@ class AdminClient:
 
     def _stub(self, address: str, service: Any = pb_grpc.GroupAdminStub) -> Any:
         if address not in self._channels:
-            self._channels[address] = grpc.insecure_channel(address, options=channel_options())
+            self._channels[address] = self.security.open_channel(address, channel_options())
         return service(self._channels[address])
 
     def _call(self, method: str, request: Any, service: Any = pb_grpc.GroupAdminStub) -> Any:
@@ -60,9 +64,15 @@ class AdminClient:
             except grpc.RpcError as error:
                 code = error.code() if hasattr(error, "code") else None
                 if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
-                    failures.append(f"{address} ({code.name.lower()})")
+                    detail = error.details() if hasattr(error, "details") else ""
+                    tls = any(w in (detail or "").lower() for w in ("ssl", "handshake", "certificate"))
+                    failures.append(f"{address} ({code.name.lower()}{': ' + detail if tls else ''})")
                     continue
                 detail = error.details() if hasattr(error, "details") else str(error)
+                if code == grpc.StatusCode.UNAUTHENTICATED:
+                    raise errors.NotAuthenticatedError(f"{method} at {address}: {detail}") from error
+                if code == grpc.StatusCode.PERMISSION_DENIED:
+                    raise errors.NotAuthorizedError(f"{method} at {address}: {detail}") from error
                 raise errors.InvalidRequestError(f"{method} at {address}: {detail}") from error
             if response.error.code == pb.NOT_COORDINATOR:
                 hint = response.error.coordinator_hint

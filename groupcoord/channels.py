@@ -9,11 +9,21 @@ Two settings matter beyond gRPC's defaults:
 - **Receive limit matching the server's.** The leader's JoinGroup answer carries the whole
   catalog; gRPC's 4 MiB default would refuse answers the server sends for groups its limits
   allow.
+
+``ClientSecurity`` opens the channel: plaintext, TLS, mTLS, and a bearer token on every call.
 """
 
 from __future__ import annotations
 
-__all__ = ["MAX_RECEIVE_BYTES", "channel_options"]
+import collections
+import ipaddress
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+
+__all__ = ["MAX_RECEIVE_BYTES", "ClientSecurity", "channel_options", "is_loopback_address"]
 
 MAX_RECEIVE_BYTES = 256 * 1_048_576
 
@@ -27,3 +37,100 @@ def channel_options(reconnect_backoff_max_ms: int = 1_000) -> list[tuple[str, in
         ("grpc.min_reconnect_backoff_ms", min(100, cap)),
         ("grpc.max_reconnect_backoff_ms", cap),
     ]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClientSecurity:
+    """How a client proves who it is and checks the coordinator: PEM file paths and a token file.
+
+    ``tls_ca`` turns TLS on (the CA that signed the coordinator's certificate); ``tls_cert`` +
+    ``tls_key`` add a client certificate (mTLS: its subject is the principal). ``token_file`` holds
+    a bearer token (one line) sent as ``authorization: Bearer <token>`` on every call; without TLS
+    it is only sent to a loopback address. Files are read when a channel is opened.
+    """
+
+    tls_ca: str = ""
+    tls_cert: str = ""
+    tls_key: str = ""
+    token_file: str = ""
+
+    def __post_init__(self) -> None:
+        if bool(self.tls_cert) != bool(self.tls_key):
+            raise ValueError("--tls-cert and --tls-key go together")
+        if self.tls_cert and not self.tls_ca:
+            raise ValueError("--tls-cert needs --tls-ca (the CA that signed the coordinator's certificate)")
+
+    def open_channel(self, address: str, options: list[tuple[str, int]]) -> grpc.Channel:
+        """A channel to ``address`` with this security (``ValueError``: one line, never a secret)."""
+        if self.tls_ca:
+            key = _read(self.tls_key, "--tls-key") if self.tls_key else None
+            cert = _read(self.tls_cert, "--tls-cert") if self.tls_cert else None
+            credentials = grpc.ssl_channel_credentials(_read(self.tls_ca, "--tls-ca"), key, cert)
+            channel = grpc.secure_channel(address, credentials, options=options)
+        else:
+            if self.token_file and not is_loopback_address(address):
+                raise ValueError(f"a token is sent to {address} only over TLS: add --tls-ca")
+            channel = grpc.insecure_channel(address, options=options)
+        if self.token_file:
+            channel = grpc.intercept_channel(channel, _BearerToken(self.token()))
+        return channel
+
+    def check(self, addresses: Sequence[str] = ()) -> None:
+        """Read every file now, so a wrong path is a usage error at start, not a failure later; and
+        refuse to send a token in plaintext to any of ``addresses`` that is not loopback."""
+        for address in addresses:
+            if self.token_file and not self.tls_ca and not is_loopback_address(address):
+                raise ValueError(f"a token is sent to {address} only over TLS: add --tls-ca")
+        for path, what in ((self.tls_ca, "--tls-ca"), (self.tls_cert, "--tls-cert"), (self.tls_key, "--tls-key")):
+            if path:
+                _read(path, what)
+        if self.token_file:
+            self.token()
+
+    def token(self) -> str:
+        text = _read(self.token_file, "--token-file").decode("utf-8", errors="replace").strip()
+        if not text or any(c.isspace() for c in text):
+            raise ValueError(f"--token-file {self.token_file}: expected the token alone on one line")
+        return text
+
+
+def _read(path: str, what: str) -> bytes:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except OSError as error:
+        raise ValueError(f"cannot read {what} {path}: {error.strerror}") from None
+
+
+def is_loopback_address(address: str) -> bool:
+    """``host:port`` on localhost, 127.0.0.0/8 or ::1."""
+    host = address.rpartition(":")[0].strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class _CallDetails(
+    collections.namedtuple("_CallDetails", ("method", "timeout", "metadata", "credentials", "wait_for_ready",
+                                            "compression")),
+    grpc.ClientCallDetails,
+):
+    pass
+
+
+class _BearerToken(grpc.UnaryUnaryClientInterceptor):
+    """Adds ``authorization: Bearer <token>`` to every call (TLS or loopback only: see ``ClientSecurity``)."""
+
+    def __init__(self, token: str) -> None:
+        self._header = ("authorization", f"Bearer {token}")
+
+    def __repr__(self) -> str:
+        return "_BearerToken(<hidden>)"
+
+    def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
+        metadata = [*(details.metadata or ()), self._header]
+        return continuation(_CallDetails(details.method, details.timeout, metadata, details.credentials,
+                                         details.wait_for_ready, details.compression), request)

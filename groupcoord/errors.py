@@ -20,8 +20,11 @@ the root class carrying the numeric code, so an old client never fails on it.
     └── RequestError                     not retriable: the caller must change the request
         ├── InvalidRequestError, InvalidGroupIdError, InvalidSessionTimeoutError,
         ├── InconsistentGroupProtocolError, GroupMaxSizeReachedError,
-        └── GroupIdNotFoundError, DuplicateTaskError, UnknownTaskError,
-            NonEmptyGroupError, FencedInstanceIdError
+        ├── GroupIdNotFoundError, DuplicateTaskError, UnknownTaskError,
+        │   NonEmptyGroupError, FencedInstanceIdError
+        └── AccessDenied                 gRPC status, not an ErrorCode: fix the credentials or the ACLs
+            ├── NotAuthenticatedError    UNAUTHENTICATED: no credential, or one that does not verify
+            └── NotAuthorizedError       PERMISSION_DENIED: the principal lacks the right
 """
 
 from __future__ import annotations
@@ -63,6 +66,9 @@ __all__ = [
     "UnknownTaskError",
     "NonEmptyGroupError",
     "FencedInstanceIdError",
+    "AccessDenied",
+    "NotAuthenticatedError",
+    "NotAuthorizedError",
 ]
 
 
@@ -269,6 +275,23 @@ class FencedInstanceIdError(RequestError):
     """FENCED_INSTANCE_ID from the coordinator."""
 
     code = ErrorCode.FENCED_INSTANCE_ID
+
+
+class AccessDenied(RequestError):
+    """The coordinator refused the caller, not the request (a gRPC status; no ErrorCode)."""
+
+    status: ClassVar[str] = ""
+
+    def __str__(self) -> str:
+        return f"{self.status}: {self.message}"
+
+
+class NotAuthenticatedError(AccessDenied):
+    status = "UNAUTHENTICATED"
+
+
+class NotAuthorizedError(AccessDenied):
+    status = "PERMISSION_DENIED"
 
 
 ERRORS_BY_CODE: Mapping[int, type[GroupCoordError]] = MappingProxyType({

@@ -311,11 +311,12 @@ class SampleLog:
             log.error("sample log %s: %s", self.directory, message)
 
     def _open(self) -> None:
-        os.makedirs(self.directory, exist_ok=True)
+        os.makedirs(self.directory, mode=0o700, exist_ok=True)  # load reports are the operator's business only
         self._seq += 1
         name = f".samples-{self._wall_ms():015d}-{os.getpid()}-{self._seq:06d}-{self._token}{_SUFFIX}{_INPROGRESS}"
         path = os.path.join(self.directory, name)
-        self._file = open(path, "ab")  # noqa: SIM115 - kept open across batches
+        # 0600: created so, whatever the umask (the mode of os.open only narrows it)
+        self._file = os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab")
         self._tmp_path = path
         self._file_bytes = 0
         self._file_opened_at = self._clock()

@@ -73,7 +73,8 @@ class WorkerClient:
         # reconnect within a heartbeat interval of the coordinator's return (gRPC's default backoff grows
         # to seconds during an outage, long enough to lose a session the outage itself would not)
         self._transport = Transport(config.coordinators, channel_factory, name=config.client_id,
-                                    reconnect_backoff_max_ms=min(500, config.heartbeat_interval_ms))
+                                    reconnect_backoff_max_ms=min(500, config.heartbeat_interval_ms),
+                                    security=config.security)
         self._member_id = ""
         self._generation = -1
         self._leader_id = ""

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from groupcoord.addresses import parse_addresses
+from groupcoord.channels import ClientSecurity
 
 __all__ = ["WorkerConfig", "parse_addresses"]
 
@@ -39,6 +40,18 @@ class WorkerConfig:
     pool: str = ""
     capacity: float = 1.0
     attributes: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    tls_ca: str = ""
+    """PEM file of the CA that signed the coordinator's certificate: turns TLS on."""
+    tls_cert: str = ""
+    """PEM client certificate (with ``tls_key``) for mTLS: its subject is this worker's principal."""
+    tls_key: str = ""
+    token_file: str = ""
+    """File holding a bearer token (one line), for coordinators that authenticate by token."""
+
+    @property
+    def security(self) -> ClientSecurity:
+        return ClientSecurity(tls_ca=self.tls_ca, tls_cert=self.tls_cert, tls_key=self.tls_key,
+                              token_file=self.token_file)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "coordinators", parse_addresses(self.coordinators))
@@ -61,3 +74,4 @@ class WorkerConfig:
             raise ValueError(f"rebalance_protocol must be 'eager' or 'cooperative', not {self.rebalance_protocol!r}")
         if not self.capacity > 0:
             raise ValueError("capacity must be > 0")
+        self.security  # noqa: B018 - checks the TLS options go together

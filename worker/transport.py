@@ -24,7 +24,7 @@ import grpc
 from google.protobuf.message import Message
 
 from groupcoord import errors
-from groupcoord.channels import channel_options
+from groupcoord.channels import ClientSecurity, channel_options
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
 
@@ -49,6 +49,12 @@ _TRANSPORT_RETRIABLE = frozenset({
 })
 
 
+_ACCESS_DENIED: dict[Any, type[errors.AccessDenied]] = {
+    grpc.StatusCode.UNAUTHENTICATED: errors.NotAuthenticatedError,
+    grpc.StatusCode.PERMISSION_DENIED: errors.NotAuthorizedError,
+}
+
+
 class WorkerClosedError(RuntimeError):
     """The client was closed, or stopped on a fatal error (see ``fatal_error``)."""
 
@@ -60,13 +66,14 @@ class Transport:
 
     def __init__(
         self, addresses: Sequence[str], channel_factory: ChannelFactory | None = None, *, name: str = "worker",
-        reconnect_backoff_max_ms: int = 1_000,
+        reconnect_backoff_max_ms: int = 1_000, security: ClientSecurity | None = None,
     ) -> None:
         if not addresses:
             raise ValueError("at least one coordinator address is needed")
         self._addresses = tuple(addresses)
         options = channel_options(reconnect_backoff_max_ms)
-        self._channel_factory = channel_factory or (lambda address: grpc.insecure_channel(address, options=options))
+        secure = security or ClientSecurity()
+        self._channel_factory = channel_factory or (lambda address: secure.open_channel(address, options))
         self._name = name
         self._index = 0
         self._address = self._addresses[0]
@@ -181,6 +188,8 @@ class Transport:
             if code in _TRANSPORT_RETRIABLE:
                 self.rediscover()
                 raise errors.CoordinatorNotAvailableError(message) from rpc_error
+            if code in _ACCESS_DENIED:  # fatal for the worker: credentials or ACLs must change
+                raise _ACCESS_DENIED[code](message) from rpc_error
             raise errors.InvalidRequestError(message) from rpc_error
         finally:
             self._inflight = None

@@ -8,12 +8,16 @@ from __future__ import annotations
 import argparse
 import importlib.util
 
+from groupcoord.addresses import parse_addresses
 from groupcoord.admin import AdminClient
+from groupcoord.channels import ClientSecurity
 
 __all__ = [
     "DEFAULT_LISTEN",
     "STATS_EXTRA_HINT",
     "UsageError",
+    "add_client_security",
+    "client_security",
     "missing_stats_extra",
     "non_negative_float",
     "open_admin",
@@ -50,10 +54,33 @@ def non_negative_float(text: str) -> float:
     return value
 
 
-def open_admin(address: str) -> AdminClient:
-    """An admin client for ``--coordinator``; a malformed address is a usage error."""
+def add_client_security(parser: argparse.ArgumentParser) -> None:
+    """The flags every command that talks to a coordinator takes (``ClientSecurity``)."""
+    parser.add_argument("--tls-ca", default="", metavar="PEM",
+                        help="CA certificate that signed the coordinator's certificate (turns TLS on)")
+    parser.add_argument("--tls-cert", default="", metavar="PEM", help="client certificate, for mTLS (with --tls-key)")
+    parser.add_argument("--tls-key", default="", metavar="PEM", help="the client certificate's private key")
+    parser.add_argument("--token-file", default="", metavar="FILE",
+                        help="file holding a bearer token (one line), for a coordinator started with --token-file")
+
+
+def client_security(args: argparse.Namespace, addresses: str = "") -> ClientSecurity:
+    """The security flags as a ``ClientSecurity``, every file read once now (usage errors: exit 2)."""
     try:
-        return AdminClient(address)
+        security = ClientSecurity(tls_ca=getattr(args, "tls_ca", ""), tls_cert=getattr(args, "tls_cert", ""),
+                                  tls_key=getattr(args, "tls_key", ""), token_file=getattr(args, "token_file", ""))
+        security.check(parse_addresses(addresses) if addresses else ())
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    return security
+
+
+def open_admin(address: str, args: argparse.Namespace | None = None) -> AdminClient:
+    """An admin client for ``--coordinator`` (with the security flags of ``args``); a malformed address
+    or an unreadable certificate or token file is a usage error."""
+    try:
+        security = client_security(args, address) if args is not None else None
+        return AdminClient(address, security=security)
     except ValueError as error:
         raise UsageError(str(error)) from None
 

@@ -65,7 +65,12 @@ def _config(args: argparse.Namespace) -> WorkerConfig:
             capacity=args.capacity,
             instance_id=args.instance_id,
             rebalance_protocol=args.rebalance_protocol,
+            tls_ca=args.tls_ca,
+            tls_cert=args.tls_cert,
+            tls_key=args.tls_key,
+            token_file=args.token_file,
         )
+        config.security.check(config.coordinators)
         for name in config.assignors:
             get_assignor(name)
     except (ValueError, UnknownAssignorError) as error:

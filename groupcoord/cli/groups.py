@@ -14,7 +14,7 @@ __all__ = ["run_groups", "run_tasks"]
 
 
 def run_groups(args: argparse.Namespace) -> int:
-    with open_admin(args.coordinator) as admin:
+    with open_admin(args.coordinator, args) as admin:
         if args.groups_command == "remove-members":
             return _remove_members(admin, args)
         if args.groups_command == "list":
@@ -55,7 +55,7 @@ def _remove_members(admin: AdminClient, args: argparse.Namespace) -> int:
 
 
 def run_tasks(args: argparse.Namespace) -> int:
-    with open_admin(args.coordinator) as admin:
+    with open_admin(args.coordinator, args) as admin:
         if args.tasks_command == "put":
             if len(set(args.task_ids)) != len(args.task_ids):
                 duplicates = sorted({t for t in args.task_ids if args.task_ids.count(t) > 1})

@@ -12,9 +12,10 @@ import logging
 import sys
 from collections.abc import Callable, Sequence
 
+from coordinator.print_config import render_options
 from coordinator.serve import ServeOptions, run_coordinator
 from groupcoord import errors
-from groupcoord.cli.common import DEFAULT_LISTEN, UsageError, non_negative_float, positive_int
+from groupcoord.cli.common import DEFAULT_LISTEN, UsageError, add_client_security, non_negative_float, positive_int
 from groupcoord.cli.console_worker import run_worker
 from groupcoord.cli.groups import run_groups, run_tasks
 from groupcoord.cli.stats import duration_s, run_stats
@@ -46,6 +47,22 @@ def _parser() -> argparse.ArgumentParser:
                        help="drop sample log files older than this (default 604800 = 7 days; 0: no age limit)")
     serve.add_argument("--sample-retention-bytes", type=int,
                        help="drop the oldest sample log files beyond this total (default 10 GiB; 0: no limit)")
+    serve.add_argument("--tls-cert", metavar="PEM", help="server certificate (TLS for every service; with --tls-key)")
+    serve.add_argument("--tls-key", metavar="PEM", help="the server certificate's private key")
+    serve.add_argument("--tls-client-ca", metavar="PEM",
+                       help="require client certificates signed by this CA (mTLS); a certificate's subject is the "
+                            "client's principal")
+    serve.add_argument("--token-file", metavar="FILE",
+                       help="bearer tokens, one 'NAME sha256:HEX' line each (reloaded on SIGHUP)")
+    serve.add_argument("--acl-file", metavar="TOML", help="per-group ACLs (reloaded on SIGHUP; none: all allowed)")
+    serve.add_argument("--zk-auth", choices=["digest", "sasl"], help="authenticate to ZooKeeper (and put ACLs "
+                                                                    "on the znodes); with --zk-credentials-file")
+    serve.add_argument("--zk-credentials-file", metavar="FILE", help="one line USER:PASSWORD for --zk-auth")
+    serve.add_argument("--zk-tls-ca", metavar="PEM", help="TLS to ZooKeeper: the CA of its certificate")
+    serve.add_argument("--zk-tls-cert", metavar="PEM", help="client certificate for ZooKeeper (with --zk-tls-key)")
+    serve.add_argument("--zk-tls-key", metavar="PEM")
+    serve.add_argument("--print-config", nargs="?", const="toml", choices=["toml", "json"],
+                       help="print the effective configuration (file, flags and defaults; secrets masked) and exit")
 
     worker = sub.add_parser("worker", help="run a demo worker that prints one JSON line per event")
     worker.add_argument("--group", required=True)
@@ -69,15 +86,18 @@ def _parser() -> argparse.ArgumentParser:
     worker.add_argument("--leave-on-exit", action="store_true",
                         help="with --instance-id: leave the group on exit (a scale-in) instead of letting the "
                              "session timeout decide")
+    add_client_security(worker)
 
     groups = sub.add_parser("groups", help="list or describe groups")
     groups_sub = groups.add_subparsers(dest="groups_command", required=True, metavar="ACTION")
     listing = groups_sub.add_parser("list", help="every group with its state")
     listing.add_argument("--coordinator", default=DEFAULT_LISTEN)
+    add_client_security(listing)
     listing.add_argument("--json", action="store_true")
     describe = groups_sub.add_parser("describe", help="one group: members, assignment, tasks")
     describe.add_argument("group")
     describe.add_argument("--coordinator", default=DEFAULT_LISTEN)
+    add_client_security(describe)
     describe.add_argument("--json", action="store_true")
     describe.add_argument("--wide", action="store_true", help="full member ids, whatever the terminal's width")
     remove = groups_sub.add_parser("remove-members", help="remove members in one batch (static ones by instance id)")
@@ -87,6 +107,7 @@ def _parser() -> argparse.ArgumentParser:
     remove.add_argument("--member-id", action="append", default=[], metavar="ID", dest="member_ids",
                         help="a member id (repeat for several)")
     remove.add_argument("--coordinator", default=DEFAULT_LISTEN)
+    add_client_security(remove)
     remove.add_argument("--json", action="store_true")
 
     tasks = sub.add_parser("tasks", help="edit a group's task catalog")
@@ -98,16 +119,19 @@ def _parser() -> argparse.ArgumentParser:
     put.add_argument("--pool", default="")
     put.add_argument("--weight", type=float, default=1.0)
     put.add_argument("--coordinator", default=DEFAULT_LISTEN)
+    add_client_security(put)
     delete = tasks_sub.add_parser("delete", help="remove tasks")
     delete.add_argument("group")
     delete.add_argument("task_ids", nargs="+", metavar="TASK")
     delete.add_argument("--coordinator", default=DEFAULT_LISTEN)
+    add_client_security(delete)
 
     stats = sub.add_parser("stats", help="run the load statistics Spark job")
     stats.add_argument("--samples", required=True, help="sample log directory (Parquet or JSON Lines)")
     stats.add_argument("--out", required=True, help="where the snapshot is written")
     stats.add_argument("--master", default="local[*]")
     stats.add_argument("--coordinator", help="publish the snapshot to this coordinator")
+    add_client_security(stats)
     stats.add_argument("--short-samples", type=positive_int, default=10)
     stats.add_argument("--long-samples", type=positive_int, default=1000)
     stats.add_argument("--max-sample-age-s", type=non_negative_float, default=1800.0,
@@ -133,6 +157,9 @@ def _parser() -> argparse.ArgumentParser:
 def _run_serve(args: argparse.Namespace) -> int:
     try:
         options = ServeOptions.from_args(args)
+        if args.print_config:
+            print(render_options(options, args.print_config), end="")
+            return 0
         return run_coordinator(options)
     except ValueError as error:  # bad config, unusable data dir or store file, port in use
         raise UsageError(str(error)) from None

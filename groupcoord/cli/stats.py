@@ -23,7 +23,8 @@ from typing import Any
 
 from groupcoord import errors
 from groupcoord.admin import AdminClient
-from groupcoord.cli.common import STATS_EXTRA_HINT, missing_stats_extra
+from groupcoord.channels import ClientSecurity
+from groupcoord.cli.common import STATS_EXTRA_HINT, client_security, missing_stats_extra
 from groupcoord.wire import snapshot_to_pb
 
 __all__ = ["duration_s", "publish_snapshots", "run_stats"]
@@ -39,12 +40,12 @@ def duration_s(text: str) -> float:
     return float(match.group(1)) * _UNITS[match.group(2)]
 
 
-def publish_snapshots(out: str, coordinator: str) -> list[str]:
+def publish_snapshots(out: str, coordinator: str, security: ClientSecurity | None = None) -> list[str]:
     """Send every group's snapshot under ``out`` to the coordinator; returns the group ids sent."""
     from loadstats.snapshot_io import read_snapshots  # lazy: reads Parquet with pyarrow (the stats extra)
 
     sent = []
-    with AdminClient(coordinator) as admin:
+    with AdminClient(coordinator, security=security) as admin:
         for group_id, snapshot in sorted(read_snapshots(out).items()):
             try:
                 admin.publish_load_snapshot(snapshot_to_pb(snapshot))
@@ -84,7 +85,7 @@ def run_stats(args: argparse.Namespace) -> int:
         print(_line(meta["snapshot_id"], args.out, meta) + f" (new rows: state batch {meta['state_batch_id']})",
               flush=True)
         if args.coordinator:
-            sent = publish_snapshots(args.out, args.coordinator)
+            sent = publish_snapshots(args.out, args.coordinator, client_security(args, args.coordinator))
             print(f"published to {args.coordinator}: {', '.join(sent) or 'nothing'}", flush=True)
 
     try:
@@ -115,6 +116,6 @@ def run_stats(args: argparse.Namespace) -> int:
         print(f"groupcoord stats: no samples under {args.samples} yet: the coordinator's sample log makes its "
               "files visible when it rolls them (every minute, and when it stops)", file=sys.stderr)
     if args.coordinator:
-        sent = publish_snapshots(args.out, args.coordinator)
+        sent = publish_snapshots(args.out, args.coordinator, client_security(args, args.coordinator))
         print(f"published to {args.coordinator}: {', '.join(sent) or 'nothing'}")
     return 0

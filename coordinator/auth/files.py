@@ -1,0 +1,53 @@
+"""Reading the token and ACL files into a ``Policy`` (the I/O edge of ``coordinator.auth``).
+
+Called at start-up (a bad file stops the coordinator with one line) and on SIGHUP (a bad file is
+logged and the policy in force stays: a typo must not lock every worker out).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+from coordinator.auth.acl import AclError, Acls, parse_acls
+from coordinator.auth.guard import Policy
+from coordinator.auth.tokens import TokenFileError, TokenTable, parse_tokens
+
+__all__ = ["PolicyFileError", "load_policy"]
+
+
+class PolicyFileError(ValueError):
+    """A token or ACL file that cannot be read or does not parse (one line, never file contents)."""
+
+
+def load_policy(*, mtls: bool, token_file: Path | None, acl_file: Path | None) -> Policy:
+    return Policy(mtls=mtls, tokens=_tokens(token_file), acls=_acls(acl_file))
+
+
+def _tokens(path: Path | None) -> TokenTable | None:
+    if path is None:
+        return None
+    try:
+        return parse_tokens(path.read_text(encoding="utf-8"), source=f"token file {path}")
+    except OSError as error:
+        raise PolicyFileError(f"cannot read token file {path}: {error.strerror}") from None
+    except UnicodeDecodeError:
+        raise PolicyFileError(f"token file {path} is not UTF-8 text") from None
+    except TokenFileError as error:
+        raise PolicyFileError(str(error)) from None
+
+
+def _acls(path: Path | None) -> Acls | None:
+    if path is None:
+        return None
+    try:
+        with path.open("rb") as handle:
+            document = tomllib.load(handle)
+    except OSError as error:
+        raise PolicyFileError(f"cannot read ACL file {path}: {error.strerror}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise PolicyFileError(f"ACL file {path} is not valid TOML: {error}") from None
+    try:
+        return parse_acls(document, source=f"ACL file {path}")
+    except AclError as error:
+        raise PolicyFileError(str(error)) from None

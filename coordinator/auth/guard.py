@@ -1,0 +1,248 @@
+"""The one place every RPC is authenticated and authorized: a gRPC server interceptor.
+
+``RULES`` maps each method's full name to what it needs: an operation on a group (taken from the
+request), the members it acts for, and, for ListGroups, a filter on the answer. Health checks are
+open to anyone (load balancers probe them without credentials); reflection needs a valid
+credential only. **A method missing from ``RULES`` is refused** with PERMISSION_DENIED naming it
+whenever authentication or ACLs are on, so a new RPC cannot slip through:
+``tests/test_auth_grpc.py`` fails until it has a rule.
+
+Member ids are not capabilities: a request naming a member (by member or instance id) passes only
+for the principal that joined it, or for an admin of the group. A member stored without a
+principal (joined before authentication was turned on) may be acted for by any principal with
+``member`` on its group, until it re-joins.
+
+Refusals answer UNAUTHENTICATED (no or bad credential) or PERMISSION_DENIED with one line naming
+principal, operation and group; they are logged at WARNING and reach no handler, so they change
+nothing. The principal of an accepted call is in ``CURRENT_PRINCIPAL`` while its handler runs.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+from google.protobuf.message import Message
+
+from coordinator.auth.acl import Acls, Operation
+from coordinator.auth.principals import Authenticated, Refused, authenticate
+from coordinator.auth.tokens import TokenTable
+from groupcoord.v1 import groupcoord_pb2 as pb
+
+__all__ = ["CURRENT_PRINCIPAL", "RULES", "Guard", "OwnerLookup", "Policy", "Rule"]
+
+log = logging.getLogger("groupcoord.auth")
+
+#: The principal of the call being handled (set by the guard around the handler).
+CURRENT_PRINCIPAL: ContextVar[str] = ContextVar("groupcoord_principal", default="")
+
+#: (group id, member id, instance id) -> principal that joined that member ("" unknown), None: no such member
+OwnerLookup = Callable[[str, str, str], "str | None"]
+
+
+@dataclass(frozen=True)
+class Policy:
+    """What the server checks; replaced as a whole when the files are reloaded (SIGHUP)."""
+
+    mtls: bool = False
+    tokens: TokenTable | None = None
+    acls: Acls | None = None  # None: every authenticated principal may do everything
+
+    @property
+    def enabled(self) -> bool:
+        return self.mtls or self.tokens is not None or self.acls is not None
+
+
+def _no_group(_request: Any) -> str | None:
+    return None
+
+
+def _no_members(_request: Any) -> list[tuple[str, str]]:
+    return []
+
+
+@dataclass(frozen=True)
+class Rule:
+    """What one method needs. ``operation`` None: any authenticated principal (``public``: anyone)."""
+
+    operation: Operation | None = None
+    group: Callable[[Any], str | None] = _no_group
+    members: Callable[[Any], list[tuple[str, str]]] = _no_members
+    filter_response: Callable[[Any, Callable[[str], bool]], Any] | None = None
+    public: bool = False
+
+
+def _group_id(request: Any) -> str:
+    return str(request.group_id)
+
+
+def _member(request: Any) -> list[tuple[str, str]]:
+    return [(request.member_id, getattr(request, "instance_id", ""))]
+
+
+def _leaving(request: pb.LeaveGroupRequest) -> list[tuple[str, str]]:
+    named = [(m.member_id, m.instance_id) for m in request.members]
+    return named + ([(request.member_id, request.instance_id)] if request.member_id or request.instance_id else [])
+
+
+def _only_describable(response: pb.ListGroupsResponse, may_describe: Callable[[str], bool]) -> pb.ListGroupsResponse:
+    visible = [g for g in response.groups if may_describe(g.group_id)]
+    del response.groups[:]
+    response.groups.extend(visible)
+    return response
+
+
+_COORDINATOR = "/groupcoord.v1.GroupCoordinator/"
+_ADMIN = "/groupcoord.v1.GroupAdmin/"
+_MEMBER = Rule(Operation.MEMBER, _group_id, _member)
+
+RULES: dict[str, Rule] = {
+    _COORDINATOR + "JoinGroup": _MEMBER,
+    _COORDINATOR + "SyncGroup": _MEMBER,
+    _COORDINATOR + "Heartbeat": _MEMBER,
+    _COORDINATOR + "LeaveGroup": Rule(Operation.MEMBER, _group_id, _leaving),
+    _COORDINATOR + "ReportLoad": _MEMBER,
+    _ADMIN + "ListGroups": Rule(filter_response=_only_describable),
+    _ADMIN + "DescribeGroup": Rule(Operation.DESCRIBE, _group_id),
+    _ADMIN + "PutTasks": Rule(Operation.ADMIN, _group_id),
+    _ADMIN + "DeleteTasks": Rule(Operation.ADMIN, _group_id),
+    _ADMIN + "DeleteGroup": Rule(Operation.ADMIN, _group_id),
+    _ADMIN + "PublishLoadSnapshot": Rule(Operation.ADMIN, lambda r: str(r.snapshot.group_id)),
+    "/grpc.health.v1.Health/Check": Rule(public=True),
+    "/grpc.health.v1.Health/Watch": Rule(public=True),
+    "/grpc.health.v1.Health/List": Rule(public=True),
+    "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo": Rule(),
+    "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo": Rule(),
+}
+
+
+class _Denied(Exception):
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass
+class Guard(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc ships no type information
+    """Install with ``start_server(..., interceptors=[guard])``; set ``policy`` to reload."""
+
+    policy: Policy
+    owner_of: OwnerLookup
+    rules: dict[str, Rule] = field(default_factory=lambda: dict(RULES))
+
+    async def intercept_service(
+        self, continuation: Callable[[Any], Awaitable[Any]], details: grpc.HandlerCallDetails
+    ) -> Any:
+        handler = await continuation(details)
+        if handler is None or not self.policy.enabled:
+            return handler
+        return _wrap(handler, self, details.method)
+
+    # ------------------------------------------------------------------ the decision
+
+    def admit(self, method: str, request: Any, context: grpc.aio.ServicerContext) -> tuple[str, Rule]:
+        """The caller's principal and the method's rule, or ``_Denied``. Runs on the loop, so the owners
+        it reads are current. A handler may await (off-loop checks) before its step; that leaves no gap,
+        because a member id's owner never changes: it is set when the member is created (a static
+        instance that re-joins gets a new member id, and the old one is fenced)."""
+        policy = self.policy
+        rule = self.rules.get(method)
+        if rule is not None and rule.public:
+            return "", rule
+        who = authenticate(context.auth_context(), context.invocation_metadata() or (), mtls=policy.mtls,
+                           tokens=policy.tokens)
+        if isinstance(who, Refused):
+            self._log(method, "-", who.reason)
+            raise _Denied(grpc.StatusCode.UNAUTHENTICATED, f"{method.rsplit('/', 1)[-1]}: {who.reason}")
+        assert isinstance(who, Authenticated)
+        principal = who.principal
+        if rule is None:
+            message = (f"{principal} may not call {method}: the method has no authorization rule "
+                       f"(add one to coordinator/auth/guard.py RULES)")
+            self._log(method, principal, "no rule")
+            raise _Denied(grpc.StatusCode.PERMISSION_DENIED, message)
+        if rule.operation is None or not isinstance(request, Message):  # unparsable: the handler says so
+            return principal, rule
+        group_id = rule.group(request) or ""
+        acls = policy.acls
+        if acls is not None and not acls.allows(principal, rule.operation, group_id):
+            self._log(method, principal, f"{rule.operation.label} on group {group_id!r}")
+            raise _Denied(grpc.StatusCode.PERMISSION_DENIED,
+                          f"{principal} may not {rule.operation.label} group {group_id!r} ({method.rsplit('/', 1)[-1]})")
+        for member_id, instance_id in rule.members(request):
+            owner = self.owner_of(group_id, member_id, instance_id)
+            if not owner or owner == principal:
+                continue
+            if acls is None or not acls.allows(principal, Operation.ADMIN, group_id):
+                who_named = f"instance {instance_id!r}" if instance_id else f"member {member_id!r}"
+                self._log(method, principal, f"{who_named} of group {group_id!r} belongs to {owner}")
+                raise _Denied(grpc.StatusCode.PERMISSION_DENIED,
+                              f"{principal} may not act for {who_named} of group {group_id!r}: another principal "
+                              f"joined it ({method.rsplit('/', 1)[-1]}; needs admin on the group)")
+        return principal, rule
+
+    @staticmethod
+    def _log(method: str, principal: str, what: str) -> None:
+        log.warning("denied %s: principal %s: %s", method, principal, what)
+
+    def may_describe(self, principal: str) -> Callable[[str], bool]:
+        acls = self.policy.acls
+        return lambda group_id: acls is None or acls.allows(principal, Operation.DESCRIBE, group_id)
+
+
+def _wrap(handler: Any, guard: Guard, method: str) -> Any:
+    """The same kind of handler, running the guard's check first (and ListGroups' filter after)."""
+
+    async def admit(request: Any, context: grpc.aio.ServicerContext) -> tuple[str, Rule]:
+        try:
+            return guard.admit(method, request, context)
+        except _Denied as denied:
+            await context.abort(denied.code, denied.message)
+            raise AssertionError("unreachable: abort raises") from None
+
+    if handler.unary_unary is not None:
+        inner = handler.unary_unary
+
+        async def unary_unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            principal, rule = await admit(request, context)
+            mark = CURRENT_PRINCIPAL.set(principal)
+            try:
+                response = await inner(request, context)
+            finally:
+                CURRENT_PRINCIPAL.reset(mark)
+            if rule.filter_response is not None and response is not None:
+                response = rule.filter_response(response, guard.may_describe(principal))
+            return response
+
+        return grpc.unary_unary_rpc_method_handler(unary_unary, request_deserializer=handler.request_deserializer,
+                                                   response_serializer=handler.response_serializer)
+    if handler.stream_unary is not None:
+        inner_su = handler.stream_unary
+
+        async def stream_unary(requests: Any, context: grpc.aio.ServicerContext) -> Any:
+            await admit(None, context)
+            return await inner_su(requests, context)
+
+        return grpc.stream_unary_rpc_method_handler(stream_unary, request_deserializer=handler.request_deserializer,
+                                                    response_serializer=handler.response_serializer)
+    takes_request = handler.unary_stream is not None
+    inner_stream = handler.unary_stream if takes_request else handler.stream_stream
+
+    async def streaming(request_or_iterator: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        await admit(request_or_iterator if takes_request else None, context)
+        result = inner_stream(request_or_iterator, context)
+        if inspect.isasyncgen(result):
+            async for item in result:
+                yield item
+        else:  # a coroutine that writes with context.write
+            await result
+
+    make = grpc.unary_stream_rpc_method_handler if takes_request else grpc.stream_stream_rpc_method_handler
+    return make(streaming, request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer)
