@@ -21,6 +21,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from coordinator.parsing import ParsingInterceptor
 from coordinator.runtime import CoordinatorRuntime
 from coordinator.service import AdminServicer, CoordinatorServicer, add_servicer
 from groupcoord.v1 import groupcoord_pb2 as pb
@@ -90,7 +91,7 @@ async def start_server(
     """Start serving ``runtime`` on ``listen`` (host:port; port 0 picks a free one)."""
     limit = runtime.config.max_message_bytes
     server = grpc.aio.server(
-        interceptors=interceptors or (),
+        interceptors=[ParsingInterceptor(runtime), *(interceptors or ())],  # parsed before anyone looks
         options=[
             ("grpc.max_receive_message_length", limit),
             ("grpc.max_send_message_length", limit),
@@ -100,8 +101,8 @@ async def start_server(
             ("grpc.server.max_pending_requests_hard_limit", 2 * runtime.config.max_pending_requests),
         ],
     )
-    add_servicer(server, "GroupCoordinator", CoordinatorServicer(runtime), runtime)
-    add_servicer(server, "GroupAdmin", AdminServicer(runtime), runtime)
+    add_servicer(server, "GroupCoordinator", CoordinatorServicer(runtime))
+    add_servicer(server, "GroupAdmin", AdminServicer(runtime))
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     names = [

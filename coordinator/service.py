@@ -16,12 +16,13 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import grpc
-from google.protobuf.message import DecodeError, Message
+from google.protobuf.message import Message
 
 from coordinator import prechecks
 from coordinator.assignment_check import check_assignment
 from coordinator.auth.guard import CURRENT_PRINCIPAL
 from coordinator.effects import Effect, Token
+from coordinator.parsing import Malformed
 from coordinator.prechecks import Verdict
 from coordinator.runtime import CoordinatorRuntime
 from groupcoord.v1 import groupcoord_pb2 as pb
@@ -33,60 +34,19 @@ log = logging.getLogger("groupcoord.service")
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 
 
-class Malformed:
-    """Stands in for a request whose bytes did not parse (answered with INVALID_ARGUMENT)."""
-
-    def __init__(self, type_name: str, error: str) -> None:
-        self.description = f"request is not a valid {type_name}: {error}"
-
-
-def _lenient_parser(message_class: Any) -> Callable[[bytes], Any]:
-    def parse(data: bytes) -> Any:
-        try:
-            return message_class.FromString(data)
-        except DecodeError as error:
-            return Malformed(message_class.DESCRIPTOR.full_name, str(error))
-
-    return parse
-
-
-PARSE_OFF_LOOP_FROM = 256 * 1024
-"""Requests at least this large (bytes) are parsed on a checker thread: a 60 MB message takes a
-good part of a second to parse, which on the event loop would hold every other group's heartbeat."""
-
-
-def add_servicer(server: grpc.aio.Server, service_name: str, servicer: Any, runtime: CoordinatorRuntime) -> None:
-    """Register ``servicer`` for ``service_name``. Requests arrive as bytes and are parsed here (on a
-    checker thread when large); bad bytes get INVALID_ARGUMENT (the generated registration would
-    answer UNKNOWN and log a traceback)."""
+def add_servicer(server: grpc.aio.Server, service_name: str, servicer: Any) -> None:
+    """Register ``servicer`` for ``service_name``. Its handlers take the request's bytes: the
+    ``ParsingInterceptor`` (first in the server's chain) parses them."""
     service = pb.DESCRIPTOR.services_by_name[service_name]
     handlers = {
         method.name: grpc.unary_unary_rpc_method_handler(
-            _parsing(runtime, _lenient_parser(getattr(pb, method.input_type.name)), getattr(servicer, method.name)),
-            request_deserializer=None,  # the bytes as received
+            getattr(servicer, method.name),
+            request_deserializer=None,
             response_serializer=lambda message: message.SerializeToString(),
         )
         for method in service.methods
     }
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service.full_name, handlers),))
-
-
-def _parsing(runtime: CoordinatorRuntime, parse: Callable[[bytes], Any],
-             handle: Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
-    async def handler(data: bytes, context: grpc.aio.ServicerContext) -> Any:
-        size = len(data)
-        if size < PARSE_OFF_LOOP_FROM:
-            return await handle(parse(data), context)
-        if not runtime.admit_large_request(size):
-            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
-                                f"too many large requests at once (max_request_bytes_in_flight "
-                                f"{runtime.config.max_request_bytes_in_flight}); retry shortly")
-        try:
-            return await handle(await runtime.off_loop(parse, data), context)
-        finally:
-            runtime.release_large_request(size)
-
-    return handler
 
 
 def _guarded(method: F) -> F:

@@ -16,7 +16,7 @@ from typing import Any
 import grpc
 import pytest
 
-from coordinator import phases, prechecks, service
+from coordinator import parsing, phases, prechecks, service
 from coordinator.assignment_check import check_assignment
 from coordinator.config import CoordinatorConfig
 from coordinator.prechecks import check_catalog
@@ -221,7 +221,7 @@ def test_a_drafted_record_finishes_into_the_stored_form() -> None:
 def _gate_put_tasks_parsing(monkeypatch: pytest.MonkeyPatch) -> list[Gate]:
     """Large PutTasks requests wait at a gate while being parsed (the first one, at least)."""
     gates: list[Gate] = []
-    lenient = service._lenient_parser
+    lenient = parsing.lenient_parser
 
     def gated_parser(message_class: Any) -> Callable[[bytes], Any]:
         parse = lenient(message_class)
@@ -229,9 +229,9 @@ def _gate_put_tasks_parsing(monkeypatch: pytest.MonkeyPatch) -> list[Gate]:
             return parse
         gate = Gate(parse)
         gates.append(gate)
-        return lambda data: gate(data) if len(data) >= service.PARSE_OFF_LOOP_FROM else parse(data)
+        return lambda data: gate(data) if len(data) >= parsing.PARSE_OFF_LOOP_FROM else parse(data)
 
-    monkeypatch.setattr(service, "_lenient_parser", gated_parser)
+    monkeypatch.setattr(parsing, "lenient_parser", gated_parser)
     return gates
 
 
@@ -242,7 +242,7 @@ def test_a_large_request_is_parsed_off_the_loop(monkeypatch: pytest.MonkeyPatch)
         stub, admin = pb_grpc.GroupCoordinatorStub(channel), pb_grpc.GroupAdminStub(channel)
         beat = _stable_probe(stub)
         request = pb.PutTasksRequest(group_id="big", tasks=_catalog(20_000))
-        assert request.ByteSize() >= service.PARSE_OFF_LOOP_FROM
+        assert request.ByteSize() >= parsing.PARSE_OFF_LOOP_FROM
         put: Future[Any] = admin.PutTasks.future(request, timeout=30)
         (gate,) = gates
         assert gate.entered.wait(10)
@@ -252,7 +252,7 @@ def test_a_large_request_is_parsed_off_the_loop(monkeypatch: pytest.MonkeyPatch)
         assert gate.threads and all(t.startswith("groupcoord-check") for t in gate.threads), gate.threads
         # bad bytes, large or small, are still INVALID_ARGUMENT
         raw = channel.unary_unary("/groupcoord.v1.GroupAdmin/PutTasks")
-        for junk in (b"\xff\xff\xff", b"\x0a\xff\xff\xff\x0f" + b"\x00" * service.PARSE_OFF_LOOP_FROM):
+        for junk in (b"\xff\xff\xff", b"\x0a\xff\xff\xff\x0f" + b"\x00" * parsing.PARSE_OFF_LOOP_FROM):
             with pytest.raises(grpc.RpcError) as failure:
                 raw(junk, timeout=10)
             assert failure.value.code() == grpc.StatusCode.INVALID_ARGUMENT
@@ -267,7 +267,7 @@ def test_large_requests_in_flight_are_bounded_in_bytes(monkeypatch: pytest.Monke
     with ServerThread(CoordinatorRuntime(config)) as server, grpc.insecure_channel(server.address) as channel:
         admin = pb_grpc.GroupAdminStub(channel)
         first = pb.PutTasksRequest(group_id="a", tasks=_catalog(20_000))
-        assert service.PARSE_OFF_LOOP_FROM <= first.ByteSize() < limit < 2 * first.ByteSize()
+        assert parsing.PARSE_OFF_LOOP_FROM <= first.ByteSize() < limit < 2 * first.ByteSize()
         held: Future[Any] = admin.PutTasks.future(first, timeout=30)
         (gate,) = gates
         assert gate.entered.wait(10)
