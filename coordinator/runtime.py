@@ -432,7 +432,8 @@ class CoordinatorRuntime:
                 self.load_failed(failure)
             else:
                 self.begin_term(term, future.result())
-                log.info("in office (term %d): %d group(s) loaded", term, len(self.model.groups))
+                log.info("in office (term %d): %d group(s) loaded", term, len(self.model.groups),
+                         extra={"event": "in_office", "term": term, "groups": len(self.model.groups)})
 
         loop.run_in_executor(None, self.store.load_all).add_done_callback(loaded)
 

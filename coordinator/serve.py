@@ -16,6 +16,8 @@ Config file (TOML)::
     snapshot_poll_s = 10
     sample_retention_s = 604800          # drop sample files older than this (default 7 days; 0: keep)
     sample_retention_bytes = 10737418240 # and the oldest beyond this total (default 10 GiB; 0: no limit)
+    metrics_listen = "127.0.0.1:9401"    # serve Prometheus metrics at http://HOST:PORT/metrics (default: off)
+    log_format = "text"                  # text | json (one JSON object per line)
 
     [coordinator]               # any CoordinatorConfig field
     group_initial_rebalance_delay_ms = 3000
@@ -41,6 +43,7 @@ from coordinator.election import LeaderElection, connect
 from coordinator.ha import ElectedOffice
 from coordinator.load_reports import sample_sink
 from coordinator.malloc_arenas import limit_malloc_arenas
+from coordinator.metrics import MetricsEndpoint, serve_metrics
 from coordinator.office import Office
 from coordinator.runtime import CoordinatorRuntime
 from coordinator.server import RunningServer, serve_forever
@@ -55,7 +58,7 @@ __all__ = ["ServeOptions", "run_coordinator"]
 log = logging.getLogger("groupcoord.serve")
 _SERVER_KEYS = {
     "listen", "data_dir", "store", "zk", "advertise", "zk_root", "zk_session_timeout_s", "snapshots", "snapshot_poll_s",
-    "sample_retention_s", "sample_retention_bytes",
+    "sample_retention_s", "sample_retention_bytes", "metrics_listen", "log_format",
 }
 
 
@@ -72,6 +75,8 @@ class ServeOptions:
     snapshot_poll_s: float = 10.0
     sample_retention_s: float = DEFAULT_RETENTION_S  # 0: no age limit
     sample_retention_bytes: int = DEFAULT_RETENTION_BYTES  # 0: no size limit
+    metrics_listen: str = ""  # HOST:PORT of the Prometheus endpoint ("" = none)
+    log_format: str = "text"  # text | json
     coordinator: CoordinatorConfig = field(default_factory=CoordinatorConfig)
 
     @classmethod
@@ -95,7 +100,7 @@ class ServeOptions:
             if unknown:
                 raise ValueError(f"config file {args.config}: unknown [server] key(s) {', '.join(unknown)}")
         for key in ("listen", "data_dir", "store", "zk", "advertise", "snapshots", "snapshot_poll_s",
-                    "sample_retention_s", "sample_retention_bytes"):
+                    "sample_retention_s", "sample_retention_bytes", "metrics_listen", "log_format"):
             value = getattr(args, key, None)
             if value is not None:
                 server[key] = value
@@ -127,6 +132,13 @@ class ServeOptions:
         _host, sep, port = listen.rpartition(":")
         if not sep or not port.isdigit():
             raise ValueError(f"--listen {listen!r} is not HOST:PORT")
+        metrics_listen = str(server.get("metrics_listen", ""))
+        _host, sep, port = metrics_listen.rpartition(":")
+        if metrics_listen and (not sep or not port.isdigit() or int(port) > 65535):
+            raise ValueError(f"--metrics-listen {metrics_listen!r} is not HOST:PORT")
+        log_format = server.get("log_format", cls.log_format)
+        if log_format not in ("text", "json"):
+            raise ValueError(f"log_format must be text or json, not {log_format!r}")
         return cls(
             listen=listen,
             data_dir=Path(server.get("data_dir", "groupcoord-data")),
@@ -139,6 +151,8 @@ class ServeOptions:
             snapshot_poll_s=snapshot_poll_s,
             sample_retention_s=retention_s,
             sample_retention_bytes=retention_bytes,
+            metrics_listen=metrics_listen,
+            log_format=log_format,
             coordinator=config,
         )
 
@@ -218,14 +232,30 @@ async def _serve(runtime: CoordinatorRuntime, options: ServeOptions, backing: _B
               file=sys.stderr, flush=True)
         election.start(advertise)
 
+    metrics = start_metrics(runtime, options)
     watching = start_snapshot_watch(runtime, options)
     try:
         await serve_forever(runtime, options.listen, on_started=started)
     finally:
         if watching is not None:
             watching.cancel()
+        if metrics is not None:
+            metrics.close()
         if election is not None:
             await asyncio.get_running_loop().run_in_executor(None, election.stop)
+
+
+def start_metrics(runtime: CoordinatorRuntime, options: ServeOptions) -> MetricsEndpoint | None:
+    """With ``--metrics-listen``: the runtime's registry over HTTP, on a thread of its own."""
+    if not options.metrics_listen:
+        return None
+    try:
+        endpoint = serve_metrics(runtime.metrics.registry, options.metrics_listen)
+    except (OSError, ValueError) as error:
+        raise ValueError(f"cannot serve metrics on {options.metrics_listen}: {error}") from None
+    host = options.metrics_listen.rpartition(":")[0]
+    print(f"groupcoord metrics on http://{host}:{endpoint.port}/metrics", file=sys.stderr, flush=True)
+    return endpoint
 
 
 def start_snapshot_watch(runtime: CoordinatorRuntime, options: ServeOptions) -> asyncio.Task[None] | None:

@@ -17,6 +17,7 @@ from groupcoord import errors
 from groupcoord.cli.common import DEFAULT_LISTEN, UsageError, non_negative_float, positive_int
 from groupcoord.cli.console_worker import run_worker
 from groupcoord.cli.groups import run_groups, run_tasks
+from groupcoord.cli.logs import TextFormatter, use_log_format
 from groupcoord.cli.stats import duration_s, run_stats
 
 __all__ = ["main"]
@@ -46,6 +47,9 @@ def _parser() -> argparse.ArgumentParser:
                        help="drop sample log files older than this (default 604800 = 7 days; 0: no age limit)")
     serve.add_argument("--sample-retention-bytes", type=int,
                        help="drop the oldest sample log files beyond this total (default 10 GiB; 0: no limit)")
+    serve.add_argument("--metrics-listen", metavar="HOST:PORT",
+                       help="serve Prometheus metrics at http://HOST:PORT/metrics (default: off)")
+    serve.add_argument("--log-format", choices=["text", "json"], help="json: one JSON object per line (default text)")
 
     worker = sub.add_parser("worker", help="run a demo worker that prints one JSON line per event")
     worker.add_argument("--group", required=True)
@@ -133,6 +137,7 @@ def _parser() -> argparse.ArgumentParser:
 def _run_serve(args: argparse.Namespace) -> int:
     try:
         options = ServeOptions.from_args(args)
+        use_log_format(options.log_format)
         return run_coordinator(options)
     except ValueError as error:  # bad config, unusable data dir or store file, port in use
         raise UsageError(str(error)) from None
@@ -156,11 +161,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one ``groupcoord`` command; returns its exit status (0, 1 refused/unreachable, 2 usage)."""
     parser = _parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=getattr(logging, args.log_level.upper()),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(TextFormatter())
+    logging.basicConfig(level=getattr(logging, args.log_level.upper()), handlers=[handler])
     if args.log_level != "debug":
         logging.getLogger("transitions").setLevel(logging.WARNING)
     try:
