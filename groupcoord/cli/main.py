@@ -74,7 +74,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="with --instance-id: leave the group on exit (a scale-in) instead of letting the "
                              "session timeout decide")
 
-    groups = sub.add_parser("groups", help="list or describe groups")
+    groups = sub.add_parser("groups", help="list, describe, plan or remove members of groups")
     groups_sub = groups.add_subparsers(dest="groups_command", required=True, metavar="ACTION")
     listing = groups_sub.add_parser("list", help="every group with its state")
     listing.add_argument("--coordinator", default=DEFAULT_LISTEN)
@@ -84,6 +84,13 @@ def _parser() -> argparse.ArgumentParser:
     describe.add_argument("--coordinator", default=DEFAULT_LISTEN)
     describe.add_argument("--json", action="store_true")
     describe.add_argument("--wide", action="store_true", help="full member ids, whatever the terminal's width")
+    plan = groups_sub.add_parser("plan", help="dry run: what an assignor would do with the group now")
+    plan.add_argument("group")
+    plan.add_argument("--assignor", help="the assignor to run (default: the group's current one)")
+    plan.add_argument("--snapshot", metavar="PATH", help="use the load snapshot at PATH (a `groupcoord stats "
+                                                         "--out` directory) instead of the coordinator's")
+    plan.add_argument("--coordinator", default=DEFAULT_LISTEN)
+    plan.add_argument("--json", action="store_true")
     remove = groups_sub.add_parser("remove-members", help="remove members in one batch (static ones by instance id)")
     remove.add_argument("group")
     remove.add_argument("--instance-id", action="append", default=[], metavar="ID", dest="instance_ids",
