@@ -192,7 +192,7 @@ def print_plan(plan: dict[str, Any], *, width: int | None = None) -> None:
     before, after = plan["balance"]["before"], plan["balance"]["after"]
     for key, label in (("count_max_over_mean", "replicas max/mean"), ("count_min_over_max", "replicas min/max"),
                        ("weight_max_over_mean", "weight max/mean"), ("weight_min_over_max", "weight min/max"),
-                       ("rack_spread", "rack spread"), ("unassigned", "unassigned")):
+                       ("rack_spread", "rack spread"), ("unassigned", "unassigned"), ("moved", "replicas moved")):
         balance.add_row(label, _figure(before[key]), _figure(after[key]))
     console.print()
     console.print(balance)
