@@ -97,8 +97,7 @@ class CoordinatorMetrics:
         self.elections = Counter("groupcoord_ha_elections", "Terms this process won and loaded its groups for",
                                  registry=r)
         self.watch = RebalanceWatch(time.monotonic, self._rebalanced)
-        self._children: dict[tuple[str, int], Any] = {}
-        self._rpcs: dict[type[Message], str] = {}
+        self._by_type: dict[type[Message], dict[int, Any]] = {}  # response type -> code -> histogram child
         self._groups: Callable[[], Mapping[str, Group]] = dict
         self._office: OfficeView | None = None
         self._wall_ms: Callable[[], int] = lambda: int(time.time() * 1000)
@@ -120,30 +119,30 @@ class CoordinatorMetrics:
     # ------------------------------------------------------------------ counted as it happens
 
     def timed(self, response_type: type[Message], answer: Answer) -> Answer:
-        """``answer``, observing the request's latency and answer code when it is called."""
-        rpc = self._rpcs.get(response_type)
-        if rpc is None:
-            rpc = self._rpcs[response_type] = response_type.__name__.removesuffix("Response")
+        """``answer``, observing the request's latency and answer code when it is called. On every
+        request's path (heartbeats too): one dict lookup by type, one by code, one observe."""
+        per_code = self._by_type.get(response_type)
+        if per_code is None:
+            per_code = self._by_type[response_type] = {}
         timer = self._timer
         started = timer()
 
         def answered(response: Message) -> None:
             code: int = response.error.code  # type: ignore[attr-defined]  # every response has one
-            child = self._children.get((rpc, code))
+            child = per_code.get(code)
             if child is None:
-                child = self._child(rpc, code)
+                child = per_code[code] = self._child(response_type, code)
             child.observe(timer() - started)
             answer(response)
 
         return answered
 
-    def _child(self, rpc: str, code: int) -> Any:
+    def _child(self, response_type: type[Message], code: int) -> Any:
         try:
             name = pb.ErrorCode.Name(code)
         except ValueError:
             name = str(code)  # a code this version does not know
-        child = self._children[(rpc, code)] = self.requests.labels(rpc=rpc, code=name)
-        return child
+        return self.requests.labels(rpc=response_type.__name__.removesuffix("Response"), code=name)
 
     def timed_write(self, op: str, job: Job) -> Job:
         """``job`` (a store write), timed where it runs; a failure is counted and raised on."""
