@@ -6,9 +6,12 @@ coordinator over HTTP while real workers form, rebalance and lose a member.
 
 from __future__ import annotations
 
+import json
+import re
 import time
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 
 import prometheus_client
 import pytest
@@ -225,3 +228,35 @@ def test_the_endpoint_follows_groups_forming_rebalancing_and_expiring(
         goes.close()
         stays.close()
     assert value(scrape_registry(worker_registry), "groupcoord_worker_state", state="Down", **ids) == 1
+
+
+# ---------------------------------------------------------------------- the docs name every metric
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _base(name: str) -> str:
+    for suffix in ("_bucket", "_count", "_sum", "_created"):
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+def test_docs_and_dashboard_name_every_metric_there_is() -> None:
+    registry = CollectorRegistry()
+    runtime = CoordinatorRuntime()
+    WorkerClient(WorkerConfig(group_id=G, coordinators="127.0.0.1:1"), _Listener(), metrics_registry=registry)
+    runtime.metrics.requests.labels(rpc="Heartbeat", code="NONE").observe(0.001)
+    runtime.metrics.store_writes.labels(op="save").observe(0.001)
+    runtime.metrics.store_write_failures.labels(op="save").inc()
+    runtime.metrics.rebalances.labels(outcome="stable").inc()
+    exported = {_base(name) for samples in (scrape_registry(runtime.metrics.registry), scrape_registry(registry))
+                for name, _ in samples}
+    exported |= {_base(f.name) for f in text_string_to_metric_families(generate_latest(runtime.metrics.registry).decode())}
+    documented = set(re.findall(r"`(groupcoord_[a-z_]+)`", (ROOT / "docs" / "metrics.md").read_text()))
+    missing = {n for n in exported if n not in documented and f"{n}_total" not in documented}
+    assert not missing, f"not in docs/metrics.md: {sorted(missing)}"
+    dashboard = json.loads((ROOT / "docs" / "grafana-dashboard.json").read_text())
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
+    used = {_base(n) for e in exprs for n in re.findall(r"groupcoord_[a-z_]+", e)}
+    assert used and not {n for n in used if n not in documented}, sorted(used - documented)
