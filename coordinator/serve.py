@@ -249,6 +249,7 @@ def start_metrics(runtime: CoordinatorRuntime, options: ServeOptions) -> Metrics
     """With ``--metrics-listen``: the runtime's registry over HTTP, on a thread of its own."""
     if not options.metrics_listen:
         return None
+    runtime.metrics.attach(asyncio.get_running_loop())  # scrapes read the groups on this loop, from the start
     try:
         endpoint = serve_metrics(runtime.metrics.registry, options.metrics_listen)
     except (OSError, ValueError) as error:

@@ -6,7 +6,8 @@ the assignor run here in this process, and the difference: each member's tasks a
 before and after, every replica that would change owner, and the balance figures of
 ``assignors.metrics`` on both sides. Nothing is sent to the coordinator; the leader decides
 at the next rebalance, and a stateful assignor (``balanced`` remembers its past moves, the
-Pulsar shedders count rounds) may decide differently there than a fresh copy does here.
+Pulsar shedders count rounds) may decide differently there than a fresh copy does here, and a
+cooperative group takes the moves in two generations (revoked first, then placed).
 
 ``--snapshot PATH`` reads a load snapshot (a ``groupcoord stats --out`` directory) instead of
 the one the coordinator holds for the group.
