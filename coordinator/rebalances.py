@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import cast
 
-from assignors.base import TaskReplica
-from assignors.metrics import balance
+from assignors.metrics import Members, balance
 from coordinator.group import Group
 from coordinator.states import GroupState
 
@@ -116,7 +116,8 @@ def _owners(group: Group) -> dict[tuple[str, int], str]:
 
 
 def _imbalance(group: Group) -> tuple[float, float]:
-    assignment = {m: [TaskReplica(r.task_id, r.replica) for r in rs] for m, rs in group.assignment.items()}
+    # ``balance`` reads only ``task_id`` and the list lengths: the wire replicas do, without a copy
+    assignment = cast(Members, group.assignment)
     weights = {task_id: (task.weight or 1.0) for task_id, task in group.tasks.items()}
     figures = balance(assignment, weights)
     return figures.count_max_over_mean, figures.weight_max_over_mean
