@@ -51,14 +51,14 @@ class ElectedOffice:
         with self._lock:
             self._term = epoch
             self._elected = True
-        log.info("elected (epoch %d): loading groups", epoch)
+        log.info("elected (epoch %d): loading groups", epoch, extra={"event": "elected", "term": epoch})
         self._notify()
 
     def on_lost(self) -> None:
         with self._lock:
             was, self._elected = self._elected, False
         if was:
-            log.warning("lost leadership: standing by")
+            log.warning("lost leadership: standing by", extra={"event": "lost_leadership"})
         self._notify()
 
     def _notify(self) -> None:

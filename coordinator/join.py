@@ -129,7 +129,8 @@ def _refuse_over_max_size(m: Model, out: Outbox, group: Group, member_id: str) -
         group.pending_members.discard(member_id)
         out.cancel(phases.pending_key(group.group_id, member_id))
     elif member_id in group.members:  # a member that had not re-joined when the group filled up
-        log.info("group %s: %s refused: the group is full", group.group_id, member_id)
+        log.info("group %s: %s refused: the group is full", group.group_id, member_id, extra={
+            "event": "member_refused", "group": group.group_id, "member": member_id, "reason": "group is full"})
         phases.drop_member(out, group, group.members[member_id])
         phases.maybe_complete_join(m, out, group)
 
@@ -188,7 +189,9 @@ def _add_member(m: Model, out: Outbox, group: Group, request: pb.JoinGroupReques
     # KIP-394: a new member cannot heartbeat while parked; if it goes away, its join expires
     out.arm(phases.session_key(group.group_id, member_id), m.config.group_new_member_join_timeout_ms / 1000)
     log.info("group %s: member %s joined (%s%s)", group.group_id, member_id, host or "?",
-             f", instance {member.instance_id}" if member.instance_id else "")
+             f", instance {member.instance_id}" if member.instance_id else "", extra={
+                 "event": "member_joined", "group": group.group_id, "member": member_id,
+                 "instance": member.instance_id, "host": host})
     if group.state is S.PREPARING_REBALANCE:
         if group.in_initial_delay:
             group.new_member_during_delay = True
@@ -212,7 +215,8 @@ def _replace_static_member(m: Model, out: Outbox, group: Group, request: pb.Join
     member.last_seen = m.clock.now()
     phases.arm_session(m, out, group, member)
     log.info("group %s: static member %s re-joined as %s (was %s)", group.group_id, request.instance_id,
-             member_id, old_member_id)
+             member_id, old_member_id, extra={"event": "member_rejoined", "group": group.group_id, "member": member_id,
+                                              "instance": request.instance_id, "previous_member": old_member_id})
     if group.state is S.STABLE and unchanged and group.select_protocol() == group.protocol:
         out.persist(group)  # the new member id is durable before the member hears of it
         phases.reply_join(out, token, group, member, skip_assignment=member.member_id == group.leader_id)

@@ -98,7 +98,8 @@ def _leave_one(m: Model, out: Outbox, group: Group | None, who: pb.MemberIdentit
             answer.error.CopyFrom(failure)
             return answer
     member = group.members[member_id]
-    log.info("group %s: member %s left", group.group_id, member_id)
+    log.info("group %s: member %s left", group.group_id, member_id, extra={
+        "event": "member_left", "group": group.group_id, "member": member_id, "instance": member.instance_id})
     phases.fail_held(out, group, member, pb.UNKNOWN_MEMBER_ID, "the member left the group")
     phases.drop_member(out, group, member)
     phases.after_member_removed(m, out, group, f"member {member_id} left")

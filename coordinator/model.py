@@ -153,7 +153,8 @@ class CoordinatorModel:
         out = Outbox(group_to_record)
         group = self.groups.get(group_id)
         if group is not None:
-            log.warning("group %s: store write failed: back to its last stored state", group_id)
+            log.warning("group %s: store write failed: back to its last stored state", group_id,
+                        extra={"event": "group_rolled_back", "group": group_id, "reason": "store write failed"})
             for member in group.members.values():
                 phases.fail_held(out, group, member, pb.COORDINATOR_NOT_AVAILABLE,
                                  "the coordinator's store failed; retry")

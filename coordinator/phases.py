@@ -151,7 +151,8 @@ def prepare_rebalance(m: Model, out: Outbox, group: Group, reason: str) -> None:
     else:
         group.in_initial_delay = False
         out.arm(join_key(group.group_id), group.rebalance_timeout_ms() / 1000)
-    log.info("group %s: preparing rebalance (generation %d): %s", group.group_id, group.generation, reason)
+    log.info("group %s: preparing rebalance (generation %d): %s", group.group_id, group.generation, reason, extra={
+        "event": "rebalance_started", "group": group.group_id, "generation": group.generation, "reason": reason})
     out.persist(group)
     maybe_complete_join(m, out, group)
 
@@ -181,7 +182,9 @@ def complete_join(m: Model, out: Outbox, group: Group) -> None:
     out.cancel(join_key(group.group_id))
     group.in_initial_delay = False
     for member in [mb for mb in group.members.values() if mb.join_token is None and not mb.is_static]:
-        log.info("group %s: removing %s, which did not re-join in time", group.group_id, member.member_id)
+        log.info("group %s: removing %s, which did not re-join in time", group.group_id, member.member_id, extra={
+            "event": "member_removed", "group": group.group_id, "member": member.member_id,
+            "instance": member.instance_id, "reason": "did not re-join in time"})
         drop_member(out, group, member)
     joined = [mb for mb in group.members.values() if mb.join_token is not None]
     if group.members and not joined:
@@ -202,7 +205,8 @@ def complete_join(m: Model, out: Outbox, group: Group) -> None:
         group.protocol = ""
         group.leader_id = ""
         group.become_empty()
-        log.info("group %s: empty at generation %d", group.group_id, group.generation)
+        log.info("group %s: empty at generation %d", group.group_id, group.generation, extra={
+            "event": "group_empty", "group": group.group_id, "generation": group.generation})
         out.persist(group)
         expire_later(m, out, group)
         return
@@ -218,6 +222,8 @@ def complete_join(m: Model, out: Outbox, group: Group) -> None:
     log.info(
         "group %s: generation %d with %d member(s), leader %s, assignor %s",
         group.group_id, group.generation, len(group.members), group.leader_id, group.protocol,
+        extra={"event": "join_completed", "group": group.group_id, "generation": group.generation,
+               "members": len(group.members), "leader": group.leader_id, "assignor": group.protocol},
     )
     for member in group.members.values():
         token, member.join_token = member.join_token, None
@@ -289,11 +295,15 @@ def on_session_expired(m: Model, out: Outbox, group: Group, member_id: str) -> N
     if member.is_static and grace_ms > 0 and not member.departed:
         member.departed = True  # its tasks wait for it; back in time, it takes them again
         log.info("group %s: static member %s (%s) departed; its tasks wait %d ms for it", group.group_id,
-                 member.instance_id, member_id, grace_ms)
+                 member.instance_id, member_id, grace_ms, extra={
+                     "event": "member_departed", "group": group.group_id, "member": member_id,
+                     "instance": member.instance_id, "reason": "session expired"})
         out.arm(session_key(group.group_id, member_id), grace_ms / 1000)
         return
-    log.info("group %s: %s of %s expired", group.group_id,
-             "new-member join timeout" if member.is_new else "session", member_id)
+    what = "new-member join timeout" if member.is_new else "session"
+    log.info("group %s: %s of %s expired", group.group_id, what, member_id, extra={
+        "event": "member_expired", "group": group.group_id, "member": member_id, "instance": member.instance_id,
+        "reason": f"{what} expired"})
     fail_held(out, group, member, pb.UNKNOWN_MEMBER_ID, "the member's session expired")
     drop_member(out, group, member)
     after_member_removed(m, out, group, f"session of member {member_id} expired")
@@ -326,7 +336,8 @@ def expire_later(m: Model, out: Outbox, group: Group) -> None:
 
 def on_expire(m: Model, out: Outbox, group: Group) -> None:
     if is_bare(group):
-        log.info("group %s: empty for group_empty_retention_ms: deleted", group.group_id)
+        log.info("group %s: empty for group_empty_retention_ms: deleted", group.group_id, extra={
+            "event": "group_deleted", "group": group.group_id, "reason": "empty for group_empty_retention_ms"})
         m.drop_group(group)
         out.forget(group.group_id)
 

@@ -44,6 +44,7 @@ from coordinator.effects import (
 )
 from coordinator.group import Group
 from coordinator.lag import LagMonitor
+from coordinator.metrics import CoordinatorMetrics
 from coordinator.model import CoordinatorModel
 from coordinator.office import Office, Standalone
 from coordinator.records import finish_record
@@ -134,6 +135,7 @@ class CoordinatorRuntime:
         on_load_report: SampleSink | None = None,
         on_change: Callable[[Group], None] | None = None,
         writer: Writer | None = None,
+        metrics: CoordinatorMetrics | None = None,
     ) -> None:
         clock = clock or SystemClock()
         self.lag = LagMonitor(clock.now)
@@ -146,6 +148,8 @@ class CoordinatorRuntime:
         self.on_load_report = on_load_report
         self._on_change = on_change
         self.writer: Writer = writer or InlineWriter()
+        self.metrics = metrics or CoordinatorMetrics()  # its own registry: ``metrics.registry``
+        self.metrics.bind(lambda: self.model.groups, self.office, now=self.clock.now, wall_ms=self.clock.wall_ms)
         self._tokens = itertools.count(1)
         self._answers: dict[Token, Answer] = {}
         self._writes: dict[str, _Writes] = {}
@@ -169,6 +173,7 @@ class CoordinatorRuntime:
 
     def submit(self, step: Callable[[Token], list[Effect]], response_type: type[Message], answer: Answer) -> None:
         """Run one model step for a request; ``answer`` is called exactly once, maybe later."""
+        answer = self.metrics.timed(response_type, answer)
         refusal = self.refusal()
         if refusal is not None:
             answer(error_response(response_type, refusal))
@@ -228,7 +233,14 @@ class CoordinatorRuntime:
         return self.timers.poll()
 
     def _fire(self, key: TimerKey) -> None:
+        expiring = key.kind == "session" and self._has_member(key)
         self.carry_out(self.model.fire(key))
+        if expiring and not self._has_member(key):
+            self.metrics.session_expirations.inc()
+
+    def _has_member(self, key: TimerKey) -> bool:
+        group = self.model.groups.get(key.group_id)
+        return group is not None and key.member_id in group.members
 
     # ------------------------------------------------------------------ effects
 
@@ -293,10 +305,14 @@ class CoordinatorRuntime:
 
     def _write(self, write: Persist | Forget) -> _Writes | None:
         """Queue ``write``; returns its group's queue if the write must be started."""
-        if isinstance(write, Persist) and self._on_change is not None:
+        if isinstance(write, Persist):
             group = self.model.groups.get(write.group_id)
             if group is not None:
-                self._on_change(group)
+                self.metrics.watch.changed(group)  # rebalances are told apart by what gets written
+                if self._on_change is not None:
+                    self._on_change(group)
+        else:
+            self.metrics.watch.forgotten(write.group_id)
         writes = self._writes.get(write.group_id)
         if writes is None:
             writes = self._writes[write.group_id] = _Writes(busy=write)
@@ -316,7 +332,8 @@ class CoordinatorRuntime:
         else:
             def job() -> None:
                 store.delete(write.group_id)
-        self.writer.submit(job, lambda failure: self._written(writes, write, failure, finished.get(write.group_id)))
+        timed = self.metrics.timed_write("save" if isinstance(write, Persist) else "delete", job)
+        self.writer.submit(timed, lambda failure: self._written(writes, write, failure, finished.get(write.group_id)))
 
     def _written(self, writes: _Writes, write: Persist | Forget, failure: BaseException | None,
                  record: dict[str, Any] | None = None) -> None:
@@ -339,11 +356,13 @@ class CoordinatorRuntime:
                 self._start(writes, queued)
             return
         if isinstance(failure, FencedError):
-            log.warning("group %s: write fenced, another coordinator rules now: %s", group_id, failure)
+            log.warning("group %s: write fenced, another coordinator rules now: %s", group_id, failure,
+                        extra={"event": "write_fenced", "group": group_id, "reason": str(failure)})
             self.unload()
             self.office.stand_down()
             return
-        log.error("group %s: store write failed: %s", group_id, failure)
+        log.error("group %s: store write failed: %s", group_id, failure,
+                  extra={"event": "write_failed", "group": group_id, "reason": str(failure)})
         del self._writes[group_id]
         failed = error(pb.COORDINATOR_NOT_AVAILABLE, f"the coordinator's store failed: {failure}")
         for reply in writes.after_busy + writes.after_queued:
@@ -364,6 +383,8 @@ class CoordinatorRuntime:
         self._stored = dict(records)
         self._term = term
         self.loading = False
+        if not isinstance(self.office, Standalone):
+            self.metrics.elections.inc()
         self.carry_out(self.model.load(records))
 
     def load_failed(self, failure: BaseException) -> None:
@@ -396,6 +417,7 @@ class CoordinatorRuntime:
             self.writer = ThreadWriter(loop.call_soon_threadsafe)
         self._loop = loop
         self.lag.start(loop)
+        self.metrics.attach(loop)
         self._start_load = lambda term: self._load_off_loop(loop, term)
         self.office.watch(lambda: loop.call_soon_threadsafe(self.refusal))
 
@@ -410,7 +432,8 @@ class CoordinatorRuntime:
                 self.load_failed(failure)
             else:
                 self.begin_term(term, future.result())
-                log.info("in office (term %d): %d group(s) loaded", term, len(self.model.groups))
+                log.info("in office (term %d): %d group(s) loaded", term, len(self.model.groups),
+                         extra={"event": "in_office", "term": term, "groups": len(self.model.groups)})
 
         loop.run_in_executor(None, self.store.load_all).add_done_callback(loaded)
 

@@ -24,6 +24,8 @@ Config file (TOML)::
     zk_auth = "digest"                   # ZooKeeper credentials and znode ACLs (coordinator.zk_security)
     zk_credentials_file = "zk.creds"
     zk_tls_ca = "zk-ca.pem"
+    metrics_listen = "127.0.0.1:9401"    # serve Prometheus metrics at http://HOST:PORT/metrics (default: off)
+    log_format = "text"                  # text | json (one JSON object per line)
 
     [coordinator]               # any CoordinatorConfig field
     group_initial_rebalance_delay_ms = 3000
@@ -55,6 +57,7 @@ from coordinator.election import LeaderElection, connect
 from coordinator.ha import ElectedOffice
 from coordinator.load_reports import sample_sink
 from coordinator.malloc_arenas import limit_malloc_arenas
+from coordinator.metrics import MetricsEndpoint, serve_metrics
 from coordinator.office import Office
 from coordinator.runtime import CoordinatorRuntime
 from coordinator.server import RunningServer, serve_forever
@@ -75,7 +78,7 @@ _PATH_KEYS = (
 )
 _SERVER_KEYS = {
     "listen", "data_dir", "store", "zk", "advertise", "zk_root", "zk_session_timeout_s", "snapshots", "snapshot_poll_s",
-    "sample_retention_s", "sample_retention_bytes", "zk_auth", *_PATH_KEYS,
+    "sample_retention_s", "sample_retention_bytes", "metrics_listen", "log_format", "zk_auth", *_PATH_KEYS,
 }
 
 
@@ -104,6 +107,8 @@ class ServeOptions:
     zk_tls_ca: Path | None = None
     zk_tls_cert: Path | None = None
     zk_tls_key: Path | None = None
+    metrics_listen: str = ""  # HOST:PORT of the Prometheus endpoint ("" = none)
+    log_format: str = "text"  # text | json
     coordinator: CoordinatorConfig = field(default_factory=CoordinatorConfig)
 
     @classmethod
@@ -127,7 +132,8 @@ class ServeOptions:
             if unknown:
                 raise ValueError(f"config file {args.config}: unknown [server] key(s) {', '.join(unknown)}")
         for key in ("listen", "data_dir", "store", "zk", "advertise", "snapshots", "snapshot_poll_s",
-                    "sample_retention_s", "sample_retention_bytes", "zk_auth", *_PATH_KEYS):
+                    "sample_retention_s", "sample_retention_bytes", "metrics_listen", "log_format", "zk_auth",
+                    *_PATH_KEYS):
             value = getattr(args, key, None)
             if value is not None:
                 server[key] = value
@@ -161,6 +167,13 @@ class ServeOptions:
             raise ValueError(f"--listen {listen!r} is not HOST:PORT")
         paths = {key: _path(key, server.get(key)) for key in _PATH_KEYS}
         _check_security(paths)
+        metrics_listen = str(server.get("metrics_listen", ""))
+        _host, sep, port = metrics_listen.rpartition(":")
+        if metrics_listen and (not sep or not port.isdigit() or int(port) > 65535):
+            raise ValueError(f"--metrics-listen {metrics_listen!r} is not HOST:PORT")
+        log_format = server.get("log_format", cls.log_format)
+        if log_format not in ("text", "json"):
+            raise ValueError(f"log_format must be text or json, not {log_format!r}")
         return cls(
             listen=listen,
             data_dir=Path(server.get("data_dir", "groupcoord-data")),
@@ -174,6 +187,8 @@ class ServeOptions:
             sample_retention_s=retention_s,
             sample_retention_bytes=retention_bytes,
             zk_auth=str(server.get("zk_auth", "")),
+            metrics_listen=metrics_listen,
+            log_format=log_format,
             coordinator=config,
             **paths,
         )
@@ -290,6 +305,7 @@ async def _serve(runtime: CoordinatorRuntime, options: ServeOptions, backing: _B
               file=sys.stderr, flush=True)
         election.start(advertise)
 
+    metrics = start_metrics(runtime, options)
     watching = start_snapshot_watch(runtime, options)
     try:
         await serve_forever(runtime, options.listen, on_started=started, credentials=credentials,
@@ -297,6 +313,8 @@ async def _serve(runtime: CoordinatorRuntime, options: ServeOptions, backing: _B
     finally:
         if watching is not None:
             watching.cancel()
+        if metrics is not None:
+            metrics.close()
         if election is not None:
             await asyncio.get_running_loop().run_in_executor(None, election.stop)
 
@@ -314,6 +332,18 @@ def _reload(guard: Guard, options: ServeOptions) -> None:
     acls = "-" if policy.acls is None else str(len(policy.acls.entries))
     log.info("reloaded: %s token(s), %s ACL entries", tokens, acls)
     print(f"groupcoord serve: reloaded: {tokens} token(s), {acls} ACL entries", file=sys.stderr, flush=True)
+def start_metrics(runtime: CoordinatorRuntime, options: ServeOptions) -> MetricsEndpoint | None:
+    """With ``--metrics-listen``: the runtime's registry over HTTP, on a thread of its own."""
+    if not options.metrics_listen:
+        return None
+    runtime.metrics.attach(asyncio.get_running_loop())  # scrapes read the groups on this loop, from the start
+    try:
+        endpoint = serve_metrics(runtime.metrics.registry, options.metrics_listen)
+    except (OSError, ValueError) as error:
+        raise ValueError(f"cannot serve metrics on {options.metrics_listen}: {error}") from None
+    host = options.metrics_listen.rpartition(":")[0]
+    print(f"groupcoord metrics on http://{host}:{endpoint.port}/metrics", file=sys.stderr, flush=True)
+    return endpoint
 
 
 def start_snapshot_watch(runtime: CoordinatorRuntime, options: ServeOptions) -> asyncio.Task[None] | None:

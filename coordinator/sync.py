@@ -90,7 +90,9 @@ def _accept_leader_sync(m: Model, out: Outbox, group: Group, request: pb.SyncGro
         checked = check_assignment(m.config, inputs_of(group, cooperative), request)
     if checked.rejected:
         reason = checked.rejected
-        log.warning("group %s: generation %d: invalid assignment: %s", group.group_id, group.generation, reason)
+        log.warning("group %s: generation %d: invalid assignment: %s", group.group_id, group.generation, reason,
+                    extra={"event": "assignment_refused", "group": group.group_id, "generation": group.generation,
+                           "reason": reason})
         group.last_error = f"generation {group.generation}: {reason}"
         leader = group.members[group.leader_id]
         token, leader.sync_token = leader.sync_token, None
@@ -116,6 +118,8 @@ def _accept_leader_sync(m: Model, out: Outbox, group: Group, request: pb.SyncGro
         "group %s: generation %d stable: %d replica(s) over %d member(s), %d unassigned",
         group.group_id, group.generation, sum(len(v) for v in group.assignment.values()),
         len(group.members), len(group.unassigned),
+        extra={"event": "rebalance_completed", "group": group.group_id, "generation": group.generation,
+               "members": len(group.members), "unassigned": len(group.unassigned)},
     )
     for member in group.members.values():
         if member.sync_token is not None:

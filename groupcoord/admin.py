@@ -87,8 +87,10 @@ class AdminClient:
     def list_groups(self) -> list[pb.GroupListing]:
         return list(self._call("ListGroups", pb.ListGroupsRequest()).groups)
 
-    def describe_group(self, group_id: str) -> pb.DescribeGroupResponse:
-        response: pb.DescribeGroupResponse = self._call("DescribeGroup", pb.DescribeGroupRequest(group_id=group_id))
+    def describe_group(self, group_id: str, *, include_load_snapshot: bool = False) -> pb.DescribeGroupResponse:
+        """The group; ``include_load_snapshot`` adds the snapshot's per-task table (large)."""
+        request = pb.DescribeGroupRequest(group_id=group_id, include_load_snapshot=include_load_snapshot)
+        response: pb.DescribeGroupResponse = self._call("DescribeGroup", request)
         return response
 
     def put_tasks(

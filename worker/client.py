@@ -21,6 +21,8 @@ import time
 from collections.abc import Callable
 from typing import Self
 
+from prometheus_client import CollectorRegistry
+
 from assignors.base import TaskReplica
 from assignors.registry import get_assignor
 from groupcoord import errors
@@ -29,6 +31,7 @@ from groupcoord.wire import replicas_from_pb
 from worker.config import WorkerConfig
 from worker.leader import AssignorLookup, Recheck, leader_sync_request
 from worker.listener import JoinListener, TaskListener
+from worker.metrics import watch_worker
 from worker.ownership import Ownership
 from worker.requests import heartbeat_request, join_request, leave_request
 from worker.retry import join_retrying
@@ -60,6 +63,7 @@ class WorkerClient:
         sleep: Callable[[float], None] | None = None,
         monotonic: Callable[[], float] = time.monotonic,
         load_reporter: LoadReporter | None = None,
+        metrics_registry: CollectorRegistry | None = None,
     ) -> None:
         self.config = config
         self.listener = listener
@@ -69,7 +73,10 @@ class WorkerClient:
         self._monotonic = monotonic
         self._load_reporter = load_reporter
         self._cond = threading.Condition()
-        self._machine = WorkerMachine(self._cond, name=config.client_id)
+        # metrics only on a registry the service gives (its state, rebalance time and tasks; see worker.metrics)
+        rebalance_time = None if metrics_registry is None else watch_worker(metrics_registry, self, monotonic)
+        self._machine = WorkerMachine(self._cond, name=config.client_id,
+                                      on_change=rebalance_time.changed if rebalance_time is not None else None)
         # reconnect within a heartbeat interval of the coordinator's return (gRPC's default backoff grows
         # to seconds during an outage, long enough to lose a session the outage itself would not)
         self._transport = Transport(config.coordinators, channel_factory, name=config.client_id,

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from enum import Enum
 from typing import Any, Literal
 
@@ -99,9 +100,11 @@ class WorkerMachine:
 
     state: WorkerState  # written by the Machine only
 
-    def __init__(self, cond: threading.Condition | None = None, name: str = "worker") -> None:
+    def __init__(self, cond: threading.Condition | None = None, name: str = "worker",
+                 on_change: Callable[[WorkerState, WorkerState], None] | None = None) -> None:
         self.cond = cond or threading.Condition()
         self.name = name
+        self._on_change = on_change  # (before, after) of every change, under ``cond`` (metrics)
         self._machine = Machine(
             model=self,
             states=WorkerState,
@@ -119,5 +122,7 @@ class WorkerMachine:
             self._machine.events[trigger].trigger(self)
             if self.state is not before:
                 log.debug("%s: %s -> %s (%s)", self.name, before.value, self.state.value, trigger)
+                if self._on_change is not None:
+                    self._on_change(before, self.state)
             self.cond.notify_all()
             return self.state

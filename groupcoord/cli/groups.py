@@ -1,4 +1,4 @@
-"""``groupcoord groups list|describe`` and ``groupcoord tasks put|delete``: the admin commands."""
+"""``groupcoord groups list|describe|plan|remove-members`` and ``groupcoord tasks put|delete``: the admin commands."""
 
 from __future__ import annotations
 
@@ -9,11 +9,14 @@ from groupcoord import errors
 from groupcoord.admin import AdminClient
 from groupcoord.cli.common import UsageError, open_admin
 from groupcoord.cli.describe import describe_as_dict, print_describe, state_name
+from groupcoord.cli.plan import run_plan
 
 __all__ = ["run_groups", "run_tasks"]
 
 
 def run_groups(args: argparse.Namespace) -> int:
+    if args.groups_command == "plan":
+        return run_plan(args)
     with open_admin(args.coordinator, args) as admin:
         if args.groups_command == "remove-members":
             return _remove_members(admin, args)

@@ -18,6 +18,7 @@ from groupcoord import errors
 from groupcoord.cli.common import DEFAULT_LISTEN, UsageError, add_client_security, non_negative_float, positive_int
 from groupcoord.cli.console_worker import run_worker
 from groupcoord.cli.groups import run_groups, run_tasks
+from groupcoord.cli.logs import TextFormatter, use_log_format
 from groupcoord.cli.stats import duration_s, run_stats
 
 __all__ = ["main"]
@@ -63,6 +64,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--zk-tls-key", metavar="PEM")
     serve.add_argument("--print-config", nargs="?", const="toml", choices=["toml", "json"],
                        help="print the effective configuration (file, flags and defaults; secrets masked) and exit")
+    serve.add_argument("--metrics-listen", metavar="HOST:PORT",
+                       help="serve Prometheus metrics at http://HOST:PORT/metrics (default: off)")
+    serve.add_argument("--log-format", choices=["text", "json"], help="json: one JSON object per line (default text)")
 
     worker = sub.add_parser("worker", help="run a demo worker that prints one JSON line per event")
     worker.add_argument("--group", required=True)
@@ -88,7 +92,7 @@ def _parser() -> argparse.ArgumentParser:
                              "session timeout decide")
     add_client_security(worker)
 
-    groups = sub.add_parser("groups", help="list or describe groups")
+    groups = sub.add_parser("groups", help="list, describe, plan or remove members of groups")
     groups_sub = groups.add_subparsers(dest="groups_command", required=True, metavar="ACTION")
     listing = groups_sub.add_parser("list", help="every group with its state")
     listing.add_argument("--coordinator", default=DEFAULT_LISTEN)
@@ -100,6 +104,14 @@ def _parser() -> argparse.ArgumentParser:
     add_client_security(describe)
     describe.add_argument("--json", action="store_true")
     describe.add_argument("--wide", action="store_true", help="full member ids, whatever the terminal's width")
+    plan = groups_sub.add_parser("plan", help="dry run: what an assignor would do with the group now")
+    plan.add_argument("group")
+    plan.add_argument("--assignor", help="the assignor to run (default: the group's current one)")
+    plan.add_argument("--snapshot", metavar="PATH", help="use the load snapshot at PATH (a `groupcoord stats "
+                                                         "--out` directory) instead of the coordinator's")
+    plan.add_argument("--coordinator", default=DEFAULT_LISTEN)
+    add_client_security(plan)
+    plan.add_argument("--json", action="store_true")
     remove = groups_sub.add_parser("remove-members", help="remove members in one batch (static ones by instance id)")
     remove.add_argument("group")
     remove.add_argument("--instance-id", action="append", default=[], metavar="ID", dest="instance_ids",
@@ -160,6 +172,7 @@ def _run_serve(args: argparse.Namespace) -> int:
         if args.print_config:
             print(render_options(options, args.print_config), end="")
             return 0
+        use_log_format(options.log_format)
         return run_coordinator(options)
     except ValueError as error:  # bad config, unusable data dir or store file, port in use
         raise UsageError(str(error)) from None
@@ -183,11 +196,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one ``groupcoord`` command; returns its exit status (0, 1 refused/unreachable, 2 usage)."""
     parser = _parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=getattr(logging, args.log_level.upper()),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(TextFormatter())
+    logging.basicConfig(level=getattr(logging, args.log_level.upper()), handlers=[handler])
     if args.log_level != "debug":
         logging.getLogger("transitions").setLevel(logging.WARNING)
     try:
