@@ -65,6 +65,8 @@ class Outcome:
     after_tasks: dict[str, tuple[str, ...]]
     before: dict[str, MemberLoad]
     after: dict[str, MemberLoad]
+    foreign_cpu: float = 0.0
+    """percent of a core the foreign member's non-task process uses (for the picture)."""
     expect_move: bool = True
     note: str = ""
     moved_in_rounds: list[int] = field(default_factory=list)
@@ -123,6 +125,7 @@ def format_outcome(outcome: Outcome) -> list[str]:
         lines.extend(textwrap.wrap(f"moved (round {rounds}): {text}", 80, initial_indent="  ",
                                    subsequent_indent="    "))
     else:
-        lines.append("  moved nothing" + (f": {outcome.note}" if outcome.note else ""))
+        text = "moved nothing" + (f": {outcome.note}" if outcome.note else "")
+        lines.extend(textwrap.wrap(text, 80, initial_indent="  ", subsequent_indent="    "))
     return lines
 

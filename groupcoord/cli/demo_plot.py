@@ -22,7 +22,9 @@ OVERLOAD_LINE = 85.0
 
 def _label(outcome: Outcome, name: str) -> str:
     short = name.rsplit("-", 1)[-1]
-    return f"{short}\nhot" if name == outcome.hot else f"{short}\n+foreign" if name == outcome.foreign else short
+    tag = " hot" if name == outcome.hot else " +foreign" if name == outcome.foreign else ""
+    msg = f"{outcome.before[name].msg / 1000:.1f}k→{outcome.after[name].msg / 1000:.1f}k msg/s"
+    return f"{short}{tag}\n{msg}"
 
 
 def _caption(outcome: Outcome) -> str:
@@ -51,6 +53,10 @@ def plot_outcomes(outcomes: Sequence[Outcome], path: Path) -> Path | None:
         ax.bar([x - 0.2 for x in xs], before, width=0.4, color="#b0b0b0", label="before")
         colors = ["#d62728" if n == outcome.hot else "#1f77b4" for n in names]
         ax.bar([x + 0.2 for x in xs], after, width=0.4, color=colors, label="after")
+        if outcome.foreign in names and outcome.foreign_cpu > 0:  # the part of its CPU that is no task's
+            x = names.index(outcome.foreign)
+            ax.bar([x - 0.2, x + 0.2], [outcome.foreign_cpu] * 2, width=0.4, fill=False, hatch="//",
+                   edgecolor="#555555", linewidth=0, label="foreign process")
         for x, value in zip(xs, after, strict=True):
             ax.text(x + 0.2, value + 1.5, f"{value:.0f}", ha="center", fontsize=8)
         ax.axhline(OVERLOAD_LINE, color="grey", linestyle="--", linewidth=0.8)
@@ -65,5 +71,5 @@ def plot_outcomes(outcomes: Sequence[Outcome], path: Path) -> Path | None:
         ax.set_ylabel("CPU % of one core")
     axes.flat[0].legend(loc="upper right", fontsize=8)
     fig.suptitle("groupcoord demo, act two: CPU per member before (grey) and after each strategy rebalanced "
-                 "(red: the hot member; dashed: 85% overload line)", fontsize=10)
+                 "(red: the hot member; hatched: a process that is no task; dashed: 85%)", fontsize=10)
     return save(fig, path)
