@@ -28,7 +28,7 @@ from coordinator.server import ServerThread
 from coordinator.sqlite_store import SqliteStore
 from groupcoord.admin import AdminClient
 from groupcoord.cli.common import STATS_EXTRA_HINT, missing_stats_extra
-from groupcoord.cli.demo_load import act_two
+from groupcoord.cli.demo_load import act_two, start_spark
 from groupcoord.cli.narrate import DemoFailed, say, show_group, stable, subprocess_env, wait_for_group
 from groupcoord.v1 import groupcoord_pb2 as pb
 from loadstats.sample_log import SampleLog
@@ -116,6 +116,12 @@ def run_demo(*, workers: int = 3, tasks: int = 8, data_dir: str | None = None, w
         with ExitStack() as stack:
             root = Path(data_dir or stack.enter_context(tempfile.TemporaryDirectory(prefix="groupcoord-demo-")))
             root.mkdir(parents=True, exist_ok=True)
+            spark = None
+            if with_stats and missing is None:
+                say("starting local Spark for act two first, before this process runs any gRPC")
+                spark, seconds = start_spark()
+                stack.callback(spark.stop)
+                print(f"   local Spark session started in {seconds:.1f}s", flush=True)
             store = SqliteStore(root / "groups.db")
             stack.callback(store.close)
             config = CoordinatorConfig(group_initial_rebalance_delay_ms=500, group_min_session_timeout_ms=1000)
@@ -129,8 +135,8 @@ def run_demo(*, workers: int = 3, tasks: int = 8, data_dir: str | None = None, w
             act_one(server.address, admin, workers, tasks)
             if missing is not None:
                 say(f"skipping act two (load statistics): {missing} is not installed; {STATS_EXTRA_HINT}")
-            elif with_stats:
-                act_two(server.address, admin, root, samples, plot_path(data_dir, plot))
+            elif spark is not None:
+                act_two(server.address, admin, root, samples, plot_path(data_dir, plot), spark)
         say(f"demo finished in {time.monotonic() - started:.1f}s")
         return 0
     except DemoFailed as failure:

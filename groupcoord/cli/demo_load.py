@@ -17,8 +17,6 @@ import tempfile
 import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,7 +36,7 @@ from loadstats.report_policy import ReportPolicy
 from loadstats.sample_log import SampleLog
 from worker import WorkerClient, WorkerConfig
 
-__all__ = ["ROUNDS", "STRATEGIES", "Strategy", "act_two"]
+__all__ = ["ROUNDS", "STRATEGIES", "Strategy", "act_two", "start_spark"]
 
 TASKS_PER_GROUP = 12
 ROUNDS = 3
@@ -133,20 +131,30 @@ class _Watched:
         return result
 
 
+def start_spark() -> tuple[Any, float]:
+    """The local Spark session every round runs on, and the seconds it took to start.
+
+    The demo calls this before it starts its coordinator: PySpark forks the JVM's launcher, and a
+    fork while gRPC threads are busy can crash the child in gRPC's fork handler (seen once when
+    the session started beside act two's workers)."""
+    # lazy: PySpark is the stats extra; the demo runs act one without it
+    from loadstats.job import build_session
+
+    started = time.monotonic()
+    spark = build_session("local[2]", driver_memory="1g", extra_conf=DEMO_SPARK_CONF)
+    return spark, time.monotonic() - started
+
+
 class _Refresher:
     """The statistics job in this process, on one warm Spark session: the first refresh folds in the
-    whole log (and starts the JVM); the next read only the sample files they have not seen."""
+    whole log; the next read only the sample files they have not seen."""
 
-    def __init__(self, root: Path, address: str) -> None:
-        # lazy: PySpark is the stats extra; the demo runs act one without it
-        from loadstats.job import build_session
-
+    def __init__(self, spark: Any, root: Path, address: str) -> None:
+        self.spark = spark
         self.samples = str(root / "samples")
         self.out = str(Path(tempfile.mkdtemp(prefix="snapshot-", dir=root)))
         self.address = address
-        started = time.monotonic()
-        self.spark = build_session("local[2]", driver_memory="1g", extra_conf=DEMO_SPARK_CONF)
-        self.costs: list[float] = [time.monotonic() - started]
+        self.costs: list[float] = []
 
     def refresh(self, label: str) -> dict[str, LoadSnapshot]:
         """Fold in what is new, write the snapshot, publish it; returns the snapshots published, by group."""
@@ -162,9 +170,6 @@ class _Refresher:
               f"worker(s) in {result.wall_time_s:.1f}s; published to {len(sent)} group(s)", flush=True)
         snapshots = read_snapshots(self.out)
         return {g: snapshots[g] for g in sent}
-
-    def close(self) -> None:
-        self.spark.stop()
 
 
 @dataclass
@@ -238,7 +243,7 @@ def _outcome(group: _Group, first: LoadSnapshot, last: LoadSnapshot) -> Outcome:
     )
 
 
-def act_two(address: str, admin: AdminClient, root: Path, samples: SampleLog, plot: Path) -> None:
+def act_two(address: str, admin: AdminClient, root: Path, samples: SampleLog, plot: Path, spark: Any) -> None:
     """Load-aware groups on one imbalance: rounds of snapshots and rebalances, then before/after and the check."""
     log = _Log()
     task_ids = tuple(f"bundle-{i:02d}" for i in range(TASKS_PER_GROUP))
@@ -247,10 +252,7 @@ def act_two(address: str, admin: AdminClient, root: Path, samples: SampleLog, pl
         "every group gets the same imbalance")
     for group in groups:
         admin.put_tasks(group.name, task_ids)
-    # the JVM starts while the groups form and report (it takes longer than both)
-    starting = ThreadPoolExecutor(1, thread_name_prefix="spark-start")
-    spark = starting.submit(_Refresher, root, address)
-    starting.shutdown(wait=False)
+    refresher = _Refresher(spark, root, address)
     clients = _start(address, groups, log)
     try:
         for group in groups:
@@ -275,19 +277,12 @@ def act_two(address: str, admin: AdminClient, root: Path, samples: SampleLog, pl
             for group in groups:  # what each member runs as these samples are folded in
                 described = admin.describe_group(group.name)
                 group.last, group.generation = _assignment(described), described.generation
-            if number == 1:
-                waited = time.monotonic()
-                spark.result()
-                print(f"   local Spark session started in {spark.result().costs[0]:.1f}s, beside the groups "
-                      f"(waited {time.monotonic() - waited:.1f}s more for it)", flush=True)
-            last = _round(number, spark.result(), admin, groups, log)
+            last = _round(number, refresher, admin, groups, log)
             first = first or last
-        _report(groups, first, last, plot, spark.result().costs)
+        _report(groups, first, last, plot, refresher.costs)
     finally:
         for client in clients:
             client.close()
-        with suppress(Exception):  # a session that failed to start has raised already
-            spark.result().close()
 
 
 def _short(name: str) -> str:
@@ -305,7 +300,7 @@ def _report(groups: list[_Group], first: dict[str, LoadSnapshot], last: dict[str
             print(line, flush=True)
     written = plot_outcomes(outcomes, plot)
     say(f"picture: {written}" if written else f"picture skipped: {MISSING_HINT}")
-    print(f"   Spark: session start {costs[0]:.1f}s, rounds " + ", ".join(f"{c:.1f}s" for c in costs[1:]), flush=True)
+    print("   Spark job per round: " + ", ".join(f"{c:.1f}s" for c in costs), flush=True)
     problems = [p for o in outcomes for p in failures(o)]
     if problems:
         raise DemoFailed("self-check: " + "; ".join(problems))
