@@ -14,6 +14,7 @@ member did not.
 from __future__ import annotations
 
 import tempfile
+import textwrap
 import threading
 import time
 from collections.abc import Sequence
@@ -301,8 +302,13 @@ def _report(groups: list[_Group], first: dict[str, LoadSnapshot], last: dict[str
     written = plot_outcomes(outcomes, plot)
     say(f"picture: {written}" if written else f"picture skipped: {MISSING_HINT}")
     print("   Spark job per round: " + ", ".join(f"{c:.1f}s" for c in costs), flush=True)
-    problems = [p for o in outcomes for p in failures(o)]
-    if problems:
-        raise DemoFailed("self-check: " + "; ".join(problems))
+    failed = {o.assignor: failures(o) for o in outcomes}
+    failed = {name: found for name, found in failed.items() if found}
+    if failed:
+        say("self-check FAILED:")
+        for found in failed.values():
+            for problem in found:
+                print("\n".join(textwrap.wrap(problem, 80, initial_indent="   - ", subsequent_indent="     ")))
+        raise DemoFailed(f"self-check failed for {', '.join(failed)} (the reasons are above)")
     relieved = [o.assignor for o in outcomes if o.expect_move]
     say(f"self-check passed: {', '.join(relieved)} each moved tasks and the hot member's CPU and msg/s went down")
