@@ -58,7 +58,8 @@ def outcome(model: LoadModel, before: Owners, after: Owners, *, expect_move: boo
     assert imbalance is not None
     return Outcome("pulsar-x", imbalance.hot_member, imbalance.foreign_member, before, after,
                    member_loads(snapshot(model, before), before, IDS),
-                   member_loads(snapshot(model, after, 1), after, IDS), expect_move=expect_move)
+                   member_loads(snapshot(model, after, 1), after, IDS), foreign_cpu=imbalance.foreign_cpu,
+                   expect_move=expect_move)
 
 
 def test_the_scenario_is_seeded_and_a_tasks_load_follows_it() -> None:

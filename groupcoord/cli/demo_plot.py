@@ -23,7 +23,7 @@ OVERLOAD_LINE = 85.0
 def _label(outcome: Outcome, name: str) -> str:
     short = name.rsplit("-", 1)[-1]
     tag = " hot" if name == outcome.hot else " +foreign" if name == outcome.foreign else ""
-    msg = f"{outcome.before[name].msg / 1000:.1f}k→{outcome.after[name].msg / 1000:.1f}k msg/s"
+    msg = f"{outcome.before[name].msg / 1000:.1f}k→{outcome.after[name].msg / 1000:.1f}k"
     return f"{short}{tag}\n{msg}"
 
 
@@ -56,11 +56,11 @@ def plot_outcomes(outcomes: Sequence[Outcome], path: Path) -> Path | None:
         if outcome.foreign in names and outcome.foreign_cpu > 0:  # the part of its CPU that is no task's
             x = names.index(outcome.foreign)
             ax.bar([x - 0.2, x + 0.2], [outcome.foreign_cpu] * 2, width=0.4, fill=False, hatch="//",
-                   edgecolor="#555555", linewidth=0, label="foreign process")
+                   edgecolor="#333333", linewidth=0.6, label="foreign process")
         for x, value in zip(xs, after, strict=True):
             ax.text(x + 0.2, value + 1.5, f"{value:.0f}", ha="center", fontsize=8)
         ax.axhline(OVERLOAD_LINE, color="grey", linestyle="--", linewidth=0.8)
-        ax.set_xticks(list(xs), [_label(outcome, n) for n in names])
+        ax.set_xticks(list(xs), [_label(outcome, n) for n in names], fontsize=8)
         ax.set_ylim(0, top)
         cpu = outcome.balance("cpu")
         ax.set_title(f"{outcome.assignor}\nmax/mean CPU {cpu[0]:.2f} → {cpu[1]:.2f}", fontsize=10)
@@ -70,6 +70,7 @@ def plot_outcomes(outcomes: Sequence[Outcome], path: Path) -> Path | None:
     for ax in axes[:, 0]:
         ax.set_ylabel("CPU % of one core")
     axes.flat[0].legend(loc="upper right", fontsize=8)
-    fig.suptitle("groupcoord demo, act two: CPU per member before (grey) and after each strategy rebalanced "
-                 "(red: the hot member; hatched: a process that is no task; dashed: 85%)", fontsize=10)
+    fig.suptitle("groupcoord demo, act two: CPU per member before (grey) and after each strategy rebalanced\n"
+                 "red: the hot member; hatched: a process that is no task's; dashed: 85% overload; "
+                 "under each member its msg/s before→after", fontsize=10)
     return save(fig, path)
