@@ -225,6 +225,9 @@ def _round(number: int, refresher: _Refresher, admin: AdminClient, groups: list[
             continue
         after = wait_for_group(admin, group.name, _newer_than(group.generation),
                                f"{group.name} rebalances on round {number}'s snapshot")
+        if not log.assigned.get((group.name, snapshot.snapshot_id)):
+            raise DemoFailed(f"{group.name} rebalanced without its leader running "
+                             f"{group.strategy.assignor} on snapshot {snapshot.snapshot_id}")
         moved = sum(1 for n, ts in _assignment(after).items() for t in ts if t not in group.last.get(n, ()))
         if moved:
             group.moved_in.append(number)
