@@ -61,6 +61,7 @@ from assignors.pulsar import (
     PulsarTransferAssignor,
     PulsarUniformAssignor,
 )
+from groupcoord.plots import MISSING_HINT, line_chart, pyplot
 
 BALANCED = 1.1
 NO_LOAD = "sticky (no load)"
@@ -320,42 +321,36 @@ def main(argv: list[str] | None = None) -> int:
         f"\n{args.seeds} seed(s) x {args.rounds} rounds x {args.tasks} tasks in {time.perf_counter() - started:.1f} s"
     )
     if not args.no_plots:
-        save_plots(all_results, args.out, suffix="" if args.protocol == EAGER else f"_{args.protocol}")
-        print(f"plots in {args.out}")
+        if save_plots(all_results, args.out, suffix="" if args.protocol == EAGER else f"_{args.protocol}"):
+            print(f"plots in {args.out}")
+        else:
+            print(f"plots skipped: {MISSING_HINT}")
     return 0
 
 
-def save_plots(all_results: dict[str, dict[str, list[Result]]], out: Path, suffix: str = "") -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    out.mkdir(parents=True, exist_ok=True)
+def save_plots(all_results: dict[str, dict[str, list[Result]]], out: Path, suffix: str = "") -> bool:
+    """Write the charts (``groupcoord.plots``); False when matplotlib is missing."""
+    if pyplot() is None:
+        return False
     for scenario, by_strategy in all_results.items():
-        fig, ax = plt.subplots(figsize=(8, 4.5))
-        for strategy, results in by_strategy.items():
-            series = results[0].imbalance
-            ax.plot(range(len(series)), series, label=strategy, linewidth=2.0 if strategy == "balanced" else 1.0)
-        ax.axhline(BALANCED, color="grey", linestyle="--", linewidth=0.8)
-        ax.set_xlabel("round (shedding interval)")
-        ax.set_ylabel("max / mean utilization (seed 1)")
-        ax.set_title(f"{scenario}: imbalance over time")
-        ax.legend(loc="upper right")
-        fig.tight_layout()
-        fig.savefig(out / f"balance_{scenario}{suffix}.png", dpi=100)
-        plt.close(fig)
+        line_chart(
+            out / f"balance_{scenario}{suffix}.png",
+            {strategy: results[0].imbalance for strategy, results in by_strategy.items()},
+            title=f"{scenario}: imbalance over time",
+            xlabel="round (shedding interval)",
+            ylabel="max / mean utilization (seed 1)",
+            hline=BALANCED,
+            emphasize="balanced",
+        )
         if any(r.foreign_series for rs in by_strategy.values() for r in rs):
-            fig, ax = plt.subplots(figsize=(8, 4.5))
-            for strategy, results in by_strategy.items():
-                ax.plot([u * 100 for u in results[0].foreign_series], label=strategy)
-            ax.set_xlabel("round")
-            ax.set_ylabel("utilization % of the member with a foreign process")
-            ax.set_title(f"{scenario}: the foreign-process member")
-            ax.legend(loc="upper right")
-            fig.tight_layout()
-            fig.savefig(out / f"foreign_{scenario}{suffix}.png", dpi=100)
-            plt.close(fig)
+            line_chart(
+                out / f"foreign_{scenario}{suffix}.png",
+                {strategy: [u * 100 for u in results[0].foreign_series] for strategy, results in by_strategy.items()},
+                title=f"{scenario}: the foreign-process member",
+                xlabel="round",
+                ylabel="utilization % of the member with a foreign process",
+            )
+    return True
 
 
 if __name__ == "__main__":

@@ -1,10 +1,12 @@
 """``groupcoord demo``: the whole system on one machine, narrated.
 
 Act 1: a coordinator (SQLite store) and worker processes form a group, take
-tasks, lose a worker to SIGKILL and rebalance. Act 2: workers report load, the
-Spark statistics job turns the sample log into a snapshot, and groups running
-each Pulsar assignor rebalance with it. Exits 0 when every step checked out,
-1 with a one-line reason otherwise.
+tasks, lose a worker to SIGKILL and rebalance. Act 2: one group per load-aware
+assignor, each with a hot member; workers report load, the Spark statistics job
+turns the sample log into snapshots, each strategy moves tasks off the hot
+member, and the demo prints and draws (PNG) the load per member before and
+after. Exits 0 when every step checked out, 1 with a one-line reason otherwise
+(including a strategy that should have relieved the hot member and did not).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from coordinator.server import ServerThread
 from coordinator.sqlite_store import SqliteStore
 from groupcoord.admin import AdminClient
 from groupcoord.cli.common import STATS_EXTRA_HINT, missing_stats_extra
-from groupcoord.cli.demo_load import act_two
+from groupcoord.cli.demo_load import act_two, start_spark
 from groupcoord.cli.narrate import DemoFailed, say, show_group, stable, subprocess_env, wait_for_group
 from groupcoord.v1 import groupcoord_pb2 as pb
 from loadstats.sample_log import SampleLog
@@ -94,7 +96,16 @@ def act_one(address: str, admin: AdminClient, workers: int, tasks: int) -> None:
                 proc.kill()
 
 
-def run_demo(*, workers: int = 3, tasks: int = 8, data_dir: str | None = None, with_stats: bool = True) -> int:
+def plot_path(data_dir: str | None, plot: str | None) -> Path:
+    """Where act two's PNG goes: ``--plot``, else the data directory, else the temp directory (the
+    default data directory is deleted when the demo ends; the picture should outlive it)."""
+    if plot:
+        return Path(plot)
+    return Path(data_dir or tempfile.gettempdir()) / "groupcoord-demo-load.png"
+
+
+def run_demo(*, workers: int = 3, tasks: int = 8, data_dir: str | None = None, with_stats: bool = True,
+             plot: str | None = None) -> int:
     """Both acts against an in-process coordinator; 0 when every step checked out, 1 (2 for bad flags) otherwise."""
     if workers < 2:
         print("groupcoord demo: --workers must be at least 2 (one is killed)", file=sys.stderr)
@@ -105,6 +116,12 @@ def run_demo(*, workers: int = 3, tasks: int = 8, data_dir: str | None = None, w
         with ExitStack() as stack:
             root = Path(data_dir or stack.enter_context(tempfile.TemporaryDirectory(prefix="groupcoord-demo-")))
             root.mkdir(parents=True, exist_ok=True)
+            spark = None
+            if with_stats and missing is None:
+                say("starting local Spark for act two first, before this process runs any gRPC")
+                spark, seconds = start_spark()
+                stack.callback(spark.stop)
+                print(f"   local Spark session started in {seconds:.1f}s", flush=True)
             store = SqliteStore(root / "groups.db")
             stack.callback(store.close)
             config = CoordinatorConfig(group_initial_rebalance_delay_ms=500, group_min_session_timeout_ms=1000)
@@ -118,8 +135,8 @@ def run_demo(*, workers: int = 3, tasks: int = 8, data_dir: str | None = None, w
             act_one(server.address, admin, workers, tasks)
             if missing is not None:
                 say(f"skipping act two (load statistics): {missing} is not installed; {STATS_EXTRA_HINT}")
-            elif with_stats:
-                act_two(server.address, admin, root, samples)
+            elif spark is not None:
+                act_two(server.address, admin, root, samples, plot_path(data_dir, plot), spark)
         say(f"demo finished in {time.monotonic() - started:.1f}s")
         return 0
     except DemoFailed as failure:

@@ -163,6 +163,8 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--tasks", type=positive_int, default=8)
     demo.add_argument("--data-dir", help="default: a temporary directory")
     demo.add_argument("--skip-stats", action="store_true", help="skip the Spark load statistics part")
+    demo.add_argument("--plot", metavar="PATH", help="act two's PNG (default: groupcoord-demo-load.png in the data "
+                      "directory, or the temp directory)")
     return parser
 
 
@@ -183,7 +185,8 @@ def _run_demo(args: argparse.Namespace) -> int:
     # every other command must work without them
     from groupcoord.cli.demo import run_demo
 
-    return run_demo(workers=args.workers, tasks=args.tasks, data_dir=args.data_dir, with_stats=not args.skip_stats)
+    return run_demo(workers=args.workers, tasks=args.tasks, data_dir=args.data_dir, with_stats=not args.skip_stats,
+                    plot=args.plot)
 
 
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,8 +21,9 @@ class DemoFailed(Exception):
 
 
 def say(text: str) -> None:
-    """One narration line of the demo."""
-    print(f"\n==> {text}", flush=True)
+    """One narration paragraph of the demo, wrapped for an 80-column terminal (ids and paths kept whole)."""
+    print("\n" + textwrap.fill(text, 80, initial_indent="==> ", subsequent_indent="    ", break_long_words=False,
+                               break_on_hyphens=False), flush=True)
 
 
 def show_group(admin: AdminClient, group: str) -> None:

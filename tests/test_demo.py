@@ -1,0 +1,35 @@
+"""``groupcoord demo`` end to end: both acts, real processes and Spark, its self-check and its PNG.
+
+Run as a subprocess, as ``make demo`` runs it: the demo starts and stops its own Spark session,
+which must not be the test session's.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+
+def test_demo_moves_load_off_the_hot_member_checks_it_and_draws_it(tmp_path: Path, cli_env: dict[str, str]) -> None:
+    png = tmp_path / "act-two.png"
+    done = subprocess.run(
+        [sys.executable, "-m", "groupcoord.cli", "demo", "--data-dir", str(tmp_path / "data"), "--plot", str(png)],
+        env=cli_env, capture_output=True, text=True, timeout=600, check=False,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    out = done.stdout
+    act_two = out[out.index("act two"):]
+    assert "self-check passed" in act_two
+    for name in ("pulsar-threshold", "pulsar-overload", "pulsar-uniform", "pulsar-avg", "pulsar-transfer", "balanced"):
+        assert f"\n{name}\n" in act_two
+    assert "w0 (hot)" in act_two and "(+foreign CPU)" in act_two and "max/mean" in act_two
+    assert "moved nothing: by design" in act_two  # pulsar-transfer says why, rather than hiding it
+    tables = act_two[act_two.index("load per member"):act_two.index("picture")]
+    assert all(len(line) <= 80 for line in tables.splitlines())
+    assert f"picture: {png}" in out.replace("\n    ", " ")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
