@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -18,6 +19,8 @@ import grpc
 
 from assignors.base import Assignment, AssignmentContext
 from assignors.round_robin import RoundRobinAssignor
+from coordinator.config import CoordinatorConfig
+from coordinator.runtime import CoordinatorRuntime
 from coordinator.server import ServerThread
 from groupcoord.admin import AdminClient
 from groupcoord.v1 import groupcoord_pb2 as pb
@@ -262,3 +265,30 @@ def test_a_join_listener_hears_each_join(server: ServerThread) -> None:
     finally:
         worker.close()
         admin.close()
+
+
+def test_after_a_heartbeat_the_coordinator_did_not_answer_the_next_one_comes_sooner() -> None:
+    """During an outage the worker heartbeats at its retry backoff (doubling, at most the heartbeat
+    interval), so a coordinator that comes back hears from it at once, not an interval later."""
+    backoff = BackoffLog()
+    server = ServerThread(CoordinatorRuntime(CoordinatorConfig(group_initial_rebalance_delay_ms=0))).start()
+    worker = hung_worker(server.address, backoff, heartbeat_interval_ms=300, session_timeout_ms=6000,
+                         retry_backoff_ms=20).start()
+    try:
+        assert worker.wait_until(lambda w: w.state is WorkerState.STABLE, 10)
+        assert worker.wait_until(lambda w: w.generation > 0, 10)
+        assert {s for s, state, _ in backoff.entries if state is WorkerState.STABLE} <= {0.3}  # all is well
+        before = len(backoff.entries)
+        server.stop()
+        deadline = time.monotonic() + 10  # the backoff log changes without waking wait_until: poll it
+        while len(backoff.entries) < before + 7 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        after = [s for s, state, _ in backoff.entries[before:] if state is WorkerState.STABLE]
+        while after and after[0] == 0.3:  # heartbeats answered before the stop
+            after.pop(0)
+        assert after[:5] == [0.02, 0.04, 0.08, 0.16, 0.3], after
+        assert worker.state is WorkerState.STABLE  # tasks kept meanwhile (the session has not run out)
+    finally:
+        backoff.done.set()
+        worker.close()
+        server.stop()

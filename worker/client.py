@@ -90,6 +90,7 @@ class WorkerClient:
         # the rebalance protocol of the last generation (before the first: what we offer)
         self._rebalance_protocol = config.rebalance_protocol
         self._last_heartbeat_ok = monotonic()
+        self._heartbeats_failed = 0  # heartbeats in a row the coordinator did not answer (outage)
         self._rebalance_requested = False
         self._recheck = Recheck(assignor_lookup, monotonic, name=config.client_id)
         self.fatal_error: BaseException | None = None
@@ -315,7 +316,7 @@ class WorkerClient:
 
     def _stable_tick(self) -> None:
         cfg = self.config
-        self._sleep(cfg.heartbeat_interval_ms / 1000)
+        self._sleep(self._next_heartbeat_s())
         if self._closing.is_set():
             return
         if self._rebalance_requested:
@@ -326,6 +327,7 @@ class WorkerClient:
         try:
             self._transport.heartbeat(request, self._stable_timeout())
         except errors.CoordinatorMovedError as moved:  # the transport has moved on to the next coordinator
+            self._heartbeats_failed += 1
             silent_for = self._monotonic() - self._last_heartbeat_ok
             if silent_for * 1000 >= cfg.session_timeout_ms:
                 log.warning("%s: no heartbeat for %.1fs (> session timeout): re-joining", cfg.client_id, silent_for)
@@ -344,10 +346,21 @@ class WorkerClient:
             self._machine.fire("rejoin")
             return
         self._last_heartbeat_ok = self._monotonic()
+        self._heartbeats_failed = 0
         self._report_load()
         if self.is_leader and self._recheck.wants_rebalance(self._protocol, self._generation,
                                                              self._describe_with_snapshot):
             self._machine.fire("rejoin")
+
+    def _next_heartbeat_s(self) -> float:
+        """A heartbeat interval; after heartbeats the coordinator did not answer, sooner (the retry
+        backoff, doubling, at most the interval), so a coordinator that comes back after a short
+        outage hears from its members at once, before their sessions run out."""
+        interval = self.config.heartbeat_interval_ms / 1000
+        if not self._heartbeats_failed:
+            return interval
+        backoff: float = self.config.retry_backoff_ms / 1000 * 2.0 ** min(self._heartbeats_failed - 1, 16)
+        return min(interval, backoff)
 
     def _stable_timeout(self) -> float:
         """Deadline (s) of a call in Stable: half the session at most (a hung coordinator is left in
