@@ -207,7 +207,9 @@ def test_a_worker_leaves_a_hung_coordinator_within_its_session() -> None:
         admin = AdminClient(first.address)
         admin.put_tasks(G, ["a", "b"])
         recorder = Recorder()
-        worker = make_worker(f"{first.address},{second.address}", "w", recorder).start()  # session 3 s
+        # session 6 s: heartbeats to the hung active give up after 3 s, leaving 3 s to reach the new one
+        # (with 3 s, the margin was 1.5 s, which a busy machine could use up)
+        worker = make_worker(f"{first.address},{second.address}", "w", recorder, session_timeout_ms=6000).start()
         frozen = threading.Thread(target=lambda: first.call(lambda: release.wait(30), timeout=60))
         try:
             before = wait_settled([worker], admin, 2)
@@ -218,7 +220,7 @@ def test_a_worker_leaves_a_hung_coordinator_within_its_session() -> None:
             with AdminClient(second.address) as new_admin:
                 # the member's session there started at the load: a fresh last_seen a second later is a heartbeat
                 heard = new_admin.wait_for(G, lambda d: d.state == pb.STABLE and time.monotonic() - hung_at > 1
-                                           and [m.last_seen_ms_ago < 300 for m in d.members] == [True], 5)
+                                           and [m.last_seen_ms_ago < 300 for m in d.members] == [True], 10)
             assert heard.generation == before.generation
             assert worker.coordinator_address == second.address and worker.generation == before.generation
             assert worker.state is WorkerState.STABLE

@@ -18,6 +18,7 @@ def test_a_static_worker_restarted_within_its_session_gets_its_tasks_back(server
     b = make_worker(server.address, "b", instance_id="inst-b", session_timeout_ms=10_000).start()
     try:
         before = wait_settled([a, b], admin, 4)
+        seen = len(steady.events)  # a may have been through more than one generation while b started
         b_tasks = b.assigned_tasks
         b.close()  # static: no LeaveGroup
         assert admin.describe_group(G).state == pb.STABLE and len(admin.describe_group(G).members) == 2
@@ -26,7 +27,7 @@ def test_a_static_worker_restarted_within_its_session_gets_its_tasks_back(server
         after = wait_settled([a, b], admin, 4)
         assert after.generation == before.generation  # no rebalance
         assert b.assigned_tasks == b_tasks
-        assert [kind for kind, _, _ in steady.events] == ["assigned"]  # a never stopped anything
+        assert steady.events[seen:] == []  # a never stopped anything
         assert {m.member.instance_id for m in after.members} == {"inst-a", "inst-b"}
     finally:
         a.close(leave_group=True)
