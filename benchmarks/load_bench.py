@@ -77,6 +77,10 @@ def _serve(kind: str, members: int, queue: Any) -> None:
     import logging
 
     logging.disable(logging.WARNING)
+    if kind != "noop":
+        from coordinator.process_tuning import tune_process
+
+        tune_process()  # as ``groupcoord serve`` does
 
     async def main() -> None:
         groups = {f"g{i}": [] for i in range(max(1, members // MEMBERS_PER_GROUP))}

@@ -47,6 +47,10 @@ def _serve(queue: Any) -> None:
 
     logging.disable(logging.WARNING)
 
+    from coordinator.process_tuning import tune_process
+
+    tune_process()  # as ``groupcoord serve`` does
+
     async def main() -> None:
         from coordinator.config import CoordinatorConfig
         from coordinator.runtime import CoordinatorRuntime

@@ -56,9 +56,9 @@ from coordinator.config import ConfigError, CoordinatorConfig
 from coordinator.election import LeaderElection, connect
 from coordinator.ha import ElectedOffice
 from coordinator.load_reports import sample_sink
-from coordinator.malloc_arenas import limit_malloc_arenas
 from coordinator.metrics import MetricsEndpoint, serve_metrics
 from coordinator.office import Office
+from coordinator.process_tuning import tune_process
 from coordinator.runtime import CoordinatorRuntime
 from coordinator.server import RunningServer, serve_forever
 from coordinator.snapshot_watch import watch_snapshots
@@ -215,7 +215,7 @@ def _check_security(paths: dict[str, Path | None]) -> None:
 def run_coordinator(options: ServeOptions) -> int:
     """Run until SIGINT/SIGTERM; returns the exit status. One path for every store: the store and
     the office differ (ZooKeeper brings an election), the runtime and the server do not."""
-    limit_malloc_arenas()
+    tune_process()  # GIL switch interval, malloc arenas (coordinator.process_tuning)
     try:
         options.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # group records and load samples
     except OSError as error:
