@@ -115,6 +115,9 @@ class Group:
     initial_delay_remaining_ms: int = 0
     new_member_during_delay: bool = False
     in_initial_delay: bool = False
+    # the coordinator's lost time (``CoordinatorModel.lateness``) when the current join or sync
+    # deadline was armed: time lost since then moves the deadline
+    phase_lost_mark: float = 0.0
     # bumped by every change of ``tasks``; ``catalog_snapshot()`` copies the catalog once per version
     catalog_version: int = 0
     catalog_cache: CatalogSnapshot | None = None

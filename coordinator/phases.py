@@ -147,25 +147,46 @@ def prepare_rebalance(m: Model, out: Outbox, group: Group, reason: str) -> None:
         group.in_initial_delay = True
         group.new_member_during_delay = False
         group.initial_delay_remaining_ms = max(group.rebalance_timeout_ms() - delay_ms, 0)
-        out.arm(join_key(group.group_id), delay_ms / 1000)
+        _arm_phase(m, out, join_key(group.group_id), group, delay_ms / 1000)
     else:
         group.in_initial_delay = False
-        out.arm(join_key(group.group_id), group.rebalance_timeout_ms() / 1000)
+        _arm_phase(m, out, join_key(group.group_id), group, group.rebalance_timeout_ms() / 1000)
     log.info("group %s: preparing rebalance (generation %d): %s", group.group_id, group.generation, reason, extra={
         "event": "rebalance_started", "group": group.group_id, "generation": group.generation, "reason": reason})
     out.persist(group)
     maybe_complete_join(m, out, group)
 
 
+def _arm_phase(m: Model, out: Outbox, key: TimerKey, group: Group, delay_s: float) -> None:
+    """Arm a phase deadline (join or sync), noting the coordinator's lost time so far."""
+    group.phase_lost_mark = m.lateness()
+    out.arm(key, delay_s)
+
+
+def _phase_time_owed(m: Model, out: Outbox, key: TimerKey, group: Group) -> bool:
+    """At a phase deadline: if the coordinator itself lost time during the phase (a stalled or
+    overloaded event loop, see ``coordinator.lag``), the deadline moves by that much and this says
+    so. Members whose JoinGroup or SyncGroup waited in the coordinator's own backlog are not
+    removed for it, as their sessions are not expired for it."""
+    owed = m.lateness() - group.phase_lost_mark
+    if owed <= 0.001:
+        return False
+    group.phase_lost_mark += owed
+    out.arm(key, owed)
+    return True
+
+
 def on_join_timer(m: Model, out: Outbox, group: Group) -> None:
     if group.state is not S.PREPARING_REBALANCE:
+        return
+    if _phase_time_owed(m, out, join_key(group.group_id), group):
         return
     if group.in_initial_delay and group.new_member_during_delay and group.initial_delay_remaining_ms > 0:
         # Kafka's InitialDelayedJoin: members keep arriving, wait one more delay (bounded).
         delay = min(m.config.group_initial_rebalance_delay_ms, group.initial_delay_remaining_ms)
         group.initial_delay_remaining_ms -= delay
         group.new_member_during_delay = False
-        out.arm(join_key(group.group_id), delay / 1000)
+        _arm_phase(m, out, join_key(group.group_id), group, delay / 1000)
         return
     complete_join(m, out, group)
 
@@ -190,7 +211,7 @@ def complete_join(m: Model, out: Outbox, group: Group) -> None:
     if group.members and not joined:
         # only absent static members are left: wait for them (or for their sessions to expire)
         log.info("group %s: no member re-joined; waiting another rebalance timeout", group.group_id)
-        out.arm(join_key(group.group_id), group.rebalance_timeout_ms() / 1000)
+        _arm_phase(m, out, join_key(group.group_id), group, group.rebalance_timeout_ms() / 1000)
         return
     previous = group.assignment
     group.generation += 1
@@ -217,7 +238,7 @@ def complete_join(m: Model, out: Outbox, group: Group) -> None:
     now = m.clock.now()
     group.complete_join()
     group.pending_sync = {mb.member_id for mb in group.members.values() if not mb.departed}
-    out.arm(sync_key(group.group_id), group.rebalance_timeout_ms() / 1000)
+    _arm_phase(m, out, sync_key(group.group_id), group, group.rebalance_timeout_ms() / 1000)
     out.persist(group)  # durable before anyone hears of the generation (the runtime holds replies)
     log.info(
         "group %s: generation %d with %d member(s), leader %s, assignor %s",
@@ -251,6 +272,8 @@ def _running(group: Group, previous: dict[str, list[pb.TaskReplica]]) -> dict[tu
 def on_sync_timeout(m: Model, out: Outbox, group: Group) -> None:
     """Members that have not sent SyncGroup a rebalance timeout after the join phase are removed,
     even if the leader's assignment made the group Stable meanwhile (KAFKA-12890)."""
+    if group.state in (S.AWAITING_SYNC, S.STABLE) and _phase_time_owed(m, out, sync_key(group.group_id), group):
+        return
     if group.state is S.AWAITING_SYNC and not group.pending_sync:
         # everyone sent SyncGroup but the leader's assignment never completed: never wait forever
         prepare_rebalance(m, out, group, "the leader's assignment did not arrive within the rebalance timeout")

@@ -73,3 +73,34 @@ def test_a_stalled_event_loop_expels_nobody_who_kept_heartbeating() -> None:
         assert set(codes) == {pb.NONE}, [pb.ErrorCode.Name(c) for c in codes]
         assert server.call(lambda: join.member_id in server.runtime.groups[GROUP].members)
         assert server.call(lambda: server.runtime.lag.worst_s) >= 2.0
+
+
+def test_the_join_deadline_moves_by_the_time_the_coordinator_lost() -> None:
+    """A rebalance gives a 3 s to re-join; the loop ran 2.5 s late meanwhile (a's heartbeat, whose
+    answer tells it to re-join, waited in line): a is not removed at 3 s, only once the lost time
+    has passed too."""
+    h = Harness(CoordinatorConfig(group_initial_rebalance_delay_ms=0))
+    a, _ = h.join_new(GROUP, session_timeout_ms=30_000, rebalance_timeout_ms=3_000)
+    h.sync(GROUP, a, 1, {a: []})
+    h.join_new(GROUP, session_timeout_ms=30_000, rebalance_timeout_ms=3_000)  # a newcomer: a must re-join
+    assert h.state(GROUP) == "PreparingRebalance"
+    h.runtime.lag.note(2.5)
+    h.advance(3.1)
+    assert a in h.group(GROUP).members and h.state(GROUP) == "PreparingRebalance"
+    h.advance(2.5)  # the lost time, once: a never re-joined, so it is removed now
+    assert a not in h.group(GROUP).members and h.state(GROUP) == "AwaitingSync"
+
+
+def test_the_sync_deadline_moves_by_the_time_the_coordinator_lost() -> None:
+    h = Harness(CoordinatorConfig(group_initial_rebalance_delay_ms=0))
+    a, _ = h.join_new(GROUP, session_timeout_ms=30_000, rebalance_timeout_ms=3_000)
+    b, held = h.join_new(GROUP, session_timeout_ms=30_000, rebalance_timeout_ms=3_000)
+    h.join(GROUP, a, session_timeout_ms=30_000, rebalance_timeout_ms=3_000)
+    generation = h.group(GROUP).generation
+    assert h.state(GROUP) == "AwaitingSync" and held.done
+    h.sync(GROUP, a, generation, {a: [], b: []})  # the leader's assignment; b owes its SyncGroup
+    h.runtime.lag.note(2.5)
+    h.advance(3.1)
+    assert b in h.group(GROUP).members and h.group(GROUP).generation == generation
+    h.advance(2.5)
+    assert b not in h.group(GROUP).members  # b never sent it: removed once the lost time has passed
