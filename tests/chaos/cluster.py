@@ -42,8 +42,8 @@ def env_with_tree() -> dict[str, str]:
 class Timing:
     """The workers' settings (the checker's bounds come from them)."""
 
-    session_ms: int = 2000
-    heartbeat_ms: int = 250
+    session_ms: int = 3000
+    heartbeat_ms: int = 300
     rebalance_timeout_ms: int = 3000
 
     @property
@@ -143,7 +143,7 @@ class WorkerPool:
     """The worker processes of one run: ``slots`` per group, restarted under a new name after a kill."""
 
     log_path: Path
-    coordinators: str
+    address_of: Callable[[str], str]  # slot -> the coordinator address(es) its workers dial
     timing: Timing
     protocol_of: dict[str, str]  # group -> eager | cooperative
     slots: int = 3
@@ -164,7 +164,7 @@ class WorkerPool:
         fd = os.open(self.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             self.procs[slot] = subprocess.Popen(
-                [sys.executable, "-m", "groupcoord.cli", "worker", "--group", group, "--coordinator", self.coordinators,
+                [sys.executable, "-m", "groupcoord.cli", "worker", "--group", group, "--coordinator", self.address_of(slot),
                  "--name", name, "--session-timeout-ms", str(self.timing.session_ms),
                  "--heartbeat-interval-ms", str(self.timing.heartbeat_ms),
                  "--rebalance-timeout-ms", str(self.timing.rebalance_timeout_ms),

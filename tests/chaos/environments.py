@@ -13,6 +13,7 @@ import random
 import signal
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
 from groupcoord import errors
@@ -119,8 +120,8 @@ class Env:
     def wait_settled(self, timeout: float) -> float:
         return wait_for(self.settled, timeout, f"{self.name}: every group settled")
 
-    def start_workers(self, coordinators: str) -> None:
-        self.workers = WorkerPool(self.log_path, coordinators, self.timing, self.protocol_of, self.slots)
+    def start_workers(self, address_of: Callable[[str], str]) -> None:
+        self.workers = WorkerPool(self.log_path, address_of, self.timing, self.protocol_of, self.slots)
         self.workers.start_all()
 
     def put_tasks(self) -> None:
@@ -181,10 +182,15 @@ class SqliteEnv(Env):
         self.coordinator = Coordinator("coordinator", self.workdir, '[server]\nstore = "sqlite"\n' + _COORDINATOR)
         self.coordinator.start()
         wait_for(lambda: answers_as_active(self.coordinator.address), 60, "the coordinator")
-        self.proxy = FaultProxy(self.coordinator.port).start()
+        # one proxy per worker slot: a proxy fault hits every worker, or one alone (a partition of one)
+        self.proxies = {f"{g}/w{i}": FaultProxy(self.coordinator.port).start()
+                        for g in self.groups for i in range(self.slots)}
         self.admin = AdminClient(self.coordinator.address)
         self.put_tasks()
-        self.start_workers(self.proxy.address)
+        self.start_workers(lambda slot: self.proxies[slot].address)
+
+    def proxies_of(self, spec: FaultSpec) -> list[FaultProxy]:
+        return [self.proxies[f"{spec.group}/w{spec.slot}"]] if spec.group else list(self.proxies.values())
 
     def inject_global(self, fid: int, spec: FaultSpec) -> object:
         if spec.kind == "coordinator_kill":
@@ -193,9 +199,11 @@ class SqliteEnv(Env):
             self.coordinator.start()  # at once; heal = when it serves again
             return None
         if spec.kind == "proxy_delay":
-            self.proxy.delay(spec.delay_s)
+            for proxy in self.proxies_of(spec):
+                proxy.delay(spec.delay_s)
         elif spec.kind == "proxy_drop":
-            self.proxy.drop() if spec.mode == "drop" else self.proxy.blackhole()
+            for proxy in self.proxies_of(spec):
+                proxy.drop() if spec.mode == "drop" else proxy.blackhole()
         elif spec.kind == "disk_full":
             before = self.coordinator.log_text().count(STORE_FAILED)
             self.coordinator.refuse_file_writes(True)
@@ -204,7 +212,7 @@ class SqliteEnv(Env):
             slot = f"{self.rng.choice(self.groups)}/w{self.rng.randrange(self.slots)}"
             self.workers.procs[slot].terminate()
             return before, slot
-        self.fault_line(fid, spec, "inject", "proxy")
+        self.fault_line(fid, spec, "inject", self.workers.names[f"{spec.group}/w{spec.slot}"] if spec.group else "proxy")
         return None
 
     def heal_global(self, fid: int, spec: FaultSpec, state: object) -> None:
@@ -212,8 +220,9 @@ class SqliteEnv(Env):
             wait_for(lambda: answers_as_active(self.coordinator.address), 60, "the restarted coordinator")
             self.fault_line(fid, spec, "heal", "coordinator")
         elif spec.kind in ("proxy_delay", "proxy_drop"):
-            self.proxy.heal()
-            self.fault_line(fid, spec, "heal", "proxy")
+            for proxy in self.proxies_of(spec):
+                proxy.heal()
+            self.fault_line(fid, spec, "heal", self.workers.names[f"{spec.group}/w{spec.slot}"] if spec.group else "proxy")
         elif spec.kind == "disk_full":
             assert isinstance(state, tuple)
             before, slot = state
@@ -231,10 +240,12 @@ class SqliteEnv(Env):
         return len(self.admin.list_groups())
 
     def close(self) -> None:
-        for part in (getattr(self, "workers", None), getattr(self, "proxy", None),
-                     getattr(self, "admin", None)):
-            if part is not None:
-                part.close() if not isinstance(part, WorkerPool) else part.stop()
+        if hasattr(self, "workers"):
+            self.workers.stop()
+        for proxy in getattr(self, "proxies", {}).values():
+            proxy.close()
+        if hasattr(self, "admin"):
+            self.admin.close()
         if hasattr(self, "coordinator"):
             self.coordinator.stop()
 
@@ -245,7 +256,7 @@ class ZooKeeperEnv(Env):
     def start(self) -> None:
         self.zk = ZooKeeperServer()
         self.zk.start()
-        config = (f'[server]\nstore = "zookeeper"\nzk = "{self.zk.hosts}"\nzk_session_timeout_s = 2.0\n'
+        config = (f'[server]\nstore = "zookeeper"\nzk = "{self.zk.hosts}"\nzk_session_timeout_s = 4.0\n'
                   f'zk_root = "/groupcoord/chaos"\n' + _COORDINATOR)
         self.coordinators = [Coordinator(f"c{i}", self.workdir, config) for i in range(2)]
         for c in self.coordinators:
@@ -254,7 +265,7 @@ class ZooKeeperEnv(Env):
         wait_for(lambda: self.active() is not None, 60, "an active coordinator")
         self.admin = AdminClient(self.addresses)
         self.put_tasks()
-        self.start_workers(self.addresses)
+        self.start_workers(lambda slot: self.addresses)
 
     def active(self) -> Coordinator | None:
         return next((c for c in self.coordinators if c.alive() and answers_as_active(c.address, 0.5)), None)

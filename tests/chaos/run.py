@@ -93,7 +93,7 @@ def run_env(env: Env, rounds: list[Round], result: EnvResult) -> None:
         result.seconds = time.monotonic() - began
 
 
-def run_schedule(faults: int, seed: int, *, groups: int = 4, slots: int = 3, tasks_per_group: int = 6,
+def run_schedule(faults: int, seed: int, *, groups: int = 3, slots: int = 3, tasks_per_group: int = 6,
                  workdir: Path | None = None, envs: tuple[str, ...] = ("sqlite", "zookeeper"),
                  timing: Timing | None = None) -> list[EnvResult]:
     timing = timing or Timing()
@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--faults", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=17)
-    parser.add_argument("--groups", type=int, default=4, help="groups per environment (3 workers each)")
+    parser.add_argument("--groups", type=int, default=3, help="groups per environment (3 workers each)")
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--env", choices=["both", "sqlite", "zookeeper"], default="both")
     args = parser.parse_args(argv)

@@ -31,6 +31,7 @@ class FaultSpec:
     hold_s: float = 0.0  # how long the fault lasts before it is healed
     delay_s: float = 0.0  # proxy_delay
     mode: str = ""  # proxy_drop: "drop" (connections closed) or "blackhole" (bytes vanish)
+    # proxy faults hit every worker (group "") or one worker (group and slot): a partition of one
 
 
 @dataclass
@@ -45,14 +46,16 @@ def _worker_fault(rng: random.Random, group: str, slots: int, session_s: float) 
     return FaultSpec(kind, group=group, slot=rng.randrange(slots), hold_s=round(hold, 3))
 
 
-def _global_fault(rng: random.Random, env: str, session_s: float) -> FaultSpec:
+def _global_fault(rng: random.Random, env: str, session_s: float, groups: int, slots: int) -> FaultSpec:
     kind = rng.choice(ENV_KINDS[env])
+    group, slot = (f"g{rng.randrange(groups)}", rng.randrange(slots)) if rng.random() < 0.5 else ("", 0)
     if kind == "proxy_delay":
-        return FaultSpec(kind, hold_s=round(rng.uniform(0.5, 2.0), 3), delay_s=round(rng.uniform(0.05, 0.6), 3))
+        return FaultSpec(kind, group, slot, hold_s=round(rng.uniform(0.5, 2.0), 3),
+                         delay_s=round(rng.uniform(0.05, 0.6), 3))
     if kind == "proxy_drop":
         # short: within the session (tasks must keep running); long: past it (tasks must move, once)
         hold = rng.uniform(0.2, session_s * 0.6) if rng.random() < 0.5 else session_s + rng.uniform(0.2, 1.0)
-        return FaultSpec(kind, hold_s=round(hold, 3), mode=rng.choice(("drop", "blackhole")))
+        return FaultSpec(kind, group, slot, hold_s=round(hold, 3), mode=rng.choice(("drop", "blackhole")))
     if kind == "disk_full":
         return FaultSpec(kind, group="", hold_s=round(rng.uniform(1.0, 3.0), 3))
     if kind == "zk_restart":
@@ -75,7 +78,7 @@ def make_schedule(faults: int, seed: int, *, groups: int, slots: int, session_s:
         names = [f"g{i}" for i in range(groups)]
         while left > 0:
             if rng.random() < _GLOBAL_ROUNDS or left == 1 and rng.random() < 0.5:
-                rounds.append(Round(env, [_global_fault(rng, env, session_s)]))
+                rounds.append(Round(env, [_global_fault(rng, env, session_s, groups, slots)]))
                 left -= 1
                 continue
             hit = rng.sample(names, k=min(left, rng.randint(1, groups)))
