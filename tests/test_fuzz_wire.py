@@ -110,7 +110,8 @@ def live() -> Iterator[ServerThread]:
     config = CoordinatorConfig(group_initial_rebalance_delay_ms=0, group_min_session_timeout_ms=200,
                                group_max_session_timeout_ms=5_000, group_max_size=8, group_max_tasks=20,
                                group_new_member_join_timeout_ms=1_000, group_empty_retention_ms=2_000)
-    with ServerThread(CoordinatorRuntime(config)) as server:
+    # every persisted change re-checks its group too (a broken invariant then surfaces as INTERNAL)
+    with ServerThread(CoordinatorRuntime(config, on_change=lambda group: group.validate())) as server:
         yield server
 
 

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Fault", "Gap", "Interval", "OwnershipLog", "Overlap", "Report", "check"]
+__all__ = ["Fault", "Gap", "Interval", "OwnershipLog", "Overlap", "Report", "blame", "check"]
 
 
 @dataclass(frozen=True)
@@ -206,15 +206,19 @@ def _gaps(log: OwnershipLog, bound_s: float, since: float) -> Iterator[Gap]:
             yield _gap(log, task, max(covered_until, since), log.end, bound_s)
 
 
-def _gap(log: OwnershipLog, task: str, start: float, stop: float, bound_s: float) -> Gap:
-    """Blame the latest fault injected by ``start`` on this task's group, or on every group."""
-    group = log.group_of.get(task, "")
+def blame(faults: list[Fault], ts: float, group: str) -> Fault | None:
+    """The latest fault injected by ``ts`` on ``group``, or on every group."""
     blamed = None
-    for fault in log.faults:
-        if fault.inject > start:
+    for fault in faults:
+        if fault.inject > ts:
             break
         if not fault.group or fault.group == group:
             blamed = fault
+    return blamed
+
+
+def _gap(log: OwnershipLog, task: str, start: float, stop: float, bound_s: float) -> Gap:
+    blamed = blame(log.faults, start, log.group_of.get(task, ""))
     healed = start if blamed is None or math.isnan(blamed.heal) else max(start, blamed.heal)
     return Gap(task, start, stop, blamed, stop - healed - bound_s)
 

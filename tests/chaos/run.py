@@ -26,7 +26,7 @@ from pathlib import Path
 
 from tests.chaos.cluster import Timing
 from tests.chaos.environments import Env, SqliteEnv, ZooKeeperEnv
-from tests.chaos.ownership import OwnershipLog, Report, check
+from tests.chaos.ownership import OwnershipLog, Report, blame, check
 from tests.chaos.schedule import Round, make_schedule
 
 __all__ = ["EnvResult", "main", "run_env", "run_schedule"]
@@ -144,7 +144,9 @@ def table(results: list[EnvResult]) -> str:
             bad[kind] += g.excess > 0
         for o in r.report.overlaps:
             allowed += o.allowed
-            bad["worker_stop" if o.allowed else "overlap"] += not o.allowed
+            if not o.allowed:
+                fault = blame(r.report.faults, o.second.start, o.task.partition("-")[0])
+                bad[fault.kind if fault else "(none)"] += 1
         notices += r.report.stop_notice
     lines = [(f"{'fault kind':<18}{'injected':>9}{'violations':>11}{'longest gap s':>15}"
               f"{'settle med s':>14}{'settle max s':>14}")]
