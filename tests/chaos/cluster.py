@@ -162,6 +162,9 @@ class WorkerPool:
         name = f"{slot}#{n}"
         group = slot.partition("/")[0]
         fd = os.open(self.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        # each process's warnings (retries and their backoff, give-ups) beside the log, for diagnosis
+        err = os.open(self.log_path.with_name(f"worker-{name.replace('/', '-')}.err"),
+                      os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             self.procs[slot] = subprocess.Popen(
                 [sys.executable, "-m", "groupcoord.cli", "worker", "--group", group, "--coordinator", self.address_of(slot),
@@ -169,10 +172,11 @@ class WorkerPool:
                  "--heartbeat-interval-ms", str(self.timing.heartbeat_ms),
                  "--rebalance-timeout-ms", str(self.timing.rebalance_timeout_ms),
                  "--rebalance-protocol", self.protocol_of[group], "--assignor", "sticky,round-robin"],
-                stdout=fd, stderr=subprocess.DEVNULL, env=env_with_tree(),
+                stdout=fd, stderr=err, env=env_with_tree(),
             )
         finally:
             os.close(fd)
+            os.close(err)
         self.names[slot] = name
         return name
 
