@@ -161,7 +161,7 @@ def _generate(address: str, groups: list[str], members: int, seconds: float, war
     queue.put(asyncio.run(main()))
 
 
-def soak(minutes: float, *, workdir: Path | None = None, sample_s: float = 5.0, churn_s: float = 3.0,
+def soak(minutes: float, *, workdir: Path | None = None, sample_s: float | None = None, churn_s: float = 3.0,
          print_curve: bool = True) -> dict[str, Any]:
     from groupcoord.admin import AdminClient
     from tests.chaos.cluster import Coordinator, answers_as_active, wait_for
@@ -172,6 +172,7 @@ def soak(minutes: float, *, workdir: Path | None = None, sample_s: float = 5.0, 
                                                           "group_initial_rebalance_delay_ms = 3000\n")
     seconds = minutes * 60
     warm_s = min(120.0, seconds / 3)
+    sample_s = sample_s or min(5.0, seconds / 60)  # a short run samples more often: the medians need points
     coordinator.start()
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
