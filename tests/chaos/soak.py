@@ -9,8 +9,8 @@ leader assigning the catalog round-robin, Heartbeat once a second, re-join on
 REBALANCE_IN_PROGRESS). Churn: every ``churn_s`` one member of some group leaves (LeaveGroup) and
 a new one joins, so every group rebalances now and then. The runner samples the coordinator's RSS.
 
-Reports: the RSS curve, RSS growth after the warm-up (median of the first and last fifth of the
-samples after it), p99 heartbeat latency, and expiries of members that kept heartbeating
+Reports: the RSS curve, RSS growth after the warm-up (the rise of the least-squares line through
+the samples after it, relative to its start), p99 heartbeat latency, and expiries of members that kept heartbeating
 (UNKNOWN_MEMBER_ID or ILLEGAL_GENERATION to a member that never left: must be 0).
 """
 
@@ -202,9 +202,7 @@ def soak(minutes: float, *, workdir: Path | None = None, sample_s: float | None 
                 gen.kill()
         coordinator.stop()
     latencies = sorted(x for t in tallies for x in t.latencies)
-    after = [rss for at, rss in curve if at >= warm_s]
-    fifth = max(1, len(after) // 5)
-    base, last = statistics.median(after[:fifth]), statistics.median(after[-fifth:])
+    growth = rss_growth([(at, rss) for at, rss in curve if at >= warm_s])
     errors: dict[str, int] = {}
     for t in tallies:
         for k, v in t.errors.items():
@@ -212,7 +210,7 @@ def soak(minutes: float, *, workdir: Path | None = None, sample_s: float | None 
     result = {
         "minutes": minutes,
         "curve": curve,
-        "rss_growth": (last - base) / base,
+        "rss_growth": growth,
         "p99_ms": latencies[int(len(latencies) * 0.99) - 1] * 1000 if latencies else float("nan"),
         "heartbeats": len(latencies),
         "spurious": [s for t in tallies for s in t.spurious],
@@ -226,6 +224,18 @@ def soak(minutes: float, *, workdir: Path | None = None, sample_s: float | None 
     if print_curve:
         print(report(result))
     return result
+
+
+def rss_growth(samples: list[tuple[float, int]]) -> float:
+    """Growth over the window, relative to its start, of the least-squares line through the samples.
+    The allocator makes RSS swing a few percent either way with each wave of rebalances; a leak is
+    a trend, and a line through every sample finds it where two medians of a few samples each do not."""
+    if len(samples) < 2:
+        return 0.0
+    fit = statistics.linear_regression([at for at, _ in samples], [float(rss) for _, rss in samples])
+    start, end = samples[0][0], samples[-1][0]
+    first = fit.intercept + fit.slope * start
+    return (fit.slope * (end - start)) / first
 
 
 def report(r: dict[str, Any]) -> str:

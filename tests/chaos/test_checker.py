@@ -156,3 +156,12 @@ def test_the_proxy_delays_blackholes_and_drops() -> None:
         proxy.heal()
         assert roundtrip(proxy.port) < 0.2
     echo.sock.close()
+
+
+def test_rss_growth_is_the_trend_not_the_swing() -> None:
+    from tests.chaos.soak import rss_growth
+
+    swing = [(float(t), 70_000_000 + (3_000_000 if t % 10 < 5 else -3_000_000)) for t in range(60)]
+    assert abs(rss_growth(swing)) < 0.03  # a swing of 8.6% peak to peak
+    leak = [(float(t), 70_000_000 + 100_000 * t) for t in range(60)]
+    assert rss_growth(leak) == pytest.approx(5_900_000 / 70_000_000)
