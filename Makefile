@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo test test-fast lint bench proto clean
+.PHONY: venv demo test test-fast lint bench chaos proto clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,16 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/run_all.py $(BENCH_ARGS)
+
+# The fault suite at full size (tests/chaos/README.md): 1,000 seeded faults over real coordinator, ZooKeeper and
+# worker processes, the wire fuzzer's large profile, a 10-minute soak. About 45 minutes; CI runs the small versions.
+CHAOS_SEED ?= 17
+chaos: $(STAMP)
+	@status=0; \
+	$(PY) -m tests.chaos.run --faults 1000 --seed $(CHAOS_SEED) || status=1; \
+	HYPOTHESIS_PROFILE=chaos $(PY) -m pytest -q -s tests/test_fuzz_wire.py || status=1; \
+	$(PY) -m tests.chaos.soak --minutes 10 || status=1; \
+	exit $$status
 
 # Regenerate the gRPC/protobuf stubs from proto/ (tests fail when they are stale).
 proto: $(STAMP)

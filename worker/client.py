@@ -222,7 +222,7 @@ class WorkerClient:
 
     def _join_and_sync_with_retry(self) -> None:
         retrying = join_retrying(
-            self.config, sleep=self._sleep, stopped=self._closing.is_set, where=lambda: self._transport.address
+            self.config, sleep=self._backoff, stopped=self._closing.is_set, where=lambda: self._transport.address
         )
         try:
             for attempt in retrying:
@@ -237,13 +237,35 @@ class WorkerClient:
                 return
             raise
 
+    def _backoff(self, seconds: float) -> None:
+        """Sleep between join attempts. Cooperative tasks run on through a re-join only while the
+        membership can still be alive: once a session has passed since the coordinator last
+        confirmed it, it may have removed us and given them away, so they are lost then, not at the
+        end of a backoff that can last 10 s."""
+        left = self._session_left()
+        if self._cooperative() and self._tasks.assigned and left < seconds:
+            self._sleep(max(0.0, left))
+            self._lose_if_session_over()
+            seconds -= max(0.0, left)
+        self._sleep(seconds)
+
+    def _session_left(self) -> float:
+        return self.config.session_timeout_ms / 1000 - (self._monotonic() - self._last_heartbeat_ok)
+
+    def _lose_if_session_over(self) -> None:
+        if self._cooperative() and self._tasks.assigned and self._session_left() <= 0 and not self._closing.is_set():
+            log.warning("%s: no answer from the coordinator for a session timeout while re-joining: "
+                        "tasks lost", self.config.client_id)
+            self._tasks.lose_all()
+
     # ------------------------------------------------------------------ join / sync
 
     def _join_and_sync(self) -> None:
         """One attempt, from PreparingJoin; any failure returns there (``fail``) before the backoff.
-        Eager: every task stops first. Cooperative: tasks run on through the join."""
+        Eager: every task stops first. Cooperative: tasks run on through the join (within the session)."""
         if not self._cooperative():
             self._tasks.revoke_all()
+        self._lose_if_session_over()
         self._machine.fire("join")
         try:
             join = self._join()
@@ -324,6 +346,7 @@ class WorkerClient:
             self._machine.fire("rejoin")
             return
         request = heartbeat_request(cfg, self._member_id, self._generation)
+        sent = self._monotonic()  # the coordinator restarts our session after this: count from here
         try:
             self._transport.heartbeat(request, self._stable_timeout())
         except errors.CoordinatorMovedError as moved:  # the transport has moved on to the next coordinator
@@ -345,7 +368,7 @@ class WorkerClient:
                 self._reset_membership(error)
             self._machine.fire("rejoin")
             return
-        self._last_heartbeat_ok = self._monotonic()
+        self._last_heartbeat_ok = sent
         self._heartbeats_failed = 0
         self._report_load()
         if self.is_leader and self._recheck.wants_rebalance(self._protocol, self._generation,

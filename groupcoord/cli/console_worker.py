@@ -33,8 +33,12 @@ class JsonLinesListener:
         self._lock = threading.Lock()
 
     def emit(self, event: str, **fields: Any) -> None:
+        line = json.dumps({"event": event, "worker": self.name, "ts": time.time(), **fields}) + "\n"
         with self._lock:
-            print(json.dumps({"event": event, "worker": self.name, "ts": time.time(), **fields}), flush=True)
+            # one write per line: workers sharing one O_APPEND file (an ownership log) never interleave
+            # (print writes the text and its newline separately)
+            sys.stdout.write(line)
+            sys.stdout.flush()
 
     def on_joined(self, member_id: str, generation: int, is_leader: bool) -> None:
         self.emit("joined", member_id=member_id, generation=generation, leader=is_leader)

@@ -1,0 +1,302 @@
+"""The two places faults happen: ``SqliteEnv`` (one coordinator on SQLite, workers behind the fault
+proxy) and ``ZooKeeperEnv`` (two coordinators elected on a real ZooKeeper, workers dialling both).
+
+Each environment injects and heals the faults of a ``FaultSpec`` and says when it has settled:
+every group Stable with all its workers, every task assigned, and the ownership log agreeing with
+the coordinator about who runs each task.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+
+from groupcoord import errors
+from groupcoord.admin import AdminClient
+from groupcoord.v1 import groupcoord_pb2 as pb
+from tests.chaos.cluster import Coordinator, Timing, WorkerPool, answers_as_active, wait_for
+from tests.chaos.ownership import event
+from tests.chaos.proxy import FaultProxy
+from tests.chaos.schedule import FaultSpec
+from tests.zookeeper_server import ZooKeeperServer
+
+__all__ = ["Env", "SqliteEnv", "ZooKeeperEnv"]
+
+_COORDINATOR = "[coordinator]\ngroup_min_session_timeout_ms = 500\ngroup_initial_rebalance_delay_ms = 0\n"
+STORE_FAILED = "store write failed"
+
+
+class LiveOwners:
+    """Who runs what now, from the ownership log, read incrementally."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._offset = 0
+        self._partial = ""
+        self.owners: dict[str, set[str]] = defaultdict(set)
+
+    def refresh(self) -> dict[str, set[str]]:
+        with self._path.open() as handle:
+            handle.seek(self._offset)
+            text = self._partial + handle.read()
+            self._offset = handle.tell()
+        *lines, self._partial = text.split("\n")
+        for line in lines:
+            if not line.strip():
+                continue
+            e = json.loads(line)
+            if e["event"] == "assigned":
+                for task in e["tasks"]:
+                    self.owners[task].add(e["worker"])
+            elif e["event"] in ("revoked", "lost"):
+                for task in e["tasks"]:
+                    self.owners[task].discard(e["worker"])
+            elif e["event"] == "fault" and e["kind"] == "worker_kill" and e["phase"] == "inject":
+                for owners in self.owners.values():
+                    owners.discard(e["target"])
+        return self.owners
+
+
+class Env:
+    """What both environments share: groups, workers, the log, settling."""
+
+    name = ""
+
+    def __init__(self, workdir: Path, timing: Timing, groups: int, slots: int, tasks_per_group: int,
+                 rng: random.Random) -> None:
+        self.workdir = workdir
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.timing = timing
+        self.rng = rng
+        self.groups = [f"g{i}" for i in range(groups)]
+        # half the groups cooperative (KIP-429), half eager
+        self.protocol_of = {g: ("cooperative" if i % 2 else "eager") for i, g in enumerate(self.groups)}
+        self.tasks = {g: [f"{g}-t{i}" for i in range(tasks_per_group)] for g in self.groups}
+        self.slots = slots
+        self.log_path = workdir / "ownership.log"
+        self.log_path.touch()
+        self.live = LiveOwners(self.log_path)
+        self._ids = 0
+        self.workers: WorkerPool
+        self.admin: AdminClient
+        self.store_failures: dict[int, int] = {}  # disk_full fault id -> store writes refused meanwhile
+
+    # --------------------------------------------------------------- log
+
+    def log(self, what: str, /, **fields: object) -> None:
+        with self.log_path.open("a") as handle:
+            handle.write(event(what, time.time(), **fields))
+
+    def fault_line(self, fid: int, spec: FaultSpec, phase: str, target: str = "") -> None:
+        self.log("fault", id=fid, kind=spec.kind, phase=phase, target=target, group=spec.group)
+
+    def next_id(self) -> int:
+        self._ids += 1
+        return self._ids
+
+    # --------------------------------------------------------------- settling
+
+    def settled(self) -> bool:
+        owners = self.live.refresh()
+        for group in self.groups:
+            try:
+                d = self.admin.describe_group(group)
+            except errors.GroupCoordError:
+                return False
+            if d.state != pb.STABLE or len(d.members) != self.slots:
+                return False
+            assigned = {t.task_id: m.member.client_id for m in d.members for t in m.assigned}
+            if sorted(assigned) != self.tasks[group]:
+                return False
+            if any(owners.get(task, set()) != {worker} for task, worker in assigned.items()):
+                return False
+        return True
+
+    def wait_settled(self, timeout: float) -> float:
+        return wait_for(self.settled, timeout, f"{self.name}: every group settled")
+
+    def start_workers(self, address_of: Callable[[str], str]) -> None:
+        self.workers = WorkerPool(self.log_path, address_of, self.timing, self.protocol_of, self.slots)
+        self.workers.start_all()
+
+    def put_tasks(self) -> None:
+        for group, tasks in self.tasks.items():
+            self.admin.put_tasks(group, tasks)
+
+    # --------------------------------------------------------------- faults
+
+    def inject(self, spec: FaultSpec) -> tuple[int, object]:
+        """Inject ``spec``; returns its id and what ``heal`` needs."""
+        fid = self.next_id()
+        if spec.kind == "worker_kill":
+            slot = f"{spec.group}/w{spec.slot}"
+            victim = self.workers.names[slot]
+            self.workers.kill(slot)
+            self.fault_line(fid, spec, "inject", victim)  # after the death: every line of the victim precedes it
+            return fid, slot
+        if spec.kind == "worker_stop":
+            slot = f"{spec.group}/w{spec.slot}"
+            self.fault_line(fid, spec, "inject", self.workers.names[slot])
+            self.workers.signal(slot, signal.SIGSTOP)
+            return fid, slot
+        return fid, self.inject_global(fid, spec)
+
+    def heal(self, fid: int, spec: FaultSpec, state: object) -> None:
+        if spec.kind == "worker_kill":
+            assert isinstance(state, str)
+            name = self.workers.start(state)
+            self.fault_line(fid, spec, "heal", name)
+        elif spec.kind == "worker_stop":
+            assert isinstance(state, str)
+            self.fault_line(fid, spec, "heal", self.workers.names[state])  # before SIGCONT: notice is measured from here
+            self.workers.signal(state, signal.SIGCONT)
+        else:
+            self.heal_global(fid, spec, state)
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def inject_global(self, fid: int, spec: FaultSpec) -> object:
+        raise NotImplementedError
+
+    def heal_global(self, fid: int, spec: FaultSpec, state: object) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def stop_workers(self) -> None:
+        self.log("end")
+        self.workers.stop()
+
+
+class SqliteEnv(Env):
+    name = "sqlite"
+
+    def start(self) -> None:
+        self.coordinator = Coordinator("coordinator", self.workdir, '[server]\nstore = "sqlite"\n' + _COORDINATOR)
+        self.coordinator.start()
+        wait_for(lambda: answers_as_active(self.coordinator.address), 60, "the coordinator")
+        # one proxy per worker slot: a proxy fault hits every worker, or one alone (a partition of one)
+        self.proxies = {f"{g}/w{i}": FaultProxy(self.coordinator.port).start()
+                        for g in self.groups for i in range(self.slots)}
+        self.admin = AdminClient(self.coordinator.address)
+        self.put_tasks()
+        self.start_workers(lambda slot: self.proxies[slot].address)
+
+    def proxies_of(self, spec: FaultSpec) -> list[FaultProxy]:
+        return [self.proxies[f"{spec.group}/w{spec.slot}"]] if spec.group else list(self.proxies.values())
+
+    def inject_global(self, fid: int, spec: FaultSpec) -> object:
+        if spec.kind == "coordinator_kill":
+            self.coordinator.kill()
+            self.fault_line(fid, spec, "inject", "coordinator")
+            self.coordinator.start()  # at once; heal = when it serves again
+            return None
+        if spec.kind == "proxy_delay":
+            for proxy in self.proxies_of(spec):
+                proxy.delay(spec.delay_s)
+        elif spec.kind == "proxy_drop":
+            for proxy in self.proxies_of(spec):
+                proxy.drop() if spec.mode == "drop" else proxy.blackhole()
+        elif spec.kind == "disk_full":
+            before = self.coordinator.log_text().count(STORE_FAILED)
+            self.coordinator.refuse_file_writes(True)
+            self.fault_line(fid, spec, "inject", "coordinator")
+            # a graceful restart of one worker makes the group write (leave, expiry, rebalance)
+            slot = f"{self.rng.choice(self.groups)}/w{self.rng.randrange(self.slots)}"
+            self.workers.procs[slot].terminate()
+            return before, slot
+        self.fault_line(fid, spec, "inject", self.workers.names[f"{spec.group}/w{spec.slot}"] if spec.group else "proxy")
+        return None
+
+    def heal_global(self, fid: int, spec: FaultSpec, state: object) -> None:
+        if spec.kind == "coordinator_kill":
+            wait_for(lambda: answers_as_active(self.coordinator.address), 60, "the restarted coordinator")
+            self.fault_line(fid, spec, "heal", "coordinator")
+        elif spec.kind in ("proxy_delay", "proxy_drop"):
+            for proxy in self.proxies_of(spec):
+                proxy.heal()
+            self.fault_line(fid, spec, "heal", self.workers.names[f"{spec.group}/w{spec.slot}"] if spec.group else "proxy")
+        elif spec.kind == "disk_full":
+            assert isinstance(state, tuple)
+            before, slot = state
+            self.coordinator.refuse_file_writes(False)
+            self.fault_line(fid, spec, "heal", "coordinator")
+            self.workers.procs[slot].wait(30)
+            self.workers.start(slot)
+            self.store_failures[fid] = self.coordinator.log_text().count(STORE_FAILED) - before
+
+    def verify_store(self) -> int:
+        """Kill and restart the coordinator once more: the store opens (quick_check) and every group loads."""
+        self.coordinator.kill()
+        self.coordinator.start()
+        wait_for(lambda: answers_as_active(self.coordinator.address), 60, "the coordinator on its final store")
+        return len(self.admin.list_groups())
+
+    def close(self) -> None:
+        if hasattr(self, "workers"):
+            self.workers.stop()
+        for proxy in getattr(self, "proxies", {}).values():
+            proxy.close()
+        if hasattr(self, "admin"):
+            self.admin.close()
+        if hasattr(self, "coordinator"):
+            self.coordinator.stop()
+
+
+class ZooKeeperEnv(Env):
+    name = "zookeeper"
+
+    def start(self) -> None:
+        self.zk = ZooKeeperServer()
+        self.zk.start()
+        config = (f'[server]\nstore = "zookeeper"\nzk = "{self.zk.hosts}"\nzk_session_timeout_s = 4.0\n'
+                  f'zk_root = "/groupcoord/chaos"\n' + _COORDINATOR)
+        self.coordinators = [Coordinator(f"c{i}", self.workdir, config) for i in range(2)]
+        for c in self.coordinators:
+            c.start()
+        self.addresses = ",".join(c.address for c in self.coordinators)
+        wait_for(lambda: self.active() is not None, 60, "an active coordinator")
+        self.admin = AdminClient(self.addresses)
+        self.put_tasks()
+        self.start_workers(lambda slot: self.addresses)
+
+    def active(self) -> Coordinator | None:
+        return next((c for c in self.coordinators if c.alive() and answers_as_active(c.address, 0.5)), None)
+
+    def inject_global(self, fid: int, spec: FaultSpec) -> object:
+        if spec.kind == "active_kill":
+            victim = self.active()
+            if victim is None:  # between terms: the next to answer is the one to kill
+                wait_for(lambda: self.active() is not None, 60, "an active coordinator")
+                victim = self.active()
+            assert victim is not None
+            victim.kill()
+            self.fault_line(fid, spec, "inject", victim.name)
+            victim.start()  # back at once, as a standby
+            return victim
+        self.zk.stop()
+        self.fault_line(fid, spec, "inject", "zookeeper")
+        return None
+
+    def heal_global(self, fid: int, spec: FaultSpec, state: object) -> None:
+        if spec.kind == "zk_restart":
+            self.zk.start()
+        wait_for(lambda: self.active() is not None, 60, "an active coordinator")
+        self.fault_line(fid, spec, "heal", "zookeeper" if spec.kind == "zk_restart" else "coordinator")
+
+    def close(self) -> None:
+        if hasattr(self, "workers"):
+            self.workers.stop()
+        if hasattr(self, "admin"):
+            self.admin.close()
+        for c in getattr(self, "coordinators", []):
+            c.stop()
+        if hasattr(self, "zk"):
+            self.zk.close()
