@@ -6,9 +6,10 @@ parse the same ``--coordinator`` strings, and neither may import the other.
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Sequence
 
-__all__ = ["parse_addresses"]
+__all__ = ["parse_addresses", "is_loopback_host"]
 
 
 def parse_addresses(addresses: str | Sequence[str]) -> tuple[str, ...]:
@@ -22,3 +23,14 @@ def parse_addresses(addresses: str | Sequence[str]) -> tuple[str, ...]:
         if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise ValueError(f"coordinator address {address!r} is not HOST:PORT")
     return result
+
+
+def is_loopback_host(host: str) -> bool:
+    """``localhost``, 127.0.0.0/8 or ::1 (brackets allowed): the only hosts plaintext is fine on."""
+    host = host.strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

@@ -16,12 +16,13 @@ Two settings matter beyond gRPC's defaults:
 from __future__ import annotations
 
 import collections
-import ipaddress
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import grpc
+
+from groupcoord.addresses import is_loopback_host
 
 __all__ = ["MAX_RECEIVE_BYTES", "ClientSecurity", "channel_options", "is_loopback_address"]
 
@@ -104,13 +105,7 @@ def _read(path: str, what: str) -> bytes:
 
 def is_loopback_address(address: str) -> bool:
     """``host:port`` on localhost, 127.0.0.0/8 or ::1."""
-    host = address.rpartition(":")[0].strip("[]")
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    return is_loopback_host(address.rpartition(":")[0])
 
 
 class _CallDetails(

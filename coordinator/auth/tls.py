@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import ipaddress
 from pathlib import Path
 
 import grpc
+
+from groupcoord.addresses import is_loopback_host
 
 __all__ = ["is_loopback", "server_credentials"]
 
@@ -31,10 +32,4 @@ def server_credentials(cert: Path, key: Path, client_ca: Path | None) -> grpc.Se
 
 def is_loopback(host: str) -> bool:
     """``localhost``, 127.0.0.0/8 or ::1 (the only addresses plaintext is fine on)."""
-    host = host.strip("[]")
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    return is_loopback_host(host)
