@@ -92,7 +92,9 @@ async def _ask(runtime: CoordinatorRuntime, step: Callable[[Token], list[Effect]
     return await future
 
 
-_CHECK_OFF_LOOP_FROM = 1_000  # replicas: below this a leader's assignment is checked on the loop (no thread hop)
+_CHECK_OFF_LOOP_FROM = 1_000
+"""Entries (replicas, tasks, report entries) from which a request is checked on a checker thread;
+smaller ones are checked by the model step on the loop: a thread hop would cost more than the check."""
 
 
 def _replicas(request: pb.SyncGroupRequest) -> int:
@@ -130,7 +132,9 @@ class CoordinatorServicer(pb_grpc.GroupCoordinatorServicer):
 
     @_guarded
     async def ReportLoad(self, request: pb.ReportLoadRequest, context: grpc.aio.ServicerContext) -> Any:
-        checked = Verdict(await self.runtime.off_loop(prechecks.report_error, self.runtime.config, request))
+        checked = None
+        if len(request.report.tasks) >= _CHECK_OFF_LOOP_FROM:
+            checked = Verdict(await self.runtime.off_loop(prechecks.report_error, self.runtime.config, request))
         return await _ask(self.runtime, lambda token: self.model.report_load(request, token, checked),
                           pb.ReportLoadResponse)
 
@@ -151,9 +155,11 @@ class AdminServicer(pb_grpc.GroupAdminServicer):
 
     @_guarded
     async def PutTasks(self, request: pb.PutTasksRequest, context: grpc.aio.ServicerContext) -> Any:
-        group = self.model.groups.get(request.group_id)
-        base = group.catalog_snapshot() if group is not None else None  # compared with, off the loop
-        checked = await self.runtime.off_loop(prechecks.check_catalog, self.runtime.config, request.tasks, base)
+        checked = None
+        if len(request.tasks) >= _CHECK_OFF_LOOP_FROM:
+            group = self.model.groups.get(request.group_id)
+            base = group.catalog_snapshot() if group is not None else None  # compared with, off the loop
+            checked = await self.runtime.off_loop(prechecks.check_catalog, self.runtime.config, request.tasks, base)
         return await _ask(self.runtime, lambda token: self.model.put_tasks(request, token, checked),
                           pb.PutTasksResponse)
 
@@ -165,8 +171,10 @@ class AdminServicer(pb_grpc.GroupAdminServicer):
     async def PublishLoadSnapshot(
         self, request: pb.PublishLoadSnapshotRequest, context: grpc.aio.ServicerContext
     ) -> Any:
-        checked = Verdict(await self.runtime.off_loop(prechecks.snapshot_error, self.runtime.config, request,
-                                                      self.model.clock.wall_ms()))
+        checked = None
+        if len(request.snapshot.tasks) + len(request.snapshot.workers) >= _CHECK_OFF_LOOP_FROM:
+            checked = Verdict(await self.runtime.off_loop(prechecks.snapshot_error, self.runtime.config, request,
+                                                          self.model.clock.wall_ms()))
         return await _ask(self.runtime, lambda token: self.model.publish_load_snapshot(request, token, checked),
                           pb.PublishLoadSnapshotResponse)
 
