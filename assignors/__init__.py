@@ -1,6 +1,6 @@
 """Assignors: decide which member runs which task replica (see ``assignors.base``)."""
 
-from assignors.base import (
+from groupcoord.assignors.base import (
     Assignment,
     AssignmentContext,
     Assignor,
@@ -12,9 +12,9 @@ from assignors.base import (
     TaskSplit,
     eligible_members,
 )
-from assignors.cooperative import COOPERATIVE, EAGER, cooperative_step
-from assignors.registry import UnknownAssignorError, available_assignors, get_assignor, register
-from assignors.snapshot import LoadSnapshot, TaskLoadStats, WorkerLoadStats
+from groupcoord.assignors.cooperative import COOPERATIVE, EAGER, cooperative_step
+from groupcoord.assignors.registry import UnknownAssignorError, available_assignors, get_assignor, register
+from groupcoord.assignors.snapshot import LoadSnapshot, TaskLoadStats, WorkerLoadStats
 
 __all__ = [
     # contract

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import NamedTuple, Protocol, runtime_checkable
 
-from assignors.snapshot import LoadSnapshot
+from groupcoord.assignors.snapshot import LoadSnapshot
 
 __all__ = [
     "TaskReplica",

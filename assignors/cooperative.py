@@ -17,7 +17,7 @@ only t1, the same target is valid as it is, and B starts t2.
 
 from __future__ import annotations
 
-from assignors.base import Assignment, AssignmentContext, TaskReplica
+from groupcoord.assignors.base import Assignment, AssignmentContext, TaskReplica
 
 __all__ = ["COOPERATIVE", "EAGER", "cooperative_step", "running"]
 

@@ -37,7 +37,7 @@ from collections import defaultdict
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from assignors.base import Assignment, AssignmentContext, AssignorError, MemberInfo, TaskReplica, TaskSpec
+from groupcoord.assignors.base import Assignment, AssignmentContext, AssignorError, MemberInfo, TaskReplica, TaskSpec
 
 __all__ = [
     "IncompleteRackInfoError",

@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from assignors.base import Assignment, AssignmentContext, TaskReplica
+from groupcoord.assignors.base import Assignment, AssignmentContext, TaskReplica
 
 __all__ = [
     "AssignmentQuality",

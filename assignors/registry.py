@@ -14,7 +14,7 @@ import logging
 import threading
 from importlib.metadata import entry_points
 
-from assignors.base import Assignor
+from groupcoord.assignors.base import Assignor
 
 __all__ = ["ENTRY_POINT_GROUP", "UnknownAssignorError", "available_assignors", "get_assignor", "register"]
 
@@ -23,15 +23,15 @@ log = logging.getLogger(__name__)
 
 # name -> "module:attribute", imported on first use so heavy assignors cost nothing until chosen.
 _BUILTINS: dict[str, str] = {
-    "round-robin": "assignors.round_robin:RoundRobinAssignor",
-    "sticky": "assignors.sticky:StickyAssignor",
-    "kafka-replica-shift": "assignors.kafka_replica:KafkaReplicaShiftAssignor",
-    "balanced": "assignors.balanced:BalancedAssignor",
-    "pulsar-threshold": "assignors.pulsar.assignors:PulsarThresholdAssignor",
-    "pulsar-uniform": "assignors.pulsar.assignors:PulsarUniformAssignor",
-    "pulsar-avg": "assignors.pulsar.assignors:PulsarAvgAssignor",
-    "pulsar-overload": "assignors.pulsar.assignors:PulsarOverloadAssignor",
-    "pulsar-transfer": "assignors.pulsar.assignors:PulsarTransferAssignor",
+    "round-robin": "groupcoord.assignors.round_robin:RoundRobinAssignor",
+    "sticky": "groupcoord.assignors.sticky:StickyAssignor",
+    "kafka-replica-shift": "groupcoord.assignors.kafka_replica:KafkaReplicaShiftAssignor",
+    "balanced": "groupcoord.assignors.balanced:BalancedAssignor",
+    "pulsar-threshold": "groupcoord.assignors.pulsar.assignors:PulsarThresholdAssignor",
+    "pulsar-uniform": "groupcoord.assignors.pulsar.assignors:PulsarUniformAssignor",
+    "pulsar-avg": "groupcoord.assignors.pulsar.assignors:PulsarAvgAssignor",
+    "pulsar-overload": "groupcoord.assignors.pulsar.assignors:PulsarOverloadAssignor",
+    "pulsar-transfer": "groupcoord.assignors.pulsar.assignors:PulsarTransferAssignor",
 }
 
 _registered: dict[str, Assignor] = {}

@@ -9,7 +9,7 @@ its index is reported unassigned.
 
 from __future__ import annotations
 
-from assignors.base import Assignment, AssignmentContext, TaskReplica, eligible_members
+from groupcoord.assignors.base import Assignment, AssignmentContext, TaskReplica, eligible_members
 
 __all__ = ["RoundRobinAssignor"]
 

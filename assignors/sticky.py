@@ -49,7 +49,7 @@ from __future__ import annotations
 import heapq
 from collections import defaultdict
 
-from assignors.base import Assignment, AssignmentContext, AssignorError, MemberInfo, TaskReplica, TaskSpec
+from groupcoord.assignors.base import Assignment, AssignmentContext, AssignorError, MemberInfo, TaskReplica, TaskSpec
 
 __all__ = ["StickyAssignor"]
 

@@ -43,15 +43,15 @@ from pathlib import Path
 from typing import Any
 
 try:
-    import assignors  # noqa: F401  (installed, or on PYTHONPATH)
+    from groupcoord import assignors  # noqa: F401  (installed, or on PYTHONPATH)
 except ImportError:  # run as a script from a checkout: the repository root holds the package
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from assignors.base import AssignmentContext, MemberInfo, TaskReplica, TaskSpec
-from assignors.kafka_replica import KafkaReplicaShiftAssignor, assign_replicas_to_brokers
-from assignors.metrics import balance, movement, rack_spread
-from assignors.round_robin import RoundRobinAssignor
-from assignors.sticky import StickyAssignor
+from groupcoord.assignors.base import AssignmentContext, MemberInfo, TaskReplica, TaskSpec
+from groupcoord.assignors.kafka_replica import KafkaReplicaShiftAssignor, assign_replicas_to_brokers
+from groupcoord.assignors.metrics import balance, movement, rack_spread
+from groupcoord.assignors.round_robin import RoundRobinAssignor
+from groupcoord.assignors.sticky import StickyAssignor
 
 
 def _kafka_python_version() -> str | None:

@@ -14,8 +14,8 @@ import math
 import random
 from dataclasses import dataclass, field
 
-from assignors.pulsar.data import TimeAverageMessageData
-from assignors.snapshot import LoadSnapshot, TaskLoadStats, WorkerLoadStats
+from groupcoord.assignors.pulsar.data import TimeAverageMessageData
+from groupcoord.assignors.snapshot import LoadSnapshot, TaskLoadStats, WorkerLoadStats
 from groupcoord.figures import LONG, SHORT, TASK_RATES, averaged, samples_column
 
 __all__ = ["CPU_PER_MSG", "MSG_SIZE", "NIC_KBPS", "ROUND_S", "Cluster", "Scenario", "TaskState", "scenarios"]

@@ -51,10 +51,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from balance_cluster import CPU_PER_MSG, Cluster, Scenario, scenarios
 
-from assignors.balanced import BalancedAssignor
-from assignors.base import Assignment, AssignmentContext, MemberInfo, RebalanceCheck, TaskReplica, TaskSpec
-from assignors.cooperative import COOPERATIVE, EAGER, cooperative_step
-from assignors.pulsar import (
+from groupcoord.assignors.balanced import BalancedAssignor
+from groupcoord.assignors.base import Assignment, AssignmentContext, MemberInfo, RebalanceCheck, TaskReplica, TaskSpec
+from groupcoord.assignors.cooperative import COOPERATIVE, EAGER, cooperative_step
+from groupcoord.assignors.pulsar import (
     PulsarAvgAssignor,
     PulsarOverloadAssignor,
     PulsarThresholdAssignor,

@@ -55,15 +55,15 @@ def _serve(kind: str, members: int, port_queue: Any, store: str) -> None:
             port_queue.put((port, [f"m{i}" for i in range(members)], 1))
             await server.wait_for_termination()
             return
-        from coordinator.config import CoordinatorConfig
-        from coordinator.runtime import CoordinatorRuntime
-        from coordinator.server import start_server
+        from groupcoord.coordinator.config import CoordinatorConfig
+        from groupcoord.coordinator.runtime import CoordinatorRuntime
+        from groupcoord.coordinator.server import start_server
 
         backing: Any = None
         if store == "sqlite":
             import tempfile
 
-            from coordinator.sqlite_store import SqliteStore
+            from groupcoord.coordinator.sqlite_store import SqliteStore
 
             backing = SqliteStore(Path(tempfile.mkdtemp(prefix="bench-")) / "groups.db")
         coordinator = CoordinatorRuntime(
@@ -211,7 +211,7 @@ class SimMember:
         self.stopped = False
 
     async def run(self) -> None:
-        from assignors.registry import get_assignor
+        from groupcoord.assignors.registry import get_assignor
         from groupcoord.wire import context_from_join, sync_request_from_assignment
 
         while not self.stopped:
@@ -298,8 +298,8 @@ def bench_rebalance(sizes: list[int], heartbeat_s: float, runs: int) -> list[tup
 def model_rebalance(members: int) -> float:
     """The coordinator's own share of a rebalance (no network): a Stable group of ``members``, one
     more joins, every member re-joins and syncs (the leader with a round-robin assignment)."""
-    from assignors.registry import get_assignor
-    from coordinator.testing import Harness
+    from groupcoord.assignors.registry import get_assignor
+    from groupcoord.coordinator.testing import Harness
     from groupcoord.wire import context_from_join, sync_request_from_assignment
 
     h = Harness()

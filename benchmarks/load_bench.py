@@ -78,7 +78,7 @@ def _serve(kind: str, members: int, queue: Any) -> None:
 
     logging.disable(logging.WARNING)
     if kind != "noop":
-        from coordinator.process_tuning import tune_process
+        from groupcoord.coordinator.process_tuning import tune_process
 
         tune_process()  # as ``groupcoord serve`` does
 
@@ -93,9 +93,9 @@ def _serve(kind: str, members: int, queue: Any) -> None:
             queue.put((port, ids))
             await server.wait_for_termination()
             return
-        from coordinator.config import CoordinatorConfig
-        from coordinator.runtime import CoordinatorRuntime
-        from coordinator.server import start_server
+        from groupcoord.coordinator.config import CoordinatorConfig
+        from groupcoord.coordinator.runtime import CoordinatorRuntime
+        from groupcoord.coordinator.server import start_server
 
         runtime = CoordinatorRuntime(CoordinatorConfig(group_initial_rebalance_delay_ms=0))
         ids = []

@@ -23,19 +23,19 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from assignors.balanced import BalancedAssignor
-from assignors.base import AssignmentContext, MemberInfo, TaskReplica, TaskSpec
-from assignors.pulsar import (
+from groupcoord.assignors.balanced import BalancedAssignor
+from groupcoord.assignors.base import AssignmentContext, MemberInfo, TaskReplica, TaskSpec
+from groupcoord.assignors.pulsar import (
     PulsarAvgAssignor,
     PulsarOverloadAssignor,
     PulsarThresholdAssignor,
     PulsarTransferAssignor,
     PulsarUniformAssignor,
 )
-from assignors.pulsar.assignors import PulsarAssignor
-from assignors.pulsar.convert import load_data_from_context
-from assignors.pulsar.testing import steady_task
-from assignors.snapshot import LoadSnapshot, WorkerLoadStats
+from groupcoord.assignors.pulsar.assignors import PulsarAssignor
+from groupcoord.assignors.pulsar.convert import load_data_from_context
+from groupcoord.assignors.pulsar.testing import steady_task
+from groupcoord.assignors.snapshot import LoadSnapshot, WorkerLoadStats
 
 MSG = 4096.0
 

@@ -47,14 +47,14 @@ def _serve(queue: Any) -> None:
 
     logging.disable(logging.WARNING)
 
-    from coordinator.process_tuning import tune_process
+    from groupcoord.coordinator.process_tuning import tune_process
 
     tune_process()  # as ``groupcoord serve`` does
 
     async def main() -> None:
-        from coordinator.config import CoordinatorConfig
-        from coordinator.runtime import CoordinatorRuntime
-        from coordinator.server import start_server
+        from groupcoord.coordinator.config import CoordinatorConfig
+        from groupcoord.coordinator.runtime import CoordinatorRuntime
+        from groupcoord.coordinator.server import start_server
 
         runtime = CoordinatorRuntime(CoordinatorConfig(group_initial_rebalance_delay_ms=0))
         running = await start_server(runtime, "127.0.0.1:0")

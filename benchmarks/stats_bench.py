@@ -39,7 +39,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from groupcoord.figures import RESOURCE_COLUMNS, TASK_COUNTS, TASK_RATES
-from loadstats.samples import sample_arrow_schema
+from groupcoord.loadstats.samples import sample_arrow_schema
 
 GROUPS = 4
 
@@ -118,7 +118,7 @@ def generate_shuffled(
 
 
 def time_reference(directory: str) -> tuple[float, float, int]:
-    from loadstats.reference import reference_arrow
+    from groupcoord.loadstats.reference import reference_arrow
 
     t0 = time.perf_counter()
     table = pq.read_table(directory)
@@ -179,7 +179,7 @@ def write_minutes(directory: str, first: int, count: int, n_tasks: int, n_worker
 
 def max_relative_difference(a_path: str, b_path: str) -> float:
     """The largest relative difference of any figure between two snapshots (inf: the rows differ)."""
-    from loadstats.snapshot_io import read_snapshots
+    from groupcoord.loadstats.snapshot_io import read_snapshots
 
     a, b = read_snapshots(a_path), read_snapshots(b_path)
     if set(a) != set(b):
@@ -203,8 +203,8 @@ def max_relative_difference(a_path: str, b_path: str) -> float:
 
 def history(args: argparse.Namespace) -> int:
     """Issue 15's benchmark: incremental refresh vs full rebuild as the history grows."""
-    from loadstats.job import build_session, run
-    from loadstats.stream import run_incremental
+    from groupcoord.loadstats.job import build_session, run
+    from groupcoord.loadstats.stream import run_incremental
 
     hours = [0.25, 0.5] if args.quick else args.hours
     n_tasks, n_workers = (500, 10) if args.quick else (args.tasks, args.workers)
@@ -290,7 +290,7 @@ def throughput(args: argparse.Namespace) -> int:
     else:
         sizes, n_tasks, n_workers = args.sizes or [10_000_000, 20_000_000], args.tasks, args.workers
 
-    from loadstats.job import build_session, run
+    from groupcoord.loadstats.job import build_session, run
 
     t0 = time.perf_counter()
     spark = build_session(args.master, driver_memory=args.driver_memory, app_name="groupcoord-stats-bench")

@@ -25,8 +25,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from coordinator.sqlite_store import SqliteStore
-from coordinator.store import GroupStore, MemoryStore
+from groupcoord.coordinator.sqlite_store import SqliteStore
+from groupcoord.coordinator.store import GroupStore, MemoryStore
 
 
 def typical_record(generation: int, members: int = 100, tasks: int = 1000) -> dict[str, Any]:

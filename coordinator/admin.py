@@ -5,13 +5,13 @@ state machine and return their answers (and writes) through the outbox.
 
 from __future__ import annotations
 
-from coordinator import phases
-from coordinator.context import Model
-from coordinator.effects import Outbox, Token, error
-from coordinator.group import Group
-from coordinator.prechecks import CatalogCheck, Verdict, check_catalog, snapshot_error
-from coordinator.slices import extend_in_slices
-from coordinator.states import GroupState
+from groupcoord.coordinator import phases
+from groupcoord.coordinator.context import Model
+from groupcoord.coordinator.effects import Outbox, Token, error
+from groupcoord.coordinator.group import Group
+from groupcoord.coordinator.prechecks import CatalogCheck, Verdict, check_catalog, snapshot_error
+from groupcoord.coordinator.slices import extend_in_slices
+from groupcoord.coordinator.states import GroupState
 from groupcoord.v1 import groupcoord_pb2 as pb
 
 __all__ = [

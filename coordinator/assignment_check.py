@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from coordinator import limits
-from coordinator.config import CoordinatorConfig
-from coordinator.group import Group
-from coordinator.phases import OK
-from coordinator.slices import SLICE, extend_in_slices
-from coordinator.validation import AssignmentRejected, apply_splits, validate_assignment
+from groupcoord.coordinator import limits
+from groupcoord.coordinator.config import CoordinatorConfig
+from groupcoord.coordinator.group import Group
+from groupcoord.coordinator.phases import OK
+from groupcoord.coordinator.slices import SLICE, extend_in_slices
+from groupcoord.coordinator.validation import AssignmentRejected, apply_splits, validate_assignment
 from groupcoord.v1 import groupcoord_pb2 as pb
 
 __all__ = ["AssignmentInputs", "AssignmentCheck", "inputs_of", "check_assignment"]

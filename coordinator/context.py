@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from coordinator.clock import Clock
-from coordinator.config import CoordinatorConfig
-from coordinator.group import Group, Member
+from groupcoord.coordinator.clock import Clock
+from groupcoord.coordinator.config import CoordinatorConfig
+from groupcoord.coordinator.group import Group, Member
 from groupcoord.v1 import groupcoord_pb2 as pb
 
 __all__ = ["Model"]

@@ -46,8 +46,8 @@ from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, NodeExistsEr
 from kazoo.protocol.states import WatchedEvent
 from kazoo.retry import KazooRetry
 
-from coordinator.store import FencedError
-from coordinator.zk_security import ZkSecurity
+from groupcoord.coordinator.store import FencedError
+from groupcoord.coordinator.zk_security import ZkSecurity
 
 __all__ = ["Fence", "LeaderElection", "connect"]
 

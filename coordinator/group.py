@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from coordinator.catalog_snapshot import CatalogSnapshot
-from coordinator.effects import Token
-from coordinator.states import GroupState
+from groupcoord.coordinator.catalog_snapshot import CatalogSnapshot
+from groupcoord.coordinator.effects import Token
+from groupcoord.coordinator.states import GroupState
 from groupcoord.v1 import groupcoord_pb2 as pb
 
 __all__ = ["Member", "Group"]

@@ -15,11 +15,11 @@ import logging
 import uuid
 from collections.abc import Callable
 
-from coordinator import limits, phases
-from coordinator.context import Model
-from coordinator.effects import Outbox, Token, error
-from coordinator.group import Group, Member
-from coordinator.states import GroupState
+from groupcoord.coordinator import limits, phases
+from groupcoord.coordinator.context import Model
+from groupcoord.coordinator.effects import Outbox, Token, error
+from groupcoord.coordinator.group import Group, Member
+from groupcoord.coordinator.states import GroupState
 from groupcoord.v1 import groupcoord_pb2 as pb
 
 __all__ = ["handle_join"]

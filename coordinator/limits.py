@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from coordinator.config import CoordinatorConfig
-from coordinator.effects import error
+from groupcoord.coordinator.config import CoordinatorConfig
+from groupcoord.coordinator.effects import error
 from groupcoord.v1 import groupcoord_pb2 as pb
 
 __all__ = ["check_id", "check_text", "escaped", "check_task", "check_tasks", "check_snapshot", "check_report"]

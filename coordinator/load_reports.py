@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from coordinator.runtime import SampleSink
+from groupcoord.coordinator.runtime import SampleSink
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.wire import report_from_pb
 

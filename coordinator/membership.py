@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import logging
 
-from coordinator import limits, phases
-from coordinator.context import Model
-from coordinator.effects import Outbox, Token, error
-from coordinator.group import Group
-from coordinator.prechecks import Verdict, report_error
-from coordinator.states import GroupState
+from groupcoord.coordinator import limits, phases
+from groupcoord.coordinator.context import Model
+from groupcoord.coordinator.effects import Outbox, Token, error
+from groupcoord.coordinator.group import Group
+from groupcoord.coordinator.prechecks import Verdict, report_error
+from groupcoord.coordinator.states import GroupState
 from groupcoord.v1 import groupcoord_pb2 as pb
 
 __all__ = ["handle_heartbeat", "handle_leave", "handle_report_load", "HEARTBEAT_ANSWER"]

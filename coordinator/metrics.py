@@ -31,9 +31,9 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from coordinator.group import Group
-from coordinator.rebalances import Rebalance, RebalanceWatch
-from coordinator.states import GroupState
+from groupcoord.coordinator.group import Group
+from groupcoord.coordinator.rebalances import Rebalance, RebalanceWatch
+from groupcoord.coordinator.states import GroupState
 from groupcoord.v1 import groupcoord_pb2 as pb
 
 __all__ = ["CoordinatorMetrics", "MetricsEndpoint", "serve_metrics"]

@@ -18,18 +18,18 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from coordinator import admin, limits, phases
-from coordinator.assignment_check import AssignmentCheck, AssignmentInputs, inputs_of
-from coordinator.clock import Clock, SystemClock
-from coordinator.config import CoordinatorConfig
-from coordinator.effects import Effect, Outbox, Reply, TimerKey, Token, error
-from coordinator.group import Group, Member
-from coordinator.join import handle_join
-from coordinator.membership import handle_heartbeat, handle_leave, handle_report_load
-from coordinator.prechecks import CatalogCheck, Verdict
-from coordinator.records import group_from_record, group_to_record
-from coordinator.states import GroupState, new_machine
-from coordinator.sync import handle_sync
+from groupcoord.coordinator import admin, limits, phases
+from groupcoord.coordinator.assignment_check import AssignmentCheck, AssignmentInputs, inputs_of
+from groupcoord.coordinator.clock import Clock, SystemClock
+from groupcoord.coordinator.config import CoordinatorConfig
+from groupcoord.coordinator.effects import Effect, Outbox, Reply, TimerKey, Token, error
+from groupcoord.coordinator.group import Group, Member
+from groupcoord.coordinator.join import handle_join
+from groupcoord.coordinator.membership import handle_heartbeat, handle_leave, handle_report_load
+from groupcoord.coordinator.prechecks import CatalogCheck, Verdict
+from groupcoord.coordinator.records import group_from_record, group_to_record
+from groupcoord.coordinator.states import GroupState, new_machine
+from groupcoord.coordinator.sync import handle_sync
 from groupcoord.v1 import groupcoord_pb2 as pb
 
 __all__ = ["CoordinatorModel"]

@@ -16,7 +16,7 @@ from typing import Any
 import grpc
 from google.protobuf.message import DecodeError
 
-from coordinator.runtime import CoordinatorRuntime
+from groupcoord.coordinator.runtime import CoordinatorRuntime
 from groupcoord.v1 import groupcoord_pb2 as pb
 
 __all__ = ["Malformed", "ParsingInterceptor", "PARSE_OFF_LOOP_FROM", "lenient_parser", "request_parsers"]

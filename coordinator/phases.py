@@ -12,12 +12,12 @@ from __future__ import annotations
 import logging
 from functools import partial
 
-from coordinator.catalog_snapshot import CatalogSnapshot
-from coordinator.context import Model
-from coordinator.effects import Outbox, TimerKey, Token, error
-from coordinator.group import Group, Member
-from coordinator.slices import extend_in_slices
-from coordinator.states import GroupState
+from groupcoord.coordinator.catalog_snapshot import CatalogSnapshot
+from groupcoord.coordinator.context import Model
+from groupcoord.coordinator.effects import Outbox, TimerKey, Token, error
+from groupcoord.coordinator.group import Group, Member
+from groupcoord.coordinator.slices import extend_in_slices
+from groupcoord.coordinator.states import GroupState
 from groupcoord.v1 import groupcoord_pb2 as pb
 
 __all__ = [

@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from coordinator import limits
-from coordinator.catalog_snapshot import CatalogSnapshot
-from coordinator.config import CoordinatorConfig
-from coordinator.effects import error
+from groupcoord.coordinator import limits
+from groupcoord.coordinator.catalog_snapshot import CatalogSnapshot
+from groupcoord.coordinator.config import CoordinatorConfig
+from groupcoord.coordinator.effects import error
 from groupcoord.v1 import groupcoord_pb2 as pb
 
 __all__ = ["Verdict", "CatalogCheck", "check_catalog", "report_error", "snapshot_error"]

@@ -20,9 +20,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import cast
 
-from assignors.metrics import Members, balance
-from coordinator.group import Group
-from coordinator.states import GroupState
+from groupcoord.assignors.metrics import Members, balance
+from groupcoord.coordinator.group import Group
+from groupcoord.coordinator.states import GroupState
 
 __all__ = ["RebalanceWatch", "Rebalance", "Seen"]
 

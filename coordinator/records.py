@@ -18,8 +18,8 @@ import base64
 from collections.abc import Mapping
 from typing import Any
 
-from coordinator.catalog_snapshot import CatalogSnapshot, b64
-from coordinator.group import Group, Member
+from groupcoord.coordinator.catalog_snapshot import CatalogSnapshot, b64
+from groupcoord.coordinator.group import Group, Member
 from groupcoord.v1 import groupcoord_pb2 as pb
 
 __all__ = ["group_to_record", "finish_record", "group_from_record", "CatalogSnapshot", "RECORD_VERSION"]

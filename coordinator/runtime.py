@@ -27,9 +27,9 @@ from typing import Any, Protocol, TypeVar
 
 from google.protobuf.message import Message
 
-from coordinator.clock import Clock, SystemClock
-from coordinator.config import CoordinatorConfig
-from coordinator.effects import (
+from groupcoord.coordinator.clock import Clock, SystemClock
+from groupcoord.coordinator.config import CoordinatorConfig
+from groupcoord.coordinator.effects import (
     ArmTimer,
     CancelTimer,
     Effect,
@@ -42,14 +42,14 @@ from coordinator.effects import (
     error,
     error_response,
 )
-from coordinator.group import Group
-from coordinator.lag import LagMonitor
-from coordinator.metrics import CoordinatorMetrics
-from coordinator.model import CoordinatorModel
-from coordinator.office import Office, Standalone
-from coordinator.records import finish_record
-from coordinator.store import FencedError, GroupRecord, GroupStore, MemoryStore
-from coordinator.timers import TimerQueue
+from groupcoord.coordinator.group import Group
+from groupcoord.coordinator.lag import LagMonitor
+from groupcoord.coordinator.metrics import CoordinatorMetrics
+from groupcoord.coordinator.model import CoordinatorModel
+from groupcoord.coordinator.office import Office, Standalone
+from groupcoord.coordinator.records import finish_record
+from groupcoord.coordinator.store import FencedError, GroupRecord, GroupStore, MemoryStore
+from groupcoord.coordinator.timers import TimerQueue
 from groupcoord.v1 import groupcoord_pb2 as pb
 
 __all__ = ["CoordinatorRuntime", "Writer", "InlineWriter", "ThreadWriter", "SampleSink"]

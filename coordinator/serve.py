@@ -49,24 +49,24 @@ from typing import Any
 
 import grpc
 
-from coordinator.auth.files import PolicyFileError, load_policy
-from coordinator.auth.guard import Guard
-from coordinator.auth.tls import is_loopback, server_credentials
-from coordinator.config import ConfigError, CoordinatorConfig
-from coordinator.election import LeaderElection, connect
-from coordinator.ha import ElectedOffice
-from coordinator.load_reports import sample_sink
-from coordinator.metrics import MetricsEndpoint, serve_metrics
-from coordinator.office import Office
-from coordinator.process_tuning import tune_process
-from coordinator.runtime import CoordinatorRuntime
-from coordinator.server import RunningServer, serve_forever
-from coordinator.snapshot_watch import watch_snapshots
-from coordinator.sqlite_store import SqliteStore
-from coordinator.store import GroupStore, MemoryStore, StoreError
-from coordinator.zk_security import load_zk_security
-from coordinator.zk_store import ZooKeeperStore
-from loadstats.sample_log import DEFAULT_RETENTION_BYTES, DEFAULT_RETENTION_S, SampleLog
+from groupcoord.coordinator.auth.files import PolicyFileError, load_policy
+from groupcoord.coordinator.auth.guard import Guard
+from groupcoord.coordinator.auth.tls import is_loopback, server_credentials
+from groupcoord.coordinator.config import ConfigError, CoordinatorConfig
+from groupcoord.coordinator.election import LeaderElection, connect
+from groupcoord.coordinator.ha import ElectedOffice
+from groupcoord.coordinator.load_reports import sample_sink
+from groupcoord.coordinator.metrics import MetricsEndpoint, serve_metrics
+from groupcoord.coordinator.office import Office
+from groupcoord.coordinator.process_tuning import tune_process
+from groupcoord.coordinator.runtime import CoordinatorRuntime
+from groupcoord.coordinator.server import RunningServer, serve_forever
+from groupcoord.coordinator.snapshot_watch import watch_snapshots
+from groupcoord.coordinator.sqlite_store import SqliteStore
+from groupcoord.coordinator.store import GroupStore, MemoryStore, StoreError
+from groupcoord.coordinator.zk_security import load_zk_security
+from groupcoord.coordinator.zk_store import ZooKeeperStore
+from groupcoord.loadstats.sample_log import DEFAULT_RETENTION_BYTES, DEFAULT_RETENTION_S, SampleLog
 
 __all__ = ["ServeOptions", "run_coordinator"]
 

@@ -21,9 +21,9 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from coordinator.parsing import ParsingInterceptor
-from coordinator.runtime import CoordinatorRuntime
-from coordinator.service import AdminServicer, CoordinatorServicer, add_servicer
+from groupcoord.coordinator.parsing import ParsingInterceptor
+from groupcoord.coordinator.runtime import CoordinatorRuntime
+from groupcoord.coordinator.service import AdminServicer, CoordinatorServicer, add_servicer
 from groupcoord.v1 import groupcoord_pb2 as pb
 
 __all__ = ["RunningServer", "start_server", "ServerThread", "serve_forever"]

@@ -18,13 +18,13 @@ from typing import Any, TypeVar
 import grpc
 from google.protobuf.message import Message
 
-from coordinator import prechecks
-from coordinator.assignment_check import check_assignment
-from coordinator.auth.guard import CURRENT_PRINCIPAL
-from coordinator.effects import Effect, Token
-from coordinator.parsing import Malformed
-from coordinator.prechecks import Verdict
-from coordinator.runtime import CoordinatorRuntime
+from groupcoord.coordinator import prechecks
+from groupcoord.coordinator.assignment_check import check_assignment
+from groupcoord.coordinator.auth.guard import CURRENT_PRINCIPAL
+from groupcoord.coordinator.effects import Effect, Token
+from groupcoord.coordinator.parsing import Malformed
+from groupcoord.coordinator.prechecks import Verdict
+from groupcoord.coordinator.runtime import CoordinatorRuntime
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
 

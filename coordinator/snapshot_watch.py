@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 
 from google.protobuf.message import Message
 
-from coordinator.runtime import CoordinatorRuntime
+from groupcoord.coordinator.runtime import CoordinatorRuntime
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.wire import snapshot_to_pb
 
@@ -42,7 +42,7 @@ class SnapshotWatcher:
 
     def read(self) -> Mapping[str, pb.LoadSnapshot]:
         """``{group_id: snapshot}`` at the path now; ``{}`` when there is none yet or it cannot be read."""
-        from loadstats.snapshot_io import read_meta, read_snapshots
+        from groupcoord.loadstats.snapshot_io import read_meta, read_snapshots
 
         try:
             snapshot_id = str(read_meta(self.path).get("snapshot_id", ""))

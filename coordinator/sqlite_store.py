@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, Self
 
-from coordinator.store import GroupRecord, StoreError
+from groupcoord.coordinator.store import GroupRecord, StoreError
 
 __all__ = ["SCHEMA_VERSION", "SqliteStore"]
 

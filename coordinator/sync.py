@@ -11,12 +11,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from coordinator import phases
-from coordinator.assignment_check import AssignmentCheck, check_assignment, inputs_of
-from coordinator.context import Model
-from coordinator.effects import Outbox, Token, error
-from coordinator.group import Group, Member
-from coordinator.states import GroupState
+from groupcoord.coordinator import phases
+from groupcoord.coordinator.assignment_check import AssignmentCheck, check_assignment, inputs_of
+from groupcoord.coordinator.context import Model
+from groupcoord.coordinator.effects import Outbox, Token, error
+from groupcoord.coordinator.group import Group, Member
+from groupcoord.coordinator.states import GroupState
 from groupcoord.v1 import groupcoord_pb2 as pb
 
 __all__ = ["handle_sync"]

@@ -15,12 +15,12 @@ from typing import Any
 
 from google.protobuf.message import Message
 
-from coordinator.clock import FakeClock
-from coordinator.config import CoordinatorConfig
-from coordinator.effects import Effect, Token
-from coordinator.office import Office
-from coordinator.runtime import CoordinatorRuntime, InlineWriter
-from coordinator.store import GroupRecord, GroupStore, StoreError
+from groupcoord.coordinator.clock import FakeClock
+from groupcoord.coordinator.config import CoordinatorConfig
+from groupcoord.coordinator.effects import Effect, Token
+from groupcoord.coordinator.office import Office
+from groupcoord.coordinator.runtime import CoordinatorRuntime, InlineWriter
+from groupcoord.coordinator.store import GroupRecord, GroupStore, StoreError
 from groupcoord.v1 import groupcoord_pb2 as pb
 
 __all__ = ["FailingStore", "FakeOffice", "Harness", "Pending"]

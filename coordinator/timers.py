@@ -18,7 +18,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from coordinator.clock import Clock
+from groupcoord.coordinator.clock import Clock
 
 __all__ = ["TimerQueue"]
 

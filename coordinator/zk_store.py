@@ -35,8 +35,8 @@ from kazoo.exceptions import (
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.retry import KazooRetry, RetryFailedError
 
-from coordinator.election import LeaderElection
-from coordinator.store import FencedError, GroupRecord, StoreError
+from groupcoord.coordinator.election import LeaderElection
+from groupcoord.coordinator.store import FencedError, GroupRecord, StoreError
 
 __all__ = ["MAX_RECORD_BYTES", "ZooKeeperStore"]
 

@@ -16,8 +16,8 @@ import signal
 import threading
 from collections.abc import Sequence
 
-from assignors import TaskReplica
-from worker import WorkerClient, WorkerConfig
+from groupcoord.assignors import TaskReplica
+from groupcoord.worker import WorkerClient, WorkerConfig
 
 
 class TaskRunner:

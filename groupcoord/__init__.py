@@ -44,7 +44,9 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ loads each on first use
-    from assignors import (
+    from groupcoord import errors
+    from groupcoord.admin import AdminClient
+    from groupcoord.assignors import (
         Assignment,
         AssignmentContext,
         Assignor,
@@ -55,16 +57,14 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
         TaskSpec,
         register,
     )
-    from groupcoord import errors
-    from groupcoord.admin import AdminClient
-    from worker import TaskListener, WorkerClient, WorkerClosedError, WorkerConfig, WorkerState
+    from groupcoord.worker import TaskListener, WorkerClient, WorkerClosedError, WorkerConfig, WorkerState
 
 _HOMES: dict[str, str] = {
-    **dict.fromkeys(("WorkerClient", "WorkerConfig", "WorkerState", "TaskListener", "WorkerClosedError"), "worker"),
+    **dict.fromkeys(("WorkerClient", "WorkerConfig", "WorkerState", "TaskListener", "WorkerClosedError"), "groupcoord.worker"),
     **dict.fromkeys(
         ("Assignor", "AssignmentContext", "Assignment", "AssignorError", "TaskReplica", "TaskSpec", "MemberInfo",
          "LoadSnapshot", "register"),
-        "assignors",
+        "groupcoord.assignors",
     ),
     "AdminClient": "groupcoord.admin",
 }

@@ -13,9 +13,9 @@ from typing import Any, Self
 
 import grpc
 
-from assignors.base import TaskSpec
 from groupcoord import errors
 from groupcoord.addresses import parse_addresses
+from groupcoord.assignors.base import TaskSpec
 from groupcoord.channels import ClientSecurity, channel_options
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc

@@ -25,12 +25,18 @@ import random
 from collections.abc import Iterable
 from types import MappingProxyType
 
-from assignors.base import Assignment, AssignmentContext, MemberInfo, TaskReplica, TaskSpec
-from assignors.cooperative import COOPERATIVE, EAGER
-from assignors.snapshot import TASK_STATS_FIELDS, WORKER_STATS_FIELDS, LoadSnapshot, TaskLoadStats, WorkerLoadStats
+from groupcoord.assignors.base import Assignment, AssignmentContext, MemberInfo, TaskReplica, TaskSpec
+from groupcoord.assignors.cooperative import COOPERATIVE, EAGER
+from groupcoord.assignors.snapshot import (
+    TASK_STATS_FIELDS,
+    WORKER_STATS_FIELDS,
+    LoadSnapshot,
+    TaskLoadStats,
+    WorkerLoadStats,
+)
 from groupcoord.figures import RESOURCES, TASK_FIGURES
+from groupcoord.loadstats.samples import LoadReport, ResourceUsage, TaskLoad
 from groupcoord.v1 import groupcoord_pb2 as pb
-from loadstats.samples import LoadReport, ResourceUsage, TaskLoad
 
 __all__ = [
     # tasks, replicas, members

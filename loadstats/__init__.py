@@ -9,9 +9,9 @@ numpy) need them to import.
 See ``docs/loadstats.md``.
 """
 
-from loadstats.report_policy import ReportPolicy
-from loadstats.sample_log import SampleLog, SampleLogStats
-from loadstats.samples import (
+from groupcoord.loadstats.report_policy import ReportPolicy
+from groupcoord.loadstats.sample_log import SampleLog, SampleLogStats
+from groupcoord.loadstats.samples import (
     SAMPLE_COLUMNS,
     LoadReport,
     ResourceUsage,
@@ -20,7 +20,7 @@ from loadstats.samples import (
     sample_arrow_schema,
     sample_spark_schema,
 )
-from loadstats.snapshot_io import read_meta, read_snapshots
+from groupcoord.loadstats.snapshot_io import read_meta, read_snapshots
 
 __all__ = [
     # reports

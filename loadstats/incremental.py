@@ -37,8 +37,8 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from groupcoord.figures import LONG, RESOURCE_COLUMNS, SHORT, TASK_COUNTS, TASK_RATES, averaged, samples_column
-from loadstats.samples import TASK_SAMPLE_ORDER
-from loadstats.transforms import TASK_COLUMNS, _weight
+from groupcoord.loadstats.samples import TASK_SAMPLE_ORDER
+from groupcoord.loadstats.transforms import TASK_COLUMNS, _weight
 
 __all__ = [
     "STATE_TASK_COLUMNS",

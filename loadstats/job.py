@@ -34,8 +34,8 @@ with warnings.catch_warnings():
     from pyspark.sql import functions as F
     from pyspark.sql.types import StringType, StructField, StructType
 
-from loadstats.samples import SAMPLE_COLUMNS, sample_spark_schema
-from loadstats.transforms import (
+from groupcoord.loadstats.samples import SAMPLE_COLUMNS, sample_spark_schema
+from groupcoord.loadstats.transforms import (
     CORRUPT,
     REJECT_REASONS,
     TASK_COLUMNS,
@@ -350,8 +350,8 @@ def run(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``spark-submit loadstats/job.py --samples P --out O`` (or ``python -m loadstats.job``)."""
-    parser = argparse.ArgumentParser(prog="loadstats.job", description="Build a load snapshot from the sample log.")
+    """``spark-submit loadstats/job.py --samples P --out O`` (or ``python -m groupcoord.loadstats.job``)."""
+    parser = argparse.ArgumentParser(prog="groupcoord.loadstats.job", description="Build a load snapshot from the sample log.")
     parser.add_argument("--samples", required=True, help="sample log directory (any path Spark reads)")
     parser.add_argument("--out", required=True, help="snapshot directory (local or mounted path)")
     parser.add_argument("--master", default=None, help="Spark master (default: spark-submit's, else local[*])")

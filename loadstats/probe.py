@@ -18,7 +18,7 @@ from typing import Literal, Protocol, runtime_checkable
 
 import psutil
 
-from loadstats.samples import LoadReport, ResourceUsage, TaskLoad
+from groupcoord.loadstats.samples import LoadReport, ResourceUsage, TaskLoad
 
 __all__ = ["LoadProbe", "PsutilProbe"]
 

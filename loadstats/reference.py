@@ -30,9 +30,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from assignors.snapshot import TASK_STATS_FIELDS
+from groupcoord.assignors.snapshot import TASK_STATS_FIELDS
 from groupcoord.figures import LONG, RESOURCE_COLUMNS, TASK_COUNTS, TASK_RATES, TERMS, averaged, samples_column
-from loadstats.samples import TASK_SAMPLE_ORDER
+from groupcoord.loadstats.samples import TASK_SAMPLE_ORDER
 
 __all__ = ["reference_arrow", "reference_stats", "reference_worker_stats", "task_order_key", "time_average"]
 

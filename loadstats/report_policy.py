@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from loadstats.samples import LoadReport
+from groupcoord.loadstats.samples import LoadReport
 
 __all__ = ["ReportPolicy", "percent_change"]
 

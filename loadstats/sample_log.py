@@ -48,8 +48,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Self
 
-from loadstats.retention import enforce_retention
-from loadstats.samples import LoadReport, report_rows
+from groupcoord.loadstats.retention import enforce_retention
+from groupcoord.loadstats.samples import LoadReport, report_rows
 
 __all__ = ["DEFAULT_RETENTION_BYTES", "DEFAULT_RETENTION_S", "SampleLog", "SampleLogStats"]
 

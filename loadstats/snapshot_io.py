@@ -22,7 +22,7 @@ import os
 from types import MappingProxyType
 from typing import Any
 
-from assignors.snapshot import (
+from groupcoord.assignors.snapshot import (
     TASK_STATS_FIELDS,
     WORKER_STATS_FIELDS,
     LoadSnapshot,

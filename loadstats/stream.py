@@ -34,7 +34,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
-from loadstats.incremental import (
+from groupcoord.loadstats.incremental import (
     classify_new_rows,
     merge_tasks,
     merge_workers,
@@ -42,10 +42,17 @@ from loadstats.incremental import (
     state_snapshot_workers,
     tag_unknown_workers,
 )
-from loadstats.job import DEFAULT_MAX_SAMPLE_AGE_S, JobResult, _is_local_path, _local, _swap_into_place, build_session
-from loadstats.samples import SAMPLE_COLUMNS, sample_spark_schema
-from loadstats.state import StateStore, StateView, task_state_ddl, worker_state_ddl
-from loadstats.transforms import CORRUPT, REJECT_REASONS, SplitThresholds, split_candidates, tag_rejects
+from groupcoord.loadstats.job import (
+    DEFAULT_MAX_SAMPLE_AGE_S,
+    JobResult,
+    _is_local_path,
+    _local,
+    _swap_into_place,
+    build_session,
+)
+from groupcoord.loadstats.samples import SAMPLE_COLUMNS, sample_spark_schema
+from groupcoord.loadstats.state import StateStore, StateView, task_state_ddl, worker_state_ddl
+from groupcoord.loadstats.transforms import CORRUPT, REJECT_REASONS, SplitThresholds, split_candidates, tag_rejects
 
 __all__ = ["default_state_path", "read_sample_stream", "run_incremental", "write_state_snapshot"]
 

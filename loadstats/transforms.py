@@ -45,7 +45,7 @@ with warnings.catch_warnings():
     from pyspark.sql import Column, DataFrame, Window
     from pyspark.sql import functions as F
 
-from assignors.snapshot import TASK_STATS_FIELDS, WORKER_STATS_FIELDS
+from groupcoord.assignors.snapshot import TASK_STATS_FIELDS, WORKER_STATS_FIELDS
 from groupcoord.figures import (
     LONG,
     RESOURCE_COLUMNS,
@@ -56,7 +56,7 @@ from groupcoord.figures import (
     averaged,
     samples_column,
 )
-from loadstats.samples import SAMPLE_COLUMNS, TASK_SAMPLE_ORDER
+from groupcoord.loadstats.samples import SAMPLE_COLUMNS, TASK_SAMPLE_ORDER
 
 __all__ = [
     "CORRUPT",

@@ -6,8 +6,8 @@ import dataclasses
 
 import pytest
 
-from assignors.base import Assignment, AssignmentContext, MemberInfo, TaskReplica, TaskSpec
-from assignors.metrics import (
+from groupcoord.assignors.base import Assignment, AssignmentContext, MemberInfo, TaskReplica, TaskSpec
+from groupcoord.assignors.metrics import (
     AssignmentQuality,
     balance,
     moved_replicas,

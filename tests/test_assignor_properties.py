@@ -20,12 +20,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from assignors.base import Assignment, AssignmentContext, AssignorError, MemberInfo, TaskReplica, TaskSpec
-from assignors.kafka_replica import KafkaReplicaShiftAssignor
-from assignors.metrics import movement
-from assignors.round_robin import RoundRobinAssignor
-from assignors.sticky import StickyAssignor
-from coordinator.validation import validate_assignment
+from groupcoord.assignors.base import Assignment, AssignmentContext, AssignorError, MemberInfo, TaskReplica, TaskSpec
+from groupcoord.assignors.kafka_replica import KafkaReplicaShiftAssignor
+from groupcoord.assignors.metrics import movement
+from groupcoord.assignors.round_robin import RoundRobinAssignor
+from groupcoord.assignors.sticky import StickyAssignor
+from groupcoord.coordinator.validation import validate_assignment
 from groupcoord.wire import sync_request_from_assignment, task_pb
 
 SETTINGS = settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])

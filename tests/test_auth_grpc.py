@@ -14,23 +14,23 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from coordinator.auth.acl import parse_acls
-from coordinator.auth.guard import RULES, Guard, Policy
-from coordinator.auth.tokens import parse_tokens
-from coordinator.config import CoordinatorConfig
-from coordinator.runtime import CoordinatorRuntime
-from coordinator.server import ServerThread
-from coordinator.sqlite_store import SqliteStore
-from coordinator.store import GroupStore
 from groupcoord import errors
 from groupcoord.admin import AdminClient
 from groupcoord.channels import ClientSecurity
+from groupcoord.coordinator.auth.acl import parse_acls
+from groupcoord.coordinator.auth.guard import RULES, Guard, Policy
+from groupcoord.coordinator.auth.tokens import parse_tokens
+from groupcoord.coordinator.config import CoordinatorConfig
+from groupcoord.coordinator.runtime import CoordinatorRuntime
+from groupcoord.coordinator.server import ServerThread
+from groupcoord.coordinator.sqlite_store import SqliteStore
+from groupcoord.coordinator.store import GroupStore
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
+from groupcoord.worker import WorkerClient, WorkerConfig
+from groupcoord.worker.transport import Transport
 from tests.security_pki import Pki, Tokens, subject
 from tests.zookeeper_server import wait_until
-from worker import WorkerClient, WorkerConfig
-from worker.transport import Transport
 
 ACL_TEXT = """
 super_users = ["User:root"]

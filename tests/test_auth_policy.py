@@ -13,15 +13,15 @@ from typing import Any
 
 import pytest
 
-from coordinator.auth.acl import AclError, Operation, parse_acls
-from coordinator.auth.principals import ANONYMOUS, Authenticated, Refused, authenticate
-from coordinator.auth.tokens import TokenFileError, parse_tokens
-from coordinator.print_config import MASK, render_options
-from coordinator.records import finish_record, group_from_record, group_to_record
-from coordinator.serve import ServeOptions
-from coordinator.testing import Harness
-from coordinator.zk_security import ZkSecurity, load_zk_security
 from groupcoord.cli import main
+from groupcoord.coordinator.auth.acl import AclError, Operation, parse_acls
+from groupcoord.coordinator.auth.principals import ANONYMOUS, Authenticated, Refused, authenticate
+from groupcoord.coordinator.auth.tokens import TokenFileError, parse_tokens
+from groupcoord.coordinator.print_config import MASK, render_options
+from groupcoord.coordinator.records import finish_record, group_from_record, group_to_record
+from groupcoord.coordinator.serve import ServeOptions
+from groupcoord.coordinator.testing import Harness
+from groupcoord.coordinator.zk_security import ZkSecurity, load_zk_security
 
 ACLS = parse_acls(tomllib.loads("""
 super_users = ["User:root"]

@@ -8,14 +8,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from assignors import get_assignor
-from assignors.balanced import BalancedAssignor, BalancedConfig, LoadEstimator
-from assignors.balanced.model import LoadView
-from assignors.balanced.optimizer import PoolPlan, rebalance
-from assignors.base import Assignment, AssignmentContext, MemberInfo, TaskReplica, TaskSpec
-from assignors.cooperative import COOPERATIVE, cooperative_step
-from assignors.pulsar.testing import FakeClock
-from assignors.snapshot import LoadSnapshot, TaskLoadStats, WorkerLoadStats
+from groupcoord.assignors import get_assignor
+from groupcoord.assignors.balanced import BalancedAssignor, BalancedConfig, LoadEstimator
+from groupcoord.assignors.balanced.model import LoadView
+from groupcoord.assignors.balanced.optimizer import PoolPlan, rebalance
+from groupcoord.assignors.base import Assignment, AssignmentContext, MemberInfo, TaskReplica, TaskSpec
+from groupcoord.assignors.cooperative import COOPERATIVE, cooperative_step
+from groupcoord.assignors.pulsar.testing import FakeClock
+from groupcoord.assignors.snapshot import LoadSnapshot, TaskLoadStats, WorkerLoadStats
 from tests.test_assignor_properties import SETTINGS, check_valid, contexts
 
 CPU_PER_MSG = 0.005  # cpu percent per msg/s (in + out)

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import assignors
+from groupcoord import assignors
 
 BENCH = Path(__file__).parent.parent / "benchmarks" / "assignors_bench.py"
 

@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-from coordinator.server import ServerThread
 from groupcoord.admin import AdminClient
 from groupcoord.cli import main
+from groupcoord.coordinator.server import ServerThread
 
 
 def run(env: dict[str, str], *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:

@@ -9,15 +9,15 @@ from collections.abc import Sequence
 
 import pytest
 
-from assignors.base import Assignment, AssignmentContext, MemberInfo, TaskReplica, TaskSpec
-from assignors.cooperative import cooperative_step
-from coordinator.config import CoordinatorConfig
-from coordinator.server import ServerThread
-from coordinator.testing import Harness
 from groupcoord.admin import AdminClient
+from groupcoord.assignors.base import Assignment, AssignmentContext, MemberInfo, TaskReplica, TaskSpec
+from groupcoord.assignors.cooperative import cooperative_step
+from groupcoord.coordinator.config import CoordinatorConfig
+from groupcoord.coordinator.server import ServerThread
+from groupcoord.coordinator.testing import Harness
 from groupcoord.v1 import groupcoord_pb2 as pb
+from groupcoord.worker import WorkerClient, WorkerState
 from tests.test_e2e_grpc import G, make_worker
-from worker import WorkerClient, WorkerState
 
 BOTH = ["eager", "cooperative"]
 

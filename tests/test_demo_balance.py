@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from assignors.base import AssignmentContext, MemberInfo, RebalanceCheck, TaskReplica, TaskSpec
-from assignors.registry import get_assignor
-from assignors.snapshot import LoadSnapshot, TaskLoadStats, WorkerLoadStats
+from groupcoord.assignors.base import AssignmentContext, MemberInfo, RebalanceCheck, TaskReplica, TaskSpec
+from groupcoord.assignors.registry import get_assignor
+from groupcoord.assignors.snapshot import LoadSnapshot, TaskLoadStats, WorkerLoadStats
 from groupcoord.cli import demo_plot
 from groupcoord.cli.demo_balance import Outcome, failures, format_outcome, max_mean, member_loads
 from groupcoord.cli.demo_load import ROUNDS, STRATEGIES

@@ -12,19 +12,19 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from assignors.base import TaskReplica
-from coordinator.clock import FakeClock
-from coordinator.config import CoordinatorConfig
-from coordinator.effects import TimerKey
-from coordinator.runtime import CoordinatorRuntime
-from coordinator.server import ServerThread
-from coordinator.sqlite_store import SqliteStore
-from coordinator.store import MemoryStore
-from coordinator.testing import FailingStore, FakeOffice
 from groupcoord.admin import AdminClient
+from groupcoord.assignors.base import TaskReplica
+from groupcoord.coordinator.clock import FakeClock
+from groupcoord.coordinator.config import CoordinatorConfig
+from groupcoord.coordinator.effects import TimerKey
+from groupcoord.coordinator.runtime import CoordinatorRuntime
+from groupcoord.coordinator.server import ServerThread
+from groupcoord.coordinator.sqlite_store import SqliteStore
+from groupcoord.coordinator.store import MemoryStore
+from groupcoord.coordinator.testing import FailingStore, FakeOffice
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
-from worker import WorkerClient, WorkerConfig, WorkerState
+from groupcoord.worker import WorkerClient, WorkerConfig, WorkerState
 
 G = "orders"
 
@@ -323,7 +323,7 @@ class RecheckingAssignor:
     recheck_interval_s = 0.05
 
     def __init__(self) -> None:
-        from assignors.round_robin import RoundRobinAssignor
+        from groupcoord.assignors.round_robin import RoundRobinAssignor
 
         self.inner = RoundRobinAssignor()
         self.checked_with: list[object] = []

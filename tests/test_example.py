@@ -6,8 +6,8 @@ import signal
 import subprocess
 import sys
 
-from coordinator.server import ServerThread
 from groupcoord.admin import AdminClient
+from groupcoord.coordinator.server import ServerThread
 from tests.conftest import ROOT
 
 

@@ -10,12 +10,17 @@ import dataclasses
 
 import pytest
 
-from assignors.pulsar.data import LocalBrokerData, NamespaceBundleStats, TimeAverageBrokerData, TimeAverageMessageData
-from assignors.snapshot import TASK_STATS_FIELDS, WORKER_STATS_FIELDS, TaskLoadStats, WorkerLoadStats
 from groupcoord import figures
+from groupcoord.assignors.pulsar.data import (
+    LocalBrokerData,
+    NamespaceBundleStats,
+    TimeAverageBrokerData,
+    TimeAverageMessageData,
+)
+from groupcoord.assignors.snapshot import TASK_STATS_FIELDS, WORKER_STATS_FIELDS, TaskLoadStats, WorkerLoadStats
 from groupcoord.figures import RESOURCES, TASK_COUNTS, TASK_FIGURES, TASK_RATES, Resource, TaskCount, TaskRate
+from groupcoord.loadstats.samples import SAMPLE_COLUMNS, LoadReport, TaskLoad
 from groupcoord.v1 import groupcoord_pb2 as pb
-from loadstats.samples import SAMPLE_COLUMNS, LoadReport, TaskLoad
 
 
 def names(cls: type) -> tuple[str, ...]:

@@ -25,9 +25,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
-from coordinator.config import CoordinatorConfig
-from coordinator.runtime import CoordinatorRuntime
-from coordinator.server import ServerThread
+from groupcoord.coordinator.config import CoordinatorConfig
+from groupcoord.coordinator.runtime import CoordinatorRuntime
+from groupcoord.coordinator.server import ServerThread
 from groupcoord.v1 import groupcoord_pb2 as pb
 
 settings.register_profile("ci", max_examples=25, stateful_step_count=25, deadline=None,

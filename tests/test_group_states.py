@@ -6,8 +6,8 @@ from collections.abc import Callable
 
 import pytest
 
-from coordinator.config import CoordinatorConfig
-from coordinator.testing import Harness, Pending
+from groupcoord.coordinator.config import CoordinatorConfig
+from groupcoord.coordinator.testing import Harness, Pending
 from groupcoord.v1 import groupcoord_pb2 as pb
 
 G = "g"
@@ -214,10 +214,10 @@ def test_superseded_join_gets_an_answer() -> None:
 
 
 def test_every_state_has_a_handler_for_every_request() -> None:
-    from coordinator.join import KNOWN_MEMBER_JOIN
-    from coordinator.membership import HEARTBEAT_ANSWER
-    from coordinator.states import GroupState
-    from coordinator.sync import SYNC
+    from groupcoord.coordinator.join import KNOWN_MEMBER_JOIN
+    from groupcoord.coordinator.membership import HEARTBEAT_ANSWER
+    from groupcoord.coordinator.states import GroupState
+    from groupcoord.coordinator.sync import SYNC
 
     assert set(KNOWN_MEMBER_JOIN) == set(SYNC) == set(GroupState)
     # Empty has no members and Dead is refused before the member lookup: heartbeats never reach them

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from assignors.base import Assignment, AssignmentContext
-from assignors.registry import register
-from coordinator.server import ServerThread
 from groupcoord.admin import AdminClient
+from groupcoord.assignors.base import Assignment, AssignmentContext
+from groupcoord.assignors.registry import register
 from groupcoord.cli import main
+from groupcoord.coordinator.server import ServerThread
 from groupcoord.v1 import groupcoord_pb2 as pb
-from worker import WorkerClient, WorkerConfig, WorkerState
+from groupcoord.worker import WorkerClient, WorkerConfig, WorkerState
 
 G = "shop"
 TASKS = ["a", "b", "c", "d", "e", "f"]

@@ -16,14 +16,14 @@ from typing import Any
 import grpc
 import pytest
 
-from coordinator import parsing, phases, prechecks, service
-from coordinator.assignment_check import check_assignment
-from coordinator.config import CoordinatorConfig
-from coordinator.prechecks import check_catalog
-from coordinator.records import finish_record, group_from_record, group_to_record
-from coordinator.runtime import CoordinatorRuntime
-from coordinator.server import ServerThread
-from coordinator.testing import Harness
+from groupcoord.coordinator import parsing, phases, prechecks, service
+from groupcoord.coordinator.assignment_check import check_assignment
+from groupcoord.coordinator.config import CoordinatorConfig
+from groupcoord.coordinator.prechecks import check_catalog
+from groupcoord.coordinator.records import finish_record, group_from_record, group_to_record
+from groupcoord.coordinator.runtime import CoordinatorRuntime
+from groupcoord.coordinator.server import ServerThread
+from groupcoord.coordinator.testing import Harness
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
 

@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from assignors.base import Assignment, AssignmentContext, AssignorError, MemberInfo, TaskReplica, TaskSpec
-from assignors.kafka_replica import (
+from groupcoord.assignors.base import Assignment, AssignmentContext, AssignorError, MemberInfo, TaskReplica, TaskSpec
+from groupcoord.assignors.kafka_replica import (
     IncompleteRackInfoError,
     InvalidPartitionCountError,
     InvalidReplicationFactorError,
@@ -18,7 +18,7 @@ from assignors.kafka_replica import (
     assign_replicas_to_brokers,
     rack_alternated_brokers,
 )
-from assignors.registry import get_assignor
+from groupcoord.assignors.registry import get_assignor
 
 FIVE = [0, 1, 2, 3, 4]
 
@@ -280,7 +280,7 @@ def test_assignor_rack_aware_matches_the_function() -> None:
 def test_assignor_partial_racks_fall_back_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
     members = [MemberInfo("m0", rack="r1"), MemberInfo("m1"), MemberInfo("m2", rack="r2")]
     tasks = [TaskSpec(f"t{i}", replicas=2) for i in range(3)]
-    with caplog.at_level(logging.WARNING, logger="assignors.kafka_replica"):
+    with caplog.at_level(logging.WARNING, logger="groupcoord.assignors.kafka_replica"):
         result = KafkaReplicaShiftAssignor().assign(ctx(members, tasks, ScriptedRandom(0, 0)))
     assert "1 of 3 member(s) have no rack (m1); placing this pool without racks" in caplog.text
     plain = KafkaReplicaShiftAssignor().assign(

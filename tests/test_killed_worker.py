@@ -10,8 +10,8 @@ import threading
 
 import pytest
 
-from coordinator.server import ServerThread
 from groupcoord.admin import AdminClient
+from groupcoord.coordinator.server import ServerThread
 from groupcoord.v1 import groupcoord_pb2 as pb
 from tests.processes import stop_processes
 

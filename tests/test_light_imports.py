@@ -27,21 +27,21 @@ SCRIPT = textwrap.dedent(
         sys.modules[name] = None  # "import pyarrow" (and pyarrow.anything) now raises ImportError
 
     imported = []
-    for package in ("coordinator", "worker", "assignors"):
+    for package in ("groupcoord.coordinator", "groupcoord.worker", "groupcoord.assignors"):
         module = importlib.import_module(package)
         imported.append(package)
         for info in pkgutil.walk_packages(module.__path__, package + "."):
             importlib.import_module(info.name)
             imported.append(info.name)
-    for name in ("groupcoord.figures", "groupcoord.wire", "loadstats", "loadstats.sample_log",
-                 "loadstats.snapshot_io", "loadstats.probe", "loadstats.report_policy"):
+    for name in ("groupcoord.figures", "groupcoord.wire", "groupcoord.loadstats", "groupcoord.loadstats.sample_log",
+                 "groupcoord.loadstats.snapshot_io", "groupcoord.loadstats.probe", "groupcoord.loadstats.report_policy"):
         importlib.import_module(name)
         imported.append(name)
 
     from groupcoord.v1 import groupcoord_pb2 as pb
     from groupcoord.wire import report_from_pb
-    from loadstats.sample_log import SampleLog
-    from loadstats.snapshot_io import read_snapshots
+    from groupcoord.loadstats.sample_log import SampleLog
+    from groupcoord.loadstats.snapshot_io import read_snapshots
 
     directory = sys.argv[1]
     log = SampleLog(os.path.join(directory, "samples"), fsync_on_roll=False)
@@ -80,8 +80,8 @@ def test_service_modules_import_and_log_samples_without_pyarrow_or_pyspark(tmp_p
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["heavy"] == []
-    assert {"coordinator.server", "coordinator.load_reports", "worker.client", "worker.load",
-            "assignors.pulsar.assignors", "groupcoord.wire"} <= set(result["imported"])
+    assert {"groupcoord.coordinator.server", "groupcoord.coordinator.load_reports", "groupcoord.worker.client", "groupcoord.worker.load",
+            "groupcoord.assignors.pulsar.assignors", "groupcoord.wire"} <= set(result["imported"])
     assert (result["rolled"], result["files_rolled"], result["rows_written"], result["errors"]) == (True, 1, 2, 0)
     (sample_file,) = (tmp_path / "samples").glob("samples-*.jsonl")
     rows = [json.loads(line) for line in sample_file.read_text().splitlines()]

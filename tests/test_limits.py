@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.config import CoordinatorConfig
-from coordinator.testing import Harness
+from groupcoord.coordinator.config import CoordinatorConfig
+from groupcoord.coordinator.testing import Harness
 from groupcoord.v1 import groupcoord_pb2 as pb
 
 G = "g"

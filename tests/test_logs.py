@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.config import CoordinatorConfig
-from coordinator.testing import Harness
 from groupcoord.admin import AdminClient
 from groupcoord.cli import main
 from groupcoord.cli.logs import JsonFormatter, TextFormatter
+from groupcoord.coordinator.config import CoordinatorConfig
+from groupcoord.coordinator.testing import Harness
 from groupcoord.v1 import groupcoord_pb2 as pb
 from tests.processes import stop_processes
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.config import CoordinatorConfig
-from coordinator.store import MemoryStore
-from coordinator.testing import Harness, Pending
+from groupcoord.coordinator.config import CoordinatorConfig
+from groupcoord.coordinator.store import MemoryStore
+from groupcoord.coordinator.testing import Harness, Pending
 from groupcoord.v1 import groupcoord_pb2 as pb
 
 G = "g"

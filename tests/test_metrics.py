@@ -18,16 +18,16 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from coordinator.clock import FakeClock
-from coordinator.config import CoordinatorConfig
-from coordinator.metrics import serve_metrics
-from coordinator.runtime import CoordinatorRuntime
-from coordinator.server import ServerThread
-from coordinator.store import MemoryStore
-from coordinator.testing import FailingStore, FakeOffice, Harness
 from groupcoord.admin import AdminClient
+from groupcoord.coordinator.clock import FakeClock
+from groupcoord.coordinator.config import CoordinatorConfig
+from groupcoord.coordinator.metrics import serve_metrics
+from groupcoord.coordinator.runtime import CoordinatorRuntime
+from groupcoord.coordinator.server import ServerThread
+from groupcoord.coordinator.store import MemoryStore
+from groupcoord.coordinator.testing import FailingStore, FakeOffice, Harness
 from groupcoord.v1 import groupcoord_pb2 as pb
-from worker import WorkerClient, WorkerConfig, WorkerState
+from groupcoord.worker import WorkerClient, WorkerConfig, WorkerState
 
 G = "orders"
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]

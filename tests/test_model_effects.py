@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from coordinator.clock import FakeClock
-from coordinator.config import CoordinatorConfig
-from coordinator.effects import ArmTimer, CancelTimer, Effect, Forget, Persist, RecordLoad, Reply, TimerKey
-from coordinator.model import CoordinatorModel
+from groupcoord.coordinator.clock import FakeClock
+from groupcoord.coordinator.config import CoordinatorConfig
+from groupcoord.coordinator.effects import ArmTimer, CancelTimer, Effect, Forget, Persist, RecordLoad, Reply, TimerKey
+from groupcoord.coordinator.model import CoordinatorModel
 from groupcoord.v1 import groupcoord_pb2 as pb
 
 G = "g"
@@ -142,8 +142,8 @@ def test_the_model_does_no_io() -> None:
     root = Path(__file__).resolve().parent.parent / "coordinator"
     pure = ["model", "phases", "join", "sync", "membership", "admin", "effects", "group", "states", "validation",
             "records"]
-    forbidden = {"socket", "threading", "asyncio", "grpc", "sqlite3", "kazoo", "time", "coordinator.store",
-                 "coordinator.sqlite_store", "coordinator.zk_store", "coordinator.runtime", "coordinator.server"}
+    forbidden = {"socket", "threading", "asyncio", "grpc", "sqlite3", "kazoo", "time", "groupcoord.coordinator.store",
+                 "groupcoord.coordinator.sqlite_store", "groupcoord.coordinator.zk_store", "groupcoord.coordinator.runtime", "groupcoord.coordinator.server"}
     for name in pure:
         tree = ast.parse((root / f"{name}.py").read_text())
         imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}

@@ -27,11 +27,9 @@ def test_all_is_exactly_the_documented_list() -> None:
 
 
 def test_every_name_resolves_to_its_home() -> None:
-    import assignors
-    import worker
-    from groupcoord import admin, errors
+    from groupcoord import admin, assignors, errors, worker
 
-    homes = {"worker": worker, "assignors": assignors, "groupcoord.admin": admin}
+    homes = {"groupcoord.worker": worker, "groupcoord.assignors": assignors, "groupcoord.admin": admin}
     for name in DOCUMENTED:
         value = getattr(groupcoord, name)
         assert value is not None, name
@@ -54,8 +52,10 @@ def test_an_unknown_name_is_an_attribute_error() -> None:
 
 
 def _packages_after(statement: str, env: dict[str, str]) -> set[str]:
-    """Top-level packages in sys.modules after ``statement`` in a fresh interpreter."""
-    script = f"import sys\n{statement}\nprint(' '.join(sorted({{m.partition('.')[0] for m in sys.modules}})))"
+    """Top-level packages, and groupcoord's own subpackages as ``groupcoord.x``, in sys.modules after ``statement``."""
+    script = (f"import sys\n{statement}\n"
+              "print(' '.join(sorted({'.'.join(m.split('.')[:2]) if m.startswith('groupcoord.') else m.partition('.')[0]"
+              " for m in sys.modules})))")
     result = subprocess.run([sys.executable, "-c", script], check=True, capture_output=True, text=True, env=env,
                             timeout=60)
     return set(result.stdout.split())
@@ -67,9 +67,11 @@ def test_importing_the_ground_floor_loads_neither_worker_nor_coordinator(stateme
                                                                           cli_env: dict[str, str]) -> None:
     loaded = _packages_after(statement, cli_env)
     assert "groupcoord" in loaded
-    assert not loaded & {"worker", "coordinator", "assignors", "loadstats", "pyspark", "pyarrow"}
+    assert not loaded & {"groupcoord.worker", "groupcoord.coordinator", "groupcoord.assignors", "groupcoord.loadstats",
+                         "pyspark", "pyarrow"}
 
 
 def test_a_facade_name_loads_only_its_own_package(cli_env: dict[str, str]) -> None:
     loaded = _packages_after("from groupcoord import WorkerClient", cli_env)
-    assert "worker" in loaded and "coordinator" not in loaded
+    assert "groupcoord.worker" in loaded and "groupcoord.coordinator" not in loaded
+    assert not loaded & {"worker", "coordinator", "assignors", "loadstats"}, "one top-level import name"

@@ -11,18 +11,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from assignors import get_assignor
-from assignors.base import Assignment, AssignmentContext, MemberInfo, TaskReplica, TaskSpec, eligible_members
-from assignors.pulsar import (
+from groupcoord.assignors import get_assignor
+from groupcoord.assignors.base import Assignment, AssignmentContext, MemberInfo, TaskReplica, TaskSpec, eligible_members
+from groupcoord.assignors.pulsar import (
     LoadBalancerConfig,
     PulsarAvgAssignor,
     PulsarOverloadAssignor,
     PulsarThresholdAssignor,
     PulsarUniformAssignor,
 )
-from assignors.pulsar.assignors import PulsarAssignor
-from assignors.pulsar.testing import FakeClock, steady_task
-from assignors.snapshot import LoadSnapshot, TaskLoadStats, WorkerLoadStats
+from groupcoord.assignors.pulsar.assignors import PulsarAssignor
+from groupcoord.assignors.pulsar.testing import FakeClock, steady_task
+from groupcoord.assignors.snapshot import LoadSnapshot, TaskLoadStats, WorkerLoadStats
 
 ASSIGNORS = [PulsarThresholdAssignor, PulsarUniformAssignor, PulsarAvgAssignor, PulsarOverloadAssignor]
 MSG = 4096.0
@@ -104,7 +104,7 @@ def test_registry_names_and_recheck_interval() -> None:
 @pytest.mark.parametrize("cls", ASSIGNORS)
 def test_without_snapshot_sticky_round_robin_and_says_so(cls: type, caplog: pytest.LogCaptureFixture) -> None:
     ctx = context({"t1": "b", "t2": "gone"}, ["a", "b"], tasks=[TaskSpec(t) for t in ("t1", "t2", "t3", "t4")])
-    with caplog.at_level(logging.INFO, logger="assignors.pulsar.assignors"):
+    with caplog.at_level(logging.INFO, logger="groupcoord.assignors.pulsar.assignors"):
         result = cls().assign(ctx)
     assert "sticky round-robin" in caplog.text
     check_valid(ctx, result)

@@ -6,10 +6,10 @@ import math
 
 import pytest
 
-from assignors.base import AssignmentContext, MemberInfo, TaskReplica, TaskSpec
-from assignors.pulsar.config import MB, LoadBalancerConfig
-from assignors.pulsar.convert import load_data_from_context
-from assignors.pulsar.data import (
+from groupcoord.assignors.base import AssignmentContext, MemberInfo, TaskReplica, TaskSpec
+from groupcoord.assignors.pulsar.config import MB, LoadBalancerConfig
+from groupcoord.assignors.pulsar.convert import load_data_from_context
+from groupcoord.assignors.pulsar.data import (
     DEFAULT_MESSAGE_RATE,
     DEFAULT_MESSAGE_THROUGHPUT,
     BundleData,
@@ -20,7 +20,7 @@ from assignors.pulsar.data import (
     TimeAverageMessageData,
     default_bundle_stats,
 )
-from assignors.snapshot import LoadSnapshot, TaskLoadStats, WorkerLoadStats
+from groupcoord.assignors.snapshot import LoadSnapshot, TaskLoadStats, WorkerLoadStats
 
 
 def test_percent_usage_and_unknown_limit() -> None:

@@ -13,14 +13,19 @@ from types import MappingProxyType
 
 import pytest
 
-from assignors.base import AssignmentContext, MemberInfo, TaskReplica, TaskSpec
-from assignors.pulsar import LoadBalancerConfig, PulsarAvgAssignor, PulsarThresholdAssignor, PulsarUniformAssignor
-from assignors.pulsar.config import MB
-from assignors.pulsar.data import BundleData, LocalBrokerData, ResourceUsage
-from assignors.pulsar.placement import RoundRobinBrokerSelector, remove_most_servicing
-from assignors.pulsar.shedding import AvgShedder, OverloadShedder, ThresholdShedder, UniformLoadShedder
-from assignors.pulsar.testing import broker, bundle, load_data, steady_task
-from assignors.snapshot import LoadSnapshot, WorkerLoadStats
+from groupcoord.assignors.base import AssignmentContext, MemberInfo, TaskReplica, TaskSpec
+from groupcoord.assignors.pulsar import (
+    LoadBalancerConfig,
+    PulsarAvgAssignor,
+    PulsarThresholdAssignor,
+    PulsarUniformAssignor,
+)
+from groupcoord.assignors.pulsar.config import MB
+from groupcoord.assignors.pulsar.data import BundleData, LocalBrokerData, ResourceUsage
+from groupcoord.assignors.pulsar.placement import RoundRobinBrokerSelector, remove_most_servicing
+from groupcoord.assignors.pulsar.shedding import AvgShedder, OverloadShedder, ThresholdShedder, UniformLoadShedder
+from groupcoord.assignors.pulsar.testing import broker, bundle, load_data, steady_task
+from groupcoord.assignors.snapshot import LoadSnapshot, WorkerLoadStats
 
 CONF = LoadBalancerConfig()
 

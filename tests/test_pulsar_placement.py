@@ -5,9 +5,13 @@ from __future__ import annotations
 import math
 import random
 
-from assignors.pulsar.config import LoadBalancerConfig
-from assignors.pulsar.placement import LeastLongTermMessageRate, LeastResourceUsageWithWeight, RoundRobinBrokerSelector
-from assignors.pulsar.testing import broker, bundle, load_data
+from groupcoord.assignors.pulsar.config import LoadBalancerConfig
+from groupcoord.assignors.pulsar.placement import (
+    LeastLongTermMessageRate,
+    LeastResourceUsageWithWeight,
+    RoundRobinBrokerSelector,
+)
+from groupcoord.assignors.pulsar.testing import broker, bundle, load_data
 
 CONF = LoadBalancerConfig()
 

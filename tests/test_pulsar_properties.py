@@ -7,11 +7,15 @@ import random
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from assignors.pulsar.config import MB, LoadBalancerConfig
-from assignors.pulsar.data import LoadData
-from assignors.pulsar.placement import LeastLongTermMessageRate, LeastResourceUsageWithWeight, RoundRobinBrokerSelector
-from assignors.pulsar.shedding import AvgShedder, OverloadShedder, ThresholdShedder, UniformLoadShedder
-from assignors.pulsar.testing import broker, bundle, load_data
+from groupcoord.assignors.pulsar.config import MB, LoadBalancerConfig
+from groupcoord.assignors.pulsar.data import LoadData
+from groupcoord.assignors.pulsar.placement import (
+    LeastLongTermMessageRate,
+    LeastResourceUsageWithWeight,
+    RoundRobinBrokerSelector,
+)
+from groupcoord.assignors.pulsar.shedding import AvgShedder, OverloadShedder, ThresholdShedder, UniformLoadShedder
+from groupcoord.assignors.pulsar.testing import broker, bundle, load_data
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 EPS = 1e-6

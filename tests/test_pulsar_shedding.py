@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from assignors.pulsar.config import MB, LoadBalancerConfig
-from assignors.pulsar.shedding import AvgShedder, OverloadShedder, ThresholdShedder, UniformLoadShedder
-from assignors.pulsar.testing import broker, bundle, load_data
+from groupcoord.assignors.pulsar.config import MB, LoadBalancerConfig
+from groupcoord.assignors.pulsar.shedding import AvgShedder, OverloadShedder, ThresholdShedder, UniformLoadShedder
+from groupcoord.assignors.pulsar.testing import broker, bundle, load_data
 
 CONF = LoadBalancerConfig()
 

@@ -6,10 +6,10 @@ from types import MappingProxyType
 
 import pytest
 
-from assignors.base import TaskSpec
-from assignors.pulsar.config import MB, LoadBalancerConfig
-from assignors.pulsar.data import NamespaceBundleStats
-from assignors.pulsar.split import (
+from groupcoord.assignors.base import TaskSpec
+from groupcoord.assignors.pulsar.config import MB, LoadBalancerConfig
+from groupcoord.assignors.pulsar.data import NamespaceBundleStats
+from groupcoord.assignors.pulsar.split import (
     TopicInfo,
     find_bundles_to_split,
     flow_or_qps_equally_divide,
@@ -19,7 +19,7 @@ from assignors.pulsar.split import (
     split_task,
     topic_count_equally_divide,
 )
-from assignors.pulsar.testing import broker, bundle, load_data
+from groupcoord.assignors.pulsar.testing import broker, bundle, load_data
 
 CONF = LoadBalancerConfig()
 

@@ -13,10 +13,10 @@ from dataclasses import replace
 
 import pytest
 
-from assignors.pulsar import LoadBalancerConfig, PulsarTransferAssignor
-from assignors.pulsar.data import BrokerData, BundleData, LoadData, TimeAverageMessageData
-from assignors.pulsar.shedding_transfer import TransferShedder, Unload
-from assignors.pulsar.testing import FakeClock, broker, load_data
+from groupcoord.assignors.pulsar import LoadBalancerConfig, PulsarTransferAssignor
+from groupcoord.assignors.pulsar.data import BrokerData, BundleData, LoadData, TimeAverageMessageData
+from groupcoord.assignors.pulsar.shedding_transfer import TransferShedder, Unload
+from groupcoord.assignors.pulsar.testing import FakeClock, broker, load_data
 
 CONF = LoadBalancerConfig(load_balancer_shedding_condition_hit_count_threshold=0)
 
@@ -175,7 +175,7 @@ def test_placement_returns_the_decided_receiver() -> None:
 
 
 def test_pulsar_transfer_is_registered_with_upstream_defaults() -> None:
-    from assignors import get_assignor
+    from groupcoord.assignors import get_assignor
 
     assignor = get_assignor("pulsar-transfer")
     assert isinstance(assignor, PulsarTransferAssignor)

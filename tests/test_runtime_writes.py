@@ -9,11 +9,11 @@ from typing import Any
 
 import grpc
 
-from coordinator.config import CoordinatorConfig
-from coordinator.runtime import CoordinatorRuntime
-from coordinator.server import ServerThread
-from coordinator.store import MemoryStore, StoreError
-from coordinator.testing import FailingStore, Harness
+from groupcoord.coordinator.config import CoordinatorConfig
+from groupcoord.coordinator.runtime import CoordinatorRuntime
+from groupcoord.coordinator.server import ServerThread
+from groupcoord.coordinator.store import MemoryStore, StoreError
+from groupcoord.coordinator.testing import FailingStore, Harness
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
 
@@ -116,8 +116,8 @@ def test_a_failed_write_fails_every_reply_queued_behind_it_and_rolls_back() -> N
 
 
 def test_a_fenced_write_unloads_and_tells_the_office() -> None:
-    from coordinator.store import FencedError
-    from coordinator.testing import FakeOffice
+    from groupcoord.coordinator.store import FencedError
+    from groupcoord.coordinator.testing import FakeOffice
 
     class Fenced(MemoryStore):
         def save(self, group_id: str, record: Mapping[str, Any]) -> None:

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.sqlite_store import SqliteStore
 from groupcoord import errors
 from groupcoord.admin import AdminClient
 from groupcoord.channels import ClientSecurity
-from loadstats.sample_log import SampleLog
-from loadstats.samples import LoadReport, ResourceUsage
+from groupcoord.coordinator.sqlite_store import SqliteStore
+from groupcoord.loadstats.sample_log import SampleLog
+from groupcoord.loadstats.samples import LoadReport, ResourceUsage
 from tests.processes import stop_processes
 from tests.security_pki import Tokens
 

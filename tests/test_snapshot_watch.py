@@ -13,8 +13,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from groupcoord.admin import AdminClient
+from groupcoord.loadstats.job import TASK_COLUMNS, WORKER_COLUMNS, _swap_into_place
 from groupcoord.v1 import groupcoord_pb2 as pb
-from loadstats.job import TASK_COLUMNS, WORKER_COLUMNS, _swap_into_place
 from tests.processes import stop_processes
 from tests.zookeeper_server import free_port
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from coordinator.server import ServerThread
 from groupcoord import errors
 from groupcoord.admin import AdminClient
+from groupcoord.coordinator.server import ServerThread
 from groupcoord.v1 import groupcoord_pb2 as pb
+from groupcoord.worker import WorkerState
 from tests.test_e2e_grpc import G, Recorder, make_worker, wait_settled
-from worker import WorkerState
 
 
 def test_a_static_worker_restarted_within_its_session_gets_its_tasks_back(server: ServerThread) -> None:

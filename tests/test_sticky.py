@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from assignors.base import Assignment, AssignmentContext, AssignorError, MemberInfo, TaskReplica, TaskSpec
-from assignors.metrics import movement
-from assignors.registry import get_assignor
-from assignors.sticky import StickyAssignor, _previous_claims
+from groupcoord.assignors.base import Assignment, AssignmentContext, AssignorError, MemberInfo, TaskReplica, TaskSpec
+from groupcoord.assignors.metrics import movement
+from groupcoord.assignors.registry import get_assignor
+from groupcoord.assignors.sticky import StickyAssignor, _previous_claims
 
 
 def r(name: str) -> TaskReplica:

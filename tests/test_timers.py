@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from coordinator.clock import FakeClock
-from coordinator.timers import TimerQueue
+from groupcoord.coordinator.clock import FakeClock
+from groupcoord.coordinator.timers import TimerQueue
 
 
 def test_fires_in_deadline_order_only_when_due() -> None:

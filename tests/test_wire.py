@@ -13,11 +13,11 @@ from types import MappingProxyType
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
-from assignors.base import Assignment, AssignmentContext, MemberInfo, TaskReplica, TaskSpec, TaskSplit
-from assignors.round_robin import RoundRobinAssignor
 from groupcoord import wire
+from groupcoord.assignors.base import Assignment, AssignmentContext, MemberInfo, TaskReplica, TaskSpec, TaskSplit
+from groupcoord.assignors.round_robin import RoundRobinAssignor
+from groupcoord.loadstats.samples import LoadReport, ResourceUsage, TaskLoad
 from groupcoord.v1 import groupcoord_pb2 as pb
-from loadstats.samples import LoadReport, ResourceUsage, TaskLoad
 
 
 def filled(cls: type[Message], seed: int, **given: object) -> Message:

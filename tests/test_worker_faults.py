@@ -17,16 +17,16 @@ from typing import Any
 
 import grpc
 
-from assignors.base import Assignment, AssignmentContext
-from assignors.round_robin import RoundRobinAssignor
-from coordinator.config import CoordinatorConfig
-from coordinator.runtime import CoordinatorRuntime
-from coordinator.server import ServerThread
 from groupcoord.admin import AdminClient
+from groupcoord.assignors.base import Assignment, AssignmentContext
+from groupcoord.assignors.round_robin import RoundRobinAssignor
+from groupcoord.coordinator.config import CoordinatorConfig
+from groupcoord.coordinator.runtime import CoordinatorRuntime
+from groupcoord.coordinator.server import ServerThread
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
+from groupcoord.worker import WorkerClient, WorkerConfig, WorkerState
 from tests.test_e2e_grpc import G, Recorder, make_worker, wait_settled
-from worker import WorkerClient, WorkerConfig, WorkerState
 
 # gRPC carries a deadline as a rounded-up timeout header: the server may see a few ms more than was set
 SLACK_S = 0.05

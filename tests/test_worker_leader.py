@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from assignors.base import Assignment, AssignmentContext, AssignorError, RebalanceCheck
-from assignors.round_robin import RoundRobinAssignor
 from groupcoord import errors
+from groupcoord.assignors.base import Assignment, AssignmentContext, AssignorError, RebalanceCheck
+from groupcoord.assignors.round_robin import RoundRobinAssignor
 from groupcoord.v1 import groupcoord_pb2 as pb
-from worker.leader import Recheck, leader_sync_request
+from groupcoord.worker.leader import Recheck, leader_sync_request
 
 JOIN = pb.JoinGroupResponse(
     generation=3, protocol="custom", leader_id="m-1", member_id="m-1",

@@ -8,7 +8,7 @@ import typing
 import pytest
 from transitions import MachineError
 
-from worker.states import TRANSITIONS, Trigger, WorkerMachine, WorkerState
+from groupcoord.worker.states import TRANSITIONS, Trigger, WorkerMachine, WorkerState
 
 S = WorkerState
 RUNNING = {S.PREPARING_JOIN, S.JOINING, S.SYNCING, S.STABLE}

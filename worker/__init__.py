@@ -1,10 +1,10 @@
 """The embeddable worker client (see ``worker.client``; its diagram is ``worker.states``)."""
 
-from worker.client import WorkerClient
-from worker.config import WorkerConfig, parse_addresses
-from worker.listener import JoinListener, TaskListener
-from worker.states import WorkerState
-from worker.transport import WorkerClosedError
+from groupcoord.worker.client import WorkerClient
+from groupcoord.worker.config import WorkerConfig, parse_addresses
+from groupcoord.worker.listener import JoinListener, TaskListener
+from groupcoord.worker.states import WorkerState
+from groupcoord.worker.transport import WorkerClosedError
 
 __all__ = [
     "JoinListener",

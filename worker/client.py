@@ -23,20 +23,20 @@ from typing import Self
 
 from prometheus_client import CollectorRegistry
 
-from assignors.base import TaskReplica
-from assignors.registry import get_assignor
 from groupcoord import errors
+from groupcoord.assignors.base import TaskReplica
+from groupcoord.assignors.registry import get_assignor
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.wire import replicas_from_pb
-from worker.config import WorkerConfig
-from worker.leader import AssignorLookup, Recheck, leader_sync_request
-from worker.listener import JoinListener, TaskListener
-from worker.metrics import watch_worker
-from worker.ownership import Ownership
-from worker.requests import heartbeat_request, join_request, leave_request
-from worker.retry import join_retrying
-from worker.states import WorkerMachine, WorkerState
-from worker.transport import ChannelFactory, Transport, WorkerClosedError
+from groupcoord.worker.config import WorkerConfig
+from groupcoord.worker.leader import AssignorLookup, Recheck, leader_sync_request
+from groupcoord.worker.listener import JoinListener, TaskListener
+from groupcoord.worker.metrics import watch_worker
+from groupcoord.worker.ownership import Ownership
+from groupcoord.worker.requests import heartbeat_request, join_request, leave_request
+from groupcoord.worker.retry import join_retrying
+from groupcoord.worker.states import WorkerMachine, WorkerState
+from groupcoord.worker.transport import ChannelFactory, Transport, WorkerClosedError
 
 __all__ = ["JoinListener", "TaskListener", "WorkerClient", "WorkerClosedError", "WorkerState"]
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from assignors.base import Assignor, AssignorError, RebalanceCheck
-from assignors.cooperative import cooperative_step
 from groupcoord import errors
+from groupcoord.assignors.base import Assignor, AssignorError, RebalanceCheck
+from groupcoord.assignors.cooperative import cooperative_step
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.wire import context_from_describe, context_from_join, sync_request_from_assignment
-from worker.transport import WorkerClosedError
+from groupcoord.worker.transport import WorkerClosedError
 
 __all__ = ["AssignorLookup", "Recheck", "leader_sync_request", "rebalance_check"]
 

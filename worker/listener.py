@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-from assignors.base import TaskReplica
+from groupcoord.assignors.base import TaskReplica
 
 __all__ = ["JoinListener", "LostListener", "TaskListener"]
 

@@ -15,14 +15,14 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
+from groupcoord.loadstats.probe import LoadProbe, PsutilProbe
+from groupcoord.loadstats.report_policy import ReportPolicy
+from groupcoord.loadstats.samples import TaskLoad
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.wire import report_to_pb
-from loadstats.probe import LoadProbe, PsutilProbe
-from loadstats.report_policy import ReportPolicy
-from loadstats.samples import TaskLoad
 
 if TYPE_CHECKING:  # pragma: no cover
-    from worker.client import WorkerClient
+    from groupcoord.worker.client import WorkerClient
 
 __all__ = ["LoadReporter", "demo_load_reporter"]
 

@@ -21,9 +21,9 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from assignors.base import TaskReplica
-from worker.config import WorkerConfig
-from worker.states import WorkerState
+from groupcoord.assignors.base import TaskReplica
+from groupcoord.worker.config import WorkerConfig
+from groupcoord.worker.states import WorkerState
 
 __all__ = ["RebalanceTime", "WorkerCollector", "watch_worker"]
 

@@ -13,8 +13,8 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 
-from assignors.base import TaskReplica
-from worker.listener import LostListener, TaskListener
+from groupcoord.assignors.base import TaskReplica
+from groupcoord.worker.listener import LostListener, TaskListener
 
 __all__ = ["Ownership"]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.wire import replicas_to_pb
-from worker.config import WorkerConfig
-from worker.ownership import Ownership
+from groupcoord.worker.config import WorkerConfig
+from groupcoord.worker.ownership import Ownership
 
 __all__ = ["join_request", "heartbeat_request", "leave_request"]
 

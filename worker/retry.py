@@ -8,8 +8,8 @@ from collections.abc import Callable
 import tenacity
 
 from groupcoord import errors
-from worker.config import WorkerConfig
-from worker.transport import WorkerClosedError
+from groupcoord.worker.config import WorkerConfig
+from groupcoord.worker.transport import WorkerClosedError
 
 __all__ = ["join_retrying"]
 

@@ -5,8 +5,8 @@ Modules: ``config`` (settings), ``model`` (spike-resistant load estimate from th
 ``assignor`` (the state between rounds, hit counters, eager and cooperative rounds).
 """
 
-from assignors.balanced.assignor import BalancedAssignor
-from assignors.balanced.config import BalancedConfig
-from assignors.balanced.model import LoadEstimator, LoadView
+from groupcoord.assignors.balanced.assignor import BalancedAssignor
+from groupcoord.assignors.balanced.config import BalancedConfig
+from groupcoord.assignors.balanced.model import LoadEstimator, LoadView
 
 __all__ = ["BalancedAssignor", "BalancedConfig", "LoadEstimator", "LoadView"]

@@ -35,10 +35,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from assignors.balanced.config import BalancedConfig
-from assignors.balanced.model import LoadEstimator
-from assignors.balanced.optimizer import Bands, Move, PoolPlan, place_unowned, rebalance
-from assignors.base import Assignment, AssignmentContext, TaskReplica, TaskSpec
+from groupcoord.assignors.balanced.config import BalancedConfig
+from groupcoord.assignors.balanced.model import LoadEstimator
+from groupcoord.assignors.balanced.optimizer import Bands, Move, PoolPlan, place_unowned, rebalance
+from groupcoord.assignors.base import Assignment, AssignmentContext, TaskReplica, TaskSpec
 
 __all__ = ["BalancedAssignor"]
 

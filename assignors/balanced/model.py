@@ -28,8 +28,8 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from assignors.base import MemberInfo, TaskSpec
-from assignors.snapshot import LoadSnapshot, TaskLoadStats
+from groupcoord.assignors.base import MemberInfo, TaskSpec
+from groupcoord.assignors.snapshot import LoadSnapshot, TaskLoadStats
 
 __all__ = ["LoadEstimator", "LoadView"]
 

@@ -25,8 +25,8 @@ import heapq
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from assignors.balanced.model import LoadView
-from assignors.base import TaskReplica
+from groupcoord.assignors.balanced.model import LoadView
+from groupcoord.assignors.base import TaskReplica
 
 __all__ = ["Bands", "Move", "PoolPlan", "place_unowned", "rebalance"]
 

@@ -8,7 +8,7 @@ split), ``assignors`` (the ``pulsar-*`` assignors that tie them together, runnin
 ``steps``).
 """
 
-from assignors.pulsar.assignors import (
+from groupcoord.assignors.pulsar.assignors import (
     PulsarAssignor,
     PulsarAvgAssignor,
     PulsarOverloadAssignor,
@@ -16,9 +16,9 @@ from assignors.pulsar.assignors import (
     PulsarTransferAssignor,
     PulsarUniformAssignor,
 )
-from assignors.pulsar.config import LoadBalancerConfig
-from assignors.pulsar.convert import load_data_from_context, load_data_from_snapshot
-from assignors.pulsar.data import (
+from groupcoord.assignors.pulsar.config import LoadBalancerConfig
+from groupcoord.assignors.pulsar.convert import load_data_from_context, load_data_from_snapshot
+from groupcoord.assignors.pulsar.data import (
     BrokerData,
     BundleData,
     LoadData,
@@ -28,10 +28,14 @@ from assignors.pulsar.data import (
     TimeAverageBrokerData,
     TimeAverageMessageData,
 )
-from assignors.pulsar.placement import LeastLongTermMessageRate, LeastResourceUsageWithWeight, RoundRobinBrokerSelector
-from assignors.pulsar.shedding import AvgShedder, OverloadShedder, ThresholdShedder, UniformLoadShedder
-from assignors.pulsar.shedding_transfer import TransferShedder
-from assignors.pulsar.split import (
+from groupcoord.assignors.pulsar.placement import (
+    LeastLongTermMessageRate,
+    LeastResourceUsageWithWeight,
+    RoundRobinBrokerSelector,
+)
+from groupcoord.assignors.pulsar.shedding import AvgShedder, OverloadShedder, ThresholdShedder, UniformLoadShedder
+from groupcoord.assignors.pulsar.shedding_transfer import TransferShedder
+from groupcoord.assignors.pulsar.split import (
     find_bundles_to_split,
     flow_or_qps_equally_divide,
     range_equally_divide,

@@ -36,20 +36,20 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import cast
 
-from assignors.base import Assignment, AssignmentContext
-from assignors.pulsar.config import LoadBalancerConfig
-from assignors.pulsar.data import BundleData, LoadData
-from assignors.pulsar.placement import (
+from groupcoord.assignors.base import Assignment, AssignmentContext
+from groupcoord.assignors.pulsar.config import LoadBalancerConfig
+from groupcoord.assignors.pulsar.data import BundleData, LoadData
+from groupcoord.assignors.pulsar.placement import (
     LeastLongTermMessageRate,
     LeastResourceUsageWithWeight,
     ModularLoadManagerStrategy,
 )
-from assignors.pulsar.shedding_base import LoadSheddingStrategy
-from assignors.pulsar.shedding_difference import AvgShedder, UniformLoadShedder
-from assignors.pulsar.shedding_threshold import OverloadShedder, ThresholdShedder
-from assignors.pulsar.shedding_transfer import TransferShedder
-from assignors.pulsar.split import find_bundles_to_split, split_task
-from assignors.pulsar.steps import (
+from groupcoord.assignors.pulsar.shedding_base import LoadSheddingStrategy
+from groupcoord.assignors.pulsar.shedding_difference import AvgShedder, UniformLoadShedder
+from groupcoord.assignors.pulsar.shedding_threshold import OverloadShedder, ThresholdShedder
+from groupcoord.assignors.pulsar.shedding_transfer import TransferShedder
+from groupcoord.assignors.pulsar.split import find_bundles_to_split, split_task
+from groupcoord.assignors.pulsar.steps import (
     Clock,
     GroupState,
     PoolState,

@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from operator import attrgetter
 
-from assignors.base import AssignmentContext, MemberInfo, TaskReplica, TaskSpec
-from assignors.pulsar.data import (
+from groupcoord.assignors.base import AssignmentContext, MemberInfo, TaskReplica, TaskSpec
+from groupcoord.assignors.pulsar.data import (
     NUM_LONG_SAMPLES,
     NUM_SHORT_SAMPLES,
     BrokerData,
@@ -34,7 +34,7 @@ from assignors.pulsar.data import (
     default_bundle_stats,
     rates_of,
 )
-from assignors.snapshot import LoadSnapshot, TaskLoadStats, WorkerLoadStats
+from groupcoord.assignors.snapshot import LoadSnapshot, TaskLoadStats, WorkerLoadStats
 from groupcoord.figures import LONG, RESOURCES, SHORT, averaged, limit_column, usage_column
 
 __all__ = ["bundle_data_from_stats", "load_data_from_context", "load_data_from_snapshot", "snapshot_key"]

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from operator import attrgetter
 
-from assignors.pulsar.config import LoadBalancerConfig
+from groupcoord.assignors.pulsar.config import LoadBalancerConfig
 from groupcoord.figures import LONG, SHORT, TASK_RATES
 
 __all__ = [

@@ -16,9 +16,9 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-from assignors.pulsar.config import LoadBalancerConfig
-from assignors.pulsar.data import BrokerData, LoadData
-from assignors.pulsar.shedding_base import EPS
+from groupcoord.assignors.pulsar.config import LoadBalancerConfig
+from groupcoord.assignors.pulsar.data import BrokerData, LoadData
+from groupcoord.assignors.pulsar.shedding_base import EPS
 
 __all__ = [
     "LeastLongTermMessageRate",

@@ -16,9 +16,9 @@ and never touches the assignment; the assignor re-places what it returns. All of
 
 from __future__ import annotations
 
-from assignors.pulsar.shedding_base import EPS, LoadSheddingStrategy
-from assignors.pulsar.shedding_difference import AvgShedder, UniformLoadShedder
-from assignors.pulsar.shedding_threshold import (
+from groupcoord.assignors.pulsar.shedding_base import EPS, LoadSheddingStrategy
+from groupcoord.assignors.pulsar.shedding_difference import AvgShedder, UniformLoadShedder
+from groupcoord.assignors.pulsar.shedding_threshold import (
     ADDITIONAL_THRESHOLD_PERCENT_MARGIN,
     LOWER_BOUNDARY_THRESHOLD_MARGIN,
     OverloadShedder,

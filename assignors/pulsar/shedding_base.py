@@ -19,8 +19,8 @@ from __future__ import annotations
 import logging
 from typing import Protocol
 
-from assignors.pulsar.config import LoadBalancerConfig
-from assignors.pulsar.data import BundleData, LoadData, LocalBrokerData
+from groupcoord.assignors.pulsar.config import LoadBalancerConfig
+from groupcoord.assignors.pulsar.data import BundleData, LoadData, LocalBrokerData
 
 __all__ = [
     "EPS",
@@ -32,7 +32,7 @@ __all__ = [
 ]
 
 # One logger for the shedding family, whichever module a strategy lives in.
-log = logging.getLogger("assignors.pulsar.shedding")
+log = logging.getLogger("groupcoord.assignors.pulsar.shedding")
 
 EPS = 1e-9
 """Tolerance for comparing usages (fractions), rates and AvgShedder scores."""

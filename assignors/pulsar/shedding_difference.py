@@ -14,9 +14,9 @@ import random
 import zlib
 from collections.abc import Mapping, Sequence
 
-from assignors.pulsar.config import LoadBalancerConfig
-from assignors.pulsar.data import LoadData, LocalBrokerData
-from assignors.pulsar.shedding_base import EPS, local_msg_rate, local_throughput, sheddable, warn_few_bundles
+from groupcoord.assignors.pulsar.config import LoadBalancerConfig
+from groupcoord.assignors.pulsar.data import LoadData, LocalBrokerData
+from groupcoord.assignors.pulsar.shedding_base import EPS, local_msg_rate, local_throughput, sheddable, warn_few_bundles
 
 __all__ = [
     "AvgShedder",
@@ -24,7 +24,7 @@ __all__ = [
 ]
 
 # One logger for the shedding family, whichever module a strategy lives in.
-log = logging.getLogger("assignors.pulsar.shedding")
+log = logging.getLogger("groupcoord.assignors.pulsar.shedding")
 
 
 class UniformLoadShedder:

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import logging
 
-from assignors.pulsar.config import MB, LoadBalancerConfig
-from assignors.pulsar.data import LoadData, LocalBrokerData
-from assignors.pulsar.shedding_base import EPS, local_throughput, sheddable, warn_few_bundles
+from groupcoord.assignors.pulsar.config import MB, LoadBalancerConfig
+from groupcoord.assignors.pulsar.data import LoadData, LocalBrokerData
+from groupcoord.assignors.pulsar.shedding_base import EPS, local_throughput, sheddable, warn_few_bundles
 
 __all__ = [
     "ADDITIONAL_THRESHOLD_PERCENT_MARGIN",
@@ -23,7 +23,7 @@ __all__ = [
 ]
 
 # One logger for the shedding family, whichever module a strategy lives in.
-log = logging.getLogger("assignors.pulsar.shedding")
+log = logging.getLogger("groupcoord.assignors.pulsar.shedding")
 
 ADDITIONAL_THRESHOLD_PERCENT_MARGIN = 0.05
 """Overload/ThresholdShedder unload 5 points more than strictly needed, to get clear of the edge."""

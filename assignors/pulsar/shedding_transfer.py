@@ -36,14 +36,14 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from assignors.pulsar.config import LoadBalancerConfig
-from assignors.pulsar.data import LoadData, LocalBrokerData
-from assignors.pulsar.placement import LeastResourceUsageWithWeight
-from assignors.pulsar.shedding_base import EPS, local_throughput
+from groupcoord.assignors.pulsar.config import LoadBalancerConfig
+from groupcoord.assignors.pulsar.data import LoadData, LocalBrokerData
+from groupcoord.assignors.pulsar.placement import LeastResourceUsageWithWeight
+from groupcoord.assignors.pulsar.shedding_base import EPS, local_throughput
 
 __all__ = ["TransferShedder", "Unload"]
 
-log = logging.getLogger("assignors.pulsar.shedding")
+log = logging.getLogger("groupcoord.assignors.pulsar.shedding")
 
 SWAP_TARGET = 0.75
 """A swap must leave the giver below this share of its throughput."""

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from itertools import pairwise
 from types import MappingProxyType
 
-from assignors.base import TaskSpec, TaskSplit
-from assignors.pulsar.config import MB, LoadBalancerConfig
-from assignors.pulsar.data import BundleData, LoadData
+from groupcoord.assignors.base import TaskSpec, TaskSplit
+from groupcoord.assignors.pulsar.config import MB, LoadBalancerConfig
+from groupcoord.assignors.pulsar.data import BundleData, LoadData
 
 __all__ = [
     "TopicInfo",

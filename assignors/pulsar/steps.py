@@ -14,13 +14,13 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from assignors.base import Assignment, AssignmentContext, MemberInfo, TaskReplica, TaskSpec, TaskSplit
-from assignors.pulsar.config import LoadBalancerConfig
-from assignors.pulsar.convert import load_data_from_context
-from assignors.pulsar.data import BundleData, LoadData
-from assignors.pulsar.placement import ModularLoadManagerStrategy, filter_candidates, remove_most_servicing
-from assignors.pulsar.shedding_base import LoadSheddingStrategy
-from assignors.pulsar.split import child_share, estimate_children, find_bundles_to_split, split_task
+from groupcoord.assignors.base import Assignment, AssignmentContext, MemberInfo, TaskReplica, TaskSpec, TaskSplit
+from groupcoord.assignors.pulsar.config import LoadBalancerConfig
+from groupcoord.assignors.pulsar.convert import load_data_from_context
+from groupcoord.assignors.pulsar.data import BundleData, LoadData
+from groupcoord.assignors.pulsar.placement import ModularLoadManagerStrategy, filter_candidates, remove_most_servicing
+from groupcoord.assignors.pulsar.shedding_base import LoadSheddingStrategy
+from groupcoord.assignors.pulsar.split import child_share, estimate_children, find_bundles_to_split, split_task
 
 __all__ = [
     "Clock",
@@ -40,7 +40,7 @@ __all__ = [
 ]
 
 # The assignors' logger: a round logs under one name, whichever module the step lives in.
-log = logging.getLogger("assignors.pulsar.assignors")
+log = logging.getLogger("groupcoord.assignors.pulsar.assignors")
 
 Clock = Callable[[], float]
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from assignors.pulsar.config import MB
-from assignors.pulsar.data import (
+from groupcoord.assignors.pulsar.config import MB
+from groupcoord.assignors.pulsar.data import (
     NUM_LONG_SAMPLES,
     NUM_SHORT_SAMPLES,
     BrokerData,
@@ -21,7 +21,7 @@ from assignors.pulsar.data import (
     TimeAverageMessageData,
     default_bundle_stats,
 )
-from assignors.snapshot import TaskLoadStats
+from groupcoord.assignors.snapshot import TaskLoadStats
 from groupcoord.figures import TASK_RATES
 
 __all__ = ["FakeClock", "broker", "bundle", "load_data", "steady_task"]

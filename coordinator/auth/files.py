@@ -9,9 +9,9 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
-from coordinator.auth.acl import AclError, Acls, parse_acls
-from coordinator.auth.guard import Policy
-from coordinator.auth.tokens import TokenFileError, TokenTable, parse_tokens
+from groupcoord.coordinator.auth.acl import AclError, Acls, parse_acls
+from groupcoord.coordinator.auth.guard import Policy
+from groupcoord.coordinator.auth.tokens import TokenFileError, TokenTable, parse_tokens
 
 __all__ = ["PolicyFileError", "load_policy"]
 

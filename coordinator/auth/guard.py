@@ -29,9 +29,9 @@ from typing import Any
 import grpc
 from google.protobuf.message import Message
 
-from coordinator.auth.acl import Acls, Operation
-from coordinator.auth.principals import Authenticated, Refused, authenticate
-from coordinator.auth.tokens import TokenTable
+from groupcoord.coordinator.auth.acl import Acls, Operation
+from groupcoord.coordinator.auth.principals import Authenticated, Refused, authenticate
+from groupcoord.coordinator.auth.tokens import TokenTable
 from groupcoord.v1 import groupcoord_pb2 as pb
 
 __all__ = ["CURRENT_PRINCIPAL", "RULES", "Guard", "OwnerLookup", "Policy", "Rule"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from coordinator.auth.tokens import TokenTable
+from groupcoord.coordinator.auth.tokens import TokenTable
 
 __all__ = ["ANONYMOUS", "Authenticated", "Refused", "authenticate"]
 

@@ -16,10 +16,10 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from assignors.registry import UnknownAssignorError, get_assignor
+from groupcoord.assignors.registry import UnknownAssignorError, get_assignor
 from groupcoord.cli.common import UsageError
-from worker import WorkerClient, WorkerConfig
-from worker.load import demo_load_reporter
+from groupcoord.worker import WorkerClient, WorkerConfig
+from groupcoord.worker.load import demo_load_reporter
 
 __all__ = ["JsonLinesListener", "run_worker"]
 

@@ -21,17 +21,17 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
-from coordinator.config import CoordinatorConfig
-from coordinator.load_reports import sample_sink
-from coordinator.runtime import CoordinatorRuntime
-from coordinator.server import ServerThread
-from coordinator.sqlite_store import SqliteStore
 from groupcoord.admin import AdminClient
 from groupcoord.cli.common import STATS_EXTRA_HINT, missing_stats_extra
 from groupcoord.cli.demo_load import act_two, start_spark
 from groupcoord.cli.narrate import DemoFailed, say, show_group, stable, subprocess_env, wait_for_group
+from groupcoord.coordinator.config import CoordinatorConfig
+from groupcoord.coordinator.load_reports import sample_sink
+from groupcoord.coordinator.runtime import CoordinatorRuntime
+from groupcoord.coordinator.server import ServerThread
+from groupcoord.coordinator.sqlite_store import SqliteStore
+from groupcoord.loadstats.sample_log import SampleLog
 from groupcoord.v1 import groupcoord_pb2 as pb
-from loadstats.sample_log import SampleLog
 
 __all__ = ["run_demo"]
 

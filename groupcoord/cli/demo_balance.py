@@ -14,7 +14,7 @@ import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from assignors.snapshot import LoadSnapshot
+from groupcoord.assignors.snapshot import LoadSnapshot
 
 __all__ = ["MemberLoad", "Outcome", "failures", "format_outcome", "max_mean", "member_loads"]
 

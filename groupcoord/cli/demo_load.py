@@ -22,20 +22,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from assignors.base import RebalanceCheck
-from assignors.registry import get_assignor
-from assignors.snapshot import LoadSnapshot
 from groupcoord.admin import AdminClient
+from groupcoord.assignors.base import RebalanceCheck
+from groupcoord.assignors.registry import get_assignor
+from groupcoord.assignors.snapshot import LoadSnapshot
 from groupcoord.cli.demo_balance import Outcome, failures, format_outcome, member_loads
 from groupcoord.cli.demo_plot import plot_outcomes
 from groupcoord.cli.demo_scenario import CPU_PER_MSG, HOT_FACTORS, LoadModel, ScenarioReporter
 from groupcoord.cli.narrate import DemoFailed, GroupCheck, say, stable, wait_for_group
 from groupcoord.cli.stats import publish_snapshots
+from groupcoord.loadstats.report_policy import ReportPolicy
+from groupcoord.loadstats.sample_log import SampleLog
 from groupcoord.plots import MISSING_HINT
 from groupcoord.v1 import groupcoord_pb2 as pb
-from loadstats.report_policy import ReportPolicy
-from loadstats.sample_log import SampleLog
-from worker import WorkerClient, WorkerConfig
+from groupcoord.worker import WorkerClient, WorkerConfig
 
 __all__ = ["ROUNDS", "STRATEGIES", "Strategy", "act_two", "start_spark"]
 
@@ -139,7 +139,7 @@ def start_spark() -> tuple[Any, float]:
     fork while gRPC threads are busy can crash the child in gRPC's fork handler (seen once when
     the session started beside act two's workers)."""
     # lazy: PySpark is the stats extra; the demo runs act one without it
-    from loadstats.job import build_session
+    from groupcoord.loadstats.job import build_session
 
     started = time.monotonic()
     spark = build_session("local[2]", driver_memory="1g", extra_conf=DEMO_SPARK_CONF)
@@ -159,8 +159,8 @@ class _Refresher:
 
     def refresh(self, label: str) -> dict[str, LoadSnapshot]:
         """Fold in what is new, write the snapshot, publish it; returns the snapshots published, by group."""
-        from loadstats.snapshot_io import read_snapshots  # lazy: pyarrow (the stats extra)
-        from loadstats.stream import run_incremental  # lazy: PySpark (the stats extra)
+        from groupcoord.loadstats.snapshot_io import read_snapshots  # lazy: pyarrow (the stats extra)
+        from groupcoord.loadstats.stream import run_incremental  # lazy: PySpark (the stats extra)
 
         print(f"   $ groupcoord stats --samples {self.samples} --out {self.out} --coordinator {self.address}"
               f"   ({label})", flush=True)

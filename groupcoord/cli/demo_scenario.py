@@ -20,13 +20,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from groupcoord.loadstats.report_policy import ReportPolicy
+from groupcoord.loadstats.samples import LoadReport, ResourceUsage, TaskLoad
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.wire import report_to_pb
-from loadstats.report_policy import ReportPolicy
-from loadstats.samples import LoadReport, ResourceUsage, TaskLoad
 
 if TYPE_CHECKING:  # pragma: no cover
-    from worker.client import WorkerClient
+    from groupcoord.worker.client import WorkerClient
 
 __all__ = ["CPU_LIMIT", "CPU_PER_MSG", "HOT_FACTORS", "Imbalance", "LoadModel", "ScenarioReporter"]
 

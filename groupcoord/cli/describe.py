@@ -12,8 +12,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from assignors.base import TaskReplica
-from assignors.metrics import summarize
+from groupcoord.assignors.base import TaskReplica
+from groupcoord.assignors.metrics import summarize
 from groupcoord.v1 import groupcoord_pb2 as pb
 
 __all__ = ["describe_as_dict", "print_describe", "short_id", "state_name"]

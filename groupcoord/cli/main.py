@@ -12,14 +12,14 @@ import logging
 import sys
 from collections.abc import Callable, Sequence
 
-from coordinator.print_config import render_options
-from coordinator.serve import ServeOptions, run_coordinator
 from groupcoord import errors
 from groupcoord.cli.common import DEFAULT_LISTEN, UsageError, add_client_security, non_negative_float, positive_int
 from groupcoord.cli.console_worker import run_worker
 from groupcoord.cli.groups import run_groups, run_tasks
 from groupcoord.cli.logs import TextFormatter, use_log_format
 from groupcoord.cli.stats import duration_s, run_stats
+from groupcoord.coordinator.print_config import render_options
+from groupcoord.coordinator.serve import ServeOptions, run_coordinator
 
 __all__ = ["main"]
 

@@ -25,11 +25,11 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from assignors.base import Assignment, AssignmentContext, AssignorError, TaskReplica
-from assignors.metrics import owners, summarize
-from assignors.registry import get_assignor
-from assignors.snapshot import LoadSnapshot
 from groupcoord import errors
+from groupcoord.assignors.base import Assignment, AssignmentContext, AssignorError, TaskReplica
+from groupcoord.assignors.metrics import owners, summarize
+from groupcoord.assignors.registry import get_assignor
+from groupcoord.assignors.snapshot import LoadSnapshot
 from groupcoord.cli.common import STATS_EXTRA_HINT, UsageError, open_admin
 from groupcoord.cli.describe import short_id
 from groupcoord.v1 import groupcoord_pb2 as pb
@@ -70,7 +70,7 @@ def run_plan(args: argparse.Namespace) -> int:
 
 def read_snapshot(path: str, group_id: str) -> LoadSnapshot:
     """The group's figures in the snapshot at ``path``; a UsageError says why there are none."""
-    from loadstats.snapshot_io import read_snapshots  # pyarrow, when the tables are read
+    from groupcoord.loadstats.snapshot_io import read_snapshots  # pyarrow, when the tables are read
 
     try:
         snapshots = read_snapshots(path)

@@ -42,7 +42,7 @@ def duration_s(text: str) -> float:
 
 def publish_snapshots(out: str, coordinator: str, security: ClientSecurity | None = None) -> list[str]:
     """Send every group's snapshot under ``out`` to the coordinator; returns the group ids sent."""
-    from loadstats.snapshot_io import read_snapshots  # lazy: reads Parquet with pyarrow (the stats extra)
+    from groupcoord.loadstats.snapshot_io import read_snapshots  # lazy: reads Parquet with pyarrow (the stats extra)
 
     sent = []
     with AdminClient(coordinator, security=security) as admin:
@@ -75,8 +75,8 @@ def run_stats(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     # lazy: the Spark job needs pyspark and pyarrow (the stats extra)
-    from loadstats.job import run
-    from loadstats.stream import run_incremental
+    from groupcoord.loadstats.job import run
+    from groupcoord.loadstats.stream import run_incremental
 
     common = {"master": args.master, "short_samples": args.short_samples, "long_samples": args.long_samples,
               "max_sample_age_s": args.max_sample_age_s}

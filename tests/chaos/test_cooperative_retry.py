@@ -12,11 +12,11 @@ import threading
 import time
 from collections.abc import Sequence
 
-from assignors.base import TaskReplica
-from coordinator.server import ServerThread
 from groupcoord.admin import AdminClient
+from groupcoord.assignors.base import TaskReplica
+from groupcoord.coordinator.server import ServerThread
+from groupcoord.worker import WorkerClient, WorkerConfig
 from tests.chaos.proxy import FaultProxy
-from worker import WorkerClient, WorkerConfig
 
 G = "coop-retry"
 SESSION_MS = 1_000

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from loadstats.samples import LoadReport, ResourceUsage, TaskLoad, report_rows
+from groupcoord.loadstats.samples import LoadReport, ResourceUsage, TaskLoad, report_rows
 
 
 def make_reports(

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from loadstats_testdata import make_reports, rows_of
 
-from loadstats.job import run
-from loadstats.snapshot_io import read_meta, read_snapshots
-from loadstats.state import StateStore
-from loadstats.stream import default_state_path, run_incremental
+from groupcoord.loadstats.job import run
+from groupcoord.loadstats.snapshot_io import read_meta, read_snapshots
+from groupcoord.loadstats.state import StateStore
+from groupcoord.loadstats.stream import default_state_path, run_incremental
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -109,8 +109,8 @@ def test_incremental_runs_equal_a_full_rebuild(spark, tmp_path) -> None:
 _CHILD = """
 import os, sys, time
 sys.path.insert(0, {root!r})
-from loadstats.state import StateStore
-from loadstats.stream import default_state_path, run_incremental
+from groupcoord.loadstats.state import StateStore
+from groupcoord.loadstats.stream import default_state_path, run_incremental
 
 def hang(batch_id):
     if batch_id == {batch}:

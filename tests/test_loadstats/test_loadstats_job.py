@@ -12,10 +12,10 @@ import pyarrow.parquet as pq
 import pytest
 from loadstats_testdata import make_reports, rows_of
 
-from loadstats.job import REJECT_REASONS, TASK_COLUMNS, WORKER_COLUMNS, run
-from loadstats.reference import reference_stats, reference_worker_stats
-from loadstats.samples import rows_to_table
-from loadstats.snapshot_io import read_meta, read_snapshots
+from groupcoord.loadstats.job import REJECT_REASONS, TASK_COLUMNS, WORKER_COLUMNS, run
+from groupcoord.loadstats.reference import reference_stats, reference_worker_stats
+from groupcoord.loadstats.samples import rows_to_table
+from groupcoord.loadstats.snapshot_io import read_meta, read_snapshots
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from loadstats.report_policy import ReportPolicy, percent_change
-from loadstats.samples import LoadReport, ResourceUsage, TaskLoad
+from groupcoord.loadstats.report_policy import ReportPolicy, percent_change
+from groupcoord.loadstats.samples import LoadReport, ResourceUsage, TaskLoad
 
 
 class FakeClock:

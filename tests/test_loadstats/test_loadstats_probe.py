@@ -6,8 +6,8 @@ import logging
 
 import pytest
 
-from loadstats.probe import LoadProbe, PsutilProbe
-from loadstats.samples import LoadReport, TaskLoad
+from groupcoord.loadstats.probe import LoadProbe, PsutilProbe
+from groupcoord.loadstats.samples import LoadReport, TaskLoad
 
 
 def test_psutil_probe_reports_sane_figures() -> None:
@@ -41,6 +41,6 @@ def test_failing_callback_reports_last_good_tasks(caplog: pytest.LogCaptureFixtu
 
     probe = PsutilProbe(loads)
     assert [t.task_id for t in probe.collect().tasks] == ["a"]
-    with caplog.at_level(logging.ERROR, logger="loadstats.probe"):
+    with caplog.at_level(logging.ERROR, logger="groupcoord.loadstats.probe"):
         assert [t.task_id for t in probe.collect().tasks] == ["a"]
     assert "task_loads callback failed" in caplog.text

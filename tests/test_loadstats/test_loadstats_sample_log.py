@@ -9,8 +9,8 @@ import threading
 
 import pytest
 
-from loadstats.sample_log import SampleLog
-from loadstats.samples import SAMPLE_COLUMNS, LoadReport, ResourceUsage, TaskLoad
+from groupcoord.loadstats.sample_log import SampleLog
+from groupcoord.loadstats.samples import SAMPLE_COLUMNS, LoadReport, ResourceUsage, TaskLoad
 
 
 def _report(i: int, n_tasks: int = 2) -> LoadReport:
@@ -175,7 +175,7 @@ def test_retention_by_age_and_size_logs_what_it_drops(tmp_path, caplog) -> None:
             f.write("x" * 999 + "\n")
     with open(os.path.join(d, "keep-me.parquet"), "w") as f:  # not the log's: never touched
         f.write("y" * 5000)
-    with caplog.at_level("WARNING", logger="loadstats.sample_log"):
+    with caplog.at_level("WARNING", logger="groupcoord.loadstats.sample_log"):
         slog = SampleLog(d, retention_s=36 * 3600, retention_bytes=1500, wall_clock_ms=lambda: now_ms[0])
     try:
         # age drops the 3- and 2-day-old files at start
@@ -204,8 +204,8 @@ def test_retention_off_keeps_everything(tmp_path) -> None:
 def test_serve_options_carry_retention(tmp_path) -> None:
     import argparse
 
-    from coordinator.serve import ServeOptions
     from groupcoord.cli.stats import duration_s
+    from groupcoord.coordinator.serve import ServeOptions
 
     config = tmp_path / "c.toml"
     config.write_text("[server]\nsample_retention_s = 3600\nsample_retention_bytes = 1000000\n")

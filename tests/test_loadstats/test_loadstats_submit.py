@@ -12,8 +12,8 @@ import pyarrow.parquet as pq
 import pytest
 from loadstats_testdata import make_reports, rows_of
 
-from loadstats.samples import rows_to_table
-from loadstats.snapshot_io import read_meta, read_snapshots
+from groupcoord.loadstats.samples import rows_to_table
+from groupcoord.loadstats.snapshot_io import read_meta, read_snapshots
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
