@@ -15,8 +15,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from groupcoord.coordinator.config import CoordinatorConfig
-from groupcoord.coordinator.runtime import CoordinatorRuntime
-from groupcoord.coordinator.server import ServerThread
+from groupcoord.coordinator.rpc.server import ServerThread
+from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
 from groupcoord.coordinator.testing import Harness
 
 logging.getLogger("transitions").setLevel(logging.WARNING)

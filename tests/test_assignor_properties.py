@@ -25,7 +25,7 @@ from groupcoord.assignors.kafka_replica import KafkaReplicaShiftAssignor
 from groupcoord.assignors.metrics import movement
 from groupcoord.assignors.round_robin import RoundRobinAssignor
 from groupcoord.assignors.sticky import StickyAssignor
-from groupcoord.coordinator.validation import validate_assignment
+from groupcoord.coordinator.model.validation import validate_assignment
 from groupcoord.wire import sync_request_from_assignment, task_pb
 
 SETTINGS = settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])

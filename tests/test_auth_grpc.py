@@ -21,10 +21,10 @@ from groupcoord.coordinator.auth.acl import parse_acls
 from groupcoord.coordinator.auth.guard import RULES, Guard, Policy
 from groupcoord.coordinator.auth.tokens import parse_tokens
 from groupcoord.coordinator.config import CoordinatorConfig
-from groupcoord.coordinator.runtime import CoordinatorRuntime
-from groupcoord.coordinator.server import ServerThread
-from groupcoord.coordinator.sqlite_store import SqliteStore
-from groupcoord.coordinator.store import GroupStore
+from groupcoord.coordinator.rpc.server import ServerThread
+from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
+from groupcoord.coordinator.storage.sqlite_store import SqliteStore
+from groupcoord.coordinator.storage.store import GroupStore
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
 from groupcoord.worker import WorkerClient, WorkerConfig

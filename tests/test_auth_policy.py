@@ -17,11 +17,11 @@ from groupcoord.cli import main
 from groupcoord.coordinator.auth.acl import AclError, Operation, parse_acls
 from groupcoord.coordinator.auth.principals import ANONYMOUS, Authenticated, Refused, authenticate
 from groupcoord.coordinator.auth.tokens import TokenFileError, parse_tokens
-from groupcoord.coordinator.print_config import MASK, render_options
-from groupcoord.coordinator.records import finish_record, group_from_record, group_to_record
-from groupcoord.coordinator.serve import ServeOptions
+from groupcoord.coordinator.ha.zk_security import ZkSecurity, load_zk_security
+from groupcoord.coordinator.model.records import finish_record, group_from_record, group_to_record
+from groupcoord.coordinator.process.print_config import MASK, render_options
+from groupcoord.coordinator.process.serve import ServeOptions
 from groupcoord.coordinator.testing import Harness
-from groupcoord.coordinator.zk_security import ZkSecurity, load_zk_security
 
 ACLS = parse_acls(tomllib.loads("""
 super_users = ["User:root"]

@@ -10,7 +10,7 @@ import pytest
 
 from groupcoord.admin import AdminClient
 from groupcoord.cli import main
-from groupcoord.coordinator.server import ServerThread
+from groupcoord.coordinator.rpc.server import ServerThread
 
 
 def run(env: dict[str, str], *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:

@@ -13,7 +13,7 @@ from groupcoord.admin import AdminClient
 from groupcoord.assignors.base import Assignment, AssignmentContext, MemberInfo, TaskReplica, TaskSpec
 from groupcoord.assignors.cooperative import cooperative_step
 from groupcoord.coordinator.config import CoordinatorConfig
-from groupcoord.coordinator.server import ServerThread
+from groupcoord.coordinator.rpc.server import ServerThread
 from groupcoord.coordinator.testing import Harness
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.worker import WorkerClient, WorkerState

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from groupcoord.coordinator.config import CoordinatorConfig
-from groupcoord.coordinator.store import MemoryStore
+from groupcoord.coordinator.storage.store import MemoryStore
 from groupcoord.coordinator.testing import FailingStore, FakeOffice, Harness
 from groupcoord.v1 import groupcoord_pb2 as pb
 
@@ -317,7 +317,7 @@ def test_standby_answers_not_coordinator_with_a_hint() -> None:
 
 
 def test_restart_from_store_keeps_a_stable_group_stable() -> None:
-    from groupcoord.coordinator.store import MemoryStore
+    from groupcoord.coordinator.storage.store import MemoryStore
 
     store = MemoryStore()
     h = Harness(store=store)

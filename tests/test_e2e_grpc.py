@@ -16,11 +16,11 @@ from groupcoord.admin import AdminClient
 from groupcoord.assignors.base import TaskReplica
 from groupcoord.coordinator.clock import FakeClock
 from groupcoord.coordinator.config import CoordinatorConfig
-from groupcoord.coordinator.effects import TimerKey
-from groupcoord.coordinator.runtime import CoordinatorRuntime
-from groupcoord.coordinator.server import ServerThread
-from groupcoord.coordinator.sqlite_store import SqliteStore
-from groupcoord.coordinator.store import MemoryStore
+from groupcoord.coordinator.model.effects import TimerKey
+from groupcoord.coordinator.rpc.server import ServerThread
+from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
+from groupcoord.coordinator.storage.sqlite_store import SqliteStore
+from groupcoord.coordinator.storage.store import MemoryStore
 from groupcoord.coordinator.testing import FailingStore, FakeOffice
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
-from groupcoord.coordinator.election import LeaderElection, connect
-from groupcoord.coordinator.store import FencedError
+from groupcoord.coordinator.ha.election import LeaderElection, connect
+from groupcoord.coordinator.storage.store import FencedError
 from tests.zookeeper_server import ZooKeeperServer, wait_until
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.slow]

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 from groupcoord.admin import AdminClient
-from groupcoord.coordinator.server import ServerThread
+from groupcoord.coordinator.rpc.server import ServerThread
 from tests.conftest import ROOT
 
 

@@ -26,8 +26,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
 from groupcoord.coordinator.config import CoordinatorConfig
-from groupcoord.coordinator.runtime import CoordinatorRuntime
-from groupcoord.coordinator.server import ServerThread
+from groupcoord.coordinator.rpc.server import ServerThread
+from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
 from groupcoord.v1 import groupcoord_pb2 as pb
 
 settings.register_profile("ci", max_examples=25, stateful_step_count=25, deadline=None,

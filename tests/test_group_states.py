@@ -1,4 +1,4 @@
-"""Each state × each request → the error code and the next state (coordinator/states.py's table)."""
+"""Each state × each request → the error code and the next state (coordinator/model/states.py's table)."""
 
 from __future__ import annotations
 
@@ -214,10 +214,10 @@ def test_superseded_join_gets_an_answer() -> None:
 
 
 def test_every_state_has_a_handler_for_every_request() -> None:
-    from groupcoord.coordinator.join import KNOWN_MEMBER_JOIN
-    from groupcoord.coordinator.membership import HEARTBEAT_ANSWER
-    from groupcoord.coordinator.states import GroupState
-    from groupcoord.coordinator.sync import SYNC
+    from groupcoord.coordinator.model.join import KNOWN_MEMBER_JOIN
+    from groupcoord.coordinator.model.membership import HEARTBEAT_ANSWER
+    from groupcoord.coordinator.model.states import GroupState
+    from groupcoord.coordinator.model.sync import SYNC
 
     assert set(KNOWN_MEMBER_JOIN) == set(SYNC) == set(GroupState)
     # Empty has no members and Dead is refused before the member lookup: heartbeats never reach them

@@ -14,7 +14,7 @@ from groupcoord.admin import AdminClient
 from groupcoord.assignors.base import Assignment, AssignmentContext
 from groupcoord.assignors.registry import register
 from groupcoord.cli import main
-from groupcoord.coordinator.server import ServerThread
+from groupcoord.coordinator.rpc.server import ServerThread
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.worker import WorkerClient, WorkerConfig, WorkerState
 

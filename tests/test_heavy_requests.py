@@ -16,13 +16,14 @@ from typing import Any
 import grpc
 import pytest
 
-from groupcoord.coordinator import parsing, phases, prechecks, service
-from groupcoord.coordinator.assignment_check import check_assignment
 from groupcoord.coordinator.config import CoordinatorConfig
-from groupcoord.coordinator.prechecks import check_catalog
-from groupcoord.coordinator.records import finish_record, group_from_record, group_to_record
-from groupcoord.coordinator.runtime import CoordinatorRuntime
-from groupcoord.coordinator.server import ServerThread
+from groupcoord.coordinator.model import phases, prechecks
+from groupcoord.coordinator.model.assignment_check import check_assignment
+from groupcoord.coordinator.model.prechecks import check_catalog
+from groupcoord.coordinator.model.records import finish_record, group_from_record, group_to_record
+from groupcoord.coordinator.rpc import parsing, service
+from groupcoord.coordinator.rpc.server import ServerThread
+from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
 from groupcoord.coordinator.testing import Harness
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc

@@ -11,7 +11,7 @@ import threading
 import pytest
 
 from groupcoord.admin import AdminClient
-from groupcoord.coordinator.server import ServerThread
+from groupcoord.coordinator.rpc.server import ServerThread
 from groupcoord.v1 import groupcoord_pb2 as pb
 from tests.processes import stop_processes
 

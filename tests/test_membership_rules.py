@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from groupcoord.coordinator.config import CoordinatorConfig
-from groupcoord.coordinator.store import MemoryStore
+from groupcoord.coordinator.storage.store import MemoryStore
 from groupcoord.coordinator.testing import Harness, Pending
 from groupcoord.v1 import groupcoord_pb2 as pb
 

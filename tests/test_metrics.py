@@ -21,10 +21,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from groupcoord.admin import AdminClient
 from groupcoord.coordinator.clock import FakeClock
 from groupcoord.coordinator.config import CoordinatorConfig
-from groupcoord.coordinator.metrics import serve_metrics
-from groupcoord.coordinator.runtime import CoordinatorRuntime
-from groupcoord.coordinator.server import ServerThread
-from groupcoord.coordinator.store import MemoryStore
+from groupcoord.coordinator.rpc.server import ServerThread
+from groupcoord.coordinator.runtime.metrics import serve_metrics
+from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
+from groupcoord.coordinator.storage.store import MemoryStore
 from groupcoord.coordinator.testing import FailingStore, FakeOffice, Harness
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.worker import WorkerClient, WorkerConfig, WorkerState

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from groupcoord.admin import AdminClient
-from groupcoord.coordinator.server import ServerThread
+from groupcoord.coordinator.rpc.server import ServerThread
 from groupcoord.v1 import groupcoord_pb2 as pb
 from tests.processes import stop_processes
 

@@ -10,9 +10,9 @@ from typing import Any
 import grpc
 
 from groupcoord.coordinator.config import CoordinatorConfig
-from groupcoord.coordinator.runtime import CoordinatorRuntime
-from groupcoord.coordinator.server import ServerThread
-from groupcoord.coordinator.store import MemoryStore, StoreError
+from groupcoord.coordinator.rpc.server import ServerThread
+from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
+from groupcoord.coordinator.storage.store import MemoryStore, StoreError
 from groupcoord.coordinator.testing import FailingStore, Harness
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
@@ -116,7 +116,7 @@ def test_a_failed_write_fails_every_reply_queued_behind_it_and_rolls_back() -> N
 
 
 def test_a_fenced_write_unloads_and_tells_the_office() -> None:
-    from groupcoord.coordinator.store import FencedError
+    from groupcoord.coordinator.storage.store import FencedError
     from groupcoord.coordinator.testing import FakeOffice
 
     class Fenced(MemoryStore):

@@ -18,7 +18,7 @@ import pytest
 from groupcoord import errors
 from groupcoord.admin import AdminClient
 from groupcoord.channels import ClientSecurity
-from groupcoord.coordinator.sqlite_store import SqliteStore
+from groupcoord.coordinator.storage.sqlite_store import SqliteStore
 from groupcoord.loadstats.sample_log import SampleLog
 from groupcoord.loadstats.samples import LoadReport, ResourceUsage
 from tests.processes import stop_processes

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from groupcoord.coordinator.sqlite_store import SCHEMA_VERSION, SqliteStore
-from groupcoord.coordinator.store import GroupStore, StoreError
+from groupcoord.coordinator.storage.sqlite_store import SCHEMA_VERSION, SqliteStore
+from groupcoord.coordinator.storage.store import GroupStore, StoreError
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -126,7 +126,7 @@ def test_second_opener_is_refused_while_the_first_holds_it(db: Path) -> None:
 
 _CHILD = """
 import sys
-from groupcoord.coordinator.sqlite_store import SqliteStore
+from groupcoord.coordinator.storage.sqlite_store import SqliteStore
 store = SqliteStore(sys.argv[1], synchronous=sys.argv[2])
 for k in range(1_000_000):
     store.save(f"group-{k}", {"k": k, "members": [f"m-{k}-{j}" for j in range(10)]})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from groupcoord import errors
 from groupcoord.admin import AdminClient
-from groupcoord.coordinator.server import ServerThread
+from groupcoord.coordinator.rpc.server import ServerThread
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.worker import WorkerState
 from tests.test_e2e_grpc import G, Recorder, make_worker, wait_settled

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from groupcoord.coordinator.clock import FakeClock
-from groupcoord.coordinator.timers import TimerQueue
+from groupcoord.coordinator.runtime.timers import TimerQueue
 
 
 def test_fires_in_deadline_order_only_when_due() -> None:

@@ -21,8 +21,8 @@ from groupcoord.admin import AdminClient
 from groupcoord.assignors.base import Assignment, AssignmentContext
 from groupcoord.assignors.round_robin import RoundRobinAssignor
 from groupcoord.coordinator.config import CoordinatorConfig
-from groupcoord.coordinator.runtime import CoordinatorRuntime
-from groupcoord.coordinator.server import ServerThread
+from groupcoord.coordinator.rpc.server import ServerThread
+from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
 from groupcoord.worker import WorkerClient, WorkerConfig, WorkerState

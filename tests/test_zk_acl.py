@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from kazoo.exceptions import NoAuthError
 
-from groupcoord.coordinator.election import LeaderElection, connect
-from groupcoord.coordinator.zk_security import load_zk_security
-from groupcoord.coordinator.zk_store import ZooKeeperStore
+from groupcoord.coordinator.ha.election import LeaderElection, connect
+from groupcoord.coordinator.ha.zk_security import load_zk_security
+from groupcoord.coordinator.ha.zk_store import ZooKeeperStore
 from tests.zookeeper_server import ZooKeeperServer, wait_until
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.slow]

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 import pytest
 from kazoo.client import KazooClient
 
-from groupcoord.coordinator.election import Fence, LeaderElection, connect
-from groupcoord.coordinator.store import FencedError, GroupStore, StoreError
-from groupcoord.coordinator.zk_store import ZooKeeperStore
+from groupcoord.coordinator.ha.election import Fence, LeaderElection, connect
+from groupcoord.coordinator.ha.zk_store import ZooKeeperStore
+from groupcoord.coordinator.storage.store import FencedError, GroupStore, StoreError
 from tests.zookeeper_server import ZooKeeperServer, wait_until
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.slow]

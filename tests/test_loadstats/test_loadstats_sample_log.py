@@ -205,7 +205,7 @@ def test_serve_options_carry_retention(tmp_path) -> None:
     import argparse
 
     from groupcoord.cli.stats import duration_s
-    from groupcoord.coordinator.serve import ServeOptions
+    from groupcoord.coordinator.process.serve import ServeOptions
 
     config = tmp_path / "c.toml"
     config.write_text("[server]\nsample_retention_s = 3600\nsample_retention_bytes = 1000000\n")
