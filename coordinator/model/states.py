@@ -1,7 +1,7 @@
 """The group state machine: its five states and every transition, in one place.
 
 How each state answers each request (Kafka's ClassicGroupState, the seed's
-Datalink diagram); ``tests/test_group_states.py`` drives one test from this table.
+Datalink diagram); ``tests/coordinator/model/test_group_states.py`` drives one test from this table.
 
 ==================  =============================  ===========================  ======================  ===============
 state               JoinGroup (known member)       SyncGroup                    Heartbeat               LeaveGroup

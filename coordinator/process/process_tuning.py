@@ -11,7 +11,7 @@ heartbeat of another group took 8-12 ms (p50) while a maximal request was handle
 core). The coordinator's checker and store-writer threads allocate and free large transient
 objects (a 100,000-task catalog, a 16 MiB load snapshot); memory freed in one thread's arena is
 not reused by another, so RSS grew by a few percent per round of maximal requests without
-anything being kept (``tests/test_memory_bounds.py``: 296 -> 394 MiB over nine rounds; with two
+anything being kept (``tests/coordinator/rpc/test_memory_bounds.py``: 296 -> 394 MiB over nine rounds; with two
 arenas it stays flat). Two arenas is the setting Python and Ruby servers commonly run with
 (``MALLOC_ARENA_MAX=2``). An explicit ``MALLOC_ARENA_MAX`` in the environment wins; elsewhere
 than glibc this does nothing.

@@ -12,12 +12,12 @@ from dataclasses import asdict
 from typing import Any
 
 import pytest
-from loadstats_testdata import make_reports, rows_of
 
 from groupcoord.loadstats.job import run
 from groupcoord.loadstats.snapshot_io import read_meta, read_snapshots
 from groupcoord.loadstats.state import StateStore
 from groupcoord.loadstats.stream import default_state_path, run_incremental
+from tests.loadstats.loadstats_testdata import make_reports, rows_of
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from loadstats_testdata import make_reports, rows_of
 
 from groupcoord.loadstats.samples import rows_to_table
 from groupcoord.loadstats.snapshot_io import read_meta, read_snapshots
+from tests.loadstats.loadstats_testdata import make_reports, rows_of
+from tests.paths import ROOT
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_spark_submit_runs_the_job_unchanged(tmp_path: Path) -> None:

@@ -209,7 +209,7 @@ SHEDDERS = [OverloadShedder, ThresholdShedder, UniformLoadShedder, AvgShedder]
 
 @pytest.mark.parametrize("cls", [ThresholdShedder, UniformLoadShedder, AvgShedder])
 def test_one_member_gives_nothing_to_move_by_each_strategy_s_own_rule(cls: type) -> None:
-    """The "only 1 broker" guard is the assignor's (tests/test_pulsar_fidelity.py); a single member
+    """The "only 1 broker" guard is the assignor's (tests/assignors/pulsar/test_fidelity.py); a single member
     is its own average, min and max, so these find nothing anyway. OverloadShedder does shed it."""
     ld = load_data({"b1": broker(cpu=99, bundles=mb_bundles("x", [50] * 5, rate=9000))})
     shedder = cls()

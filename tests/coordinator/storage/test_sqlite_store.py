@@ -14,8 +14,7 @@ import pytest
 
 from groupcoord.coordinator.storage.sqlite_store import SCHEMA_VERSION, SqliteStore
 from groupcoord.coordinator.storage.store import GroupStore, StoreError
-
-REPO = Path(__file__).resolve().parents[1]
+from tests.paths import ROOT as REPO
 
 
 @pytest.fixture

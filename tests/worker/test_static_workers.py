@@ -7,7 +7,7 @@ from groupcoord.admin import AdminClient
 from groupcoord.coordinator.rpc.server import ServerThread
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.worker import WorkerState
-from tests.test_e2e_grpc import G, Recorder, make_worker, wait_settled
+from tests.worker.test_e2e_grpc import G, Recorder, make_worker, wait_settled
 
 
 def test_a_static_worker_restarted_within_its_session_gets_its_tasks_back(server: ServerThread) -> None:

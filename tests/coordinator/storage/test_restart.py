@@ -16,7 +16,7 @@ from groupcoord.admin import AdminClient
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
 from groupcoord.worker import WorkerClient, WorkerConfig, WorkerState
-from tests.test_e2e_grpc import Recorder
+from tests.worker.test_e2e_grpc import Recorder
 from tests.zookeeper_server import free_port
 
 G = "durable"

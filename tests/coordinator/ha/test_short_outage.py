@@ -13,8 +13,8 @@ import pytest
 from groupcoord.admin import AdminClient
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.worker import WorkerClient, WorkerConfig, WorkerState
-from tests.test_e2e_grpc import Recorder
-from tests.test_restart import serve
+from tests.coordinator.storage.test_restart import serve
+from tests.worker.test_e2e_grpc import Recorder
 from tests.zookeeper_server import free_port
 
 G = "outage"

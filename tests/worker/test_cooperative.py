@@ -17,7 +17,7 @@ from groupcoord.coordinator.rpc.server import ServerThread
 from groupcoord.coordinator.testing import Harness
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.worker import WorkerClient, WorkerState
-from tests.test_e2e_grpc import G, make_worker
+from tests.worker.test_e2e_grpc import G, make_worker
 
 BOTH = ["eager", "cooperative"]
 

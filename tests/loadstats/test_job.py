@@ -10,12 +10,12 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from loadstats_testdata import make_reports, rows_of
 
 from groupcoord.loadstats.job import REJECT_REASONS, TASK_COLUMNS, WORKER_COLUMNS, run
 from groupcoord.loadstats.reference import reference_stats, reference_worker_stats
 from groupcoord.loadstats.samples import rows_to_table
 from groupcoord.loadstats.snapshot_io import read_meta, read_snapshots
+from tests.loadstats.loadstats_testdata import make_reports, rows_of
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

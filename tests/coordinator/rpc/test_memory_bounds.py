@@ -23,7 +23,7 @@ import pytest
 from groupcoord.channels import channel_options
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
-from tests.test_restart import serve
+from tests.coordinator.storage.test_restart import serve
 from tests.zookeeper_server import free_port
 
 ROUNDS = 4

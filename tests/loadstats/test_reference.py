@@ -5,10 +5,10 @@ from __future__ import annotations
 import math
 
 import pytest
-from loadstats_testdata import make_reports, rows_of
 
 from groupcoord.loadstats.reference import reference_arrow, reference_stats, reference_worker_stats, time_average
 from groupcoord.loadstats.samples import SAMPLE_COLUMNS, LoadReport, TaskLoad, report_rows, rows_to_table
+from tests.loadstats.loadstats_testdata import make_reports, rows_of
 
 
 def test_seed_worked_example() -> None:

@@ -9,8 +9,9 @@ import sys
 from pathlib import Path
 
 from groupcoord import assignors
+from tests.paths import ROOT
 
-BENCH = Path(__file__).parent.parent / "benchmarks" / "assignors_bench.py"
+BENCH = ROOT / "benchmarks" / "assignors_bench.py"
 
 
 def test_assignors_bench_quick_runs() -> None:

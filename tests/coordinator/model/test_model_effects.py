@@ -20,6 +20,7 @@ from groupcoord.coordinator.model.effects import (
 )
 from groupcoord.coordinator.model.model import CoordinatorModel
 from groupcoord.v1 import groupcoord_pb2 as pb
+from tests.paths import ROOT
 
 G = "g"
 
@@ -147,9 +148,8 @@ def test_the_model_does_no_io() -> None:
     """Nothing in the model's folder imports a store, a socket, a thread or the real clock (lint-imports keeps
     the layers; this also catches the standard library's I/O)."""
     import ast
-    from pathlib import Path
 
-    root = Path(__file__).resolve().parent.parent / "coordinator" / "model"
+    root = ROOT / "coordinator" / "model"
     pure = sorted(path.stem for path in root.glob("*.py"))
     assert {"model", "phases", "join", "sync", "membership", "admin", "effects", "group", "states"} <= set(pure)
     forbidden = {"socket", "threading", "asyncio", "grpc", "sqlite3", "kazoo", "time", "concurrent.futures",

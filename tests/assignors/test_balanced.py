@@ -16,7 +16,7 @@ from groupcoord.assignors.base import Assignment, AssignmentContext, MemberInfo,
 from groupcoord.assignors.cooperative import COOPERATIVE, cooperative_step
 from groupcoord.assignors.pulsar.testing import FakeClock
 from groupcoord.assignors.snapshot import LoadSnapshot, TaskLoadStats, WorkerLoadStats
-from tests.test_assignor_properties import SETTINGS, check_valid, contexts
+from tests.assignors.test_assignor_properties import SETTINGS, check_valid, contexts
 
 CPU_PER_MSG = 0.005  # cpu percent per msg/s (in + out)
 

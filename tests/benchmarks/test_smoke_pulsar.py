@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.paths import ROOT
 
 
 def run(script: str, *args: str) -> str:

@@ -26,7 +26,7 @@ from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
 from groupcoord.worker import WorkerClient, WorkerConfig, WorkerState
-from tests.test_e2e_grpc import G, Recorder, make_worker, wait_settled
+from tests.worker.test_e2e_grpc import G, Recorder, make_worker, wait_settled
 
 # gRPC carries a deadline as a rounded-up timeout header: the server may see a few ms more than was set
 SLACK_S = 0.05

@@ -11,7 +11,6 @@ import re
 import time
 import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 
 import prometheus_client
 import pytest
@@ -28,6 +27,7 @@ from groupcoord.coordinator.storage.store import MemoryStore
 from groupcoord.coordinator.testing import FailingStore, FakeOffice, Harness
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.worker import WorkerClient, WorkerConfig, WorkerState
+from tests.paths import ROOT
 
 G = "orders"
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -232,7 +232,6 @@ def test_the_endpoint_follows_groups_forming_rebalancing_and_expiring(
 
 # ---------------------------------------------------------------------- the docs name every metric
 
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _base(name: str) -> str:
