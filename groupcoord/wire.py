@@ -88,10 +88,17 @@ def replicas_to_pb(replicas: Iterable[TaskReplica]) -> list[pb.TaskReplica]:
     return [pb.TaskReplica(task_id=r.task_id, replica=r.replica) for r in replicas]
 
 
-def member_from_pb(member: pb.GroupMember, *, cooperative: bool = False) -> MemberInfo:
-    """A member as the leader sees it; unset ``capacity`` (0) means the default (1). In a
-    cooperative generation ``owned`` is what the coordinator counts the member as running."""
+def member_from_pb(member: pb.GroupMember, *, generation: int | None = None) -> MemberInfo:
+    """A member as the leader sees it; unset ``capacity`` (0) means the default (1). Given the
+    ``generation`` of a JoinGroup answer, ``owned`` is what the coordinator counts the member as
+    running (``assigned``, from the previous generation), never what the member claims: a member
+    cannot steer an assignor (sticky, cooperative) by claiming tasks it was not given."""
     md = member.metadata
+    if generation is not None:
+        owned = replicas_from_pb(member.assigned)
+        owned_generation = generation - 1 if owned else -1
+    else:
+        owned, owned_generation = replicas_from_pb(md.owned), md.owned_generation
     return MemberInfo(
         member_id=member.member_id,
         instance_id=member.instance_id,
@@ -101,8 +108,8 @@ def member_from_pb(member: pb.GroupMember, *, cooperative: bool = False) -> Memb
         pool=md.pool,
         capacity=md.capacity or 1.0,
         attributes=MappingProxyType(dict(md.attributes)),
-        owned=replicas_from_pb(member.assigned if cooperative else md.owned),
-        owned_generation=md.owned_generation,
+        owned=owned,
+        owned_generation=owned_generation,
     )
 
 
@@ -134,7 +141,7 @@ def context_from_join(group_id: str, response: pb.JoinGroupResponse, seed: int |
     return AssignmentContext(
         group_id=group_id,
         generation=response.generation,
-        members=tuple(member_from_pb(m, cooperative=cooperative) for m in response.members),
+        members=tuple(member_from_pb(m, generation=response.generation) for m in response.members),
         tasks=tuple(task_spec(t) for t in response.tasks),
         load_snapshot=snapshot,
         rng=random.Random(response.generation if seed is None else seed),
@@ -152,9 +159,8 @@ def join_response_from_context(context: AssignmentContext) -> pb.JoinGroupRespon
         tasks=[task_pb(t) for t in context.tasks],
         rebalance_protocol=COOPERATIVE if cooperative else "",  # empty on the wire means eager
     )
-    if cooperative:
-        for described, member in zip(response.members, context.members, strict=True):
-            described.assigned.extend(replicas_to_pb(member.owned))
+    for described, member in zip(response.members, context.members, strict=True):
+        described.assigned.extend(replicas_to_pb(member.owned))
     if context.load_snapshot is not None:
         response.load_snapshot.CopyFrom(snapshot_to_pb(context.load_snapshot))
     return response

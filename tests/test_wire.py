@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 from types import MappingProxyType
 
+import pytest
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
@@ -93,13 +94,14 @@ def test_snapshot_round_trip() -> None:
 
 def join_response_pb() -> pb.JoinGroupResponse:
     def member(i: int) -> pb.GroupMember:
+        owned = [pb.TaskReplica(task_id="t1", replica=i), pb.TaskReplica(task_id=f"t{i}", replica=0)]
         return pb.GroupMember(
             member_id=f"m{i}", instance_id=f"i{i}", client_id=f"c{i}", host=f"h{i}",
             metadata=pb.MemberMetadata(
                 rack=f"r{i}", pool="p", capacity=1.5 + i, attributes={"zone": f"z{i}"},
-                owned=[pb.TaskReplica(task_id="t1", replica=i), pb.TaskReplica(task_id=f"t{i}", replica=0)],
-                owned_generation=6,
+                owned=owned, owned_generation=6,
             ),
+            assigned=owned,  # the coordinator's record agrees with the claim
         )
 
     return pb.JoinGroupResponse(
@@ -124,13 +126,17 @@ def test_assignment_context_round_trip() -> None:
     assert wire.join_response_from_context(context) == message
 
 
-def test_a_cooperative_context_takes_owned_from_what_the_coordinator_counts() -> None:
+@pytest.mark.parametrize("protocol", ["cooperative", ""])
+def test_a_context_takes_owned_from_what_the_coordinator_counts_never_from_claims(protocol: str) -> None:
     message = join_response_pb()
-    message.rebalance_protocol = "cooperative"
+    message.rebalance_protocol = protocol
+    del message.members[0].assigned[:]
     message.members[0].assigned.add(task_id="t9", replica=0)  # m1 runs t9, whatever its metadata says
+    del message.members[1].assigned[:]  # m2 claims t1#2 and t2#0 (and generation 6): not believed
     context = wire.context_from_join("g", message)
-    assert context.rebalance_protocol == "cooperative"
+    assert context.rebalance_protocol == (protocol or "eager")
     assert context.members[0].owned == (TaskReplica("t9", 0),) and context.members[1].owned == ()
+    assert context.members[0].owned_generation == 6 and context.members[1].owned_generation == -1
     again = wire.context_from_join("g", wire.join_response_from_context(context))
     assert [m.owned for m in again.members] == [m.owned for m in context.members]
 

@@ -6,7 +6,7 @@ effects, and ``coordinator.runtime.runtime`` carries them out in this order:
 
 1. ``Persist`` / ``Forget``: queue the group's record write (off the event loop);
 2. ``ArmTimer`` / ``CancelTimer``: keyed timers on the injected clock;
-3. ``RecordLoad``: hand a load report to the sample log;
+3. ``RecordLoad``: hand a load report to the sample log; ``Count``: add to a metric;
 4. ``Reply``: answer a request, but only once every write of its group queued
    so far is durable (a member never hears of a change the store may lose), and
    once its ``complete`` (the heavy part of a large answer) has run off the loop.
@@ -40,6 +40,7 @@ __all__ = [
     "ArmTimer",
     "CancelTimer",
     "RecordLoad",
+    "Count",
     "Effect",
     "Outbox",
     "error",
@@ -97,7 +98,15 @@ class RecordLoad:
     report: pb.LoadReport
 
 
-Effect = Reply | Persist | Forget | ArmTimer | CancelTimer | RecordLoad
+@dataclass(frozen=True, slots=True)
+class Count:
+    """Something worth a metric happened (e.g. an ownership claim ignored): the runtime counts it."""
+
+    what: str
+    amount: int = 1
+
+
+Effect = Reply | Persist | Forget | ArmTimer | CancelTimer | RecordLoad | Count
 
 
 def error(code: pb.ErrorCode, message: str = "", hint: str = "") -> pb.Error:
@@ -149,6 +158,9 @@ class Outbox:
 
     def record_load(self, group_id: str, member_id: str, report: pb.LoadReport) -> None:
         self._loads.append(RecordLoad(group_id, member_id, report))
+
+    def count(self, what: str, amount: int = 1) -> None:
+        self._loads.append(Count(what, amount))
 
     def effects(self) -> list[Effect]:
         writes: list[Effect] = [Persist(g.group_id, self._to_record(g)) for g in self._dirty.values()]

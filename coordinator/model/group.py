@@ -100,10 +100,13 @@ class Group:
     user_data: dict[str, bytes] = field(default_factory=dict)
     # "eager" or "cooperative" for the current generation (cooperative when every member offers it)
     rebalance_protocol: str = "eager"
-    # cooperative generations: who may still be running each replica when the generation began
-    # (what a re-joined member reported owning, else what it was last assigned); a replica goes
-    # to a new member only once nobody else runs it
+    # who may still be running each replica as the generation began: the coordinator's own record
+    # (``coordinator.model.ownership``), never widened by a member's claim. Cooperative generations
+    # give a replica to a new member only once nobody else runs it; the leader is told it always
     owners: dict[tuple[str, int], frozenset[str]] = field(default_factory=dict)
+    # members answered this generation's assignment (SyncGroup): told what to stop (not persisted:
+    # after a restart the record stays wider, which is the safe side)
+    synced: set[str] = field(default_factory=set)
     # replicas the accepted assignment takes away from their owner without giving them to anyone
     # yet: the first half of a cooperative move (the owner re-joins once it has stopped them)
     revoking: set[tuple[str, int]] = field(default_factory=set)
@@ -155,6 +158,7 @@ class Group:
             self.static_members.pop(member.instance_id, None)
         self.pending_members.discard(member_id)
         self.pending_sync.discard(member_id)
+        self.synced.discard(member_id)
         self.assignment.pop(member_id, None)
         self.user_data.pop(member_id, None)
         if self.leader_id == member_id:
@@ -172,9 +176,12 @@ class Group:
         for table in (self.assignment, self.user_data):
             if old_member_id in table:
                 table[new_member_id] = table.pop(old_member_id)  # type: ignore[assignment]
-        if old_member_id in self.pending_sync:
-            self.pending_sync.discard(old_member_id)
-            self.pending_sync.add(new_member_id)
+        for members in (self.pending_sync, self.synced):
+            if old_member_id in members:
+                members.discard(old_member_id)
+                members.add(new_member_id)
+        self.owners = {key: (who - {old_member_id}) | {new_member_id} if old_member_id in who else who
+                       for key, who in self.owners.items()}
         if self.leader_id == old_member_id:
             self.leader_id = new_member_id
         return old_member_id, member
@@ -188,10 +195,6 @@ class Group:
         if cached is None or cached.version != self.catalog_version:
             cached = self.catalog_cache = CatalogSnapshot(self.catalog_version, self.tasks)
         return cached
-
-    def owned_by(self, member_id: str) -> list[pb.TaskReplica]:
-        """What ``member_id`` counts as running in this cooperative generation."""
-        return [pb.TaskReplica(task_id=t, replica=r) for (t, r), who in sorted(self.owners.items()) if member_id in who]
 
     def supports_protocols(self, protocol_type: str, protocols: tuple[str, ...]) -> bool:
         """True if a member of ``protocol_type`` offering ``protocols`` shares at least one with

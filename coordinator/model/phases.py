@@ -12,10 +12,12 @@ from __future__ import annotations
 import logging
 from functools import partial
 
+from groupcoord.coordinator.model import limits
 from groupcoord.coordinator.model.catalog_snapshot import CatalogSnapshot
 from groupcoord.coordinator.model.context import Model
 from groupcoord.coordinator.model.effects import Outbox, TimerKey, Token, error
 from groupcoord.coordinator.model.group import Group, Member
+from groupcoord.coordinator.model.ownership import Owners, owned_index, record_of, running
 from groupcoord.coordinator.model.slices import extend_in_slices
 from groupcoord.coordinator.model.states import GroupState
 from groupcoord.v1 import groupcoord_pb2 as pb
@@ -90,11 +92,11 @@ def reply_join(out: Outbox, token: Token | None, group: Group, member: Member, *
     )
     complete = None
     if member.member_id == group.leader_id:
+        owned = owned_index(group.owners)  # the coordinator's record, not the members' claims
         for other in group.members.values():
             described = response.members.add()
             described.CopyFrom(other.to_pb())
-            if group.rebalance_protocol == COOPERATIVE:
-                described.assigned.extend(group.owned_by(other.member_id))
+            described.assigned.extend(owned.get(other.member_id, ()))
         complete = partial(add_catalog, response, group.catalog_snapshot(), group.load_snapshot)
     out.reply(token, group.group_id, response, complete)
 
@@ -108,7 +110,9 @@ def add_catalog(response: pb.JoinGroupResponse | pb.DescribeGroupResponse, catal
 
 
 def sync_response(group: Group, member_id: str) -> pb.SyncGroupResponse:
-    """The member's tasks and the leader's bytes for it, unchanged."""
+    """The member's tasks and the leader's bytes for it, unchanged (and the member is now told
+    what it runs: ``Group.synced``)."""
+    group.synced.add(member_id)
     return pb.SyncGroupResponse(
         error=OK, generation=group.generation, protocol=group.protocol, tasks=group.assignment.get(member_id, []),
         user_data=group.user_data.get(member_id, b""), rejoin=bool(group.revoking),
@@ -213,15 +217,16 @@ def complete_join(m: Model, out: Outbox, group: Group) -> None:
         log.info("group %s: no member re-joined; waiting another rebalance timeout", group.group_id)
         _arm_phase(m, out, join_key(group.group_id), group, group.rebalance_timeout_ms() / 1000)
         return
-    previous = group.assignment
+    owners = _running(m, out, group)
     group.generation += 1
     group.assignment = {}
     group.user_data = {}
     group.unassigned = []
     group.revoking = set()
+    group.synced = set()
     cooperative = bool(group.members) and all(COOPERATIVE in mb.rebalance_protocols for mb in group.members.values())
     group.rebalance_protocol = COOPERATIVE if cooperative else EAGER
-    group.owners = _running(group, previous) if cooperative else {}
+    group.owners = owners
     if not group.members:
         group.protocol = ""
         group.leader_id = ""
@@ -257,16 +262,27 @@ def complete_join(m: Model, out: Outbox, group: Group) -> None:
             reply_join(out, token, group, member)
 
 
-def _running(group: Group, previous: dict[str, list[pb.TaskReplica]]) -> dict[tuple[str, int], frozenset[str]]:
-    """Who may still run each replica as a cooperative generation begins: a member that re-joined
-    in this phase says what it runs (it stopped what it revoked); one that did not (a static member
-    away) still runs what it was last assigned."""
-    running: dict[tuple[str, int], set[str]] = {}
-    for member in group.members.values():
-        claimed = member.metadata.owned if member.join_token is not None else previous.get(member.member_id, [])
-        for replica in claimed:
-            running.setdefault((replica.task_id, replica.replica), set()).add(member.member_id)
-    return {key: frozenset(who) for key, who in running.items()}
+def _running(m: Model, out: Outbox, group: Group) -> Owners:
+    """Who may still run each replica as the next generation begins (``coordinator.model.ownership``):
+    the coordinator's record of each member, narrowed by what a re-joined member says it runs.
+    Claims beyond the record are ignored: one log line per member and generation, and counted."""
+    records = {
+        mb.member_id: record_of(mb.member_id, group.assignment.get(mb.member_id, ()), group.owners,
+                                confirmed=mb.join_token is not None and mb.member_id in group.synced)
+        for mb in group.members.values()
+    }
+    claims = {mb.member_id: (mb.metadata.owned if mb.join_token is not None else None)
+              for mb in group.members.values()}
+    owners, ignored = running(records, claims)
+    for member_id, replicas in ignored.items():
+        shown = ", ".join(f"{t}#{r}" for t, r in replicas[:5]) + (" ..." if len(replicas) > 5 else "")
+        log.warning("group %s: generation %d: member %s claims %d task replica(s) the coordinator did not "
+                    "assign it (%s): ignored", group.group_id, group.generation + 1, member_id, len(replicas),
+                    limits.escaped(shown[:200]), extra={
+                        "event": "ownership_claim_ignored", "group": group.group_id,
+                        "generation": group.generation + 1, "member": member_id, "replicas": len(replicas)})
+        out.count("ownership_claims_ignored")
+    return owners
 
 
 def on_sync_timeout(m: Model, out: Outbox, group: Group) -> None:

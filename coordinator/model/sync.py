@@ -126,6 +126,7 @@ def _accept_leader_sync(m: Model, out: Outbox, group: Group, request: pb.SyncGro
             token, member.sync_token = member.sync_token, None
             phases.arm_session(m, out, group, member)  # answered: a follower that waited long keeps its session
             response = checked.responses.get(member.member_id) or phases.sync_response(group, member.member_id)
+            group.synced.add(member.member_id)
             out.reply(token, group.group_id, response)
 
 

@@ -96,6 +96,10 @@ class CoordinatorMetrics:
             "groupcoord_store_write_failures", "Store writes that failed (fenced ones included)", ["op"], registry=r)
         self.elections = Counter("groupcoord_ha_elections", "Terms this process won and loaded its groups for",
                                  registry=r)
+        self.ownership_claims_ignored = Counter(
+            "groupcoord_ownership_claims_ignored", "Members whose JoinGroup claimed task replicas the coordinator "
+            "had not assigned them (ignored): one per member and generation", registry=r)
+        self._counted: dict[str, Counter] = {"ownership_claims_ignored": self.ownership_claims_ignored}
         self.watch = RebalanceWatch(time.monotonic, self._rebalanced)
         self._by_type: dict[type[Message], dict[int, Any]] = {}  # response type -> code -> histogram child
         self._groups: Callable[[], Mapping[str, Group]] = dict
@@ -143,6 +147,10 @@ class CoordinatorMetrics:
         except ValueError:
             name = str(code)  # a code this version does not know
         return self.requests.labels(rpc=response_type.__name__.removesuffix("Response"), code=name)
+
+    def count(self, what: str, amount: int = 1) -> None:
+        """A ``Count`` effect of the model; an unknown name is a programming error."""
+        self._counted[what].inc(amount)
 
     def timed_write(self, op: str, job: Job) -> Job:
         """``job`` (a store write), timed where it runs; a failure is counted and raised on."""

@@ -32,6 +32,7 @@ from groupcoord.coordinator.model.catalog_snapshot import CatalogSnapshot
 from groupcoord.coordinator.model.effects import (
     ArmTimer,
     CancelTimer,
+    Count,
     Effect,
     Forget,
     Persist,
@@ -193,8 +194,11 @@ class CoordinatorRuntime:
                 writes = self._write(effect)
                 if writes is not None:
                     starting.append(writes)
-            elif isinstance(effect, RecordLoad) and self.on_load_report is not None:
-                self.on_load_report(effect.group_id, effect.member_id, effect.report)
+            elif isinstance(effect, RecordLoad):
+                if self.on_load_report is not None:
+                    self.on_load_report(effect.group_id, effect.member_id, effect.report)
+            elif isinstance(effect, Count):
+                self.metrics.count(effect.what, effect.amount)
         for writes in starting:
             assert writes.busy is not None
             self._start(writes, writes.busy)
