@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+from typing import Self
 
 import grpc
 import pytest
@@ -82,7 +83,7 @@ class Liar:
                 break
         return member_id
 
-    def __enter__(self) -> Liar:
+    def __enter__(self) -> Self:
         self.thread.start()
         return self
 
