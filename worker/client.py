@@ -29,6 +29,7 @@ from groupcoord.assignors.registry import get_assignor
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.wire import replicas_from_pb
 from groupcoord.worker.config import WorkerConfig
+from groupcoord.worker.give_up import give_up_at
 from groupcoord.worker.leader import AssignorLookup, Recheck, leader_sync_request
 from groupcoord.worker.listener import JoinListener, TaskListener
 from groupcoord.worker.metrics import watch_worker
@@ -36,7 +37,7 @@ from groupcoord.worker.ownership import Ownership
 from groupcoord.worker.requests import heartbeat_request, join_request, leave_request
 from groupcoord.worker.retry import join_retrying
 from groupcoord.worker.states import WorkerMachine, WorkerState
-from groupcoord.worker.transport import ChannelFactory, Transport, WorkerClosedError
+from groupcoord.worker.transport import ChannelFactory, GiveUp, Transport, WorkerClosedError
 
 __all__ = ["JoinListener", "TaskListener", "WorkerClient", "WorkerClosedError", "WorkerState"]
 
@@ -288,12 +289,17 @@ class WorkerClient:
         return (self.config.rebalance_timeout_ms + self.config.request_timeout_ms) / 1000
 
     def _join(self) -> pb.JoinGroupResponse:
+        sent = self._monotonic()
         try:
-            response = self._transport.join_group(join_request(self.config, self._member_id, self._tasks), self._phase_timeout())
+            response = self._transport.join_group(join_request(self.config, self._member_id, self._tasks),
+                                                  self._phase_timeout(), self._give_up(sent))
         except errors.MemberIdRequiredError as required:
             self._member_id = required.member_id
             log.info("%s: got member id %s", self.config.client_id, self._member_id)
-            response = self._transport.join_group(join_request(self.config, self._member_id, self._tasks), self._phase_timeout())
+            sent = self._monotonic()
+            response = self._transport.join_group(join_request(self.config, self._member_id, self._tasks),
+                                                  self._phase_timeout(), self._give_up(sent))
+        self._last_heartbeat_ok = sent  # answered: the coordinator restarted our session
         self._member_id = response.member_id
         self._generation = response.generation
         self._leader_id = response.leader_id
@@ -319,9 +325,26 @@ class WorkerClient:
         request.instance_id = cfg.instance_id
         request.protocol_type = join.protocol_type  # KIP-559: the coordinator checks we agree
         request.protocol_name = join.protocol
-        response = self._transport.sync_group(request, self._phase_timeout())
+        response = self._transport.sync_group(request, self._phase_timeout(), self._give_up(self._monotonic()))
         self._rejoin_after_sync = response.rejoin
         return replicas_from_pb(response.tasks)
+
+    def _give_up(self, sent: float) -> GiveUp | None:
+        """Cooperative tasks run on through a JoinGroup or SyncGroup only until the coordinator could
+        have removed us (``worker.give_up``), not until the call's own deadline."""
+        if not self._cooperative() or not self._tasks.assigned:
+            return None
+        cfg = self.config
+        at = give_up_at(last_answer=self._last_heartbeat_ok, sent=sent, session_timeout_s=cfg.session_timeout_ms / 1000,
+                        rebalance_timeout_s=cfg.rebalance_timeout_ms / 1000)
+        return at - self._monotonic(), self._lose_unanswered
+
+    def _lose_unanswered(self) -> None:
+        if self._tasks.assigned and not self._closing.is_set():
+            call = "JoinGroup" if self.state is WorkerState.JOINING else "SyncGroup"
+            log.warning("%s: no answer to our %s by the time the coordinator could have removed us: tasks lost "
+                        "(they come back if the answer keeps us)", self.config.client_id, call)
+            self._tasks.lose_all()
 
     def _reset_membership(self, error: errors.GroupCoordError) -> None:
         """The coordinator forgot us (or our generation): what we run may be someone else's now."""
@@ -364,6 +387,8 @@ class WorkerClient:
             raise  # fatal: a newer process of this instance owns the membership
         except errors.GroupCoordError as error:
             log.info("%s: heartbeat: %s; re-joining", cfg.client_id, error)
+            if isinstance(error, errors.RebalanceInProgressError):
+                self._last_heartbeat_ok = sent  # answered all the same: the coordinator restarted our session
             if isinstance(error, errors.ResetNeeded):
                 self._reset_membership(error)
             self._machine.fire("rejoin")

@@ -28,11 +28,14 @@ from groupcoord.channels import ClientSecurity, channel_options
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
 
-__all__ = ["ChannelFactory", "Transport", "WorkerClosedError"]
+__all__ = ["ChannelFactory", "GiveUp", "Transport", "WorkerClosedError"]
 
 log = logging.getLogger("groupcoord.worker")
 
 ChannelFactory = Callable[[str], grpc.Channel]
+GiveUp = tuple[float, Callable[[], None]]
+"""(seconds, callback): if the call is still unanswered after ``seconds``, ``callback()`` runs (on the
+caller's thread) and the call goes on waiting for its answer or its deadline."""
 
 # protoc's gRPC plugin writes the stub classes without type hints: reach them as Any.
 _CoordinatorStub: Any = pb_grpc.GroupCoordinatorStub
@@ -90,14 +93,16 @@ class Transport:
 
     # ------------------------------------------------------------------ the calls
 
-    def join_group(self, request: pb.JoinGroupRequest, timeout: float) -> pb.JoinGroupResponse:
+    def join_group(self, request: pb.JoinGroupRequest, timeout: float,
+                   give_up: GiveUp | None = None) -> pb.JoinGroupResponse:
         """MEMBER_ID_REQUIRED raises MemberIdRequiredError whose ``member_id`` is the one to join with."""
-        response: pb.JoinGroupResponse = self._call("JoinGroup", request, timeout)
+        response: pb.JoinGroupResponse = self._call("JoinGroup", request, timeout, give_up=give_up)
         self._raise_for(response.error, member_id=response.member_id or request.member_id)
         return response
 
-    def sync_group(self, request: pb.SyncGroupRequest, timeout: float) -> pb.SyncGroupResponse:
-        response: pb.SyncGroupResponse = self._call("SyncGroup", request, timeout)
+    def sync_group(self, request: pb.SyncGroupRequest, timeout: float,
+                   give_up: GiveUp | None = None) -> pb.SyncGroupResponse:
+        response: pb.SyncGroupResponse = self._call("SyncGroup", request, timeout, give_up=give_up)
         self._raise_for(response.error, member_id=request.member_id)
         return response
 
@@ -168,7 +173,8 @@ class Transport:
         if channel is not None:
             channel.close()
 
-    def _call(self, method: str, request: Message, timeout: float, *, admin: bool = False) -> Any:
+    def _call(self, method: str, request: Message, timeout: float, *, admin: bool = False,
+              give_up: GiveUp | None = None) -> Any:
         if self._aborted.is_set():
             raise WorkerClosedError("closed")
         coordinator, admin_stub = self._stubs()
@@ -177,6 +183,12 @@ class Transport:
         try:
             if self._aborted.is_set():  # abort() may have run before _inflight was set
                 future.cancel()
+            if give_up is not None:
+                after_s, on_give_up = give_up
+                try:
+                    return future.result(timeout=max(0.0, after_s))
+                except grpc.FutureTimeoutError:
+                    on_give_up()
             return future.result()
         except grpc.FutureCancelledError:
             raise WorkerClosedError("closed during a request") from None
