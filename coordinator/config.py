@@ -73,6 +73,12 @@ class CoordinatorConfig:
     the hard limit). gRPC's own default (1,000) drops calls at random under overload, so live
     members lose heartbeats and sessions; held, a heartbeat is answered late instead. Memory is
     bounded: a call's message is read only once the coordinator takes it."""
+    http2_bdp_probe: str = "auto"
+    """Whether gRPC may grow each call's HTTP/2 flow-control window past 64 KiB (BDP probing): "on",
+    "off", or "auto" (off when token authentication is on). Off, a call refused as it arrives (no
+    valid token) can push at most one window into the coordinator's memory: four senders of
+    24 MiB bodies took it from 56 MiB to a 495 MiB peak with probing on, to 57 MiB with it off.
+    A large request from far away (a long round trip) takes longer with it off."""
 
     def __post_init__(self) -> None:
         if self.group_min_session_timeout_ms <= 0:
@@ -85,6 +91,8 @@ class CoordinatorConfig:
             raise ConfigError("group_initial_rebalance_delay_ms must be >= 0")
         if self.max_request_bytes_in_flight < self.max_message_bytes:
             raise ConfigError("max_request_bytes_in_flight must be >= max_message_bytes")
+        if self.http2_bdp_probe not in ("auto", "on", "off"):
+            raise ConfigError(f"http2_bdp_probe must be 'auto', 'on' or 'off', not {self.http2_bdp_probe[:20]!r}")
         for name in ("group_max_size", "group_new_member_join_timeout_ms", "group_empty_retention_ms",
                      "max_metadata_bytes", "max_id_length", "max_reason_length", "group_max_tasks",
                      "max_tasks_per_request", "max_task_attributes", "max_replicas", "max_splits_per_sync",

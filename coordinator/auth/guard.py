@@ -12,6 +12,13 @@ for the principal that joined it, or for an admin of the group. A member stored 
 principal (joined before authentication was turned on) may be acted for by any principal with
 ``member`` on its group, until it re-joins.
 
+Authentication needs only the call's metadata (or the TLS handshake, which refuses a client
+without a verified certificate before any call), so a call without a valid token is refused as it
+arrives, before its body is read or decoded: its handler aborts without taking the request from
+the stream (``_refuse_unread``). A caller without a credential costs the coordinator no more than
+the bytes HTTP/2 flow control lets it send (issue 26: four senders of 24 MiB PutTasks with no
+token took 3 GiB of memory to decode and refuse, and slowed an admin's calls 60x).
+
 Refusals answer UNAUTHENTICATED (no or bad credential) or PERMISSION_DENIED with one line naming
 principal, operation and group; they are logged at WARNING and reach no handler, so they change
 nothing. The principal of an accepted call is in ``CURRENT_PRINCIPAL`` while its handler runs.
@@ -142,7 +149,24 @@ class Guard(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc ships no 
         handler = await continuation(details)
         if handler is None or not self.policy.enabled:
             return handler
+        refused = self._refused_on_arrival(details)
+        if refused is not None:
+            return _refuse_unread(refused)
         return _wrap(handler, self, details.method)
+
+    def _refused_on_arrival(self, details: grpc.HandlerCallDetails) -> _Denied | None:
+        """A token policy's refusal, decided from the call's metadata alone (before the body is read)."""
+        policy = self.policy
+        method: str = details.method  # type: ignore[attr-defined]
+        rule = self.rules.get(method)
+        if policy.mtls or policy.tokens is None or (rule is not None and rule.public):
+            return None
+        who = authenticate({}, details.invocation_metadata or (), mtls=False,  # type: ignore[attr-defined]
+                           tokens=policy.tokens)
+        if isinstance(who, Refused):
+            self._log(method, "-", who.reason)
+            return _Denied(grpc.StatusCode.UNAUTHENTICATED, f"{method.rsplit('/', 1)[-1]}: {who.reason}")
+        return None
 
     # ------------------------------------------------------------------ the decision
 
@@ -194,6 +218,16 @@ class Guard(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc ships no 
     def may_describe(self, principal: str) -> Callable[[str], bool]:
         acls = self.policy.acls
         return lambda group_id: acls is None or acls.allows(principal, Operation.DESCRIBE, group_id)
+
+
+def _refuse_unread(denied: _Denied) -> Any:
+    """A handler that answers ``denied`` without reading the request: taking the request stream as
+    a stream, it never asks for the message, so the body is neither buffered whole nor decoded."""
+
+    async def refuse(_requests: Any, context: grpc.aio.ServicerContext) -> Any:
+        await context.abort(denied.code, denied.message)
+
+    return grpc.stream_unary_rpc_method_handler(refuse)
 
 
 def _wrap(handler: Any, guard: Guard, method: str) -> Any:

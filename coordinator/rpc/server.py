@@ -21,6 +21,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from groupcoord.coordinator.auth.guard import Guard
 from groupcoord.coordinator.rpc.parsing import ParsingInterceptor
 from groupcoord.coordinator.rpc.service import AdminServicer, CoordinatorServicer, add_servicer
 from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
@@ -90,12 +91,17 @@ async def start_server(
 ) -> RunningServer:
     """Start serving ``runtime`` on ``listen`` (host:port; port 0 picks a free one)."""
     limit = runtime.config.max_message_bytes
+    probe = runtime.config.http2_bdp_probe
+    if probe == "auto":  # off where callers may be refused for want of a token (see CoordinatorConfig)
+        tokens = any(isinstance(i, Guard) and i.policy.tokens is not None for i in interceptors or ())
+        probe = "off" if tokens else "on"
     server = grpc.aio.server(
         interceptors=[ParsingInterceptor(runtime), *(interceptors or ())],  # parsed before anyone looks
         options=[
             ("grpc.max_receive_message_length", limit),
             ("grpc.max_send_message_length", limit),
             ("grpc.so_reuseport", 0),
+            ("grpc.http2.bdp_probe", int(probe == "on")),
             # queue calls rather than drop them at random under overload (see CoordinatorConfig)
             ("grpc.server.max_pending_requests", runtime.config.max_pending_requests),
             ("grpc.server.max_pending_requests_hard_limit", 2 * runtime.config.max_pending_requests),
