@@ -157,11 +157,11 @@ class Guard(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc ships no 
     def _refused_on_arrival(self, details: grpc.HandlerCallDetails) -> _Denied | None:
         """A token policy's refusal, decided from the call's metadata alone (before the body is read)."""
         policy = self.policy
-        method: str = details.method  # type: ignore[attr-defined]
+        method: str = details.method
         rule = self.rules.get(method)
         if policy.mtls or policy.tokens is None or (rule is not None and rule.public):
             return None
-        who = authenticate({}, details.invocation_metadata or (), mtls=False,  # type: ignore[attr-defined]
+        who = authenticate({}, details.invocation_metadata or (), mtls=False,
                            tokens=policy.tokens)
         if isinstance(who, Refused):
             self._log(method, "-", who.reason)
