@@ -23,10 +23,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.test_ha_failover import ZK_SESSION_S, active_address, start_coordinator
-
 from groupcoord.admin import AdminClient
 from groupcoord.v1 import groupcoord_pb2 as pb
+from tests.test_ha_failover import ZK_SESSION_S, active_address, start_coordinator
 from tests.zookeeper_server import ZooKeeperServer, free_port
 
 
