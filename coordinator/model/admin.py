@@ -5,7 +5,7 @@ state machine and return their answers (and writes) through the outbox.
 
 from __future__ import annotations
 
-from groupcoord.coordinator.model import phases
+from groupcoord.coordinator.model import limits, phases
 from groupcoord.coordinator.model.context import Model
 from groupcoord.coordinator.model.effects import Outbox, Token, error
 from groupcoord.coordinator.model.group import Group
@@ -138,7 +138,7 @@ def delete_tasks(m: Model, out: Outbox, request: pb.DeleteTasksRequest, token: T
         return fail(error(pb.DUPLICATE_TASK, "a task id is given twice"))
     unknown = [t for t in ids if t not in group.tasks]
     if unknown:
-        return fail(error(pb.UNKNOWN_TASK, f"unknown task(s): {', '.join(unknown)}"))
+        return fail(error(pb.UNKNOWN_TASK, f"{len(unknown)} unknown task(s): {limits.listed(unknown)}"))
     for task_id in ids:
         del group.tasks[task_id]
     if ids:

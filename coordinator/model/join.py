@@ -67,7 +67,9 @@ def handle_join(m: Model, out: Outbox, request: pb.JoinGroupRequest, token: Toke
                or limits.check_id(cfg, "instance_id", request.instance_id)
                or limits.check_id(cfg, "member_id", request.member_id, member_id=True)
                or limits.check_id(cfg, "protocol_type", request.protocol_type)
-               or next(filter(None, (limits.check_id(cfg, "protocol name", p) for p in protocols)), None))
+               or next(filter(None, (limits.check_id(cfg, "protocol name", p) for p in protocols)), None)
+               or next(filter(None, (limits.check_id(cfg, "rebalance protocol", p)
+                                     for p in request.rebalance_protocols)), None))
     if failure is not None:
         out.reply(token, "", pb.JoinGroupResponse(error=failure, generation=-1))
         return
@@ -137,9 +139,11 @@ def _refuse_over_max_size(m: Model, out: Outbox, group: Group, member_id: str) -
 
 def _protocol_mismatch(group: Group, request: pb.JoinGroupRequest) -> str:
     if group.members and request.protocol_type != group.protocol_type:
-        return f"member's protocol type {request.protocol_type!r} is not the group's {group.protocol_type!r}"
+        return (f"member's protocol type {limits.quoted(request.protocol_type)} is not the group's "
+                f"{limits.quoted(group.protocol_type)}")
     common = sorted(group.candidate_protocols())
-    return f"member offers {sorted(request.protocols)} but the group's members all support only {common}"
+    return (f"member offers {limits.listed(sorted(request.protocols))} but the group's members all support only "
+            f"{limits.listed(common)}")
 
 
 def _join_new_member(m: Model, out: Outbox, group: Group, request: pb.JoinGroupRequest,

@@ -14,7 +14,10 @@ from groupcoord.coordinator.config import CoordinatorConfig
 from groupcoord.coordinator.model.effects import error
 from groupcoord.v1 import groupcoord_pb2 as pb
 
-__all__ = ["check_id", "check_text", "escaped", "check_task", "check_tasks", "check_snapshot", "check_report"]
+__all__ = ["check_id", "check_text", "escaped", "quoted", "listed", "leave_batch_limit", "check_task", "check_tasks",
+           "check_snapshot", "check_report"]
+
+QUOTE = 64  # characters of client input an error message quotes, at most
 
 _UUID_SUFFIX = 37  # "-" and a uuid4, appended to a client or instance id to make a member id
 
@@ -33,6 +36,27 @@ def check_id(config: CoordinatorConfig, field: str, value: str, *, member_id: bo
     if not value.isprintable():
         return _bad(field, "must be printable (no control characters)")
     return None
+
+
+def quoted(value: str, limit: int = QUOTE) -> str:
+    """``value`` for an error message or a log line: its repr, escaped, and cut to ``limit`` characters
+    with the full length said (a 60 MB name must not come back as a 60 MB message)."""
+    if len(value) <= limit:
+        return repr(value)
+    return f"{value[:limit]!r}... ({len(value)} characters)"
+
+
+def listed(values: list[str], most: int = 10) -> str:
+    """The first ``most`` of ``values``, each ``quoted``, and how many more."""
+    shown = ", ".join(quoted(v) for v in values[:most])
+    return shown + (f" and {len(values) - most} more" if len(values) > most else "")
+
+
+def leave_batch_limit(config: CoordinatorConfig) -> int:
+    """Most members one LeaveGroup may name: every member and pending id once, and never more than
+    an answer of ``max_message_bytes`` can carry (each entry answers with its ids and an error)."""
+    per_entry = 4 * (config.max_id_length + _UUID_SUFFIX) + 2 * QUOTE + 256
+    return min(config.group_max_size + config.group_max_pending_members, config.max_message_bytes // per_entry)
 
 
 def check_text(config: CoordinatorConfig, field: str, value: str, *, printable: bool = False) -> pb.Error | None:

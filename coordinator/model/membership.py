@@ -58,10 +58,15 @@ def handle_leave(m: Model, out: Outbox, request: pb.LeaveGroupRequest, token: To
     if failure is not None:
         out.reply(token, "", pb.LeaveGroupResponse(error=failure))
         return
-    most = m.config.group_max_size + m.config.group_max_pending_members  # every member and pending id, once
-    if len(leaving) > most:
+    if batch and (request.member_id or request.instance_id):
         out.reply(token, "", pb.LeaveGroupResponse(error=error(
-            pb.INVALID_REQUEST, f"{len(leaving)} members; at most {most} (group_max_size + group_max_pending_members)")))
+            pb.INVALID_REQUEST, "give either member_id/instance_id or a batch of members, not both")))
+        return
+    most = limits.leave_batch_limit(m.config)
+    if len(leaving) > most:  # refused before acting: the answer to every entry must fit in one message
+        out.reply(token, "", pb.LeaveGroupResponse(error=error(
+            pb.INVALID_REQUEST, f"{len(leaving)} members; at most {most} in one LeaveGroup (every member and "
+            f"pending id once, and what one answer of max_message_bytes can carry)")))
         return
     answers = [_leave_one(m, out, group, who) for who in leaving]
     response = pb.LeaveGroupResponse(members=answers)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from groupcoord.coordinator.model import phases
+from groupcoord.coordinator.model import limits, phases
 from groupcoord.coordinator.model.assignment_check import AssignmentCheck, check_assignment, inputs_of
 from groupcoord.coordinator.model.context import Model
 from groupcoord.coordinator.model.effects import Outbox, Token, error
@@ -43,10 +43,12 @@ def _protocol_check(group: Group, request: pb.SyncGroupRequest) -> pb.Error | No
     """KIP-559: a protocol type or name given in SyncGroup must be the group's."""
     if request.protocol_type and request.protocol_type != group.protocol_type:
         return error(pb.INCONSISTENT_GROUP_PROTOCOL,
-                     f"protocol type {request.protocol_type!r} is not the group's {group.protocol_type!r}")
+                     f"protocol type {limits.quoted(request.protocol_type)} is not the group's "
+                     f"{limits.quoted(group.protocol_type)}")
     if request.protocol_name and request.protocol_name != group.protocol:
         return error(pb.INCONSISTENT_GROUP_PROTOCOL,
-                     f"protocol {request.protocol_name!r} is not this generation's {group.protocol!r}")
+                     f"protocol {limits.quoted(request.protocol_name)} is not this generation's "
+                     f"{limits.quoted(group.protocol)}")
     return None
 
 

@@ -1,0 +1,79 @@
+"""Free-form fields bounded, error messages quoting only a short prefix, batches that fit their
+answer (issue 26 item 3), against the model on a fake clock."""
+
+from __future__ import annotations
+
+import pytest
+
+from groupcoord.coordinator.config import CoordinatorConfig
+from groupcoord.coordinator.model import limits
+from groupcoord.coordinator.testing import Harness
+from groupcoord.v1 import groupcoord_pb2 as pb
+
+G = "g"
+
+
+def join(h: Harness, **fields: object) -> pb.JoinGroupResponse:
+    request = pb.JoinGroupRequest(group_id=G, client_id="w", session_timeout_ms=10_000, rebalance_timeout_ms=10_000,
+                                  protocols=["round-robin"], instance_id="i", **fields)  # type: ignore[arg-type]
+    response: pb.JoinGroupResponse = h.run(lambda token: h.model.join(request, token, "test"),
+                                           pb.JoinGroupResponse).response
+    return response
+
+
+@pytest.mark.parametrize("name", ["coop\x00erative", "\x1b[31mcooperative", "eager\nINFO forged line", "c" * 1_000_000])
+def test_rebalance_protocol_names_are_printable_and_short(name: str) -> None:
+    h = Harness()
+    answer = join(h, rebalance_protocols=["eager", name])
+    assert answer.error.code == pb.INVALID_REQUEST and "rebalance protocol" in answer.error.message
+    assert len(answer.error.message) < 200 and G not in h.model.groups  # nothing kept
+
+
+def test_a_mismatched_protocol_name_is_quoted_short() -> None:
+    h = Harness()
+    joined = join(h)
+    request = pb.SyncGroupRequest(group_id=G, member_id=joined.member_id, generation=joined.generation,
+                                  instance_id="i", protocol_name="p" * 60_000_000)
+    answer = h.run(lambda token: h.model.sync(request, token), pb.SyncGroupResponse).response
+    assert answer.error.code == pb.INCONSISTENT_GROUP_PROTOCOL
+    assert "60000000 characters" in answer.error.message and len(answer.error.message) < 300
+
+
+def test_deleting_500k_unknown_tasks_answers_a_short_message() -> None:
+    h = Harness()
+    h.put_tasks(G, "t1")
+    request = pb.DeleteTasksRequest(group_id=G, task_ids=[f"unknown-{i}" for i in range(500_000)])
+    answer = h.run(lambda token: h.model.delete_tasks(request, token), pb.DeleteTasksResponse).response
+    assert answer.error.code == pb.UNKNOWN_TASK
+    assert "500000 unknown" in answer.error.message and "499990 more" in answer.error.message
+    assert len(answer.error.message) < 1_500
+
+
+def test_a_leave_naming_both_one_member_and_a_batch_is_refused_and_changes_nothing() -> None:
+    h = Harness()
+    joined = join(h)
+    request = pb.LeaveGroupRequest(group_id=G, member_id=joined.member_id, instance_id="i",
+                                   members=[pb.MemberIdentity(member_id="other")])
+    answer = h.run(lambda token: h.model.leave(request, token), pb.LeaveGroupResponse).response
+    assert answer.error.code == pb.INVALID_REQUEST and "not both" in answer.error.message
+    assert joined.member_id in h.model.groups[G].members
+
+
+def test_a_leave_batch_is_bounded_so_its_answer_fits_and_a_bigger_one_is_refused_before_acting() -> None:
+    config = CoordinatorConfig(group_initial_rebalance_delay_ms=0, max_message_bytes=1_048_576,
+                               max_request_bytes_in_flight=1_048_576)
+    h = Harness(config)
+    joined = join(h)
+    most = limits.leave_batch_limit(config)
+    assert 100 < most < config.group_max_size
+    longest = "x" * config.max_id_length
+    batch = [pb.MemberIdentity(member_id=longest + "-" + "y" * 36, instance_id=longest[:-3] + f"{i:03d}")
+             for i in range(most)]
+    full = h.run(lambda token: h.model.leave(pb.LeaveGroupRequest(group_id=G, members=batch), token),
+                 pb.LeaveGroupResponse).response
+    assert len(full.members) == most and full.ByteSize() <= config.max_message_bytes
+    over = batch + [pb.MemberIdentity(member_id=joined.member_id, instance_id="i")]
+    refused = h.run(lambda token: h.model.leave(pb.LeaveGroupRequest(group_id=G, members=over), token),
+                    pb.LeaveGroupResponse).response
+    assert refused.error.code == pb.INVALID_REQUEST and not refused.members
+    assert joined.member_id in h.model.groups[G].members  # refused before acting
