@@ -6,6 +6,7 @@ machine of ``coordinator.model.states`` and only changes through its triggers.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -14,7 +15,7 @@ from groupcoord.coordinator.model.effects import Token
 from groupcoord.coordinator.model.states import GroupState
 from groupcoord.v1 import groupcoord_pb2 as pb
 
-__all__ = ["Member", "Group"]
+__all__ = ["Member", "Group", "PendingIds"]
 
 
 @dataclass(eq=False)
@@ -79,6 +80,47 @@ class Member:
         )
 
 
+class PendingIds:
+    """Member ids handed out with MEMBER_ID_REQUIRED and not yet joined with, each tied to who asked
+    (a principal, or the client's address when security is off): only it may join with the id, and
+    each asker holds at most its share of the group's cap (counted here, O(1) per change)."""
+
+    __slots__ = ("_held", "_owner")
+
+    def __init__(self) -> None:
+        self._owner: dict[str, str] = {}
+        self._held: dict[str, int] = {}
+
+    def add(self, member_id: str, owner: str) -> None:
+        self.discard(member_id)
+        self._owner[member_id] = owner
+        self._held[owner] = self._held.get(owner, 0) + 1
+
+    def discard(self, member_id: str) -> None:
+        owner = self._owner.pop(member_id, None)
+        if owner is not None:
+            left = self._held[owner] - 1
+            if left:
+                self._held[owner] = left
+            else:
+                del self._held[owner]
+
+    def owner(self, member_id: str) -> str | None:
+        return self._owner.get(member_id)
+
+    def held_by(self, owner: str) -> int:
+        return self._held.get(owner, 0)
+
+    def __contains__(self, member_id: object) -> bool:
+        return member_id in self._owner
+
+    def __len__(self) -> int:
+        return len(self._owner)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._owner))
+
+
 @dataclass(eq=False)
 class Group:
     group_id: str
@@ -91,8 +133,8 @@ class Group:
     members: dict[str, Member] = field(default_factory=dict)
     # static members: instance id -> its current member id (KIP-345)
     static_members: dict[str, str] = field(default_factory=dict)
-    # ids handed out with MEMBER_ID_REQUIRED, not yet joined with them
-    pending_members: set[str] = field(default_factory=set)
+    # ids handed out with MEMBER_ID_REQUIRED, not yet joined with them (and who asked for each)
+    pending_members: PendingIds = field(default_factory=PendingIds)
     # members of the current generation that have not sent SyncGroup yet
     pending_sync: set[str] = field(default_factory=set)
     assignment: dict[str, list[pb.TaskReplica]] = field(default_factory=dict)

@@ -87,7 +87,9 @@ def handle_join(m: Model, out: Outbox, request: pb.JoinGroupRequest, token: Toke
     elif not request.member_id:
         _join_new_member(m, out, group, request, token, host, fail, principal)
     elif request.member_id in group.pending_members:
-        if request.instance_id:
+        if group.pending_members.owner(request.member_id) != _asker(principal, host):
+            fail(pb.UNKNOWN_MEMBER_ID, "the member id was handed out to another client")
+        elif request.instance_id:
             fail(pb.INVALID_REQUEST, "a member id handed out with MEMBER_ID_REQUIRED cannot become static")
         elif not group.supports_protocols(request.protocol_type, protocols):
             fail(pb.INCONSISTENT_GROUP_PROTOCOL, _protocol_mismatch(group, request))
@@ -156,18 +158,26 @@ def _join_new_member(m: Model, out: Outbox, group: Group, request: pb.JoinGroupR
         _replace_static_member(m, out, group, request, member_id, token, principal)
     elif request.instance_id:  # a static member needs no second step: its instance id names it
         _add_member(m, out, group, request, member_id, token, host, principal)
+    elif (held := group.pending_members.held_by(asker := _asker(principal, host))) \
+            >= m.config.group_max_pending_members_per_principal:
+        # retriable: its own pending ids expire within the session timeouts it asked for; others are not held up
+        fail(pb.COORDINATOR_NOT_AVAILABLE, f"{asker} holds {held} member ids of group {group.group_id!r} handed out "
+             f"and not yet used (group_max_pending_members_per_principal); retry shortly")
     elif len(group.pending_members) >= m.config.group_max_pending_members:
-        # retriable: the pending ids expire within the minimum session timeout
+        # retriable: the pending ids expire within the session timeouts their joins asked for
         fail(pb.COORDINATOR_NOT_AVAILABLE, f"group {group.group_id!r} has {len(group.pending_members)} member ids "
              f"handed out and not yet used (group_max_pending_members); retry shortly")
     else:
-        group.pending_members.add(member_id)
-        # a pending id needs to live one round trip, even on a busy machine: Kafka's lifetime is the
-        # session timeout, bounded here by 30 s (or the minimum session, if longer) so a flood of first
-        # joins cannot hold the group's pending slots for as long as the flooder asks
-        lifetime_ms = min(request.session_timeout_ms, max(m.config.group_min_session_timeout_ms, 30_000))
-        out.arm(phases.pending_key(group.group_id, member_id), lifetime_ms / 1000)
+        group.pending_members.add(member_id, asker)
+        # Kafka's pending-member expiration: the id lives the session timeout its join asked for (a
+        # flooder's ids count against its own share only, so it cannot keep others out by asking long)
+        out.arm(phases.pending_key(group.group_id, member_id), request.session_timeout_ms / 1000)
         fail(pb.MEMBER_ID_REQUIRED, "join again with the member id given", member_id)
+
+
+def _asker(principal: str, host: str) -> str:
+    """Who a pending id belongs to: the authenticated principal, else the client's address."""
+    return principal or f"address {host or '?'}"
 
 
 def _add_member(m: Model, out: Outbox, group: Group, request: pb.JoinGroupRequest, member_id: str,

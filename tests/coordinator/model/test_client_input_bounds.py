@@ -77,3 +77,44 @@ def test_a_leave_batch_is_bounded_so_its_answer_fits_and_a_bigger_one_is_refused
                     pb.LeaveGroupResponse).response
     assert refused.error.code == pb.INVALID_REQUEST and not refused.members
     assert joined.member_id in h.model.groups[G].members  # refused before acting
+
+
+# ---------------------------------------------------------------------- pending ids (issue 26 item 4)
+
+
+def first_join(h: Harness, principal: str, host: str = "10.0.0.1", session_ms: int = 30_000) -> pb.JoinGroupResponse:
+    request = pb.JoinGroupRequest(group_id=G, client_id="w", session_timeout_ms=session_ms, rebalance_timeout_ms=10_000,
+                                  protocols=["round-robin"])
+    response: pb.JoinGroupResponse = h.run(lambda token: h.model.join(request, token, host, principal),
+                                           pb.JoinGroupResponse).response
+    return response
+
+
+def second_join(h: Harness, member_id: str, principal: str, host: str = "10.0.0.1") -> pb.JoinGroupResponse:
+    request = pb.JoinGroupRequest(group_id=G, member_id=member_id, client_id="w", session_timeout_ms=30_000,
+                                  rebalance_timeout_ms=10_000, protocols=["round-robin"])
+    response = h.run(lambda token: h.model.join(request, token, host, principal), pb.JoinGroupResponse)
+    return response.response if response.done else pb.JoinGroupResponse()
+
+
+@pytest.mark.parametrize("secured", [True, False], ids=["principals", "addresses"])
+def test_a_flood_of_first_joins_holds_only_its_own_share(secured: bool) -> None:
+    config = CoordinatorConfig(group_initial_rebalance_delay_ms=0, group_max_pending_members=10,
+                               group_max_pending_members_per_principal=4)
+    h = Harness(config)
+    flooder, tenant = ("User:B", "User:A") if secured else ("", "")
+    flooder_host, tenant_host = ("10.0.0.1", "10.0.0.1") if secured else ("10.0.0.66", "10.0.0.1")
+    codes = [first_join(h, flooder, flooder_host, session_ms=600_000).error.code for _ in range(50)]
+    assert codes.count(pb.MEMBER_ID_REQUIRED) == 4 and codes.count(pb.COORDINATOR_NOT_AVAILABLE) == 46
+    # the other tenant's worker gets in at its first try
+    mine = first_join(h, tenant, tenant_host)
+    assert mine.error.code == pb.MEMBER_ID_REQUIRED
+    assert second_join(h, mine.member_id, tenant, tenant_host).error.code == pb.NONE
+
+
+def test_a_pending_id_is_good_only_for_whoever_asked_for_it() -> None:
+    h = Harness()
+    theirs = first_join(h, "User:A")
+    stolen = second_join(h, theirs.member_id, "User:B")
+    assert stolen.error.code == pb.UNKNOWN_MEMBER_ID and theirs.member_id in h.model.groups[G].pending_members
+    assert second_join(h, theirs.member_id, "User:A").error.code == pb.NONE
