@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+from typing import Any
 
 from groupcoord.addresses import parse_addresses
 from groupcoord.admin import AdminClient
@@ -22,10 +23,25 @@ __all__ = [
     "non_negative_float",
     "open_admin",
     "positive_int",
+    "printable",
 ]
 
 DEFAULT_LISTEN = "127.0.0.1:9400"
 STATS_EXTRA_HINT = "pip install 'groupcoord[stats]'"
+
+
+def printable(value: Any) -> Any:
+    """``value`` (a string, or dicts and lists of them) safe for the operator's terminal: control
+    characters (ESC, OSC, newlines) written as escapes. A group's ids, racks and reasons come from
+    its members and admins, possibly another tenant: never write their bytes to a terminal raw.
+    (Tables are printed with markup off, so ``[/x]`` in an id is shown, not interpreted.)"""
+    if isinstance(value, str):
+        return value if value.isprintable() else value.encode("unicode_escape").decode("ascii")
+    if isinstance(value, dict):
+        return {key: printable(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [printable(item) for item in value]
+    return value
 
 
 class UsageError(Exception):

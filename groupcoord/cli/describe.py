@@ -14,6 +14,7 @@ from rich.table import Table
 
 from groupcoord.assignors.base import TaskReplica
 from groupcoord.assignors.metrics import summarize
+from groupcoord.cli.common import printable
 from groupcoord.v1 import groupcoord_pb2 as pb
 
 __all__ = ["describe_as_dict", "print_describe", "short_id", "state_name"]
@@ -135,7 +136,8 @@ def print_describe(info: dict[str, Any], *, width: int | None = None, wide: bool
     """``describe_as_dict``'s result as a table, like kafka-consumer-groups --describe. Fits the
     terminal: member ids are shortened in the middle, never wrapped (``wide``: shown whole)."""
     width = width or shutil.get_terminal_size((120, 24)).columns
-    console = Console(highlight=False, width=10_000 if wide else width, soft_wrap=wide)
+    info = printable(info)
+    console = Console(highlight=False, markup=False, emoji=False, width=10_000 if wide else width, soft_wrap=wide)
     ids = 10_000 if wide else _id_width(info, width)
     head = Table(box=None, show_edge=False, pad_edge=False, show_header=False)
     head.add_column("key", no_wrap=True)

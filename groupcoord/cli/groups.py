@@ -7,7 +7,7 @@ import json
 
 from groupcoord import errors
 from groupcoord.admin import AdminClient
-from groupcoord.cli.common import UsageError, open_admin
+from groupcoord.cli.common import UsageError, open_admin, printable
 from groupcoord.cli.describe import describe_as_dict, print_describe, state_name
 from groupcoord.cli.plan import run_plan
 
@@ -29,8 +29,8 @@ def run_groups(args: argparse.Namespace) -> int:
                 if not groups:
                     print("(no groups)")
                 for g in groups:
-                    print(f"{g.group_id}\t{state_name(g.state)}\tgeneration {g.generation}\t"
-                          f"{g.num_members} member(s)\t{g.protocol or '-'}")
+                    print(f"{printable(g.group_id)}\t{state_name(g.state)}\tgeneration {g.generation}\t"
+                          f"{g.num_members} member(s)\t{printable(g.protocol) or '-'}")
             return 0
         info = describe_as_dict(admin.describe_group(args.group))
         if args.json:
@@ -50,7 +50,7 @@ def _remove_members(admin: AdminClient, args: argparse.Namespace) -> int:
              if a.error.code else ""} for a in answers]
     if args.json:
         print(json.dumps(rows))
-    for row in [] if args.json else rows:
+    for row in [] if args.json else printable(rows):
         who = f"instance {row['instance_id']}" if row["instance_id"] else f"member {row['member_id']}"
         print(f"{who}: " + (f"not removed: {row['error']}: {row['message']}" if row["error"] else
                             f"removed (member {row['member_id']})"))

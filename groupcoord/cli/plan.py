@@ -30,7 +30,7 @@ from groupcoord.assignors.base import Assignment, AssignmentContext, AssignorErr
 from groupcoord.assignors.metrics import owners, summarize
 from groupcoord.assignors.registry import get_assignor
 from groupcoord.assignors.snapshot import LoadSnapshot
-from groupcoord.cli.common import STATS_EXTRA_HINT, UsageError, open_admin
+from groupcoord.cli.common import STATS_EXTRA_HINT, UsageError, open_admin, printable
 from groupcoord.cli.describe import short_id
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.wire import context_from_describe
@@ -158,7 +158,8 @@ def _figure(value: Any) -> str:
 def print_plan(plan: dict[str, Any], *, width: int | None = None) -> None:
     """The proposal as tables: members before → after, the moves, the balance on both sides."""
     width = width or shutil.get_terminal_size((120, 24)).columns
-    console = Console(highlight=False, width=width)
+    plan = printable(plan)
+    console = Console(highlight=False, markup=False, emoji=False, width=width)
     snap = plan["load_snapshot"]
     console.print(f"GROUP {plan['group']}  generation {plan['generation']}  assignor {plan['assignor']}  "
                   f"load snapshot {snap['snapshot_id'] or '-'} ({snap['source']})" if snap else

@@ -41,3 +41,18 @@ def test_short_id() -> None:
     assert short_id("abc", 10) == "abc"
     assert short_id("0123456789abcdefghij", 11) == "01234…fghij"
     assert len(short_id(LONG, 24)) == 24
+
+
+def test_data_from_members_never_reaches_the_terminal_raw(capsys: pytest.CaptureFixture[str]) -> None:
+    """A rack, task id or reason with terminal escapes or rich markup (possibly another tenant's) is shown
+    escaped and literal: no ESC/OSC byte reaches the terminal, and ``[/x]`` neither crashes nor styles."""
+    hostile = info()
+    hostile["members"][0]["rack"] = "\x1b]0;owned\x07\x1b[2J"
+    hostile["members"][1]["tasks"] = ["[/x]", "[bold red]t[/]"]
+    hostile["tasks"] += ["[/x]", "[bold red]t[/]", "ok\x1b[31m"]
+    hostile["unassigned"] = [{"task": "[/x]", "replica": 0, "reason": "line\nbreak"}]
+    hostile["last_error"] = "\x1b[5mblink"
+    print_describe(hostile, width=200)
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out
+    assert "[/x]" in out and "[bold red]t[/]" in out and "\\x1b]0;owned" in out and "line\\nbreak" in out
