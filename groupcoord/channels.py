@@ -16,6 +16,8 @@ Two settings matter beyond gRPC's defaults:
 from __future__ import annotations
 
 import collections
+import os
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -24,7 +26,7 @@ import grpc
 
 from groupcoord.addresses import is_loopback_host
 
-__all__ = ["MAX_RECEIVE_BYTES", "ClientSecurity", "channel_options", "is_loopback_address"]
+__all__ = ["MAX_RECEIVE_BYTES", "ClientSecurity", "channel_options", "is_loopback_address", "unsafe_file"]
 
 MAX_RECEIVE_BYTES = 256 * 1_048_576
 
@@ -64,7 +66,7 @@ class ClientSecurity:
     def open_channel(self, address: str, options: list[tuple[str, int]]) -> grpc.Channel:
         """A channel to ``address`` with this security (``ValueError``: one line, never a secret)."""
         if self.tls_ca:
-            key = _read(self.tls_key, "--tls-key") if self.tls_key else None
+            key = _read(self.tls_key, "--tls-key", secret=True) if self.tls_key else None
             cert = _read(self.tls_cert, "--tls-cert") if self.tls_cert else None
             credentials = grpc.ssl_channel_credentials(_read(self.tls_ca, "--tls-ca"), key, cert)
             channel = grpc.secure_channel(address, credentials, options=options)
@@ -84,18 +86,38 @@ class ClientSecurity:
                 raise ValueError(f"a token is sent to {address} only over TLS: add --tls-ca")
         for path, what in ((self.tls_ca, "--tls-ca"), (self.tls_cert, "--tls-cert"), (self.tls_key, "--tls-key")):
             if path:
-                _read(path, what)
+                _read(path, what, secret=what == "--tls-key")
         if self.token_file:
             self.token()
 
     def token(self) -> str:
-        text = _read(self.token_file, "--token-file").decode("utf-8", errors="replace").strip()
+        text = _read(self.token_file, "--token-file", secret=True).decode("utf-8", errors="replace").strip()
         if not text or any(c.isspace() for c in text):
             raise ValueError(f"--token-file {self.token_file}: expected the token alone on one line")
         return text
 
 
-def _read(path: str, what: str) -> bytes:
+def unsafe_file(path: str | os.PathLike[str], what: str, *, secret: bool = True) -> str | None:
+    """Why a credential file must not be used, or None (a missing file is the reader's error).
+
+    Like ssh with a private key: a ``secret`` (a key, a token, a password) that others may read, or
+    any such file (an ACL) that anyone but its owner and group may change, is refused with one line.
+    Group-readable stays allowed (0640 with a service group is a common deployment)."""
+    try:
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        return None
+    if secret and mode & 0o004:
+        return f"{what} {path} is readable by others (mode {mode:04o}): chmod o-rwx {path}"
+    if mode & 0o002:
+        return f"{what} {path} is writable by others (mode {mode:04o}): chmod o-w {path}"
+    return None
+
+
+def _read(path: str, what: str, *, secret: bool = False) -> bytes:
+    problem = unsafe_file(path, what) if secret else None
+    if problem is not None:
+        raise ValueError(problem)
     try:
         with open(path, "rb") as handle:
             return handle.read()

@@ -26,6 +26,7 @@ class Pki:
         self.other_ca.cert_pem.write_to_path(str(self.other_ca_file))
         server = self.ca.issue_cert("localhost", "127.0.0.1", "::1")
         server.private_key_pem.write_to_path(str(self.root / "server.key"))
+        (self.root / "server.key").chmod(0o600)  # a key others can read is refused, as ssh does
         server.cert_chain_pems[0].write_to_path(str(self.root / "server.pem"))
 
     @property
@@ -55,6 +56,7 @@ class Pki:
         cert, key = self.root / f"{name}{'-expired' if expired else ''}.pem", self.root / f"{name}.key"
         issued.cert_chain_pems[0].write_to_path(str(cert))
         issued.private_key_pem.write_to_path(str(key))
+        key.chmod(0o600)
         return cert, key
 
     def server_credentials(self, *, mtls: bool) -> grpc.ServerCredentials:
@@ -81,6 +83,7 @@ class Tokens:
         self.tokens[name] = secrets.token_hex(16)
         path = self.root / f"{name}.token"
         path.write_text(self.tokens[name] + "\n")
+        path.chmod(0o600)  # a token file others can read is refused
         return path
 
     def server_file(self, names: list[str] | None = None) -> Path:
@@ -88,4 +91,5 @@ class Tokens:
         lines = [f"{n} sha256:{hashlib.sha256(t.encode()).hexdigest()}" for n, t in self.tokens.items()
                  if names is None or n in names]
         path.write_text("\n".join(lines) + "\n")
+        path.chmod(0o600)
         return path

@@ -9,6 +9,7 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
+from groupcoord.channels import unsafe_file
 from groupcoord.coordinator.auth.acl import AclError, Acls, parse_acls
 from groupcoord.coordinator.auth.guard import Policy
 from groupcoord.coordinator.auth.tokens import TokenFileError, TokenTable, parse_tokens
@@ -27,6 +28,7 @@ def load_policy(*, mtls: bool, token_file: Path | None, acl_file: Path | None) -
 def _tokens(path: Path | None) -> TokenTable | None:
     if path is None:
         return None
+    _refuse_unsafe(path, "token file", secret=True)
     try:
         return parse_tokens(path.read_text(encoding="utf-8"), source=f"token file {path}")
     except OSError as error:
@@ -37,9 +39,16 @@ def _tokens(path: Path | None) -> TokenTable | None:
         raise PolicyFileError(str(error)) from None
 
 
+def _refuse_unsafe(path: Path, what: str, *, secret: bool) -> None:
+    problem = unsafe_file(path, what, secret=secret)
+    if problem is not None:
+        raise PolicyFileError(problem)
+
+
 def _acls(path: Path | None) -> Acls | None:
     if path is None:
         return None
+    _refuse_unsafe(path, "ACL file", secret=False)  # not secret, but whoever can change it grants access
     try:
         with path.open("rb") as handle:
             document = tomllib.load(handle)

@@ -7,11 +7,15 @@ from pathlib import Path
 import grpc
 
 from groupcoord.addresses import is_loopback_host
+from groupcoord.channels import unsafe_file
 
 __all__ = ["is_loopback", "server_credentials"]
 
 
-def _read(path: Path, what: str) -> bytes:
+def _read(path: Path, what: str, *, secret: bool = False) -> bytes:
+    problem = unsafe_file(path, what) if secret else None
+    if problem is not None:
+        raise ValueError(problem)
     try:
         data = path.read_bytes()
     except OSError as error:
@@ -23,7 +27,7 @@ def _read(path: Path, what: str) -> bytes:
 
 def server_credentials(cert: Path, key: Path, client_ca: Path | None) -> grpc.ServerCredentials:
     """TLS with ``cert``/``key``; with ``client_ca``, clients must present a certificate it signed."""
-    pair = (_read(key, "--tls-key"), _read(cert, "--tls-cert"))
+    pair = (_read(key, "--tls-key", secret=True), _read(cert, "--tls-cert"))
     if client_ca is None:
         return grpc.ssl_server_credentials([pair])
     return grpc.ssl_server_credentials([pair], root_certificates=_read(client_ca, "--tls-client-ca"),

@@ -21,6 +21,8 @@ from typing import Any
 
 from kazoo.security import make_acl, make_digest_acl
 
+from groupcoord.channels import unsafe_file
+
 __all__ = ["ZkSecurity", "load_zk_security"]
 
 
@@ -66,6 +68,9 @@ def load_zk_security(
     if auth:
         if credentials_file is None:
             raise ValueError(f"zk_auth = {auth!r} needs zk_credentials_file (one line USER:PASSWORD)")
+        problem = unsafe_file(credentials_file, "zk_credentials_file")
+        if problem is not None:
+            raise ValueError(problem)
         try:
             line = credentials_file.read_text(encoding="utf-8").strip()
         except OSError as error:

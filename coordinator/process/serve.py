@@ -40,6 +40,7 @@ import asyncio
 import logging
 import os
 import signal
+import stat
 import sys
 import tomllib
 from contextlib import ExitStack
@@ -212,6 +213,23 @@ def _check_security(paths: dict[str, Path | None]) -> None:
         raise ValueError("choose one way to authenticate clients: --tls-client-ca (certificates) or --token-file")
 
 
+def _tighten(data_dir: Path) -> None:
+    """An existing data directory others can enter (0755 from an older version or a careless mkdir)
+    is made the operator's only, with one line saying so: it holds every group's record and every
+    worker's load reports. One owned by someone else is left alone, with a warning."""
+    mode = stat.S_IMODE(data_dir.stat().st_mode)
+    if not mode & 0o077:
+        return
+    try:
+        data_dir.chmod(mode & 0o700)
+    except OSError as error:
+        print(f"groupcoord serve: WARNING: data directory {data_dir} is mode {mode:04o} (others may read group "
+              f"records and load reports) and cannot be tightened: {error.strerror}", file=sys.stderr, flush=True)
+        return
+    print(f"groupcoord serve: data directory {data_dir} was mode {mode:04o}: tightened to {mode & 0o700:04o} "
+          f"(group records and load reports are the operator's only)", file=sys.stderr, flush=True)
+
+
 def run_coordinator(options: ServeOptions) -> int:
     """Run until SIGINT/SIGTERM; returns the exit status. One path for every store: the store and
     the office differ (ZooKeeper brings an election), the runtime and the server do not."""
@@ -222,6 +240,7 @@ def run_coordinator(options: ServeOptions) -> int:
         raise ValueError(f"cannot create data directory {options.data_dir}: {error.strerror}") from None
     if not os.access(options.data_dir, os.W_OK):
         raise ValueError(f"data directory {options.data_dir} is not writable")
+    _tighten(options.data_dir)
     credentials = None
     if options.tls_cert is not None and options.tls_key is not None:
         credentials = server_credentials(options.tls_cert, options.tls_key, options.tls_client_ca)

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from groupcoord.channels import ClientSecurity
 from groupcoord.cli import main
 from groupcoord.coordinator.auth.acl import AclError, Operation, parse_acls
 from groupcoord.coordinator.auth.principals import ANONYMOUS, Authenticated, Refused, authenticate
@@ -159,6 +160,7 @@ def test_security_options_that_do_not_fit_together(values: dict[str, str], messa
 def test_zookeeper_security_options(tmp_path: Path) -> None:
     creds = tmp_path / "zk.creds"
     creds.write_text("groupcoord:pw\n")
+    creds.chmod(0o600)
     security = load_zk_security(auth="digest", credentials_file=creds, tls_ca=tmp_path / "ca.pem",
                                 tls_cert=None, tls_key=None)
     kwargs = security.kazoo_kwargs()
@@ -222,5 +224,49 @@ def test_a_token_is_never_sent_in_plaintext_beyond_loopback(tmp_path: Path,
                                                              capsys: pytest.CaptureFixture[str]) -> None:
     token = tmp_path / "token"
     token.write_text("abc\n")
+    token.chmod(0o600)
     assert main(["groups", "list", "--coordinator", "10.1.2.3:9400", "--token-file", str(token)]) == 2
     assert "only over TLS: add --tls-ca" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("what", "mode", "message"), [
+    ("token", 0o644, "readable by others (mode 0644)"),
+    ("token", 0o666, "readable by others (mode 0666)"),
+    ("acl", 0o666, "writable by others (mode 0666)"),
+    ("tls-key", 0o644, "readable by others (mode 0644)"),
+])
+def test_serve_refuses_credential_files_others_can_read_or_change(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], what: str, mode: int, message: str
+) -> None:
+    path = tmp_path / what
+    path.write_text('w sha256:' + "ab" * 32 + "\n" if what == "token" else "")
+    path.chmod(mode)
+    flags = {"token": ["--token-file", str(path)], "acl": ["--acl-file", str(path)],
+             "tls-key": ["--tls-cert", str(tmp_path / "c.pem"), "--tls-key", str(path)]}[what]
+    assert main(["serve", "--listen", "127.0.0.1:0", "--data-dir", str(tmp_path / "d"), *flags]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize("mode", [0o644, 0o604])
+def test_clients_refuse_a_token_file_others_can_read(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                      mode: int) -> None:
+    token = tmp_path / "token"
+    token.write_text("abc\n")
+    token.chmod(mode)
+    assert main(["groups", "list", "--coordinator", "127.0.0.1:1", "--token-file", str(token)]) == 2
+    assert f"is readable by others (mode {mode:04o})" in capsys.readouterr().err
+    token.chmod(0o640)  # group-readable (a service group) is fine
+    ClientSecurity(token_file=str(token)).check(["127.0.0.1:1"])
+
+
+def test_serve_tightens_an_existing_data_directory_others_can_enter(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = tmp_path / "d"
+    data.mkdir(mode=0o755)
+    data.chmod(0o755)
+    # the serve stops at the unreadable ACL file, after the data directory was looked at
+    assert main(["serve", "--listen", "127.0.0.1:0", "--data-dir", str(data), "--acl-file", "/nonexistent"]) == 2
+    assert "was mode 0755: tightened to 0700" in capsys.readouterr().err
+    assert data.stat().st_mode & 0o777 == 0o700

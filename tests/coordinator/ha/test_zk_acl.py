@@ -29,6 +29,7 @@ def test_group_znodes_are_readable_and_writable_only_with_the_coordinators_crede
 ) -> None:
     creds = tmp_path / "zk.creds"
     creds.write_text("groupcoord:correct-horse\n")
+    creds.chmod(0o600)
     security = load_zk_security(auth="digest", credentials_file=creds, tls_ca=None, tls_cert=None, tls_key=None)
     root = f"/groupcoord/acl-{uuid.uuid4().hex[:8]}"
     client = connect(zk.hosts, session_timeout=6.0, security=security)
@@ -45,6 +46,7 @@ def test_group_znodes_are_readable_and_writable_only_with_the_coordinators_crede
         anonymous = connect(zk.hosts, session_timeout=6.0)
         intruder_creds = tmp_path / "intruder.creds"
         intruder_creds.write_text("groupcoord:guessed\n")
+        intruder_creds.chmod(0o600)
         intruder = connect(zk.hosts, session_timeout=6.0, security=load_zk_security(
             auth="digest", credentials_file=intruder_creds, tls_ca=None, tls_cert=None, tls_key=None))
         others += [anonymous, intruder]
