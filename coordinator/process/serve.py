@@ -25,6 +25,8 @@ Config file (TOML)::
     zk_credentials_file = "zk.creds"
     zk_tls_ca = "zk-ca.pem"
     metrics_listen = "127.0.0.1:9401"    # serve Prometheus metrics at http://HOST:PORT/metrics (default: off)
+    metrics_group_labels = true          # false: no per-group series (a scraper learns no group names)
+    metrics_tls = false                  # true: /metrics over HTTPS with tls_cert/tls_key (tls_client_ca: mTLS)
     log_format = "text"                  # text | json (one JSON object per line)
 
     [coordinator]               # any CoordinatorConfig field
@@ -62,7 +64,7 @@ from groupcoord.coordinator.process.load_reports import sample_sink
 from groupcoord.coordinator.process.process_tuning import tune_process
 from groupcoord.coordinator.process.snapshot_watch import watch_snapshots
 from groupcoord.coordinator.rpc.server import RunningServer, serve_forever
-from groupcoord.coordinator.runtime.metrics import MetricsEndpoint, serve_metrics
+from groupcoord.coordinator.runtime.metrics import MetricsEndpoint, MetricsTls, serve_metrics
 from groupcoord.coordinator.runtime.office import Office
 from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
 from groupcoord.coordinator.storage.sqlite_store import SqliteStore
@@ -80,6 +82,7 @@ _PATH_KEYS = (
 _SERVER_KEYS = {
     "listen", "data_dir", "store", "zk", "advertise", "zk_root", "zk_session_timeout_s", "snapshots", "snapshot_poll_s",
     "sample_retention_s", "sample_retention_bytes", "metrics_listen", "log_format", "zk_auth", *_PATH_KEYS,
+    "metrics_group_labels", "metrics_tls",
 }
 
 
@@ -109,6 +112,10 @@ class ServeOptions:
     zk_tls_cert: Path | None = None
     zk_tls_key: Path | None = None
     metrics_listen: str = ""  # HOST:PORT of the Prometheus endpoint ("" = none)
+    # per-group series (group names, member counts, generations); false for a coordinator whose
+    # metrics are scraped by someone who may not learn every tenant's group names
+    metrics_group_labels: bool = True
+    metrics_tls: bool = False  # serve /metrics over HTTPS with tls_cert/tls_key (and tls_client_ca: client certs)
     log_format: str = "text"  # text | json
     coordinator: CoordinatorConfig = field(default_factory=CoordinatorConfig)
 
@@ -172,6 +179,12 @@ class ServeOptions:
         _host, sep, port = metrics_listen.rpartition(":")
         if metrics_listen and (not sep or not port.isdigit() or int(port) > 65535):
             raise ValueError(f"--metrics-listen {metrics_listen!r} is not HOST:PORT")
+        flags = {key: server.get(key, getattr(cls, key)) for key in ("metrics_group_labels", "metrics_tls")}
+        for key, value in flags.items():
+            if not isinstance(value, bool):
+                raise ValueError(f"{key} must be true or false, not {str(value)[:40]!r}")  # noqa: TRY004 - a config error: one line, exit 2
+        if flags["metrics_tls"] and paths["tls_cert"] is None:
+            raise ValueError("metrics_tls needs tls_cert and tls_key")
         log_format = server.get("log_format", cls.log_format)
         if log_format not in ("text", "json"):
             raise ValueError(f"log_format must be text or json, not {log_format!r}")
@@ -189,6 +202,8 @@ class ServeOptions:
             sample_retention_bytes=retention_bytes,
             zk_auth=str(server.get("zk_auth", "")),
             metrics_listen=metrics_listen,
+            metrics_group_labels=flags["metrics_group_labels"],
+            metrics_tls=flags["metrics_tls"],
             log_format=log_format,
             coordinator=config,
             **paths,
@@ -356,12 +371,24 @@ def start_metrics(runtime: CoordinatorRuntime, options: ServeOptions) -> Metrics
     if not options.metrics_listen:
         return None
     runtime.metrics.attach(asyncio.get_running_loop())  # scrapes read the groups on this loop, from the start
+    runtime.metrics.group_labels = options.metrics_group_labels
+    tls = None
+    if options.metrics_tls and options.tls_cert is not None and options.tls_key is not None:
+        tls = MetricsTls(cert=str(options.tls_cert), key=str(options.tls_key),
+                         client_ca=str(options.tls_client_ca) if options.tls_client_ca is not None else "")
     try:
-        endpoint = serve_metrics(runtime.metrics.registry, options.metrics_listen)
+        endpoint = serve_metrics(runtime.metrics.registry, options.metrics_listen, tls=tls)
     except (OSError, ValueError) as error:
         raise ValueError(f"cannot serve metrics on {options.metrics_listen}: {error}") from None
     host = options.metrics_listen.rpartition(":")[0]
-    print(f"groupcoord metrics on http://{host}:{endpoint.port}/metrics", file=sys.stderr, flush=True)
+    if tls is None and not is_loopback(host.strip("[]")):
+        what = "every group's name, member count and generation" if options.metrics_group_labels else \
+            "group counts and request figures"
+        print(f"groupcoord serve: WARNING: metrics on {options.metrics_listen} over plain HTTP: anyone who can reach "
+              f"it reads {what} (use a loopback address, metrics_tls = true, or metrics_group_labels = false)",
+              file=sys.stderr, flush=True)
+    scheme = "https" if tls is not None else "http"
+    print(f"groupcoord metrics on {scheme}://{host}:{endpoint.port}/metrics", file=sys.stderr, flush=True)
     return endpoint
 
 

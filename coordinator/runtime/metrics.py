@@ -36,7 +36,7 @@ from groupcoord.coordinator.model.rebalances import Rebalance, RebalanceWatch
 from groupcoord.coordinator.model.states import GroupState
 from groupcoord.v1 import groupcoord_pb2 as pb
 
-__all__ = ["CoordinatorMetrics", "MetricsEndpoint", "serve_metrics"]
+__all__ = ["CoordinatorMetrics", "MetricsEndpoint", "MetricsTls", "serve_metrics"]
 
 Answer = Callable[[Message], None]
 Job = Callable[[], None]
@@ -105,6 +105,8 @@ class CoordinatorMetrics:
         self._groups: Callable[[], Mapping[str, Group]] = dict
         self._office: OfficeView | None = None
         self._wall_ms: Callable[[], int] = lambda: int(time.time() * 1000)
+        # per-group series (labelled by group id); off, a scrape learns no tenant's group names
+        self.group_labels = True
         self._loop: asyncio.AbstractEventLoop | None = None
         self.registry.register(_ModelCollector(self))
 
@@ -239,7 +241,7 @@ class _ModelCollector(Collector):
             "by replica count and by task weight, as groups describe's balance shows it", labels=["group", "by"])
         age = GaugeMetricFamily("groupcoord_group_load_snapshot_age_seconds",
                                 "Age of each group's load snapshot (groups that have one)", labels=["group"])
-        for row in rows:
+        for row in rows if self._metrics.group_labels else ():
             members.add_metric([row.group_id], row.members)
             generation.add_metric([row.group_id], row.generation)
             if row.imbalance is not None:
@@ -273,8 +275,22 @@ class MetricsEndpoint:
         self.thread.join(timeout=10)
 
 
-def serve_metrics(registry: CollectorRegistry, listen: str) -> MetricsEndpoint:
+@dataclass(frozen=True)
+class MetricsTls:
+    """HTTPS for the metrics endpoint: PEM files; with ``client_ca``, scrapers must present a certificate it signed."""
+
+    cert: str
+    key: str
+    client_ca: str = ""
+
+
+def serve_metrics(registry: CollectorRegistry, listen: str, *, tls: MetricsTls | None = None) -> MetricsEndpoint:
     """Serve ``registry`` on ``listen`` (HOST:PORT; port 0 picks a free one). OSError if it cannot bind."""
     host, _, port = listen.rpartition(":")
-    server, thread = start_http_server(int(port), addr=host.strip("[]") or "0.0.0.0", registry=registry)
+    if tls is None:
+        server, thread = start_http_server(int(port), addr=host.strip("[]") or "0.0.0.0", registry=registry)
+    else:
+        server, thread = start_http_server(int(port), addr=host.strip("[]") or "0.0.0.0", registry=registry,
+                                           certfile=tls.cert, keyfile=tls.key, client_cafile=tls.client_ca or None,
+                                           client_auth_required=bool(tls.client_ca))
     return MetricsEndpoint(server, thread)

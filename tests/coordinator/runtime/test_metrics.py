@@ -6,11 +6,13 @@ coordinator over HTTP while real workers form, rebalance and lose a member.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import time
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 
 import prometheus_client
 import pytest
@@ -20,6 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from groupcoord.admin import AdminClient
 from groupcoord.coordinator.clock import FakeClock
 from groupcoord.coordinator.config import CoordinatorConfig
+from groupcoord.coordinator.process.serve import ServeOptions, start_metrics
 from groupcoord.coordinator.rpc.server import ServerThread
 from groupcoord.coordinator.runtime.metrics import serve_metrics
 from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
@@ -28,6 +31,7 @@ from groupcoord.coordinator.testing import FailingStore, FakeOffice, Harness
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.worker import WorkerClient, WorkerConfig, WorkerState
 from tests.paths import ROOT
+from tests.security_pki import Pki
 
 G = "orders"
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -259,3 +263,32 @@ def test_docs_and_dashboard_name_every_metric_there_is() -> None:
     exprs = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
     used = {_base(n) for e in exprs for n in re.findall(r"groupcoord_[a-z_]+", e)}
     assert used and not {n for n in used if n not in documented}, sorted(used - documented)
+
+
+def test_group_labels_off_leaves_every_group_name_out() -> None:
+    h = Harness()
+    h.join_new("tenant-a-secret-group")
+    text = generate_latest(h.runtime.metrics.registry).decode()
+    assert "tenant-a-secret-group" in text
+    h.runtime.metrics.group_labels = False
+    text = generate_latest(h.runtime.metrics.registry).decode()
+    assert "tenant-a-secret-group" not in text and "groupcoord_groups{" in text  # counts by state stay
+
+
+def test_serve_warns_of_metrics_beyond_loopback_and_serves_https_when_asked(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pki = Pki(tmp_path / "pki")
+
+    async def start(options: ServeOptions) -> None:
+        endpoint = start_metrics(CoordinatorRuntime(), options)
+        assert endpoint is not None
+        endpoint.close()
+
+    asyncio.run(start(ServeOptions(metrics_listen="0.0.0.0:0")))
+    assert "WARNING: metrics on 0.0.0.0:0 over plain HTTP" in capsys.readouterr().err
+    asyncio.run(start(ServeOptions(metrics_listen="127.0.0.1:0")))
+    assert "WARNING" not in capsys.readouterr().err
+    asyncio.run(start(ServeOptions(metrics_listen="0.0.0.0:0", metrics_tls=True, tls_cert=pki.server_cert,
+                                   tls_key=pki.server_key)))
+    err = capsys.readouterr().err
+    assert "WARNING" not in err and "https://0.0.0.0:" in err
