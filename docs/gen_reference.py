@@ -193,7 +193,22 @@ def _commands(parser: argparse.ArgumentParser, path: tuple[str, ...],
                 yield from _commands(child, (*path, name), helps.get(name, ""))
 
 
-def _argument_row(action: argparse.Action) -> list[str]:
+# commands whose flags set a config field: a flag without help of its own shows that field's help
+FLAG_FIELDS: dict[tuple[str, ...], type] = {("groupcoord", "serve"): ServeOptions, ("groupcoord", "worker"): WorkerConfig}
+
+
+def _fallback_help(path: tuple[str, ...], action: argparse.Action) -> str:
+    cls = FLAG_FIELDS.get(path)
+    if cls is None:
+        return ""
+    helps = field_help(cls)
+    for name in (action.dest, f"{action.dest}_id"):
+        if name in helps:
+            return f"{helps[name]} (`{cls.__name__}.{name}`)"
+    return ""
+
+
+def _argument_row(path: tuple[str, ...], action: argparse.Action) -> list[str]:
     if action.option_strings:
         name = ", ".join(action.option_strings)
         if action.nargs != 0:
@@ -207,7 +222,7 @@ def _argument_row(action: argparse.Action) -> list[str]:
     if action.required and action.option_strings:
         shown = "required"
     choices = ", ".join(map(str, action.choices)) if action.choices else ""
-    text = (action.help or "").replace("%(default)s", str(default)).replace("%%", "%")
+    text = (action.help or _fallback_help(path, action)).replace("%(default)s", str(default)).replace("%%", "%")
     return [code(name), code(shown), cell(choices), cell(text)]
 
 
@@ -223,7 +238,7 @@ def cli_page() -> str:
         if help_text or parser.description:
             out.append(cell(help_text or parser.description) + "\n\n")
         out.append("```text\n" + parser.format_usage().strip() + "\n```\n\n")
-        rows = [_argument_row(a) for a in parser._actions
+        rows = [_argument_row(path, a) for a in parser._actions
                 if not isinstance(a, argparse._HelpAction) and not (isinstance(a.choices, dict) and not leaf)]
         if rows:
             out.append(table(["argument", "default", "choices", "meaning"], rows))
