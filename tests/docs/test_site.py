@@ -45,15 +45,6 @@ def _build(site: Path, config: Path = ROOT / "mkdocs.yml") -> subprocess.Complet
                           timeout=300)
 
 
-@pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("site")
-    built = _build(out)
-    assert built.returncode == 0, built.stdout + built.stderr
-    assert "WARNING" not in built.stderr, built.stderr
-    return out
-
-
 def _page(site: Path, name: str) -> str:
     return (site / name / "index.html").read_text(encoding="utf-8")
 
@@ -67,56 +58,55 @@ def _commands(parser: argparse.ArgumentParser, path: tuple[str, ...]) -> Iterato
             yield path, action
 
 
-# ------------------------------------------------------------------------------------------ the site
-
-
-@pytest.mark.slow
-def test_the_config_reference_names_every_key_with_its_default(site: Path) -> None:
-    html = _page(site, "reference/config")
+def _missing_config_keys(html: str) -> list[str]:
     keys = set(serve._SERVER_KEYS) | {f.name for f in dataclasses.fields(CoordinatorConfig)}  # what --config takes
     keys |= {f.name for cls in (WorkerConfig, BalancedConfig, LoadBalancerConfig) for f in dataclasses.fields(cls)}
-    missing = sorted(k for k in keys if f"<code>{k}</code>" not in html)
-    assert not missing, f"config keys missing from reference/config: {missing}"
-    config = CoordinatorConfig()
-    row = re.search(r"<code>max_pending_requests</code></td>\s*<td><code>([^<]*)</code>", html)
-    assert row and row.group(1) == str(config.max_pending_requests)
+    return sorted(f"config key {k}" for k in keys if f"<code>{k}</code>" not in html)
 
 
-@pytest.mark.slow
-def test_the_cli_reference_names_every_command_and_flag(site: Path) -> None:
-    html = _page(site, "reference/cli")
-    missing = []
+def _missing_cli(html: str) -> list[str]:
+    missing = set()
     for path, action in _commands(_parser(), ("groupcoord",)):
         if isinstance(action, argparse._HelpAction):
             continue  # -h/--help, argparse's own on every command (the page says so once)
         if f"<code>{' '.join(path)}</code>" not in html:
-            missing.append(" ".join(path))
+            missing.add(f"command {' '.join(path)}")
         for flag in action.option_strings:
             if not re.search(rf"<code>[^<]*(?<![\w-]){re.escape(flag)}(?![\w-])", html):
-                missing.append(f"{' '.join(path)} {flag}")
-    assert not missing, f"missing from reference/cli: {sorted(set(missing))}"
+                missing.add(f"flag {' '.join(path)} {flag}")
+    return sorted(missing)
 
 
-@pytest.mark.slow
-def test_the_metrics_reference_names_every_metric_of_both_registries(site: Path) -> None:
-    html = _page(site, "reference/metrics")
+def _missing_metrics(html: str) -> list[str]:
     coordinator, worker = CollectorRegistry(), CollectorRegistry()
     CoordinatorMetrics(coordinator)
     worker.register(WorkerCollector())
     families = [f for registry in (coordinator, worker) for f in registry.collect()]
     assert len(families) >= 15
-    missing = sorted(f.name for f in families if f"<code>{f.name}" not in html)
-    assert not missing, f"metrics missing from reference/metrics: {missing}"
+    return sorted(f"metric {f.name}" for f in families if f"<code>{f.name}" not in html)
+
+
+# ------------------------------------------------------------------------------------------ the site
 
 
 @pytest.mark.slow
-def test_the_home_page_is_the_readme_and_every_nav_page_is_built(site: Path) -> None:
-    assert "Keep groups of workers agreed on who runs which task." in (site / "index.html").read_text()
+def test_the_built_site_names_every_config_key_cli_flag_and_metric(tmp_path: Path) -> None:
+    """One build (a few seconds of CPU), every check: the message lists everything that is missing."""
+    site = tmp_path / "site"
+    built = _build(site)
+    assert built.returncode == 0, built.stdout + built.stderr
+    assert "WARNING" not in built.stderr, built.stderr
+    config = _page(site, "reference/config")
+    missing = _missing_config_keys(config) + _missing_cli(_page(site, "reference/cli"))
+    missing += _missing_metrics(_page(site, "reference/metrics"))
+    assert not missing, f"missing from the built reference pages: {missing}"
+    row = re.search(r"<code>max_pending_requests</code></td>\s*<td><code>([^<]*)</code>", config)
+    assert row and row.group(1) == str(CoordinatorConfig().max_pending_requests)  # defaults shown as they are
+    assert "Keep groups of workers agreed on who runs which task." in (site / "index.html").read_text()  # README
     nav = re.findall(r":\s*([\w/.-]+\.md)\s*$", (ROOT / "mkdocs.yml").read_text(), flags=re.MULTILINE)
-    assert "asyncio.md" in nav and "ha.md" in nav and "reference/config.md" in nav
+    assert {"asyncio.md", "ha.md", "loadstats.md", "metrics.md", "reference/config.md"} <= set(nav)
     for page in nav:
-        built = site / ("index.html" if page == "index.md" else page.removesuffix(".md") + "/index.html")
-        assert built.is_file(), page
+        assert (site / ("index.html" if page == "index.md" else page.removesuffix(".md") + "/index.html")).is_file()
 
 
 @pytest.mark.slow
