@@ -26,6 +26,7 @@ import html
 import inspect
 import json
 import math
+import os
 import re
 import textwrap
 from collections.abc import Iterable, Iterator, Mapping
@@ -226,6 +227,19 @@ def _argument_row(path: tuple[str, ...], action: argparse.Action) -> list[str]:
     return [code(name), code(shown), cell(choices), cell(text)]
 
 
+def _usage(parser: argparse.ArgumentParser) -> str:
+    """The usage line wrapped at 100 columns whatever the terminal (argparse reads COLUMNS)."""
+    before = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = "100"
+    try:
+        return parser.format_usage().strip()
+    finally:
+        if before is None:
+            del os.environ["COLUMNS"]
+        else:
+            os.environ["COLUMNS"] = before
+
+
 def cli_page() -> str:
     out = [GENERATED, "# Command line reference\n\n",
            ("Everything `groupcoord` takes, read from its argument parser. Errors are one line on stderr and a "
@@ -237,7 +251,7 @@ def cli_page() -> str:
         out.append(f"\n{'#' * min(len(path) + 1, 4)} `{' '.join(path)}`\n\n")
         if help_text or parser.description:
             out.append(cell(help_text or parser.description) + "\n\n")
-        out.append("```text\n" + parser.format_usage().strip() + "\n```\n\n")
+        out.append("```text\n" + _usage(parser) + "\n```\n\n")
         rows = [_argument_row(path, a) for a in parser._actions
                 if not isinstance(a, argparse._HelpAction) and not (isinstance(a.choices, dict) and not leaf)]
         if rows:
