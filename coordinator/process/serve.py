@@ -60,6 +60,7 @@ from groupcoord.coordinator.ha.elected_office import ElectedOffice
 from groupcoord.coordinator.ha.election import LeaderElection, connect
 from groupcoord.coordinator.ha.zk_security import load_zk_security
 from groupcoord.coordinator.ha.zk_store import ZooKeeperStore
+from groupcoord.coordinator.ha.zk_trust import check_znodes, own_identity
 from groupcoord.coordinator.process.load_reports import sample_sink
 from groupcoord.coordinator.process.process_tuning import tune_process
 from groupcoord.coordinator.process.snapshot_watch import watch_snapshots
@@ -82,7 +83,7 @@ _PATH_KEYS = (
 _SERVER_KEYS = {
     "listen", "data_dir", "store", "zk", "advertise", "zk_root", "zk_session_timeout_s", "snapshots", "snapshot_poll_s",
     "sample_retention_s", "sample_retention_bytes", "metrics_listen", "log_format", "zk_auth", *_PATH_KEYS,
-    "metrics_group_labels", "metrics_tls",
+    "metrics_group_labels", "metrics_tls", "zk_trust_existing",
 }
 
 
@@ -137,6 +138,9 @@ class ServeOptions:
     """PEM private key of ``zk_tls_cert``."""
     metrics_listen: str = ""
     """HOST:PORT of the Prometheus endpoint, http://HOST:PORT/metrics ("" = off)."""
+    zk_trust_existing: bool = False
+    """Start even if znodes under ``zk_root`` may be changed by others than the ``zk_auth`` identity
+    (coordinator.ha.zk_trust); without it such a znode stops the start with one line naming it."""
     metrics_group_labels: bool = True
     """Per-group series (group names, member counts, generations); false for a coordinator whose metrics
     are scraped by someone who may not learn every tenant's group names."""
@@ -167,7 +171,8 @@ class ServeOptions:
             unknown = sorted(set(server) - _SERVER_KEYS)
             if unknown:
                 raise ValueError(f"config file {args.config}: unknown [server] key(s) {', '.join(unknown)}")
-        for key in ("listen", "data_dir", "store", "zk", "advertise", "snapshots", "snapshot_poll_s",
+        for key in ("listen", "data_dir", "store", "zk", "advertise", "zk_root", "zk_trust_existing", "snapshots",
+                    "snapshot_poll_s",
                     "sample_retention_s", "sample_retention_bytes", "metrics_listen", "log_format", "zk_auth",
                     *_PATH_KEYS):
             value = getattr(args, key, None)
@@ -207,12 +212,16 @@ class ServeOptions:
         _host, sep, port = metrics_listen.rpartition(":")
         if metrics_listen and (not sep or not port.isdigit() or int(port) > 65535):
             raise ValueError(f"--metrics-listen {metrics_listen!r} is not HOST:PORT")
-        flags = {key: server.get(key, getattr(cls, key)) for key in ("metrics_group_labels", "metrics_tls")}
+        flags = {key: server.get(key, getattr(cls, key))
+                 for key in ("metrics_group_labels", "metrics_tls", "zk_trust_existing")}
         for key, value in flags.items():
             if not isinstance(value, bool):
                 raise ValueError(f"{key} must be true or false, not {str(value)[:40]!r}")  # noqa: TRY004 - a config error: one line, exit 2
         if flags["metrics_tls"] and paths["tls_cert"] is None:
             raise ValueError("metrics_tls needs tls_cert and tls_key")
+        zk_root = str(server.get("zk_root", cls.zk_root))
+        if not zk_root.startswith("/") or zk_root.endswith("/") or "//" in zk_root or not zk_root.isprintable():
+            raise ValueError(f"zk_root must be an absolute znode path like /groupcoord/default, not {zk_root[:80]!r}")
         log_format = server.get("log_format", cls.log_format)
         if log_format not in ("text", "json"):
             raise ValueError(f"log_format must be text or json, not {log_format!r}")
@@ -222,7 +231,7 @@ class ServeOptions:
             store=store,
             zk=str(server.get("zk", "")),
             advertise=str(server.get("advertise", "")),
-            zk_root=str(server.get("zk_root", cls.zk_root)),
+            zk_root=zk_root,
             zk_session_timeout_s=float(server.get("zk_session_timeout_s", cls.zk_session_timeout_s)),
             snapshots=str(server.get("snapshots", "")),
             snapshot_poll_s=snapshot_poll_s,
@@ -232,6 +241,7 @@ class ServeOptions:
             metrics_listen=metrics_listen,
             metrics_group_labels=flags["metrics_group_labels"],
             metrics_tls=flags["metrics_tls"],
+            zk_trust_existing=flags["zk_trust_existing"],
             log_format=log_format,
             coordinator=config,
             **paths,
@@ -256,7 +266,7 @@ def _check_security(paths: dict[str, Path | None]) -> None:
         raise ValueError("choose one way to authenticate clients: --tls-client-ca (certificates) or --token-file")
 
 
-def _tighten(data_dir: Path) -> None:
+def tighten_data_dir(data_dir: Path) -> None:
     """An existing data directory others can enter (0755 from an older version or a careless mkdir)
     is made the operator's only, with one line saying so: it holds every group's record and every
     worker's load reports. One owned by someone else is left alone, with a warning."""
@@ -283,7 +293,6 @@ def run_coordinator(options: ServeOptions) -> int:
         raise ValueError(f"cannot create data directory {options.data_dir}: {error.strerror}") from None
     if not os.access(options.data_dir, os.W_OK):
         raise ValueError(f"data directory {options.data_dir} is not writable")
-    _tighten(options.data_dir)
     credentials = None
     if options.tls_cert is not None and options.tls_key is not None:
         credentials = server_credentials(options.tls_cert, options.tls_key, options.tls_client_ca)
@@ -298,6 +307,7 @@ def run_coordinator(options: ServeOptions) -> int:
               f"read and change every group (use --tls-cert/--tls-key)", file=sys.stderr, flush=True)
     with ExitStack() as resources:
         backing = _open_backing(options, resources)
+        tighten_data_dir(options.data_dir)  # once the start can go on (a refused start says one line only)
         samples = SampleLog(options.data_dir / "samples", retention_s=options.sample_retention_s or None,
                             retention_bytes=options.sample_retention_bytes or None)
         resources.callback(samples.close)
@@ -338,6 +348,14 @@ def _open_backing(options: ServeOptions, resources: ExitStack) -> _Backing:
         raise ValueError(f"cannot reach ZooKeeper at {options.zk}: {error}") from None
     resources.callback(client.close)
     resources.callback(client.stop)
+    own = own_identity(security)
+    if own is None:
+        print(f"groupcoord serve: WARNING: ZooKeeper without --zk-auth: any client of {options.zk} can read and "
+              f"change the group records under {options.zk_root}", file=sys.stderr, flush=True)
+    elif not options.zk_trust_existing:
+        problem = check_znodes(client, options.zk_root, own)
+        if problem is not None:
+            raise ValueError(problem)
     office = ElectedOffice()
     election = LeaderElection(client, f"{options.zk_root}/election", options.advertise or options.listen,
                               on_elected=office.on_elected, on_lost=office.on_lost,

@@ -62,6 +62,10 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--zk-tls-ca", metavar="PEM", help="TLS to ZooKeeper: the CA of its certificate")
     serve.add_argument("--zk-tls-cert", metavar="PEM", help="client certificate for ZooKeeper (with --zk-tls-key)")
     serve.add_argument("--zk-tls-key", metavar="PEM")
+    serve.add_argument("--zk-root", metavar="PATH", help="the cluster's znode in ZooKeeper (default /groupcoord/default)")
+    serve.add_argument("--zk-trust-existing", action="store_true", default=None,
+                       help="start even if znodes under --zk-root can be changed by others than the coordinators' "
+                            "--zk-auth identity (checked by hand)")
     serve.add_argument("--print-config", nargs="?", const="toml", choices=["toml", "json"],
                        help="print the effective configuration (file, flags and defaults; secrets masked) and exit")
     serve.add_argument("--metrics-listen", metavar="HOST:PORT",
