@@ -8,6 +8,7 @@ monotonic clock), and no task may start on a worker while another still runs it.
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -132,6 +133,9 @@ def test_a_worker_whose_call_is_black_holed_stops_before_anyone_else_starts(serv
             with timeline.lock:
                 lost = [at for at, name, kind, _ in timeline.events if name == "a" and kind == "lost"]
             assert lost and lost[0] - held_at < SESSION_MS / 1000 + 1  # not the call's deadline (30 s)
+            print(f"\na gave its tasks up {lost[0] - held_at:.2f}s after its {call} was held "
+                  f"(session {SESSION_MS / 1000:.0f}s, call deadline {(REBALANCE_MS + 10_000) / 1000:.0f}s)",
+                  file=sys.stderr)
         finally:
             for w in workers:
                 w.close(timeout=5)
