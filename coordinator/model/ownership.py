@@ -33,20 +33,28 @@ from collections.abc import Set as AbstractSet
 
 from groupcoord.v1 import groupcoord_pb2 as pb
 
-__all__ = ["Replica", "Owners", "record_of", "running", "owned_index"]
+__all__ = ["Replica", "Owners", "record_of", "running", "owned_index", "by_member"]
 
 Replica = tuple[str, int]
 Owners = dict[Replica, frozenset[str]]
 
 
-def record_of(member_id: str, assigned: Iterable[pb.TaskReplica], owners: Mapping[Replica, frozenset[str]],
-              *, confirmed: bool) -> set[Replica]:
-    """What the coordinator counts ``member_id`` as possibly running as a generation ends:
-    its last assignment, plus (unless ``confirmed``: it was answered that assignment and
-    re-joined since) what it might still run from before."""
+def by_member(owners: Mapping[Replica, frozenset[str]]) -> dict[str, set[Replica]]:
+    """``owners`` turned around: each member's replicas (one pass over the catalog, not one per member)."""
+    index: dict[str, set[Replica]] = {}
+    for key, members in owners.items():
+        for member_id in members:
+            index.setdefault(member_id, set()).add(key)
+    return index
+
+
+def record_of(assigned: Iterable[pb.TaskReplica], before: AbstractSet[Replica], *, confirmed: bool) -> set[Replica]:
+    """What the coordinator counts a member as possibly running as a generation ends: its last
+    assignment, plus (unless ``confirmed``: it was answered that assignment and re-joined since)
+    ``before``, what it might still run from earlier (its entries in the previous ``owners``)."""
     record = {(r.task_id, r.replica) for r in assigned}
     if not confirmed:
-        record.update(key for key, who in owners.items() if member_id in who)
+        record |= before
     return record
 
 

@@ -17,7 +17,7 @@ from groupcoord.coordinator.model.catalog_snapshot import CatalogSnapshot
 from groupcoord.coordinator.model.context import Model
 from groupcoord.coordinator.model.effects import Outbox, TimerKey, Token, error
 from groupcoord.coordinator.model.group import Group, Member
-from groupcoord.coordinator.model.ownership import Owners, owned_index, record_of, running
+from groupcoord.coordinator.model.ownership import Owners, by_member, owned_index, record_of, running
 from groupcoord.coordinator.model.slices import extend_in_slices
 from groupcoord.coordinator.model.states import GroupState
 from groupcoord.v1 import groupcoord_pb2 as pb
@@ -92,13 +92,22 @@ def reply_join(out: Outbox, token: Token | None, group: Group, member: Member, *
     )
     complete = None
     if member.member_id == group.leader_id:
-        owned = owned_index(group.owners)  # the coordinator's record, not the members' claims
         for other in group.members.values():
             described = response.members.add()
             described.CopyFrom(other.to_pb())
-            described.assigned.extend(owned.get(other.member_id, ()))
-        complete = partial(add_catalog, response, group.catalog_snapshot(), group.load_snapshot)
+        # what each member owns is the coordinator's record, not its claim; filled in off the loop
+        # with the catalog (``owners`` is replaced at each generation, never changed in place)
+        complete = partial(_complete_leader_join, response, group.owners, group.catalog_snapshot(),
+                           group.load_snapshot)
     out.reply(token, group.group_id, response, complete)
+
+
+def _complete_leader_join(response: pb.JoinGroupResponse, owners: Owners, catalog: CatalogSnapshot,
+                          load_snapshot: pb.LoadSnapshot | None) -> None:
+    owned = owned_index(owners)
+    for described in response.members:
+        described.assigned.extend(owned.get(described.member_id, ()))
+    add_catalog(response, catalog, load_snapshot)
 
 
 def add_catalog(response: pb.JoinGroupResponse | pb.DescribeGroupResponse, catalog: CatalogSnapshot,
@@ -266,8 +275,9 @@ def _running(m: Model, out: Outbox, group: Group) -> Owners:
     """Who may still run each replica as the next generation begins (``coordinator.model.ownership``):
     the coordinator's record of each member, narrowed by what a re-joined member says it runs.
     Claims beyond the record are ignored: one log line per member and generation, and counted."""
+    before = by_member(group.owners)
     records = {
-        mb.member_id: record_of(mb.member_id, group.assignment.get(mb.member_id, ()), group.owners,
+        mb.member_id: record_of(group.assignment.get(mb.member_id, ()), before.get(mb.member_id, set()),
                                 confirmed=mb.join_token is not None and mb.member_id in group.synced)
         for mb in group.members.values()
     }

@@ -17,7 +17,7 @@ import pytest
 
 from groupcoord.assignors.registry import get_assignor
 from groupcoord.coordinator.config import CoordinatorConfig
-from groupcoord.coordinator.model.ownership import record_of, running
+from groupcoord.coordinator.model.ownership import by_member, record_of, running
 from groupcoord.coordinator.model.states import GroupState
 from groupcoord.coordinator.testing import Harness, Pending
 from groupcoord.v1 import groupcoord_pb2 as pb
@@ -47,11 +47,12 @@ def test_a_member_that_did_not_rejoin_keeps_its_whole_record() -> None:
 
 
 def test_what_a_member_was_never_told_to_stop_stays_on_its_record() -> None:
-    before = {("t1", 0): frozenset({"a"}), ("t2", 0): frozenset({"a", "b"})}
+    before = by_member({("t1", 0): frozenset({"a"}), ("t2", 0): frozenset({"a", "b"})})
+    assert before == {"a": {("t1", 0), ("t2", 0)}, "b": {("t2", 0)}}
     # a was answered its new assignment (t1 only) and re-joined: it confirmed it stopped t2
-    assert record_of("a", [replica("t1")], before, confirmed=True) == {("t1", 0)}
+    assert record_of([replica("t1")], before["a"], confirmed=True) == {("t1", 0)}
     # it never heard of the new assignment: it may still run t2
-    assert record_of("a", [replica("t1")], before, confirmed=False) == {("t1", 0), ("t2", 0)}
+    assert record_of([replica("t1")], before["a"], confirmed=False) == {("t1", 0), ("t2", 0)}
 
 
 # ---------------------------------------------------------------------- the liar in a running group
