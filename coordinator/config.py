@@ -56,6 +56,12 @@ class CoordinatorConfig:
     """Most task splits one leader's SyncGroup may carry."""
     group_max_pending_members: int = 1_000
     """Most member ids of the two-step join a group may have handed out and not yet seen back."""
+    max_groups_per_principal: int = 10_000
+    """Most groups one authenticated principal may create (by its first JoinGroup or PutTasks of a new
+    group id); deleting a group gives its place back. Without authentication there is no quota."""
+    max_tasks_per_principal: int = 2_000_000
+    """Most catalog tasks, over every group one authenticated principal created, that PutTasks may
+    bring (the catalog of a group counts against its creator, whoever edits it)."""
     group_max_pending_members_per_principal: int = 200
     """Most of those one principal (or, with security off, one client address) may hold: a flood of
     first joins from one tenant cannot keep another's members out. Each id lives the session
@@ -100,7 +106,8 @@ class CoordinatorConfig:
         for name in ("group_max_size", "group_new_member_join_timeout_ms", "group_empty_retention_ms",
                      "max_metadata_bytes", "max_id_length", "max_reason_length", "group_max_tasks",
                      "max_tasks_per_request", "max_task_attributes", "max_replicas", "max_splits_per_sync",
-                     "group_max_pending_members", "group_max_pending_members_per_principal", "max_tasks_per_report", "max_snapshot_bytes", "max_snapshot_skew_ms",
+                     "group_max_pending_members", "group_max_pending_members_per_principal",
+                     "max_groups_per_principal", "max_tasks_per_principal", "max_tasks_per_report", "max_snapshot_bytes", "max_snapshot_skew_ms",
                      "max_message_bytes", "max_pending_requests"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be > 0")

@@ -5,7 +5,7 @@ state machine and return their answers (and writes) through the outbox.
 
 from __future__ import annotations
 
-from groupcoord.coordinator.model import limits, phases
+from groupcoord.coordinator.model import limits, phases, quotas
 from groupcoord.coordinator.model.context import Model
 from groupcoord.coordinator.model.effects import Outbox, Token, error
 from groupcoord.coordinator.model.group import Group
@@ -89,8 +89,9 @@ def describe_group(m: Model, out: Outbox, request: pb.DescribeGroupRequest, toke
 
 
 def put_tasks(m: Model, out: Outbox, request: pb.PutTasksRequest, token: Token,
-              checked: CatalogCheck | None = None) -> None:
-    """``checked``: the catalog checks and normalised tasks, when the service made them on a thread."""
+              checked: CatalogCheck | None = None, principal: str = "") -> None:
+    """``checked``: the catalog checks and normalised tasks, when the service made them on a thread;
+    ``principal``: who asks (a new group is its; the catalog counts against the group's creator)."""
     if checked is None:
         checked = check_catalog(m.config, request.tasks)
     failure = m.check_group_id(request.group_id) or checked.failure
@@ -111,7 +112,12 @@ def put_tasks(m: Model, out: Outbox, request: pb.PutTasksRequest, token: Token,
             pb.INVALID_REQUEST, f"group {request.group_id!r} would have {total} tasks; at most "
             f"{m.config.group_max_tasks} (group_max_tasks)")))
         return
-    group = existing or m.new_group(request.group_id)
+    failure = (quotas.group_creation(m, principal) if existing is None else None) \
+        or quotas.tasks(m, existing.creator if existing is not None else principal, new)
+    if failure is not None:
+        out.reply(token, "", pb.PutTasksResponse(error=failure))
+        return
+    group = existing or m.new_group(request.group_id, principal)
     if group.state is S.DEAD:
         out.reply(token, "", pb.PutTasksResponse(error=error(pb.COORDINATOR_NOT_AVAILABLE, "group is being removed")))
         return

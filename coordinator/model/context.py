@@ -26,8 +26,12 @@ class Model(Protocol):
         """Seconds this coordinator could not run (its event loop ran late), accumulated."""
         ...
 
-    def new_group(self, group_id: str) -> Group:
-        """An Empty group, added to the state machine."""
+    def new_group(self, group_id: str, creator: str = "") -> Group:
+        """An Empty group, added to the state machine; ``creator``'s quotas count it."""
+        ...
+
+    def created_by(self, principal: str) -> set[str]:
+        """The ids of the groups ``principal`` created (its quotas: groups, catalog tasks)."""
         ...
 
     def drop_group(self, group: Group) -> None:

@@ -166,6 +166,8 @@ class Group:
     # bumped by every change of ``tasks``; ``catalog_snapshot()`` copies the catalog once per version
     catalog_version: int = 0
     catalog_cache: CatalogSnapshot | None = None
+    # the principal whose call created the group ("" without authentication): its quotas count it
+    creator: str = ""
     # owned by the machine of ``coordinator.model.states`` (set when the group is added to it)
     state: GroupState = field(init=False, default=GroupState.EMPTY)
     if TYPE_CHECKING:

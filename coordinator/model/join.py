@@ -15,7 +15,7 @@ import logging
 import uuid
 from collections.abc import Callable
 
-from groupcoord.coordinator.model import limits, phases
+from groupcoord.coordinator.model import limits, phases, quotas
 from groupcoord.coordinator.model.context import Model
 from groupcoord.coordinator.model.effects import Outbox, Token, error
 from groupcoord.coordinator.model.group import Group, Member
@@ -78,7 +78,11 @@ def handle_join(m: Model, out: Outbox, request: pb.JoinGroupRequest, token: Toke
         if request.member_id:
             fail(pb.UNKNOWN_MEMBER_ID, f"group {gid!r} does not exist (any more)")
             return
-        group = m.new_group(gid)
+        failure = quotas.group_creation(m, principal)
+        if failure is not None:
+            out.reply(token, "", pb.JoinGroupResponse(error=failure, generation=-1))
+            return
+        group = m.new_group(gid, principal)
     if group.state is S.DEAD:
         fail(pb.COORDINATOR_NOT_AVAILABLE, "group is being removed")
     elif not _accepts(m, group, request):

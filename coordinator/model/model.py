@@ -55,6 +55,7 @@ class CoordinatorModel:
         self.config = config or CoordinatorConfig()
         self.clock = clock or SystemClock()
         self.groups: dict[str, Group] = {}
+        self._created: dict[str, set[str]] = {}  # principal -> ids of the groups it created (its quotas)
         self._machine = new_machine()
         self._lateness = lateness or (lambda: 0.0)
 
@@ -99,8 +100,9 @@ class CoordinatorModel:
     def describe_group(self, request: pb.DescribeGroupRequest, token: Token) -> list[Effect]:
         return self._step(admin.describe_group, request, token)
 
-    def put_tasks(self, request: pb.PutTasksRequest, token: Token, checked: CatalogCheck | None = None) -> list[Effect]:
-        return self._step(admin.put_tasks, request, token, checked)
+    def put_tasks(self, request: pb.PutTasksRequest, token: Token, checked: CatalogCheck | None = None,
+                  principal: str = "") -> list[Effect]:
+        return self._step(admin.put_tasks, request, token, checked, principal)
 
     def delete_tasks(self, request: pb.DeleteTasksRequest, token: Token) -> list[Effect]:
         return self._step(admin.delete_tasks, request, token)
@@ -174,6 +176,8 @@ class CoordinatorModel:
         group = group_from_record(record)
         self._machine.add_model(group, initial=S.EMPTY)
         self.groups[group_id] = group
+        if group.creator:
+            self._created.setdefault(group.creator, set()).add(group_id)
         state = S(record.get("state", S.EMPTY.value))
         if state is S.STABLE:
             group.prepare_rebalance()
@@ -190,16 +194,26 @@ class CoordinatorModel:
 
     # ------------------------------------------------------------------ shared by the handlers
 
-    def new_group(self, group_id: str) -> Group:
-        group = Group(group_id)
+    def new_group(self, group_id: str, creator: str = "") -> Group:
+        group = Group(group_id, creator=creator)
         self._machine.add_model(group, initial=S.EMPTY)
         self.groups[group_id] = group
+        if creator:
+            self._created.setdefault(creator, set()).add(group_id)
         return group
 
     def drop_group(self, group: Group) -> None:
         group.mark_dead()
         self._machine.remove_model(group)
         del self.groups[group.group_id]
+        created = self._created.get(group.creator)
+        if created is not None:
+            created.discard(group.group_id)
+            if not created:
+                del self._created[group.creator]
+
+    def created_by(self, principal: str) -> set[str]:
+        return self._created.get(principal, set())
 
     def check_group_id(self, group_id: str) -> pb.Error | None:
         limit = self.config.max_id_length

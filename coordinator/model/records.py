@@ -68,6 +68,7 @@ def group_to_record(group: Group) -> dict[str, Any]:
         "tasks": group.catalog_snapshot(),  # serialised (once per catalog version) by ``finish_record``
         "load_snapshot": group.load_snapshot,
         "last_error": group.last_error,
+        "creator": group.creator,
     }
 
 
@@ -104,6 +105,7 @@ def group_from_record(draft: Mapping[str, Any]) -> Group:
         protocol_type=record.get("protocol_type", ""),
         leader_id=record["leader_id"],
         last_error=record.get("last_error", ""),
+        creator=record.get("creator", ""),  # records written before quotas have none
     )
     for m in record["members"]:
         group.add(Member(

@@ -159,7 +159,8 @@ class AdminServicer(pb_grpc.GroupAdminServicer):
         if len(request.tasks) >= _CHECK_OFF_LOOP_FROM:
             base = self.runtime.catalog_snapshot(request.group_id)  # compared with, off the loop
             checked = await self.runtime.checkers.run(prechecks.check_catalog, self.runtime.config, request.tasks, base)
-        return await _ask(self.runtime, lambda token: self.model.put_tasks(request, token, checked),
+        principal = CURRENT_PRINCIPAL.get()  # its quotas (max_groups_per_principal, max_tasks_per_principal)
+        return await _ask(self.runtime, lambda token: self.model.put_tasks(request, token, checked, principal),
                           pb.PutTasksResponse)
 
     @_guarded

@@ -3,10 +3,13 @@ answer (issue 26 item 3), against the model on a fake clock."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from groupcoord.coordinator.config import CoordinatorConfig
 from groupcoord.coordinator.model import limits
+from groupcoord.coordinator.model.records import finish_record, group_to_record
 from groupcoord.coordinator.testing import Harness
 from groupcoord.v1 import groupcoord_pb2 as pb
 
@@ -118,3 +121,44 @@ def test_a_pending_id_is_good_only_for_whoever_asked_for_it() -> None:
     stolen = second_join(h, theirs.member_id, "User:B")
     assert stolen.error.code == pb.UNKNOWN_MEMBER_ID and theirs.member_id in h.model.groups[G].pending_members
     assert second_join(h, theirs.member_id, "User:A").error.code == pb.NONE
+
+
+# ---------------------------------------------------------------------- per-principal quotas (issue 26 item 4)
+
+
+def put(h: Harness, group_id: str, principal: str, *task_ids: str) -> pb.PutTasksResponse:
+    request = pb.PutTasksRequest(group_id=group_id, tasks=[pb.Task(task_id=t) for t in task_ids])
+    response: pb.PutTasksResponse = h.run(lambda token: h.model.put_tasks(request, token, None, principal),
+                                          pb.PutTasksResponse).response
+    return response
+
+
+def test_a_principal_creates_at_most_its_quota_of_groups_and_tasks() -> None:
+    config = CoordinatorConfig(group_initial_rebalance_delay_ms=0, max_groups_per_principal=3,
+                               max_tasks_per_principal=10)
+    h = Harness(config)
+    assert [put(h, f"b{i}", "User:B", "t").error.code for i in range(4)] == [pb.NONE] * 3 + [pb.INVALID_REQUEST]
+    joined = h.run(lambda token: h.model.join(pb.JoinGroupRequest(
+        group_id="b-joined", client_id="w", session_timeout_ms=10_000, protocols=["round-robin"]),
+        token, "10.0.0.2", "User:B"), pb.JoinGroupResponse).response
+    assert joined.error.code == pb.INVALID_REQUEST and "max_groups_per_principal" in joined.error.message
+    assert "b3" not in h.model.groups and "b-joined" not in h.model.groups
+    assert put(h, "a0", "User:A", "t").error.code == pb.NONE  # another principal is not held up
+    # tasks: the groups B created hold 3; 7 more fit, 8 do not, whoever edits B's group
+    assert put(h, "b0", "User:admin", *[f"x{i}" for i in range(8)]).error.code == pb.INVALID_REQUEST
+    assert put(h, "b0", "User:admin", *[f"x{i}" for i in range(7)]).error.code == pb.NONE
+    # deleting a group gives its place back
+    assert h.admin("delete_group", pb.DeleteGroupRequest(group_id="b1")).error.code == pb.NONE
+    assert put(h, "b3", "User:B", "t").error.code == pb.NONE
+    # without authentication there is no quota
+    assert all(put(h, f"anon{i}", "", "t").error.code == pb.NONE for i in range(5))
+
+
+def test_the_creator_survives_a_restart() -> None:
+    h = Harness()
+    put(h, "b0", "User:B", "t")
+    record = json.loads(json.dumps(finish_record(group_to_record(h.group("b0")))))  # as a store keeps it
+    assert record["creator"] == "User:B"
+    restarted = Harness()
+    restarted.model.load({"b0": record})
+    assert restarted.model.created_by("User:B") == {"b0"} and restarted.group("b0").creator == "User:B"
