@@ -76,19 +76,33 @@ class Recheck:
         self, protocol: str, generation: int, describe: Callable[[], pb.DescribeGroupResponse]
     ) -> bool:
         """True when the leader should re-join now; ``describe`` fetches the group with its snapshot."""
-        check = rebalance_check(self._lookup, protocol)
-        if check is None or not self._due(float(check.recheck_interval_s)):
+        check = self.due(protocol)
+        if check is None:
             return False
         try:
             described = describe()
-            if described.generation == generation and check.needs_rebalance(context_from_describe(described)):
-                log.info("%s: assignor %s would move tasks on the newest load snapshot: rebalancing",
-                         self._name, protocol)
-                return True
         except WorkerClosedError:
             raise
         except errors.GroupCoordError as error:
             log.info("%s: load re-check skipped: %s", self._name, error)
+            return False
+        return self.judge(check, protocol, generation, described)
+
+    def due(self, protocol: str) -> RebalanceCheck | None:
+        """The assignor to ask, when a re-check is due now (the asyncio client fetches the group itself)."""
+        check = rebalance_check(self._lookup, protocol)
+        if check is None or not self._due(float(check.recheck_interval_s)):
+            return None
+        return check
+
+    def judge(self, check: RebalanceCheck, protocol: str, generation: int,
+              described: pb.DescribeGroupResponse) -> bool:
+        """Ask ``check`` about the group as ``described``; a failed check is logged and says no."""
+        try:
+            if described.generation == generation and check.needs_rebalance(context_from_describe(described)):
+                log.info("%s: assignor %s would move tasks on the newest load snapshot: rebalancing",
+                         self._name, protocol)
+                return True
         except Exception:
             log.exception("%s: assignor %s re-check failed", self._name, protocol)
         return False
