@@ -48,15 +48,16 @@ class LoopProbe:
     def __init__(self, loop: asyncio.AbstractEventLoop, monotonic: Callable[[], float]) -> None:
         self._loop = loop
         self._monotonic = monotonic
-        self._watchers: dict[int, Callable[[float], None]] = {}
+        # weak: a client dropped without close() must still be collected (and warn that it was unclosed)
+        self._watchers: dict[int, weakref.WeakMethod[Callable[[float], None]]] = {}
         self._next_key = 0
         self._task: asyncio.Task[None] | None = None
 
     def watch(self, on_late: Callable[[float], None]) -> int:
-        """Start feeding ``on_late(seconds)``; returns the key to ``unwatch`` with."""
+        """Start feeding ``on_late(seconds)`` (a bound method, held weakly); returns the key to ``unwatch`` with."""
         key = self._next_key
         self._next_key += 1
-        self._watchers[key] = on_late
+        self._watchers[key] = weakref.WeakMethod(on_late)  # type: ignore[arg-type]
         if self._task is None:
             self._task = self._loop.create_task(self._run(), name="groupcoord-worker-loop-probe")
         return key
@@ -75,8 +76,10 @@ class LoopProbe:
             late = now - expected
             expected = now + INTERVAL_S
             if late > SLACK_S:
-                for on_late in list(self._watchers.values()):
-                    on_late(late)
+                for ref in list(self._watchers.values()):
+                    on_late = ref()
+                    if on_late is not None:
+                        on_late(late)
 
 
 _PROBES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopProbe] = weakref.WeakKeyDictionary()

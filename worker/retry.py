@@ -23,8 +23,9 @@ log = logging.getLogger("groupcoord.worker")
 
 
 def retried(error: BaseException) -> bool:
-    """Every failure is tried again but a close and the rows that say never (a bug too: it may pass)."""
-    if isinstance(error, WorkerClosedError):
+    """Every failure is tried again but a close, a cancellation and the rows that say never (a bug too:
+    it may pass)."""
+    if isinstance(error, WorkerClosedError) or not isinstance(error, Exception):
         return False
     rule = rule_for(error)
     return rule is None or rule.retry is not Retry.NEVER
