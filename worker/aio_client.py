@@ -560,6 +560,7 @@ class AsyncWorkerClient:
             log.warning("%s: the event loop was blocked for %.1fs: heartbeats were late (interval %.1fs, "
                         "session %.1fs)", cfg.client_id, late_s, cfg.heartbeat_interval_ms / 1000,
                         cfg.session_timeout_ms / 1000)
+        self._poke()
 
     async def _leave(self) -> None:
         session = self._session

@@ -57,7 +57,7 @@ class LoopProbe:
         """Start feeding ``on_late(seconds)`` (a bound method, held weakly); returns the key to ``unwatch`` with."""
         key = self._next_key
         self._next_key += 1
-        self._watchers[key] = weakref.WeakMethod(on_late)  # type: ignore[arg-type]
+        self._watchers[key] = weakref.WeakMethod(on_late)
         if self._task is None:
             self._task = self._loop.create_task(self._run(), name="groupcoord-worker-loop-probe")
         return key

@@ -78,13 +78,14 @@ async def described(admin: AdminClient, done: Callable[[pb.DescribeGroupResponse
 
 
 async def settled(clients: Sequence[AsyncWorkerClient], admin: AdminClient, tasks: int) -> pb.DescribeGroupResponse:
+    """The group is Stable with exactly ``clients`` and ``tasks`` replicas, and each client runs what the
+    coordinator says it does, in the group's generation."""
     def done(d: pb.DescribeGroupResponse) -> bool:
-        return (d.state == pb.STABLE and len(d.members) == len(clients)
-                and sum(len(m.assigned) for m in d.members) == tasks
+        owned = {m.member.member_id: len(m.assigned) for m in d.members}
+        return (d.state == pb.STABLE and sum(owned.values()) == tasks
+                and set(owned) == {c.member_id for c in clients} and len(owned) == len(clients)
                 and all(c.state is WorkerState.STABLE and c.generation == d.generation
-                        and len(c.assigned_tasks) == len(next(m.assigned for m in d.members
-                                                              if m.member.member_id == c.member_id))
-                        for c in clients if c.member_id in {m.member.member_id for m in d.members}))
+                        and len(c.assigned_tasks) == owned[c.member_id] for c in clients))
     return await described(admin, done)
 
 
@@ -393,7 +394,7 @@ def test_load_reports_and_metrics() -> None:
                                          load_reporter=report) as client:
                 await settled([client], admin, 1)
                 assert await client.wait_until(lambda c: bool(reports), 10)
-                group, member, first = reports[0]
+                group, member, _ = reports[0]
                 assert (group, member) == (G, client.member_id)
                 labels = {"group": G, "client": "w"}
                 assert registry.get_sample_value("groupcoord_worker_owned_tasks", labels) == 1
@@ -477,8 +478,8 @@ def test_an_unclosed_client_warns_when_garbage_collected(server: ServerThread) -
     async def scenario() -> None:
         await AsyncWorkerClient(config(server.address, "leaky", session_timeout_ms=1000), Events()).start()
 
+    run(scenario)  # ends with the client neither closed nor referenced
     with pytest.warns(ResourceWarning, match="unclosed AsyncWorkerClient 'leaky'"):
-        run(scenario)
         gc.collect()
 
 
@@ -523,8 +524,8 @@ def test_a_blocked_loop_is_detected_and_logged(server: ServerThread, caplog: pyt
         async with AsyncWorkerClient(config(server.address, "w", heartbeat_interval_ms=200,
                                             session_timeout_ms=3000), Events()) as client:
             await settled([client], admin, 1)
-            time.sleep(0.6)  # the fault under test: the service blocks its own loop (3 heartbeat intervals)
-            await asyncio.sleep(0.3)  # the probe's next tick runs, and notes how late it is
+            time.sleep(0.6)  # noqa: ASYNC251 - the fault under test: the service blocks its loop (3 intervals)
+            assert await client.wait_until(lambda c: c.loop_lag.stalls > 0, 5)  # the probe's next tick saw it
             # the probe ticks every 0.25 s: it sees the block less the part that fell before its next tick
             assert client.loop_lag.stalls == 1 and 0.3 <= client.loop_lag.worst_s <= 1.0
             assert client.state is WorkerState.STABLE  # within the session: nothing lost
