@@ -56,14 +56,14 @@ def _serve(kind: str, members: int, port_queue: Any, store: str) -> None:
             await server.wait_for_termination()
             return
         from groupcoord.coordinator.config import CoordinatorConfig
-        from groupcoord.coordinator.runtime import CoordinatorRuntime
-        from groupcoord.coordinator.server import start_server
+        from groupcoord.coordinator.rpc.server import start_server
+        from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
 
         backing: Any = None
         if store == "sqlite":
             import tempfile
 
-            from groupcoord.coordinator.sqlite_store import SqliteStore
+            from groupcoord.coordinator.storage.sqlite_store import SqliteStore
 
             backing = SqliteStore(Path(tempfile.mkdtemp(prefix="bench-")) / "groups.db")
         coordinator = CoordinatorRuntime(

@@ -12,7 +12,7 @@ the next one a second after the previous one was sent (at once if the answer cam
 2. Overload: the coordinator at twice its capacity for a while. A member is "expelled" when
    a heartbeat is answered UNKNOWN_MEMBER_ID; a "rebalance" is any REBALANCE_IN_PROGRESS or
    ILLEGAL_GENERATION answer. Both must be 0: an overloaded coordinator answers late, but it
-   never expels a member for time it lost itself (``coordinator.lag``).
+   never expels a member for time it lost itself (``coordinator.runtime.lag``).
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def _serve(kind: str, members: int, queue: Any) -> None:
 
     logging.disable(logging.WARNING)
     if kind != "noop":
-        from groupcoord.coordinator.process_tuning import tune_process
+        from groupcoord.coordinator.process.process_tuning import tune_process
 
         tune_process()  # as ``groupcoord serve`` does
 
@@ -94,8 +94,8 @@ def _serve(kind: str, members: int, queue: Any) -> None:
             await server.wait_for_termination()
             return
         from groupcoord.coordinator.config import CoordinatorConfig
-        from groupcoord.coordinator.runtime import CoordinatorRuntime
-        from groupcoord.coordinator.server import start_server
+        from groupcoord.coordinator.rpc.server import start_server
+        from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
 
         runtime = CoordinatorRuntime(CoordinatorConfig(group_initial_rebalance_delay_ms=0))
         ids = []

@@ -47,14 +47,14 @@ def _serve(queue: Any) -> None:
 
     logging.disable(logging.WARNING)
 
-    from groupcoord.coordinator.process_tuning import tune_process
+    from groupcoord.coordinator.process.process_tuning import tune_process
 
     tune_process()  # as ``groupcoord serve`` does
 
     async def main() -> None:
         from groupcoord.coordinator.config import CoordinatorConfig
-        from groupcoord.coordinator.runtime import CoordinatorRuntime
-        from groupcoord.coordinator.server import start_server
+        from groupcoord.coordinator.rpc.server import start_server
+        from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
 
         runtime = CoordinatorRuntime(CoordinatorConfig(group_initial_rebalance_delay_ms=0))
         running = await start_server(runtime, "127.0.0.1:0")

@@ -2,7 +2,7 @@
 
 The coordinator saves a group's whole record after each acknowledged change, on its event-loop
 thread, so a save's latency is added to every JoinGroup/SyncGroup/LeaveGroup answer. This measures
-``save`` for a record shaped like ``coordinator.records.group_to_record`` output with 100 members and
+``save`` for a record shaped like ``coordinator.model.records.group_to_record`` output with 100 members and
 a 1,000-task assignment (about 100 KB of JSON), round-robin over a few groups.
 
     python benchmarks/store_bench.py            # 2,000 saves per store
@@ -25,8 +25,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from groupcoord.coordinator.sqlite_store import SqliteStore
-from groupcoord.coordinator.store import GroupStore, MemoryStore
+from groupcoord.coordinator.storage.sqlite_store import SqliteStore
+from groupcoord.coordinator.storage.store import GroupStore, MemoryStore
 
 
 def typical_record(generation: int, members: int = 100, tasks: int = 1000) -> dict[str, Any]:

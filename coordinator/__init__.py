@@ -1,7 +1,13 @@
-"""The coordinator: Kafka's classic group protocol over gRPC.
+"""The coordinator: Kafka's classic group protocol over gRPC, in floors (``lint-imports`` keeps them).
 
-Layers inside: ``model`` (pure group logic: requests in, effects out) with its handlers
-(``join``, ``sync``, ``membership``, ``admin``, ``phases``) and state table (``states``);
-``runtime`` (carries effects out: store, timers, answers, office); ``service``/``server``
-(gRPC); ``serve`` (the ``groupcoord serve`` process); stores and HA at the edges.
+Top down, each floor importing only from below:
+
+- ``testing``: a harness that drives the model on a fake clock (for tests and users' own tests);
+- ``process``: ``groupcoord serve`` (options, start-up, shutdown, tuning, snapshot pick-up);
+- ``rpc``: the gRPC servicers and server, and requests parsed before anything looks at them;
+- ``auth`` | ``ha``: TLS, principals and ACLs | election, fenced ZooKeeper store, the elected office;
+- ``runtime``: carries out what the model decides (answers, timers, writes, checker threads, lag, metrics);
+- ``storage``: the store interface, in memory and SQLite;
+- ``model``: the pure protocol model, requests in and effects out (no gRPC, ZooKeeper or SQLite);
+- ``config`` and ``clock``: settings and time, which every floor takes.
 """

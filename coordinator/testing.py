@@ -17,10 +17,11 @@ from google.protobuf.message import Message
 
 from groupcoord.coordinator.clock import FakeClock
 from groupcoord.coordinator.config import CoordinatorConfig
-from groupcoord.coordinator.effects import Effect, Token
-from groupcoord.coordinator.office import Office
-from groupcoord.coordinator.runtime import CoordinatorRuntime, InlineWriter
-from groupcoord.coordinator.store import GroupRecord, GroupStore, StoreError
+from groupcoord.coordinator.model.effects import Effect, Token
+from groupcoord.coordinator.runtime.office import Office
+from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
+from groupcoord.coordinator.runtime.writers import InlineWriter
+from groupcoord.coordinator.storage.store import GroupRecord, GroupStore, StoreError
 from groupcoord.v1 import groupcoord_pb2 as pb
 
 __all__ = ["FailingStore", "FakeOffice", "Harness", "Pending"]

@@ -3,7 +3,7 @@
 One module so that a message's shape is read and written in one place, and so that neither the
 coordinator nor the worker has to import the other for it (the coordinator needs
 :func:`report_from_pb` and :func:`snapshot_to_pb`; the worker the rest). The coordinator's
-storage records (``coordinator.records``) keep their own encoding.
+storage records (``coordinator.model.records``) keep their own encoding.
 
 * tasks and replicas: :func:`task_spec` / :func:`task_pb`, :func:`replicas_from_pb` / :func:`replicas_to_pb`
 * members: :func:`member_from_pb` / :func:`member_pb`

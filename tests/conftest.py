@@ -15,11 +15,17 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from groupcoord.coordinator.config import CoordinatorConfig
-from groupcoord.coordinator.runtime import CoordinatorRuntime
-from groupcoord.coordinator.server import ServerThread
+from groupcoord.coordinator.rpc.server import ServerThread
+from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
 from groupcoord.coordinator.testing import Harness
 
 logging.getLogger("transitions").setLevel(logging.WARNING)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Slow tests first (a stable sort keeps the rest in order): under pytest-xdist the long ones then
+    start at once on separate workers instead of one of them starting last and setting the wall time."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 @pytest.fixture

@@ -80,7 +80,7 @@ def test_service_modules_import_and_log_samples_without_pyarrow_or_pyspark(tmp_p
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["heavy"] == []
-    assert {"groupcoord.coordinator.server", "groupcoord.coordinator.load_reports", "groupcoord.worker.client", "groupcoord.worker.load",
+    assert {"groupcoord.coordinator.rpc.server", "groupcoord.coordinator.process.load_reports", "groupcoord.worker.client", "groupcoord.worker.load",
             "groupcoord.assignors.pulsar.assignors", "groupcoord.wire"} <= set(result["imported"])
     assert (result["rolled"], result["files_rolled"], result["rows_written"], result["errors"]) == (True, 1, 2, 0)
     (sample_file,) = (tmp_path / "samples").glob("samples-*.jsonl")

@@ -44,7 +44,7 @@ Deadlines: JoinGroup and SyncGroup get the rebalance timeout plus the request ti
 coordinator holds them until the phase ends); calls in Stable get half the session, never
 past its end (so a hung coordinator is left while the session elsewhere is still alive).
 
-``tests/test_worker_states.py`` checks each trigger's legal sources against this table.
+``tests/worker/test_worker_states.py`` checks each trigger's legal sources against this table.
 """
 
 from __future__ import annotations

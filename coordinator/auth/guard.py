@@ -5,7 +5,7 @@ request), the members it acts for, and, for ListGroups, a filter on the answer. 
 open to anyone (load balancers probe them without credentials); reflection needs a valid
 credential only. **A method missing from ``RULES`` is refused** with PERMISSION_DENIED naming it
 whenever authentication or ACLs are on, so a new RPC cannot slip through:
-``tests/test_auth_grpc.py`` fails until it has a rule.
+``tests/coordinator/auth/test_auth_grpc.py`` fails until it has a rule.
 
 Member ids are not capabilities: a request naming a member (by member or instance id) passes only
 for the principal that joined it, or for an admin of the group. A member stored without a

@@ -26,10 +26,10 @@ from groupcoord.cli.common import STATS_EXTRA_HINT, missing_stats_extra
 from groupcoord.cli.demo_load import act_two, start_spark
 from groupcoord.cli.narrate import DemoFailed, say, show_group, stable, subprocess_env, wait_for_group
 from groupcoord.coordinator.config import CoordinatorConfig
-from groupcoord.coordinator.load_reports import sample_sink
-from groupcoord.coordinator.runtime import CoordinatorRuntime
-from groupcoord.coordinator.server import ServerThread
-from groupcoord.coordinator.sqlite_store import SqliteStore
+from groupcoord.coordinator.process.load_reports import sample_sink
+from groupcoord.coordinator.rpc.server import ServerThread
+from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
+from groupcoord.coordinator.storage.sqlite_store import SqliteStore
 from groupcoord.loadstats.sample_log import SampleLog
 from groupcoord.v1 import groupcoord_pb2 as pb
 

@@ -18,8 +18,8 @@ from groupcoord.cli.console_worker import run_worker
 from groupcoord.cli.groups import run_groups, run_tasks
 from groupcoord.cli.logs import TextFormatter, use_log_format
 from groupcoord.cli.stats import duration_s, run_stats
-from groupcoord.coordinator.print_config import render_options
-from groupcoord.coordinator.serve import ServeOptions, run_coordinator
+from groupcoord.coordinator.process.print_config import render_options
+from groupcoord.coordinator.process.serve import ServeOptions, run_coordinator
 
 __all__ = ["main"]
 

@@ -23,12 +23,12 @@ import psutil
 
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
+from tests.paths import ROOT
 from tests.processes import stop_processes
 from tests.zookeeper_server import free_port
 
 __all__ = ["Coordinator", "Timing", "WorkerPool", "answers_as_active", "env_with_tree"]
 
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def env_with_tree() -> dict[str, str]:

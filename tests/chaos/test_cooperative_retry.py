@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from groupcoord.admin import AdminClient
 from groupcoord.assignors.base import TaskReplica
-from groupcoord.coordinator.server import ServerThread
+from groupcoord.coordinator.rpc.server import ServerThread
 from groupcoord.worker import WorkerClient, WorkerConfig
 from tests.chaos.proxy import FaultProxy
 

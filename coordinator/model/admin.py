@@ -1,0 +1,193 @@
+"""Admin operations on the model: list and describe groups, edit the task catalog, publish a
+load snapshot, delete a group. Like the member requests they change groups only through the
+state machine and return their answers (and writes) through the outbox.
+"""
+
+from __future__ import annotations
+
+from groupcoord.coordinator.model import phases
+from groupcoord.coordinator.model.context import Model
+from groupcoord.coordinator.model.effects import Outbox, Token, error
+from groupcoord.coordinator.model.group import Group
+from groupcoord.coordinator.model.prechecks import CatalogCheck, Verdict, check_catalog, snapshot_error
+from groupcoord.coordinator.model.slices import extend_in_slices
+from groupcoord.coordinator.model.states import GroupState
+from groupcoord.v1 import groupcoord_pb2 as pb
+
+__all__ = [
+    "STATE_PB",
+    "list_groups",
+    "describe_group",
+    "put_tasks",
+    "delete_tasks",
+    "publish_load_snapshot",
+    "delete_group",
+]
+
+S = GroupState
+STATE_PB = {
+    S.EMPTY: pb.EMPTY,
+    S.PREPARING_REBALANCE: pb.PREPARING_REBALANCE,
+    S.AWAITING_SYNC: pb.AWAITING_SYNC,
+    S.STABLE: pb.STABLE,
+    S.DEAD: pb.DEAD,
+}
+
+
+def list_groups(m: Model, out: Outbox, request: pb.ListGroupsRequest, token: Token) -> None:
+    out.reply(token, "", pb.ListGroupsResponse(groups=[
+        pb.GroupListing(
+            group_id=g.group_id,
+            state=STATE_PB[g.state],
+            generation=g.generation,
+            num_members=len(g.members),
+            protocol=g.protocol,
+        )
+        for g in sorted(m.groups.values(), key=lambda g: g.group_id)
+    ]))
+
+
+def describe_group(m: Model, out: Outbox, request: pb.DescribeGroupRequest, token: Token) -> None:
+    failure = m.check_group_id(request.group_id)
+    group = m.groups.get(request.group_id) if failure is None else None
+    if failure is None and group is None:
+        failure = error(pb.GROUP_ID_NOT_FOUND, f"no group {request.group_id!r}")
+    if failure is not None or group is None:
+        out.reply(token, "", pb.DescribeGroupResponse(error=failure))
+        return
+    now = m.clock.now()
+    response = pb.DescribeGroupResponse(
+        group_id=group.group_id,
+        state=STATE_PB[group.state],
+        generation=group.generation,
+        protocol=group.protocol,
+        leader_id=group.leader_id,
+        members=[
+            pb.DescribedMember(member=mb.to_pb(), last_seen_ms_ago=int(max(0.0, now - mb.last_seen) * 1000))
+            for mb in group.members.values()
+        ],
+        unassigned=group.unassigned,
+        last_error=group.last_error,
+    )
+    snap = group.load_snapshot
+    if snap is not None and not request.include_load_snapshot:  # the per-worker figures only
+        response.load_snapshot.CopyFrom(pb.LoadSnapshot(
+            group_id=snap.group_id, snapshot_id=snap.snapshot_id, created_ms=snap.created_ms, workers=snap.workers,
+        ))
+        snap = None
+    # an observer, too, sees only what is durable: the answer waits for the group's queued writes;
+    # the catalog (and the whole snapshot, if asked for) is copied into it off the loop
+    assigned = [tuple(group.assignment.get(mb.member_id, ())) for mb in group.members.values()]
+    catalog = group.catalog_snapshot()
+
+    def complete() -> None:
+        for described, replicas in zip(response.members, assigned, strict=True):
+            extend_in_slices(described.assigned, replicas)
+        phases.add_catalog(response, catalog, snap)
+
+    out.reply(token, group.group_id, response, complete)
+
+
+def put_tasks(m: Model, out: Outbox, request: pb.PutTasksRequest, token: Token,
+              checked: CatalogCheck | None = None) -> None:
+    """``checked``: the catalog checks and normalised tasks, when the service made them on a thread."""
+    if checked is None:
+        checked = check_catalog(m.config, request.tasks)
+    failure = m.check_group_id(request.group_id) or checked.failure
+    if failure is not None:
+        out.reply(token, "", pb.PutTasksResponse(error=failure))
+        return
+    existing = m.groups.get(request.group_id)
+    known = existing.tasks if existing is not None else {}
+    if existing is not None and checked.base is not None and checked.base is existing.catalog_cache \
+            and checked.base.version == existing.catalog_version:
+        changed, new = checked.changed, checked.new  # compared off the loop with this very catalog
+    else:
+        changed = [task for task in checked.tasks if known.get(task.task_id) != task]
+        new = sum(1 for task in changed if task.task_id not in known)
+    total = len(known) + new
+    if total > m.config.group_max_tasks:
+        out.reply(token, "", pb.PutTasksResponse(error=error(
+            pb.INVALID_REQUEST, f"group {request.group_id!r} would have {total} tasks; at most "
+            f"{m.config.group_max_tasks} (group_max_tasks)")))
+        return
+    group = existing or m.new_group(request.group_id)
+    if group.state is S.DEAD:
+        out.reply(token, "", pb.PutTasksResponse(error=error(pb.COORDINATOR_NOT_AVAILABLE, "group is being removed")))
+        return
+    catalog = group.tasks
+    for task in changed:
+        catalog[task.task_id] = task
+    if changed:
+        _catalog_changed(m, out, group)
+    out.reply(token, group.group_id, pb.PutTasksResponse(num_tasks=len(group.tasks)))
+
+
+def delete_tasks(m: Model, out: Outbox, request: pb.DeleteTasksRequest, token: Token) -> None:
+    def fail(failure: pb.Error) -> None:
+        out.reply(token, "", pb.DeleteTasksResponse(error=failure))
+
+    failure = m.check_group_id(request.group_id)
+    if failure is not None:
+        return fail(failure)
+    group = m.groups.get(request.group_id)
+    if group is None:
+        return fail(error(pb.GROUP_ID_NOT_FOUND, f"no group {request.group_id!r}"))
+    ids = list(request.task_ids)
+    if len(set(ids)) != len(ids):
+        return fail(error(pb.DUPLICATE_TASK, "a task id is given twice"))
+    unknown = [t for t in ids if t not in group.tasks]
+    if unknown:
+        return fail(error(pb.UNKNOWN_TASK, f"unknown task(s): {', '.join(unknown)}"))
+    for task_id in ids:
+        del group.tasks[task_id]
+    if ids:
+        _catalog_changed(m, out, group)
+        phases.expire_later(m, out, group)
+    out.reply(token, group.group_id, pb.DeleteTasksResponse(num_tasks=len(group.tasks)))
+
+
+def _catalog_changed(m: Model, out: Outbox, group: Group) -> None:
+    group.catalog_version += 1
+    if group.state in (S.STABLE, S.AWAITING_SYNC):
+        phases.prepare_rebalance(m, out, group, "task catalog changed")
+    else:
+        out.persist(group)
+
+
+def publish_load_snapshot(m: Model, out: Outbox, request: pb.PublishLoadSnapshotRequest,
+                          token: Token, checked: Verdict | None = None) -> None:
+    """``checked``: the snapshot checks' verdict, when the service ran them on a thread."""
+    gid = request.snapshot.group_id
+    failure = m.check_group_id(gid)
+    group = m.groups.get(gid) if failure is None else None
+    if failure is None and group is None:
+        failure = error(pb.GROUP_ID_NOT_FOUND, f"no group {gid!r}")
+    if failure is not None or group is None:
+        out.reply(token, "", pb.PublishLoadSnapshotResponse(error=failure))
+        return
+    failure = checked.failure if checked is not None else snapshot_error(m.config, request, m.clock.wall_ms())
+    if failure is not None:
+        out.reply(token, "", pb.PublishLoadSnapshotResponse(error=failure))
+        return
+    current = group.load_snapshot
+    if current is None or request.snapshot.created_ms >= current.created_ms:  # older never replaces newer
+        group.load_snapshot = request.snapshot
+        out.persist(group)
+    out.reply(token, gid, pb.PublishLoadSnapshotResponse())
+
+
+def delete_group(m: Model, out: Outbox, request: pb.DeleteGroupRequest, token: Token) -> None:
+    gid = request.group_id
+    failure = m.check_group_id(gid)
+    group = m.groups.get(gid) if failure is None else None
+    if failure is None and group is None:
+        failure = error(pb.GROUP_ID_NOT_FOUND, f"no group {gid!r}")
+    elif group is not None and (group.state is not S.EMPTY or group.pending_members):
+        failure = error(pb.NON_EMPTY_GROUP, f"group {gid!r} is {group.state.value}; it must be Empty")
+    if failure is not None or group is None:
+        out.reply(token, "", pb.DeleteGroupResponse(error=failure))
+        return
+    m.drop_group(group)
+    out.forget(gid)
+    out.reply(token, gid, pb.DeleteGroupResponse())

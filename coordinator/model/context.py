@@ -1,0 +1,49 @@
+"""What the handlers see of the model: its settings, its clock and its groups.
+
+A Protocol, so the handler modules (``join``, ``sync``, ``membership``, ``admin``,
+``phases``) depend on this small surface and the model depends on them, never the
+other way round.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from groupcoord.coordinator.clock import Clock
+from groupcoord.coordinator.config import CoordinatorConfig
+from groupcoord.coordinator.model.group import Group, Member
+from groupcoord.v1 import groupcoord_pb2 as pb
+
+__all__ = ["Model"]
+
+
+class Model(Protocol):
+    config: CoordinatorConfig
+    clock: Clock
+    groups: dict[str, Group]
+
+    def lateness(self) -> float:
+        """Seconds this coordinator could not run (its event loop ran late), accumulated."""
+        ...
+
+    def new_group(self, group_id: str) -> Group:
+        """An Empty group, added to the state machine."""
+        ...
+
+    def drop_group(self, group: Group) -> None:
+        """Mark the group Dead and forget it."""
+        ...
+
+    def check_group_id(self, group_id: str) -> pb.Error | None:
+        """INVALID_GROUP_ID for an id no group may have."""
+        ...
+
+    def check_member(self, group: Group, member_id: str, instance_id: str) -> pb.Error | None:
+        """Kafka's validateCurrentMember."""
+        ...
+
+    def find_member(
+        self, group_id: str, member_id: str, generation: int | None, instance_id: str = ""
+    ) -> tuple[Group | None, Member | None, pb.Error | None]:
+        """The group and member a request names, or the error that answers it."""
+        ...

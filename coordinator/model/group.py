@@ -1,0 +1,254 @@
+"""The data of one group and its members (behaviour lives in the handlers of ``coordinator.model.model``).
+
+A group is a ``transitions`` model: its ``state`` attribute is owned by the
+machine of ``coordinator.model.states`` and only changes through its triggers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from groupcoord.coordinator.model.catalog_snapshot import CatalogSnapshot
+from groupcoord.coordinator.model.effects import Token
+from groupcoord.coordinator.model.states import GroupState
+from groupcoord.v1 import groupcoord_pb2 as pb
+
+__all__ = ["Member", "Group"]
+
+
+@dataclass(eq=False)
+class Member:
+    member_id: str
+    group_id: str
+    client_id: str
+    instance_id: str
+    host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocols: tuple[str, ...]
+    metadata: pb.MemberMetadata
+    protocol_type: str = ""
+    rebalance_protocols: tuple[str, ...] = ()  # "eager" and/or "cooperative" (KIP-429)
+    join_token: Token | None = None  # a JoinGroup held until the join phase completes
+    sync_token: Token | None = None  # a SyncGroup held until the leader's assignment arrives
+    last_seen: float = 0.0
+    # KIP-394: joined in this phase and not yet answered; its parked JoinGroup expires after
+    # the new-member join timeout (it has no member id to heartbeat with)
+    is_new: bool = False
+    # a static member whose session expired, kept (with its tasks) for the departed-member grace
+    departed: bool = False
+    # the coordinator's lost time (``Model.lateness``) when the member was last heard from
+    lost_mark: float = 0.0
+    # who joined it (``coordinator.auth``, e.g. "User:CN=worker-1"): only it (or an admin) may act for
+    # the member; "" for members joined without authentication or stored before principals were kept
+    principal: str = ""
+
+    @property
+    def is_awaiting(self) -> bool:
+        """Members held in JoinGroup or SyncGroup count as alive (their session cannot expire),
+        except a new member, whose parked join expires (Kafka's ``hasSatisfiedHeartbeat``)."""
+        return not self.is_new and (self.join_token is not None or self.sync_token is not None)
+
+    @property
+    def is_static(self) -> bool:
+        return bool(self.instance_id)
+
+    def same_join(self, protocols: tuple[str, ...], metadata: pb.MemberMetadata) -> bool:
+        return self.protocols == protocols and self.metadata == metadata
+
+    def same_settings(self, protocols: tuple[str, ...], metadata: pb.MemberMetadata) -> bool:
+        """Same assignors and same description, ignoring what the member runs now: a static
+        member restarted with the same configuration is the same member (KIP-345)."""
+        mine, theirs = pb.MemberMetadata(), pb.MemberMetadata()
+        mine.CopyFrom(self.metadata)
+        theirs.CopyFrom(metadata)
+        for described in (mine, theirs):
+            described.ClearField("owned")
+            described.ClearField("owned_generation")
+            described.ClearField("user_data")
+        return self.protocols == protocols and mine == theirs
+
+    def to_pb(self) -> pb.GroupMember:
+        return pb.GroupMember(
+            member_id=self.member_id,
+            instance_id=self.instance_id,
+            client_id=self.client_id,
+            host=self.host,
+            metadata=self.metadata,
+        )
+
+
+@dataclass(eq=False)
+class Group:
+    group_id: str
+    generation: int = 0
+    protocol: str = ""
+    leader_id: str = ""
+    # the kind of group, set by its first member (JoinGroupRequest.protocol_type)
+    protocol_type: str = ""
+    # insertion order is join order: the first member becomes leader
+    members: dict[str, Member] = field(default_factory=dict)
+    # static members: instance id -> its current member id (KIP-345)
+    static_members: dict[str, str] = field(default_factory=dict)
+    # ids handed out with MEMBER_ID_REQUIRED, not yet joined with them
+    pending_members: set[str] = field(default_factory=set)
+    # members of the current generation that have not sent SyncGroup yet
+    pending_sync: set[str] = field(default_factory=set)
+    assignment: dict[str, list[pb.TaskReplica]] = field(default_factory=dict)
+    # the leader's opaque bytes for each member, handed on unchanged in SyncGroup
+    user_data: dict[str, bytes] = field(default_factory=dict)
+    # "eager" or "cooperative" for the current generation (cooperative when every member offers it)
+    rebalance_protocol: str = "eager"
+    # cooperative generations: who may still be running each replica when the generation began
+    # (what a re-joined member reported owning, else what it was last assigned); a replica goes
+    # to a new member only once nobody else runs it
+    owners: dict[tuple[str, int], frozenset[str]] = field(default_factory=dict)
+    # replicas the accepted assignment takes away from their owner without giving them to anyone
+    # yet: the first half of a cooperative move (the owner re-joins once it has stopped them)
+    revoking: set[tuple[str, int]] = field(default_factory=set)
+    unassigned: list[pb.UnassignedReplica] = field(default_factory=list)
+    tasks: dict[str, pb.Task] = field(default_factory=dict)
+    load_snapshot: pb.LoadSnapshot | None = None
+    last_error: str = ""
+    # initial-delay bookkeeping of a new group (Kafka's InitialDelayedJoin)
+    initial_delay_remaining_ms: int = 0
+    new_member_during_delay: bool = False
+    in_initial_delay: bool = False
+    # the coordinator's lost time (``CoordinatorModel.lateness``) when the current join or sync
+    # deadline was armed: time lost since then moves the deadline
+    phase_lost_mark: float = 0.0
+    # bumped by every change of ``tasks``; ``catalog_snapshot()`` copies the catalog once per version
+    catalog_version: int = 0
+    catalog_cache: CatalogSnapshot | None = None
+    # owned by the machine of ``coordinator.model.states`` (set when the group is added to it)
+    state: GroupState = field(init=False, default=GroupState.EMPTY)
+    if TYPE_CHECKING:
+
+        def prepare_rebalance(self) -> bool: ...
+        def complete_join(self) -> bool: ...
+        def become_empty(self) -> bool: ...
+        def complete_sync(self) -> bool: ...
+        def mark_dead(self) -> bool: ...
+
+    def num_awaiting_join(self) -> int:
+        return sum(1 for m in self.members.values() if m.join_token is not None)
+
+    def all_members_joined(self) -> bool:
+        return not self.pending_members and all(m.join_token is not None for m in self.members.values())
+
+    def add(self, member: Member) -> None:
+        """A new member (its instance id, if any, must be free)."""
+        if not self.members:
+            self.protocol_type = member.protocol_type
+        self.members[member.member_id] = member
+        if member.instance_id:
+            assert member.instance_id not in self.static_members, f"instance {member.instance_id} taken"
+            self.static_members[member.instance_id] = member.member_id
+        if not self.leader_id:
+            self.leader_id = member.member_id
+
+    def remove(self, member_id: str) -> Member | None:
+        """Forget a member and everything the generation keeps about it."""
+        member = self.members.pop(member_id, None)
+        if member is not None and member.instance_id:
+            self.static_members.pop(member.instance_id, None)
+        self.pending_members.discard(member_id)
+        self.pending_sync.discard(member_id)
+        self.assignment.pop(member_id, None)
+        self.user_data.pop(member_id, None)
+        if self.leader_id == member_id:
+            self.leader_id = next(iter(self.members), "")
+        return member
+
+    def replace_static(self, instance_id: str, new_member_id: str) -> tuple[str, Member]:
+        """Give the static member of ``instance_id`` a new member id, keeping its place, its
+        assignment and its leadership (KIP-345); returns the old id and the member."""
+        old_member_id = self.static_members[instance_id]
+        member = self.members[old_member_id]
+        member.member_id = new_member_id
+        self.members = {(new_member_id if k == old_member_id else k): v for k, v in self.members.items()}
+        self.static_members[instance_id] = new_member_id
+        for table in (self.assignment, self.user_data):
+            if old_member_id in table:
+                table[new_member_id] = table.pop(old_member_id)  # type: ignore[assignment]
+        if old_member_id in self.pending_sync:
+            self.pending_sync.discard(old_member_id)
+            self.pending_sync.add(new_member_id)
+        if self.leader_id == old_member_id:
+            self.leader_id = new_member_id
+        return old_member_id, member
+
+    def rebalance_timeout_ms(self) -> int:
+        return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
+
+    def catalog_snapshot(self) -> CatalogSnapshot:
+        """The catalog as of now, frozen (one copy per ``catalog_version``)."""
+        cached = self.catalog_cache
+        if cached is None or cached.version != self.catalog_version:
+            cached = self.catalog_cache = CatalogSnapshot(self.catalog_version, self.tasks)
+        return cached
+
+    def owned_by(self, member_id: str) -> list[pb.TaskReplica]:
+        """What ``member_id`` counts as running in this cooperative generation."""
+        return [pb.TaskReplica(task_id=t, replica=r) for (t, r), who in sorted(self.owners.items()) if member_id in who]
+
+    def supports_protocols(self, protocol_type: str, protocols: tuple[str, ...]) -> bool:
+        """True if a member of ``protocol_type`` offering ``protocols`` shares at least one with
+        every member (an empty group takes any type)."""
+        if not self.members:
+            return bool(protocols)
+        return protocol_type == self.protocol_type and bool(self.candidate_protocols() & set(protocols))
+
+    def candidate_protocols(self) -> set[str]:
+        members = iter(self.members.values())
+        common = set(next(members).protocols)
+        for member in members:
+            common &= set(member.protocols)
+        return common
+
+    def select_protocol(self) -> str:
+        """Kafka's vote: each member votes for its most preferred common protocol; ties go to the
+        leader's (first member's) order."""
+        candidates = self.candidate_protocols()
+        votes: dict[str, int] = {}
+        for member in self.members.values():
+            choice = next(p for p in member.protocols if p in candidates)
+            votes[choice] = votes.get(choice, 0) + 1
+        first = next(iter(self.members.values()))
+        order = {p: i for i, p in enumerate(first.protocols)}
+        return max(votes, key=lambda p: (votes[p], -order.get(p, len(order))))
+
+    def validate(self) -> None:
+        """Invariants the coordinator keeps; tests call this after every step."""
+        state = self.state
+        if state is GroupState.EMPTY:
+            assert not self.members, f"{self.group_id}: Empty with members"
+        if state in (GroupState.AWAITING_SYNC, GroupState.STABLE):
+            assert self.members, f"{self.group_id}: {state} without members"
+            assert self.leader_id in self.members, f"{self.group_id}: leader {self.leader_id} not a member"
+            assert self.protocol, f"{self.group_id}: no protocol in {state}"
+        if state is GroupState.STABLE:
+            assert set(self.assignment) <= set(self.members), f"{self.group_id}: assignment names non-members"
+            owners: dict[tuple[str, int], str] = {}
+            for member_id, replicas in self.assignment.items():
+                for replica in replicas:
+                    key = (replica.task_id, replica.replica)
+                    assert key not in owners, f"{self.group_id}: {key} owned by {owners[key]} and {member_id}"
+                    owners[key] = member_id
+            for u in self.unassigned:
+                key = (u.task.task_id, u.task.replica)
+                assert key not in owners, f"{self.group_id}: {key} both assigned and unassigned"
+                owners[key] = ""
+            for task in self.tasks.values():
+                for r in range(max(1, task.replicas)):
+                    assert (task.task_id, r) in owners or (task.task_id, r) in self.revoking, \
+                        f"{self.group_id}: {task.task_id}#{r} not assigned"
+        statics = {m.instance_id: m.member_id for m in self.members.values() if m.instance_id}
+        assert statics == self.static_members, f"{self.group_id}: static members {self.static_members} != {statics}"
+        assert self.pending_sync <= set(self.members), f"{self.group_id}: pending sync names non-members"
+        for member in self.members.values():
+            if member.sync_token is not None:
+                assert state in (GroupState.AWAITING_SYNC,), f"{self.group_id}: sync held in {state}"
+            if member.join_token is not None:
+                assert state is GroupState.PREPARING_REBALANCE, f"{self.group_id}: join held in {state}"

@@ -1,0 +1,265 @@
+"""The coordinator's group model: Kafka's classic group protocol as requests in, effects out.
+
+``CoordinatorModel`` holds every group this process coordinates and nothing else: no store,
+no socket, no real clock. Each entry point takes one request (or a fired timer) with the
+token the runtime gave it, changes groups only through the state machine of
+``coordinator.model.states``, and returns the effects of ``coordinator.model.effects`` for the runtime to
+carry out (the dask worker-state pattern: events in, instructions out). Tests drive it
+directly on a ``FakeClock`` and check every step's effects (``coordinator.testing``).
+
+Where the behaviour lives: ``join`` (JoinGroup), ``sync`` (SyncGroup), ``membership``
+(Heartbeat, LeaveGroup, ReportLoad), ``admin`` (catalog, snapshots, describe, delete), each
+with one handler per group state; ``phases`` holds the rebalance steps they share.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from groupcoord.coordinator.clock import Clock, SystemClock
+from groupcoord.coordinator.config import CoordinatorConfig
+from groupcoord.coordinator.model import admin, limits, phases
+from groupcoord.coordinator.model.assignment_check import AssignmentCheck, AssignmentInputs, inputs_of
+from groupcoord.coordinator.model.effects import Effect, Outbox, Reply, TimerKey, Token, error
+from groupcoord.coordinator.model.group import Group, Member
+from groupcoord.coordinator.model.join import handle_join
+from groupcoord.coordinator.model.membership import handle_heartbeat, handle_leave, handle_report_load
+from groupcoord.coordinator.model.prechecks import CatalogCheck, Verdict
+from groupcoord.coordinator.model.records import group_from_record, group_to_record
+from groupcoord.coordinator.model.states import GroupState, new_machine
+from groupcoord.coordinator.model.sync import handle_sync
+from groupcoord.v1 import groupcoord_pb2 as pb
+
+__all__ = ["CoordinatorModel"]
+
+log = logging.getLogger("groupcoord.coordinator")
+S = GroupState
+R = TypeVar("R")
+
+_TIMERS: dict[str, Callable[[CoordinatorModel, Outbox, Group, str], None]] = {
+    "join": lambda m, out, group, _: phases.on_join_timer(m, out, group),
+    "sync": lambda m, out, group, _: phases.on_sync_timeout(m, out, group),
+    "session": phases.on_session_expired,
+    "pending": phases.on_pending_expired,
+    "expire": lambda m, out, group, _: phases.on_expire(m, out, group),
+}
+
+
+class CoordinatorModel:
+    """Every group of this process; each method returns the effects of one step."""
+
+    def __init__(self, config: CoordinatorConfig | None = None, *, clock: Clock | None = None,
+                 lateness: Callable[[], float] | None = None) -> None:
+        self.config = config or CoordinatorConfig()
+        self.clock = clock or SystemClock()
+        self.groups: dict[str, Group] = {}
+        self._machine = new_machine()
+        self._lateness = lateness or (lambda: 0.0)
+
+    def lateness(self) -> float:
+        """Seconds the runtime measured this process unable to run (see ``coordinator.runtime.lag``)."""
+        return self._lateness()
+
+    # ------------------------------------------------------------------ requests
+
+    def _step(self, handler: Callable[..., None], *args: Any) -> list[Effect]:
+        out = Outbox(group_to_record)
+        handler(self, out, *args)
+        return out.effects()
+
+    def join(self, request: pb.JoinGroupRequest, token: Token, host: str = "", principal: str = "") -> list[Effect]:
+        return self._step(handle_join, request, token, host, principal)
+
+    def sync(self, request: pb.SyncGroupRequest, token: Token, checked: AssignmentCheck | None = None) -> list[Effect]:
+        return self._step(handle_sync, request, token, checked)
+
+    def assignment_inputs(self, request: pb.SyncGroupRequest) -> AssignmentInputs | None:
+        """A copy of what the leader's assignment in ``request`` is checked against, or None when the
+        request is not that (not the current leader's, in AwaitingSync, for this generation)."""
+        group = self.groups.get(request.group_id)
+        if (group is None or group.state is not S.AWAITING_SYNC or request.member_id != group.leader_id
+                or request.generation != group.generation):
+            return None
+        return inputs_of(group, group.rebalance_protocol == phases.COOPERATIVE)
+
+    def heartbeat(self, request: pb.HeartbeatRequest, token: Token) -> list[Effect]:
+        return self._step(handle_heartbeat, request, token)
+
+    def leave(self, request: pb.LeaveGroupRequest, token: Token) -> list[Effect]:
+        return self._step(handle_leave, request, token)
+
+    def report_load(self, request: pb.ReportLoadRequest, token: Token, checked: Verdict | None = None) -> list[Effect]:
+        return self._step(handle_report_load, request, token, checked)
+
+    def list_groups(self, request: pb.ListGroupsRequest, token: Token) -> list[Effect]:
+        return self._step(admin.list_groups, request, token)
+
+    def describe_group(self, request: pb.DescribeGroupRequest, token: Token) -> list[Effect]:
+        return self._step(admin.describe_group, request, token)
+
+    def put_tasks(self, request: pb.PutTasksRequest, token: Token, checked: CatalogCheck | None = None) -> list[Effect]:
+        return self._step(admin.put_tasks, request, token, checked)
+
+    def delete_tasks(self, request: pb.DeleteTasksRequest, token: Token) -> list[Effect]:
+        return self._step(admin.delete_tasks, request, token)
+
+    def publish_load_snapshot(self, request: pb.PublishLoadSnapshotRequest, token: Token,
+                              checked: Verdict | None = None) -> list[Effect]:
+        return self._step(admin.publish_load_snapshot, request, token, checked)
+
+    def delete_group(self, request: pb.DeleteGroupRequest, token: Token) -> list[Effect]:
+        return self._step(admin.delete_group, request, token)
+
+    def fire(self, key: TimerKey) -> list[Effect]:
+        """A timer's deadline passed (the runtime only fires keys the model armed)."""
+        group = self.groups.get(key.group_id)
+        if group is None:
+            return []
+        return self._step(_TIMERS[key.kind], group, key.member_id)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def load(self, records: Mapping[str, dict[str, Any]]) -> list[Effect]:
+        """Resume the stored groups (after a restart or on becoming active)."""
+        out = Outbox(group_to_record)
+        for group_id, record in records.items():
+            self._resume(out, group_id, record)
+        return out.effects()
+
+    def unload(self, code: pb.ErrorCode, message: str) -> list[Effect]:
+        """Stop answering for every group (lost the office): held requests get ``code``."""
+        out = Outbox(group_to_record)
+        for group in list(self.groups.values()):
+            for member in group.members.values():
+                phases.fail_held(out, group, member, code, message)
+            self.drop_group(group)
+        return out.effects()
+
+    def release_parked(self, code: pb.ErrorCode, message: str) -> list[Effect]:
+        """Answer every parked JoinGroup and SyncGroup with ``code`` (the server is stopping); the
+        groups stay as they are (the store has them)."""
+        out = Outbox(group_to_record)
+        for group in self.groups.values():
+            for member in group.members.values():
+                phases.fail_held(out, group, member, code, message)
+        return [e for e in out.effects() if isinstance(e, Reply)]
+
+    def roll_back(self, group_id: str, record: dict[str, Any] | None) -> list[Effect]:
+        """A write of ``group_id`` failed: put the group back as ``record`` (its last stored state;
+        drop it if never stored), as a restart would: held requests fail with
+        COORDINATOR_NOT_AVAILABLE (members retry), timers start afresh."""
+        out = Outbox(group_to_record)
+        group = self.groups.get(group_id)
+        if group is not None:
+            log.warning("group %s: store write failed: back to its last stored state", group_id,
+                        extra={"event": "group_rolled_back", "group": group_id, "reason": "store write failed"})
+            for member in group.members.values():
+                phases.fail_held(out, group, member, pb.COORDINATOR_NOT_AVAILABLE,
+                                 "the coordinator's store failed; retry")
+                out.cancel(phases.session_key(group_id, member.member_id))
+            for member_id in group.pending_members:  # handed out but never stored: they join afresh
+                out.cancel(phases.pending_key(group_id, member_id))
+            out.cancel(phases.join_key(group_id))
+            out.cancel(phases.sync_key(group_id))
+            self.drop_group(group)
+        if record is not None:
+            self._resume(out, group_id, record)
+        return out.effects()
+
+    def _resume(self, out: Outbox, group_id: str, record: dict[str, Any]) -> None:
+        """Members keep their sessions (they go on heartbeating); a group caught mid-rebalance
+        rebalances again, because its held requests were lost with the old process."""
+        group = group_from_record(record)
+        self._machine.add_model(group, initial=S.EMPTY)
+        self.groups[group_id] = group
+        state = S(record.get("state", S.EMPTY.value))
+        if state is S.STABLE:
+            group.prepare_rebalance()
+            group.complete_join()
+            group.complete_sync()
+        elif state in (S.PREPARING_REBALANCE, S.AWAITING_SYNC) and group.members:
+            group.prepare_rebalance()
+            out.arm(phases.join_key(group_id), group.rebalance_timeout_ms() / 1000)
+        now = self.clock.now()
+        for member in group.members.values():
+            member.last_seen = now
+            phases.arm_session(self, out, group, member)
+        phases.expire_later(self, out, group)
+
+    # ------------------------------------------------------------------ shared by the handlers
+
+    def new_group(self, group_id: str) -> Group:
+        group = Group(group_id)
+        self._machine.add_model(group, initial=S.EMPTY)
+        self.groups[group_id] = group
+        return group
+
+    def drop_group(self, group: Group) -> None:
+        group.mark_dead()
+        self._machine.remove_model(group)
+        del self.groups[group.group_id]
+
+    def check_group_id(self, group_id: str) -> pb.Error | None:
+        limit = self.config.max_id_length
+        if not group_id:
+            return error(pb.INVALID_GROUP_ID, "group id must not be empty")
+        if len(group_id) > limit or not group_id.isprintable() or "/" in group_id:
+            return error(pb.INVALID_GROUP_ID, f"group id must be printable, without '/', at most {limit} chars "
+                         f"(max_id_length)")
+        return None
+
+    def find_member(
+        self, group_id: str, member_id: str, generation: int | None, instance_id: str = ""
+    ) -> tuple[Group | None, Member | None, pb.Error | None]:
+        """The group and member a request names, or the error that answers it."""
+        failure = (self.check_group_id(group_id) or limits.check_id(self.config, "member_id", member_id, member_id=True)
+                   or limits.check_id(self.config, "instance_id", instance_id))
+        if failure is not None:
+            return None, None, failure
+        group = self.groups.get(group_id)
+        if group is None:
+            return None, None, error(pb.UNKNOWN_MEMBER_ID, f"group {group_id!r} does not exist")
+        if group.state is S.DEAD:
+            return group, None, error(pb.COORDINATOR_NOT_AVAILABLE, "group is being removed")
+        failure = self.check_member(group, member_id, instance_id)
+        if failure is not None:
+            return group, None, failure
+        member = group.members[member_id]
+        if generation is not None and generation != group.generation:
+            return group, member, error(
+                pb.ILLEGAL_GENERATION, f"generation {generation} is not the current {group.generation}"
+            )
+        return group, member, None
+
+    def member_principal(self, group_id: str, member_id: str, instance_id: str = "") -> str | None:
+        """Who joined the member a request names (by instance id first, as the join does), or None
+        when there is no such member (the request will get its protocol error)."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return None
+        if instance_id and instance_id in group.static_members:
+            member_id = group.static_members[instance_id]
+        member = group.members.get(member_id)
+        return None if member is None else member.principal
+
+    @staticmethod
+    def check_member(group: Group, member_id: str, instance_id: str) -> pb.Error | None:
+        """Kafka's validateCurrentMember: an instance id must name this member id (else the caller
+        is an older process of that instance: FENCED_INSTANCE_ID), and the member must exist."""
+        if instance_id:
+            current = group.static_members.get(instance_id)
+            if current is None:
+                return error(pb.UNKNOWN_MEMBER_ID, f"instance {instance_id!r} is not in group {group.group_id!r}")
+            if current != member_id:
+                return error(pb.FENCED_INSTANCE_ID,
+                             f"instance {instance_id!r} is member {current} now; {member_id!r} is fenced")
+        if member_id not in group.members:
+            return error(pb.UNKNOWN_MEMBER_ID, f"member {member_id!r} is not in group {group.group_id!r}")
+        return None
+
+    def validate(self) -> None:
+        """Every group's invariants (tests run this after each step)."""
+        for group in self.groups.values():
+            group.validate()

@@ -1,0 +1,355 @@
+"""``groupcoord serve``: options from flags and a config file, store choice, start-up, shutdown.
+
+One start-up path for the memory, SQLite and ZooKeeper stores (``run_coordinator``).
+
+Config file (TOML)::
+
+    [server]
+    listen = "127.0.0.1:9400"
+    data_dir = "groupcoord-data"
+    store = "sqlite"            # sqlite | memory | zookeeper
+    zk = "127.0.0.1:2181"       # for store = "zookeeper"
+    advertise = "127.0.0.1:9400"
+    zk_root = "/groupcoord/default"
+    zk_session_timeout_s = 10
+    snapshots = "/mnt/shared/snapshot"   # pick up load snapshots written here (optional)
+    snapshot_poll_s = 10
+    sample_retention_s = 604800          # drop sample files older than this (default 7 days; 0: keep)
+    sample_retention_bytes = 10737418240 # and the oldest beyond this total (default 10 GiB; 0: no limit)
+    tls_cert = "server.pem"              # TLS for every service (with tls_key); beyond loopback, always
+    tls_key = "server.key"
+    tls_client_ca = "ca.pem"             # mTLS: the certificate subject is the principal
+    token_file = "tokens"                # or bearer tokens, hashed (coordinator.auth.tokens); SIGHUP reloads
+    acl_file = "acls.toml"               # per-group ACLs (coordinator.auth.acl); SIGHUP reloads
+    zk_auth = "digest"                   # ZooKeeper credentials and znode ACLs (coordinator.ha.zk_security)
+    zk_credentials_file = "zk.creds"
+    zk_tls_ca = "zk-ca.pem"
+    metrics_listen = "127.0.0.1:9401"    # serve Prometheus metrics at http://HOST:PORT/metrics (default: off)
+    log_format = "text"                  # text | json (one JSON object per line)
+
+    [coordinator]               # any CoordinatorConfig field
+    group_initial_rebalance_delay_ms = 3000
+
+Flags override the file. Problems are ``ValueError`` with one readable line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+import tomllib
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from groupcoord.coordinator.auth.files import PolicyFileError, load_policy
+from groupcoord.coordinator.auth.guard import Guard
+from groupcoord.coordinator.auth.tls import is_loopback, server_credentials
+from groupcoord.coordinator.config import ConfigError, CoordinatorConfig
+from groupcoord.coordinator.ha.elected_office import ElectedOffice
+from groupcoord.coordinator.ha.election import LeaderElection, connect
+from groupcoord.coordinator.ha.zk_security import load_zk_security
+from groupcoord.coordinator.ha.zk_store import ZooKeeperStore
+from groupcoord.coordinator.process.load_reports import sample_sink
+from groupcoord.coordinator.process.process_tuning import tune_process
+from groupcoord.coordinator.process.snapshot_watch import watch_snapshots
+from groupcoord.coordinator.rpc.server import RunningServer, serve_forever
+from groupcoord.coordinator.runtime.metrics import MetricsEndpoint, serve_metrics
+from groupcoord.coordinator.runtime.office import Office
+from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
+from groupcoord.coordinator.storage.sqlite_store import SqliteStore
+from groupcoord.coordinator.storage.store import GroupStore, MemoryStore, StoreError
+from groupcoord.loadstats.sample_log import DEFAULT_RETENTION_BYTES, DEFAULT_RETENTION_S, SampleLog
+
+__all__ = ["ServeOptions", "run_coordinator"]
+
+log = logging.getLogger("groupcoord.serve")
+# files the security options name (paths, never their contents; ``--print-config`` shows the paths)
+_PATH_KEYS = (
+    "tls_cert", "tls_key", "tls_client_ca", "token_file", "acl_file",
+    "zk_credentials_file", "zk_tls_ca", "zk_tls_cert", "zk_tls_key",
+)
+_SERVER_KEYS = {
+    "listen", "data_dir", "store", "zk", "advertise", "zk_root", "zk_session_timeout_s", "snapshots", "snapshot_poll_s",
+    "sample_retention_s", "sample_retention_bytes", "metrics_listen", "log_format", "zk_auth", *_PATH_KEYS,
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServeOptions:
+    listen: str = "127.0.0.1:9400"
+    data_dir: Path = Path("groupcoord-data")
+    store: str = "sqlite"
+    zk: str = ""
+    advertise: str = ""
+    zk_root: str = "/groupcoord/default"
+    zk_session_timeout_s: float = 10.0
+    snapshots: str = ""  # a load snapshot path to watch ("" = none; snapshots arrive by PublishLoadSnapshot)
+    snapshot_poll_s: float = 10.0
+    sample_retention_s: float = DEFAULT_RETENTION_S  # 0: no age limit
+    sample_retention_bytes: int = DEFAULT_RETENTION_BYTES  # 0: no size limit
+    # TLS for every service of the server (PEM files); with tls_client_ca, clients must present a
+    # certificate that CA signed (mTLS) and its subject is their principal
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    tls_client_ca: Path | None = None
+    token_file: Path | None = None  # bearer tokens, hashed (coordinator.auth.tokens); reloaded on SIGHUP
+    acl_file: Path | None = None  # per-group ACLs (coordinator.auth.acl); reloaded on SIGHUP; none: all allowed
+    zk_auth: str = ""  # "", "digest" or "sasl" (coordinator.ha.zk_security)
+    zk_credentials_file: Path | None = None  # one line USER:PASSWORD
+    zk_tls_ca: Path | None = None
+    zk_tls_cert: Path | None = None
+    zk_tls_key: Path | None = None
+    metrics_listen: str = ""  # HOST:PORT of the Prometheus endpoint ("" = none)
+    log_format: str = "text"  # text | json
+    coordinator: CoordinatorConfig = field(default_factory=CoordinatorConfig)
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> ServeOptions:
+        server: dict[str, Any] = {}
+        coordinator: dict[str, Any] = {}
+        if args.config:
+            try:
+                with open(args.config, "rb") as handle:
+                    document = tomllib.load(handle)
+            except OSError as error:
+                raise ValueError(f"cannot read config file {args.config}: {error.strerror}") from None
+            except tomllib.TOMLDecodeError as error:
+                raise ValueError(f"config file {args.config} is not valid TOML: {error}") from None
+            unknown_sections = sorted(set(document) - {"server", "coordinator"})
+            if unknown_sections:
+                raise ValueError(f"config file {args.config}: unknown section(s) {', '.join(unknown_sections)}")
+            server = dict(document.get("server", {}))
+            coordinator = dict(document.get("coordinator", {}))
+            unknown = sorted(set(server) - _SERVER_KEYS)
+            if unknown:
+                raise ValueError(f"config file {args.config}: unknown [server] key(s) {', '.join(unknown)}")
+        for key in ("listen", "data_dir", "store", "zk", "advertise", "snapshots", "snapshot_poll_s",
+                    "sample_retention_s", "sample_retention_bytes", "metrics_listen", "log_format", "zk_auth",
+                    *_PATH_KEYS):
+            value = getattr(args, key, None)
+            if value is not None:
+                server[key] = value
+        if getattr(args, "initial_rebalance_delay_ms", None) is not None:
+            coordinator["group_initial_rebalance_delay_ms"] = args.initial_rebalance_delay_ms
+        try:
+            config = CoordinatorConfig.from_mapping(coordinator)
+        except ConfigError as error:
+            raise ValueError(str(error)) from None
+        store = server.get("store", "sqlite")
+        if store not in ("sqlite", "memory", "zookeeper"):
+            raise ValueError(f"store must be sqlite, memory or zookeeper, not {store!r}")
+        if store == "zookeeper" and not server.get("zk"):
+            raise ValueError("--store zookeeper needs --zk HOST:PORT[,...]")
+        try:
+            snapshot_poll_s = float(server.get("snapshot_poll_s", cls.snapshot_poll_s))
+        except (TypeError, ValueError):
+            raise ValueError(f"snapshot_poll_s must be a number, not {server.get('snapshot_poll_s')!r}") from None
+        if not 0 < snapshot_poll_s < float("inf"):
+            raise ValueError(f"snapshot_poll_s must be > 0, not {snapshot_poll_s}")
+        try:
+            retention_s = float(server.get("sample_retention_s", cls.sample_retention_s))
+            retention_bytes = int(server.get("sample_retention_bytes", cls.sample_retention_bytes))
+        except (TypeError, ValueError):
+            raise ValueError("sample_retention_s and sample_retention_bytes must be numbers") from None
+        if not (0 <= retention_s < float("inf") and retention_bytes >= 0):
+            raise ValueError("sample_retention_s and sample_retention_bytes must be >= 0 (0: no limit)")
+        listen = str(server.get("listen", cls.listen))
+        _host, sep, port = listen.rpartition(":")
+        if not sep or not port.isdigit():
+            raise ValueError(f"--listen {listen!r} is not HOST:PORT")
+        paths = {key: _path(key, server.get(key)) for key in _PATH_KEYS}
+        _check_security(paths)
+        metrics_listen = str(server.get("metrics_listen", ""))
+        _host, sep, port = metrics_listen.rpartition(":")
+        if metrics_listen and (not sep or not port.isdigit() or int(port) > 65535):
+            raise ValueError(f"--metrics-listen {metrics_listen!r} is not HOST:PORT")
+        log_format = server.get("log_format", cls.log_format)
+        if log_format not in ("text", "json"):
+            raise ValueError(f"log_format must be text or json, not {log_format!r}")
+        return cls(
+            listen=listen,
+            data_dir=Path(server.get("data_dir", "groupcoord-data")),
+            store=store,
+            zk=str(server.get("zk", "")),
+            advertise=str(server.get("advertise", "")),
+            zk_root=str(server.get("zk_root", cls.zk_root)),
+            zk_session_timeout_s=float(server.get("zk_session_timeout_s", cls.zk_session_timeout_s)),
+            snapshots=str(server.get("snapshots", "")),
+            snapshot_poll_s=snapshot_poll_s,
+            sample_retention_s=retention_s,
+            sample_retention_bytes=retention_bytes,
+            zk_auth=str(server.get("zk_auth", "")),
+            metrics_listen=metrics_listen,
+            log_format=log_format,
+            coordinator=config,
+            **paths,
+        )
+
+
+def _path(key: str, value: Any) -> Path | None:
+    if value is None or value == "":
+        return None
+    if not isinstance(value, (str, Path)):
+        raise ValueError(f"{key} must be a file path, not {value!r}")  # noqa: TRY004 - a config error: exit 2
+    return Path(value)
+
+
+def _check_security(paths: dict[str, Path | None]) -> None:
+    """Relations between the TLS and token options (the files themselves are read at start-up)."""
+    if (paths["tls_cert"] is None) != (paths["tls_key"] is None):
+        raise ValueError("--tls-cert and --tls-key go together")
+    if paths["tls_client_ca"] is not None and paths["tls_cert"] is None:
+        raise ValueError("--tls-client-ca (mTLS) needs --tls-cert and --tls-key")
+    if paths["tls_client_ca"] is not None and paths["token_file"] is not None:
+        raise ValueError("choose one way to authenticate clients: --tls-client-ca (certificates) or --token-file")
+
+
+def run_coordinator(options: ServeOptions) -> int:
+    """Run until SIGINT/SIGTERM; returns the exit status. One path for every store: the store and
+    the office differ (ZooKeeper brings an election), the runtime and the server do not."""
+    tune_process()  # GIL switch interval, malloc arenas (coordinator.process.process_tuning)
+    try:
+        options.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # group records and load samples
+    except OSError as error:
+        raise ValueError(f"cannot create data directory {options.data_dir}: {error.strerror}") from None
+    if not os.access(options.data_dir, os.W_OK):
+        raise ValueError(f"data directory {options.data_dir} is not writable")
+    credentials = None
+    if options.tls_cert is not None and options.tls_key is not None:
+        credentials = server_credentials(options.tls_cert, options.tls_key, options.tls_client_ca)
+    try:
+        policy = load_policy(mtls=options.tls_client_ca is not None, token_file=options.token_file,
+                             acl_file=options.acl_file)
+    except PolicyFileError as error:
+        raise ValueError(str(error)) from None
+    host = options.listen.rpartition(":")[0]
+    if credentials is None and not is_loopback(host):
+        print(f"groupcoord serve: WARNING: listening on {options.listen} without TLS: anyone who can reach it can "
+              f"read and change every group (use --tls-cert/--tls-key)", file=sys.stderr, flush=True)
+    with ExitStack() as resources:
+        backing = _open_backing(options, resources)
+        samples = SampleLog(options.data_dir / "samples", retention_s=options.sample_retention_s or None,
+                            retention_bytes=options.sample_retention_bytes or None)
+        resources.callback(samples.close)
+        runtime = CoordinatorRuntime(options.coordinator, store=backing.store, office=backing.office,
+                                     on_load_report=sample_sink(samples))
+        guard = Guard(policy, owner_of=runtime.model.member_principal) if policy.enabled else None
+        try:
+            asyncio.run(_serve(runtime, options, backing, credentials, guard))
+        except OSError as error:
+            raise ValueError(f"cannot serve on {options.listen}: {error}") from None
+    return 0
+
+
+@dataclass
+class _Backing:
+    """Where groups are kept, and who decides whether this process is the active coordinator."""
+
+    store: GroupStore
+    office: Office | None = None  # None: standalone
+    election: LeaderElection | None = None  # ZooKeeper: started once the server knows its address
+
+
+def _open_backing(options: ServeOptions, resources: ExitStack) -> _Backing:
+    if options.store == "memory":
+        return _Backing(MemoryStore())
+    if options.store == "sqlite":
+        try:
+            store = SqliteStore(options.data_dir / "groups.db")
+        except StoreError as error:
+            raise ValueError(str(error)) from None
+        resources.callback(store.close)
+        return _Backing(store)
+    security = load_zk_security(auth=options.zk_auth, credentials_file=options.zk_credentials_file,
+                                tls_ca=options.zk_tls_ca, tls_cert=options.zk_tls_cert, tls_key=options.zk_tls_key)
+    try:
+        client = connect(options.zk, session_timeout=options.zk_session_timeout_s, security=security)
+    except Exception as error:  # noqa: BLE001 - kazoo raises its own timeout types
+        raise ValueError(f"cannot reach ZooKeeper at {options.zk}: {error}") from None
+    resources.callback(client.close)
+    resources.callback(client.stop)
+    office = ElectedOffice()
+    election = LeaderElection(client, f"{options.zk_root}/election", options.advertise or options.listen,
+                              on_elected=office.on_elected, on_lost=office.on_lost,
+                              session_timeout=options.zk_session_timeout_s)
+    office.bind(election)
+    return _Backing(ZooKeeperStore(client, f"{options.zk_root}/groups", election), office, election)
+
+
+async def _serve(runtime: CoordinatorRuntime, options: ServeOptions, backing: _Backing,
+                 credentials: grpc.ServerCredentials | None = None, guard: Guard | None = None) -> None:
+    election = backing.election
+    if guard is not None:
+        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, lambda: _reload(guard, options))
+    if election is None:
+        # Load right before serving: restored sessions and join timers start now, not at some
+        # earlier point of a slow start-up.
+        runtime.load()
+
+    def started(running: RunningServer) -> None:
+        host = options.listen.rpartition(":")[0]
+        if election is None:
+            print(f"groupcoord coordinator listening on {host}:{running.port} (store {options.store}, "
+                  f"data dir {options.data_dir}, {len(runtime.groups)} group(s) loaded)", file=sys.stderr, flush=True)
+            return
+        advertise = options.advertise or f"{host}:{running.port}"
+        print(f"groupcoord coordinator listening on {advertise} (ZooKeeper {options.zk}, standby until elected)",
+              file=sys.stderr, flush=True)
+        election.start(advertise)
+
+    metrics = start_metrics(runtime, options)
+    watching = start_snapshot_watch(runtime, options)
+    try:
+        await serve_forever(runtime, options.listen, on_started=started, credentials=credentials,
+                            interceptors=[guard] if guard is not None else None)
+    finally:
+        if watching is not None:
+            watching.cancel()
+        if metrics is not None:
+            metrics.close()
+        if election is not None:
+            await asyncio.get_running_loop().run_in_executor(None, election.stop)
+
+
+def _reload(guard: Guard, options: ServeOptions) -> None:
+    """SIGHUP: read the token and ACL files again; a broken file keeps the policy in force."""
+    try:
+        policy = load_policy(mtls=guard.policy.mtls, token_file=options.token_file, acl_file=options.acl_file)
+    except PolicyFileError as error:
+        log.error("reload failed, the policy in force stays: %s", error)
+        print(f"groupcoord serve: reload failed, the policy in force stays: {error}", file=sys.stderr, flush=True)
+        return
+    guard.policy = policy
+    tokens = "-" if policy.tokens is None else str(len(policy.tokens))
+    acls = "-" if policy.acls is None else str(len(policy.acls.entries))
+    log.info("reloaded: %s token(s), %s ACL entries", tokens, acls)
+    print(f"groupcoord serve: reloaded: {tokens} token(s), {acls} ACL entries", file=sys.stderr, flush=True)
+def start_metrics(runtime: CoordinatorRuntime, options: ServeOptions) -> MetricsEndpoint | None:
+    """With ``--metrics-listen``: the runtime's registry over HTTP, on a thread of its own."""
+    if not options.metrics_listen:
+        return None
+    runtime.metrics.attach(asyncio.get_running_loop())  # scrapes read the groups on this loop, from the start
+    try:
+        endpoint = serve_metrics(runtime.metrics.registry, options.metrics_listen)
+    except (OSError, ValueError) as error:
+        raise ValueError(f"cannot serve metrics on {options.metrics_listen}: {error}") from None
+    host = options.metrics_listen.rpartition(":")[0]
+    print(f"groupcoord metrics on http://{host}:{endpoint.port}/metrics", file=sys.stderr, flush=True)
+    return endpoint
+
+
+def start_snapshot_watch(runtime: CoordinatorRuntime, options: ServeOptions) -> asyncio.Task[None] | None:
+    """With ``--snapshots``: poll that path on the running loop (see ``coordinator.process.snapshot_watch``)."""
+    if not options.snapshots:
+        return None
+    return asyncio.get_running_loop().create_task(
+        watch_snapshots(runtime, options.snapshots, options.snapshot_poll_s), name="snapshot-watch"
+    )

@@ -1,0 +1,209 @@
+"""Run a coordinator runtime behind a gRPC server.
+
+``start_server`` is the factory (returns the server and its bound port; bind
+port 0 in tests). ``ServerThread`` runs one on a private event loop in a
+background thread, for tests, benchmarks and the demo; ``serve_forever`` is
+what ``groupcoord serve`` runs in the foreground.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import signal
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Self, TypeVar
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from groupcoord.coordinator.rpc.parsing import ParsingInterceptor
+from groupcoord.coordinator.rpc.service import AdminServicer, CoordinatorServicer, add_servicer
+from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
+from groupcoord.v1 import groupcoord_pb2 as pb
+
+__all__ = ["RunningServer", "start_server", "ServerThread", "serve_forever"]
+
+log = logging.getLogger("groupcoord.server")
+T = TypeVar("T")
+
+
+@dataclass
+class RunningServer:
+    server: grpc.aio.Server
+    port: int
+    runtime: CoordinatorRuntime
+    health: health.aio.HealthServicer
+    timer_task: asyncio.Task[None]
+
+    async def stop(self, grace_s: float = 1.0) -> None:
+        """Graceful and bounded: no timer fires any more, health says NOT_SERVING, parked calls are
+        answered (COORDINATOR_NOT_AVAILABLE: rediscover and retry), writes in flight land and their
+        answers go out, then the server stops within ``grace_s``."""
+        self.timer_task.cancel()
+        await asyncio.gather(self.timer_task, return_exceptions=True)  # let it finish cancelling before the loop ends
+        await self.runtime.lag.stop()
+        await self.health.enter_graceful_shutdown()
+        self.runtime.release_parked()
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, self.runtime.checkers.close)
+        await loop.run_in_executor(None, self.runtime.writer.close)  # writes in flight land ...
+        await asyncio.sleep(0)  # ... and their answers (queued on this loop) go out
+        await self.server.stop(grace_s)
+
+
+async def _drive_timers(runtime: CoordinatorRuntime) -> None:
+    """Fire the runtime's timers at their deadlines; wake early when one is scheduled."""
+    wake = asyncio.Event()
+    runtime.timers.on_schedule = wake.set
+    clock = runtime.clock
+    while True:
+        in_office = False
+        try:
+            in_office = runtime.refusal() is None  # no timer fires once our term is over (e.g. after a pause)
+            if in_office:
+                runtime.timers.poll()
+        except Exception:  # a bug in one timer must not stop every other group's timers
+            log.exception("timer callback failed")
+        deadline = runtime.timers.next_deadline() if in_office else None  # out of office: wait to be woken
+        wake.clear()
+        timeout = None if deadline is None else max(0.0, deadline - clock.now())
+        try:
+            # not ``wait_for``: on Python 3.11 it can swallow this task's cancellation when the event
+            # is set at the same moment (CPython gh-86296), and ``stop`` would then wait forever
+            async with asyncio.timeout(timeout):
+                await wake.wait()
+        except TimeoutError:
+            pass
+
+
+async def start_server(
+    runtime: CoordinatorRuntime,
+    listen: str = "127.0.0.1:0",
+    *,
+    credentials: grpc.ServerCredentials | None = None,
+    interceptors: list[grpc.aio.ServerInterceptor] | None = None,
+) -> RunningServer:
+    """Start serving ``runtime`` on ``listen`` (host:port; port 0 picks a free one)."""
+    limit = runtime.config.max_message_bytes
+    server = grpc.aio.server(
+        interceptors=[ParsingInterceptor(runtime), *(interceptors or ())],  # parsed before anyone looks
+        options=[
+            ("grpc.max_receive_message_length", limit),
+            ("grpc.max_send_message_length", limit),
+            ("grpc.so_reuseport", 0),
+            # queue calls rather than drop them at random under overload (see CoordinatorConfig)
+            ("grpc.server.max_pending_requests", runtime.config.max_pending_requests),
+            ("grpc.server.max_pending_requests_hard_limit", 2 * runtime.config.max_pending_requests),
+        ],
+    )
+    add_servicer(server, "GroupCoordinator", CoordinatorServicer(runtime))
+    add_servicer(server, "GroupAdmin", AdminServicer(runtime))
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    names = [
+        pb.DESCRIPTOR.services_by_name["GroupCoordinator"].full_name,
+        pb.DESCRIPTOR.services_by_name["GroupAdmin"].full_name,
+        health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+        reflection.SERVICE_NAME,
+    ]
+    reflection.enable_server_reflection(names, server)
+    if credentials is not None:
+        port = server.add_secure_port(listen, credentials)
+    else:
+        port = server.add_insecure_port(listen)
+    if port == 0:
+        raise OSError(f"cannot listen on {listen}")
+    loop = asyncio.get_running_loop()
+    runtime.attach(loop)
+    await server.start()
+    for name in ("", *names[:2]):
+        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    timer_task = loop.create_task(_drive_timers(runtime))
+    runtime.office.watch(lambda: loop.call_soon_threadsafe(runtime.timers.on_schedule))  # re-check the office
+    log.info("coordinator listening on %s (port %d)", listen, port)
+    return RunningServer(server, port, runtime, health_servicer, timer_task)
+
+
+class ServerThread:
+    """A coordinator server on its own event loop thread.
+
+    ``call(fn)`` runs ``fn`` on that loop (the only thread that may touch the
+    model) and returns its result, so tests can inspect groups safely.
+    """
+
+    def __init__(
+        self, runtime: CoordinatorRuntime | None = None, listen: str = "127.0.0.1:0", *,
+        credentials: grpc.ServerCredentials | None = None,
+        interceptors: list[grpc.aio.ServerInterceptor] | None = None,
+    ) -> None:
+        self.runtime = runtime or CoordinatorRuntime()
+        self._listen = listen
+        self._credentials = credentials
+        self._interceptors = interceptors
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="groupcoord-server", daemon=True)
+        self._running: RunningServer | None = None
+
+    def start(self) -> Self:
+        self._thread.start()
+        started = start_server(self.runtime, self._listen, credentials=self._credentials,
+                               interceptors=self._interceptors)
+        self._running = self._submit(started).result(timeout=30)
+        return self
+
+    @property
+    def port(self) -> int:
+        assert self._running is not None, "server not started"
+        return self._running.port
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def _submit(self, coro: Any) -> concurrent.futures.Future[Any]:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop)
+
+    def call(self, fn: Callable[[], T], timeout: float = 30) -> T:
+        async def run() -> T:
+            return fn()
+
+        result: T = self._submit(run()).result(timeout=timeout)
+        return result
+
+    def stop(self) -> None:
+        if self._running is not None:
+            self._submit(self._running.stop(0.5)).result(timeout=30)
+            self._running = None
+        if self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=10)
+        if not self._loop.is_closed() and not self._loop.is_running():
+            self._loop.close()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+async def serve_forever(
+    runtime: CoordinatorRuntime, listen: str, *, on_started: Callable[[RunningServer], None] | None = None,
+    credentials: grpc.ServerCredentials | None = None, interceptors: list[grpc.aio.ServerInterceptor] | None = None,
+) -> None:
+    """Serve until SIGINT/SIGTERM, then shut down gracefully."""
+    running = await start_server(runtime, listen, credentials=credentials, interceptors=interceptors)
+    if on_started is not None:
+        on_started(running)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    log.info("shutting down")
+    await running.stop(2.0)

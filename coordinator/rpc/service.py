@@ -1,0 +1,182 @@
+"""gRPC servicers: each RPC becomes one step of the model, carried out by the runtime.
+
+All calls run on the server's event loop thread, so the model needs no locks. A request
+whose answer is not ready at once (a held JoinGroup or SyncGroup, or any answer waiting for
+its group's store write) waits on a future the runtime completes. An unexpected exception
+is logged with its traceback and answered with gRPC INTERNAL; the protocol's own errors
+travel in-band as ErrorCodes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import grpc
+from google.protobuf.message import Message
+
+from groupcoord.coordinator.auth.guard import CURRENT_PRINCIPAL
+from groupcoord.coordinator.model import prechecks
+from groupcoord.coordinator.model.assignment_check import check_assignment
+from groupcoord.coordinator.model.effects import Effect, Token
+from groupcoord.coordinator.model.prechecks import Verdict
+from groupcoord.coordinator.rpc.parsing import Malformed
+from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
+from groupcoord.v1 import groupcoord_pb2 as pb
+from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
+
+__all__ = ["CoordinatorServicer", "AdminServicer", "add_servicer"]
+
+log = logging.getLogger("groupcoord.service")
+F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
+
+
+def add_servicer(server: grpc.aio.Server, service_name: str, servicer: Any) -> None:
+    """Register ``servicer`` for ``service_name``. Its handlers take the request's bytes: the
+    ``ParsingInterceptor`` (first in the server's chain) parses them."""
+    service = pb.DESCRIPTOR.services_by_name[service_name]
+    handlers = {
+        method.name: grpc.unary_unary_rpc_method_handler(
+            getattr(servicer, method.name),
+            request_deserializer=None,
+            response_serializer=lambda message: message.SerializeToString(),
+        )
+        for method in service.methods
+    }
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service.full_name, handlers),))
+
+
+def _guarded(method: F) -> F:
+    @functools.wraps(method)
+    async def wrapper(self: Any, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        if isinstance(request, Malformed):
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.description)
+        try:
+            return await method(self, request, context)
+        except (asyncio.CancelledError, grpc.aio.AbortError):
+            raise
+        except Exception:
+            log.exception("%s failed on %s", method.__name__, type(request).__name__)
+            await context.abort(grpc.StatusCode.INTERNAL, f"{method.__name__}: internal error (see coordinator log)")
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _peer_host(context: grpc.aio.ServicerContext) -> str:
+    peer = context.peer() or ""
+    # "ipv4:127.0.0.1:5555" / "ipv6:[::1]:5555" -> the address without the port
+    kind, _, rest = peer.partition(":")
+    if kind in ("ipv4", "ipv6"):
+        return rest.rsplit(":", 1)[0].strip("[]")
+    return peer
+
+
+async def _ask(runtime: CoordinatorRuntime, step: Callable[[Token], list[Effect]], response_type: type[Message]) -> Any:
+    """Run ``step`` and wait for its answer (most answers are ready at once: no future then)."""
+    ready: list[Message] = []
+    future: asyncio.Future[Message] | None = None
+
+    def answer(response: Message) -> None:
+        if future is None:
+            ready.append(response)
+        elif not future.done():  # the caller may have gone (cancelled)
+            future.set_result(response)
+
+    runtime.submit(step, response_type, answer)
+    if ready:
+        return ready[0]
+    future = asyncio.get_running_loop().create_future()
+    return await future
+
+
+_CHECK_OFF_LOOP_FROM = 1_000
+"""Entries (replicas, tasks, report entries) from which a request is checked on a checker thread;
+smaller ones are checked by the model step on the loop: a thread hop would cost more than the check."""
+
+
+def _replicas(request: pb.SyncGroupRequest) -> int:
+    return sum(len(a.tasks) for a in request.assignments) + sum(len(s.children) for s in request.splits)
+
+
+class CoordinatorServicer(pb_grpc.GroupCoordinatorServicer):
+    def __init__(self, runtime: CoordinatorRuntime) -> None:
+        self.runtime = runtime
+        self.model = runtime.model
+
+    @_guarded
+    async def JoinGroup(self, request: pb.JoinGroupRequest, context: grpc.aio.ServicerContext) -> Any:
+        host = _peer_host(context)
+        principal = CURRENT_PRINCIPAL.get()  # set by the guard (coordinator.auth) when it is on
+        return await _ask(self.runtime, lambda token: self.model.join(request, token, host, principal),
+                          pb.JoinGroupResponse)
+
+    @_guarded
+    async def SyncGroup(self, request: pb.SyncGroupRequest, context: grpc.aio.ServicerContext) -> Any:
+        checked = None
+        if len(request.assignments) + len(request.splits) > 0:  # a leader's: checked on a thread if still current
+            inputs = self.model.assignment_inputs(request)
+            if inputs is not None and _replicas(request) >= _CHECK_OFF_LOOP_FROM:
+                checked = await self.runtime.checkers.run(check_assignment, self.runtime.config, inputs, request)
+        return await _ask(self.runtime, lambda token: self.model.sync(request, token, checked), pb.SyncGroupResponse)
+
+    @_guarded
+    async def Heartbeat(self, request: pb.HeartbeatRequest, context: grpc.aio.ServicerContext) -> Any:
+        return await _ask(self.runtime, lambda token: self.model.heartbeat(request, token), pb.HeartbeatResponse)
+
+    @_guarded
+    async def LeaveGroup(self, request: pb.LeaveGroupRequest, context: grpc.aio.ServicerContext) -> Any:
+        return await _ask(self.runtime, lambda token: self.model.leave(request, token), pb.LeaveGroupResponse)
+
+    @_guarded
+    async def ReportLoad(self, request: pb.ReportLoadRequest, context: grpc.aio.ServicerContext) -> Any:
+        checked = None
+        if len(request.report.tasks) >= _CHECK_OFF_LOOP_FROM:
+            checked = Verdict(await self.runtime.checkers.run(prechecks.report_error, self.runtime.config, request))
+        return await _ask(self.runtime, lambda token: self.model.report_load(request, token, checked),
+                          pb.ReportLoadResponse)
+
+
+class AdminServicer(pb_grpc.GroupAdminServicer):
+    def __init__(self, runtime: CoordinatorRuntime) -> None:
+        self.runtime = runtime
+        self.model = runtime.model
+
+    @_guarded
+    async def ListGroups(self, request: pb.ListGroupsRequest, context: grpc.aio.ServicerContext) -> Any:
+        return await _ask(self.runtime, lambda token: self.model.list_groups(request, token), pb.ListGroupsResponse)
+
+    @_guarded
+    async def DescribeGroup(self, request: pb.DescribeGroupRequest, context: grpc.aio.ServicerContext) -> Any:
+        return await _ask(
+            self.runtime, lambda token: self.model.describe_group(request, token), pb.DescribeGroupResponse)
+
+    @_guarded
+    async def PutTasks(self, request: pb.PutTasksRequest, context: grpc.aio.ServicerContext) -> Any:
+        checked = None
+        if len(request.tasks) >= _CHECK_OFF_LOOP_FROM:
+            base = self.runtime.catalog_snapshot(request.group_id)  # compared with, off the loop
+            checked = await self.runtime.checkers.run(prechecks.check_catalog, self.runtime.config, request.tasks, base)
+        return await _ask(self.runtime, lambda token: self.model.put_tasks(request, token, checked),
+                          pb.PutTasksResponse)
+
+    @_guarded
+    async def DeleteTasks(self, request: pb.DeleteTasksRequest, context: grpc.aio.ServicerContext) -> Any:
+        return await _ask(self.runtime, lambda token: self.model.delete_tasks(request, token), pb.DeleteTasksResponse)
+
+    @_guarded
+    async def PublishLoadSnapshot(
+        self, request: pb.PublishLoadSnapshotRequest, context: grpc.aio.ServicerContext
+    ) -> Any:
+        checked = None
+        if len(request.snapshot.tasks) + len(request.snapshot.workers) >= _CHECK_OFF_LOOP_FROM:
+            checked = Verdict(await self.runtime.checkers.run(prechecks.snapshot_error, self.runtime.config, request,
+                                                          self.runtime.clock.wall_ms()))
+        return await _ask(self.runtime, lambda token: self.model.publish_load_snapshot(request, token, checked),
+                          pb.PublishLoadSnapshotResponse)
+
+    @_guarded
+    async def DeleteGroup(self, request: pb.DeleteGroupRequest, context: grpc.aio.ServicerContext) -> Any:
+        return await _ask(self.runtime, lambda token: self.model.delete_group(request, token), pb.DeleteGroupResponse)

@@ -1,0 +1,1 @@
+"""The runtime: carries out what the model decides (answers, timers, writes, checker threads, lag, metrics)."""

@@ -1,0 +1,1 @@
+"""Where group records live between restarts: the store interface, in memory and SQLite."""

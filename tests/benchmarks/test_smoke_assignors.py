@@ -1,0 +1,41 @@
+"""The assignor benchmark runs end to end at toy size (``--quick``)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from groupcoord import assignors
+from tests.paths import ROOT
+
+BENCH = ROOT / "benchmarks" / "assignors_bench.py"
+
+
+def test_assignors_bench_quick_runs() -> None:
+    env = dict(os.environ, PYTHONPATH=str(Path(assignors.__file__).parent.parent))
+    done = subprocess.run(
+        [sys.executable, str(BENCH), "--quick"], capture_output=True, text=True, timeout=120, env=env, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    for expected in (
+        "replica shift fn, 10 racks",
+        "kafka-replica-shift assignor",
+        "sticky, one member joins",
+        "kafka-python",
+    ):
+        assert expected in done.stdout, done.stdout
+
+
+def test_kafka_python_column_is_skipped_with_a_note_when_missing(monkeypatch) -> None:
+    spec = importlib.util.spec_from_file_location("assignors_bench", BENCH)
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "assignors_bench", bench)  # dataclasses look their module up
+    spec.loader.exec_module(bench)
+    monkeypatch.setattr(bench, "KAFKA_PYTHON", None)
+    _, plan = bench.ours_rows(20, 3, 1)
+    (row,) = bench.kafka_python_rows(20, plan, 1.0)
+    assert row.seconds is None and "skipped: kafka-python not importable" in row.note

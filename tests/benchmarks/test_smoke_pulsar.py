@@ -1,0 +1,44 @@
+"""The Pulsar simulator and benchmark run end to end in their --quick mode."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.paths import ROOT
+
+
+def run(script: str, *args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / script), "--quick", *args],
+        check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_balance_sim_quick_prints_table_and_saves_plots(tmp_path: Path) -> None:
+    out = run("balance_sim.py", "--out", str(tmp_path))
+    for name in ("pulsar-threshold", "pulsar-uniform", "pulsar-avg", "pulsar-overload", "pulsar-transfer", "balanced",
+                 "rolling-restart"):
+        assert name in out
+    for column in ("rounds", "settle", "relapse", "fewest", "jit/100", "foreign%"):
+        assert column in out
+    assert (tmp_path / "balance_homogeneous.png").stat().st_size > 0
+    assert (tmp_path / "foreign_heterogeneous.png").stat().st_size > 0
+
+
+def test_pulsar_bench_quick_prints_table() -> None:
+    out = run("pulsar_bench.py")
+    for name in ("pulsar-threshold", "pulsar-uniform", "pulsar-avg", "pulsar-overload", "pulsar-transfer", "balanced"):
+        assert name in out
+
+
+def test_balance_sim_quick_cooperative(tmp_path: Path) -> None:
+    out = run("balance_sim.py", "--protocol", "cooperative", "--only", "balanced,pulsar-avg", "--no-plots")
+    assert "protocol: cooperative" in out and "balanced" in out

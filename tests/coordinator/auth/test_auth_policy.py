@@ -1,0 +1,226 @@
+"""The pure parts of security: ACL decisions (Kafka's rules), token files, principals, options
+validation, ``--print-config`` masking, and the principal kept in group records."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from groupcoord.cli import main
+from groupcoord.coordinator.auth.acl import AclError, Operation, parse_acls
+from groupcoord.coordinator.auth.principals import ANONYMOUS, Authenticated, Refused, authenticate
+from groupcoord.coordinator.auth.tokens import TokenFileError, parse_tokens
+from groupcoord.coordinator.ha.zk_security import ZkSecurity, load_zk_security
+from groupcoord.coordinator.model.records import finish_record, group_from_record, group_to_record
+from groupcoord.coordinator.process.print_config import MASK, render_options
+from groupcoord.coordinator.process.serve import ServeOptions
+from groupcoord.coordinator.testing import Harness
+
+ACLS = parse_acls(tomllib.loads("""
+super_users = ["User:root"]
+
+[[acl]]
+principal = "User:worker-a"
+group = "a"
+operations = ["member"]
+
+[[acl]]
+principal = "User:viewer"
+group = "team-"
+pattern = "prefixed"
+operations = ["describe"]
+
+[[acl]]
+principal = "User:viewer"
+group = "team-secret"
+operations = ["describe"]
+permission = "deny"
+
+[[acl]]
+principal = "User:*"
+group = "public"
+operations = ["describe"]
+
+[[acl]]
+principal = "User:ops"
+cluster = true
+operations = ["admin"]
+
+[[acl]]
+principal = "User:ops"
+group = "locked"
+operations = ["member"]
+permission = "deny"
+"""))
+
+D, M, A = Operation.DESCRIBE, Operation.MEMBER, Operation.ADMIN
+
+
+@pytest.mark.parametrize(("principal", "operation", "group", "allowed"), [
+    ("User:worker-a", M, "a", True),
+    ("User:worker-a", D, "a", True),             # member implies describe (Kafka: READ implies DESCRIBE)
+    ("User:worker-a", A, "a", False),            # ... but not admin
+    ("User:worker-a", M, "b", False),            # no ACL for the group: denied
+    ("User:worker-a", M, "ab", False),           # literal means exact
+    ("User:viewer", D, "team-x", True),          # prefixed
+    ("User:viewer", M, "team-x", False),
+    ("User:viewer", D, "team-secret", False),    # a DENY wins over a matching ALLOW
+    ("User:viewer", D, "tea", False),
+    ("User:anyone", D, "public", True),          # User:* matches every principal
+    ("User:anyone", M, "public", False),
+    ("User:ops", A, "anything", True),           # cluster admin: admin on every group
+    ("User:ops", M, "anything", True),
+    ("User:ops", M, "locked", False),            # ... except where a DENY says otherwise
+    ("User:ops", A, "locked", False),            # (denying member denies admin, which implies it)
+    ("User:ops", D, "locked", True),
+    ("User:root", A, "locked", True),            # super users bypass every ACL, as super.users does
+    (ANONYMOUS, D, "a", False),
+])
+def test_acl_decisions(principal: str, operation: Operation, group: str, allowed: bool) -> None:
+    assert ACLS.allows(principal, operation, group) is allowed
+
+
+def test_cluster_level_admin_needs_a_cluster_entry() -> None:
+    assert ACLS.allows("User:ops", A, None)
+    assert not ACLS.allows("User:worker-a", A, None)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ('[[acl]]\nprincipal = "worker"\ngroup = "a"\noperations = ["member"]', "must look like User:NAME"),
+    ('[[acl]]\nprincipal = "User:w"\ngroup = "a"\noperations = ["write"]', "unknown operation 'write'"),
+    ('[[acl]]\nprincipal = "User:w"\noperations = ["member"]', "exactly one resource"),
+    ('[[acl]]\nprincipal = "User:w"\ngroup = "a"\ncluster = true\noperations = ["admin"]', "exactly one resource"),
+    ('[[acl]]\nprincipal = "User:w"\ngroup = "a"\npattern = "regex"\noperations = ["member"]', "literal or prefixed"),
+    ('[[acl]]\nprincipal = "User:w"\ngroup = "a"\noperations = ["member"]\nallow = true', "unknown key(s) allow"),
+    ('[[acl]]\nprincipal = "User:w"\ncluster = true\noperations = ["member"]', "operations = [\"admin\"] only"),
+    ('superusers = ["User:x"]', "unknown key(s) superusers"),
+])
+def test_acl_file_mistakes_are_named(text: str, message: str) -> None:
+    with pytest.raises(AclError, match=message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
+        parse_acls(tomllib.loads(text))
+
+
+def test_tokens_are_kept_hashed_and_name_their_principal() -> None:
+    digest = hashlib.sha256(b"t0k3n").hexdigest()
+    table = parse_tokens(f"# comment\nworker-a sha256:{digest}  # rotated 2026-01\n\n")
+    assert table.principal_for("t0k3n") == "User:worker-a"
+    assert table.principal_for("other") is None
+    assert "t0k3n" not in repr(table)
+    with pytest.raises(TokenFileError, match="line 1: expected 'NAME sha256:<64 hex digits>'"):
+        parse_tokens("worker-a t0k3n")
+    with pytest.raises(TokenFileError, match="already given to 'a'"):
+        parse_tokens(f"a sha256:{digest}\nb sha256:{digest}")
+
+
+def test_authenticate_from_certificate_token_or_nothing() -> None:
+    table = parse_tokens(f"w sha256:{hashlib.sha256(b'secret').hexdigest()}")
+    cert = {"x509_subject": [b"CN=w,O=Example"]}
+    assert authenticate(cert, (), mtls=True, tokens=None) == Authenticated("User:CN=w,O=Example")
+    assert authenticate({}, (), mtls=False, tokens=None) == Authenticated(ANONYMOUS)
+    assert authenticate({}, [("authorization", "Bearer secret")], mtls=False, tokens=table) == Authenticated("User:w")
+    assert isinstance(authenticate({}, [], mtls=False, tokens=table), Refused)
+    assert authenticate({}, [("authorization", "Bearer nope")], mtls=False, tokens=table) == Refused("invalid token")
+    assert isinstance(authenticate({}, [("authorization", "Basic eA==")], mtls=False, tokens=table), Refused)
+
+
+def test_member_principal_survives_a_record_and_old_records_load() -> None:
+    harness = Harness()
+    member_id, _ = harness.join_new("g")
+    record = group_to_record(harness.group("g"))
+    assert record["members"][0]["principal"] == ""
+    harness.group("g").members[member_id].principal = "User:w"
+    record = json.loads(json.dumps(finish_record(group_to_record(harness.group("g")))))
+    assert group_from_record(record).members[member_id].principal == "User:w"
+    del record["members"][0]["principal"]  # written before principals were kept
+    assert group_from_record(record).members[member_id].principal == ""
+
+
+def _args(**values: Any) -> argparse.Namespace:
+    return argparse.Namespace(config=None, **values)
+
+
+@pytest.mark.parametrize(("values", "message"), [
+    ({"tls_cert": "c.pem"}, "--tls-cert and --tls-key go together"),
+    ({"tls_client_ca": "ca.pem"}, "needs --tls-cert"),
+    ({"tls_cert": "c", "tls_key": "k", "tls_client_ca": "ca", "token_file": "t"}, "choose one way"),
+])
+def test_security_options_that_do_not_fit_together(values: dict[str, str], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        ServeOptions.from_args(_args(**values))
+
+
+def test_zookeeper_security_options(tmp_path: Path) -> None:
+    creds = tmp_path / "zk.creds"
+    creds.write_text("groupcoord:pw\n")
+    security = load_zk_security(auth="digest", credentials_file=creds, tls_ca=tmp_path / "ca.pem",
+                                tls_cert=None, tls_key=None)
+    kwargs = security.kazoo_kwargs()
+    assert kwargs["auth_data"] == [("digest", "groupcoord:pw")]
+    assert kwargs["use_ssl"] is True and kwargs["ca"] == str(tmp_path / "ca.pem")
+    assert kwargs["default_acl"][0].id.scheme == "digest"
+    assert "pw" not in repr(security)
+    assert ZkSecurity().kazoo_kwargs() == {}
+    with pytest.raises(ValueError, match="needs zk_credentials_file"):
+        load_zk_security(auth="digest", credentials_file=None, tls_ca=None, tls_cert=None, tls_key=None)
+
+
+def test_print_config_masks_secrets_and_prints_every_field(tmp_path: Path) -> None:
+    options = ServeOptions.from_args(_args(tls_cert="/etc/gc/server.pem", tls_key="/etc/gc/server.key",
+                                           token_file="/etc/gc/tokens", listen="0.0.0.0:9400"))
+    text = render_options(options)
+    document = tomllib.loads(text)  # valid TOML
+    assert document["server"]["tls_key"] == "/etc/gc/server.key"  # a path, shown as one
+    assert document["server"]["token_file"] == "/etc/gc/tokens"
+    assert document["coordinator"]["group_max_size"] == options.coordinator.group_max_size
+    for field in dataclasses.fields(options):  # every option, set or not (generic: later ones too)
+        assert field.name in document or field.name in document["server"] or f"# {field.name} = (not set)" in text
+
+    @dataclasses.dataclass(frozen=True)
+    class Later:  # an option another engineer adds later, holding a secret inline
+        metrics_listen: str = "127.0.0.1:9401"
+        api_token: str = "s3cr3t-value"
+        zk_password: str = "hunter2"
+
+    shown = render_options(Later(), "json")
+    assert "s3cr3t-value" not in shown and "hunter2" not in shown
+    assert json.loads(shown)["server"] == {"metrics_listen": "127.0.0.1:9401", "api_token": MASK, "zk_password": MASK}
+
+
+def test_serve_print_config_exits_0_without_reading_the_token_file(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    tokens = tmp_path / "tokens"
+    tokens.write_text("w sha256:" + "ab" * 32 + "\n")
+    config = tmp_path / "gc.toml"
+    config.write_text(f'[server]\nlisten = "127.0.0.1:9555"\ntoken_file = "{tokens}"\n')
+    assert main(["serve", "--config", str(config), "--data-dir", str(tmp_path / "d"), "--print-config"]) == 0
+    out = capsys.readouterr().out
+    assert f'token_file = "{tokens}"' in out and "ab" * 32 not in out
+    assert 'listen = "127.0.0.1:9555"' in out and 'data_dir = "' in out
+    assert not (tmp_path / "d").exists()  # printed, not served
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--acl-file", "/nonexistent/acls.toml"], "cannot read ACL file /nonexistent/acls.toml"),
+    (["--tls-cert", "/nonexistent/c.pem", "--tls-key", "/nonexistent/k.pem"], "cannot read --tls-key"),
+])
+def test_serve_with_an_unreadable_security_file_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str], message: str
+) -> None:
+    assert main(["serve", "--listen", "127.0.0.1:0", "--data-dir", str(tmp_path), *flags]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_a_token_is_never_sent_in_plaintext_beyond_loopback(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    token = tmp_path / "token"
+    token.write_text("abc\n")
+    assert main(["groups", "list", "--coordinator", "10.1.2.3:9400", "--token-file", str(token)]) == 2
+    assert "only over TLS: add --tls-ca" in capsys.readouterr().err

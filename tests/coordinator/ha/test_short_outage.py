@@ -1,0 +1,69 @@
+"""A coordinator outage shorter than the session costs nothing: the coordinator process is killed
+(SIGKILL) and comes back on its SQLite store at 50 % and 80 % of the workers' session timeout;
+no rebalance, no task stopped (issue: reliability, item 4)."""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from groupcoord.admin import AdminClient
+from groupcoord.v1 import groupcoord_pb2 as pb
+from groupcoord.worker import WorkerClient, WorkerConfig, WorkerState
+from tests.coordinator.storage.test_restart import serve
+from tests.worker.test_e2e_grpc import Recorder
+from tests.zookeeper_server import free_port
+
+G = "outage"
+SESSION_MS = 10_000
+HEARTBEAT_MS = 500
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("share", [0.5, 0.8])
+def test_an_outage_shorter_than_the_session_costs_nothing(share: float, tmp_path: Path,
+                                                          cli_env: dict[str, str]) -> None:
+    port = free_port()
+    address = f"127.0.0.1:{port}"
+    data = tmp_path / "data"
+    started = time.monotonic()
+    coordinator = serve(data, port, cli_env)
+    startup_s = time.monotonic() - started  # how long a start takes here: the restart is issued that much earlier
+    recorders = [Recorder(), Recorder()]
+    workers = [WorkerClient(WorkerConfig(group_id=G, coordinators=address, client_id=f"w{i}",
+                                         session_timeout_ms=SESSION_MS, heartbeat_interval_ms=HEARTBEAT_MS,
+                                         rebalance_timeout_ms=10_000, retry_backoff_ms=20, retry_backoff_max_ms=200),
+                            recorders[i]) for i in range(2)]
+    admin = AdminClient(address, timeout_s=2)
+    try:
+        admin.put_tasks(G, ["t1", "t2", "t3", "t4"])
+        for worker in workers:
+            worker.start()
+        before = admin.wait_for(G, lambda d: d.state == pb.STABLE and len(d.members) == 2
+                                and sum(len(m.assigned) for m in d.members) == 4, 30)
+        assert all(w.wait_until(lambda c: c.state is WorkerState.STABLE and c.generation == before.generation, 10)
+                   for w in workers)
+        seen = [len(r.events) for r in recorders]
+        killed = time.monotonic()
+        coordinator.send_signal(signal.SIGKILL)
+        coordinator.wait(10)
+        time.sleep(max(0.0, share * SESSION_MS / 1000 - startup_s))  # an outage is what the test is about
+        coordinator = serve(data, port, cli_env)
+        outage = time.monotonic() - killed
+        assert outage < 0.95 * SESSION_MS / 1000, f"the restart took too long here to test this ({outage:.1f}s)"
+        # a few heartbeats later: the same generation, the same members, every task where it was
+        time.sleep(3 * HEARTBEAT_MS / 1000)
+        after = admin.wait_for(G, lambda d: d.state == pb.STABLE and len(d.members) == 2, 10)
+        assert after.generation == before.generation, f"rebalanced after a {outage:.1f}s outage"
+        assert [m.member.member_id for m in after.members] == [m.member.member_id for m in before.members]
+        for recorder, mark in zip(recorders, seen, strict=True):
+            assert recorder.events[mark:] == [], f"a task stopped or moved: {recorder.events[mark:]}"
+    finally:
+        for worker in workers:
+            worker.close()
+        admin.close()
+        coordinator.kill()
+        coordinator.wait(10)

@@ -1,0 +1,6 @@
+"""Where things are, for tests at any depth of the tree."""
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+"""The repository's root (its ``pyproject.toml``, ``benchmarks/``, ``coordinator/``, ...)."""
