@@ -37,8 +37,8 @@ def _serve(queue: Any) -> None:
 
     async def main() -> None:
         from groupcoord.coordinator.config import CoordinatorConfig
-        from groupcoord.coordinator.runtime import CoordinatorRuntime
-        from groupcoord.coordinator.server import start_server
+        from groupcoord.coordinator.rpc.server import start_server
+        from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
 
         runtime = CoordinatorRuntime(CoordinatorConfig(group_initial_rebalance_delay_ms=2000))
         running = await start_server(runtime, "127.0.0.1:0")

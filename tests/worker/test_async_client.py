@@ -26,9 +26,9 @@ from groupcoord.admin import AdminClient
 from groupcoord.assignors.base import TaskReplica
 from groupcoord.channels import ClientSecurity
 from groupcoord.coordinator.config import CoordinatorConfig
-from groupcoord.coordinator.runtime import CoordinatorRuntime
-from groupcoord.coordinator.server import ServerThread
-from groupcoord.coordinator.store import MemoryStore
+from groupcoord.coordinator.rpc.server import ServerThread
+from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
+from groupcoord.coordinator.storage.store import MemoryStore
 from groupcoord.coordinator.testing import FakeOffice
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.worker import WorkerConfig, WorkerState

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from groupcoord.admin import AdminClient
-from groupcoord.coordinator.server import ServerThread
+from groupcoord.coordinator.rpc.server import ServerThread
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "asyncio_service.py"

@@ -85,7 +85,7 @@ def _documented_tables() -> dict[str, str]:
         if not path.is_file():
             continue
         text = path.read_text(encoding="utf-8")
-        for match in re.finditer(re.escape(BEGIN) + r"\n(.*?)" + re.escape(END), text, flags=re.S):
+        for match in re.finditer(re.escape(BEGIN) + r"\n(.*?)" + re.escape(END), text, flags=re.DOTALL):
             found[str(path.relative_to(ROOT))] = match.group(1)
     return found
 
