@@ -1,6 +1,6 @@
 """What a worker client costs its service: CPU and memory of WorkerClient vs AsyncWorkerClient.
 
-    python benchmarks/worker_footprint_bench.py [--window 30] [--quick]
+    python benchmarks/worker_footprint_bench.py [--window 30] [--sizes 1,100] [--quick]
 
 A coordinator runs in its own process. For each client (threaded, asyncio) and each size (1 and
 100 members in one process, one group, 100 tasks), a fresh process starts the members, waits
@@ -138,6 +138,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--window", type=float, default=30.0, help="seconds of Stable measured per row")
     parser.add_argument("--quick", action="store_true", help="a 10 s window")
+    parser.add_argument("--sizes", default="1,100", help="members per process, comma-separated")
     parser.add_argument("--child", nargs=3, metavar=("KIND", "MEMBERS", "ADDRESS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     window = 10.0 if args.quick else args.window
@@ -157,7 +158,8 @@ def main() -> int:
         admin.put_tasks(GROUP, TASKS)
     rows: list[tuple[str, int, dict[str, Any]]] = []
     try:
-        for kind, members in [("baseline", 0), ("threaded", 1), ("asyncio", 1), ("threaded", 100), ("asyncio", 100)]:
+        sizes = [int(n) for n in args.sizes.split(",") if n]
+        for kind, members in [("baseline", 0)] + [(k, n) for n in sizes for k in ("threaded", "asyncio")]:
             env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
             result = subprocess.run(
                 [sys.executable, __file__, "--window", str(window), "--child", kind, str(members), address],

@@ -274,8 +274,9 @@ class AsyncWorkerClient:
             return
         self._shut = True
         try:
-            if self._listener_task is not None and not self._listener_task.done():
-                await asyncio.wait({self._listener_task}, timeout=self._listener_timeout())
+            running = self._listener_task  # a listener call close() cut short: let it finish (bounded)
+            if running is not None and not running.done() and running is not asyncio.current_task():
+                await asyncio.wait({running}, timeout=self._listener_timeout())
             rule = rule_for(self.fatal_error) if self.fatal_error is not None else None
             if rule is not None and rule.tasks_lost == "always":
                 self._tasks.lose_all()

@@ -571,3 +571,32 @@ def test_tls_and_token(tmp_path: Path) -> None:
             run(scenario)
         finally:
             admin.close()
+
+
+def test_a_listener_may_close_its_own_client(server: ServerThread) -> None:
+    """A service that decides to stop from inside on_assigned: close() does not wait on the very call
+    it is made from."""
+    admin = AdminClient(server.address)
+    admin.put_tasks(G, ["a"])
+
+    class Closes(Events):
+        async def on_assigned(self, tasks: Sequence[TaskReplica], generation: int) -> None:
+            await super().on_assigned(tasks, generation)
+            await client.close()
+
+    listener = Closes()
+    client = AsyncWorkerClient(config(server.address, "w"), listener)
+
+    async def scenario() -> None:
+        await client.start()
+        started = time.monotonic()
+        assert await client.wait_until(lambda c: c.state is WorkerState.DOWN, 10)
+        assert time.monotonic() - started < 5  # not the rebalance timeout (5 s here)
+        assert listener.kinds() == ["assigned", "revoked"] and client.fatal_error is None
+        group = await asyncio.to_thread(admin.describe_group, G)
+        assert list(group.members) == []
+
+    try:
+        run(scenario)
+    finally:
+        admin.close()
