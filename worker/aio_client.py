@@ -40,16 +40,17 @@ from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.wire import replicas_from_pb
 from groupcoord.worker.aio_transport import AioChannelFactory, AsyncTransport
 from groupcoord.worker.config import WorkerConfig
-from groupcoord.worker.leader import AssignorLookup, Recheck, leader_sync_request
+from groupcoord.worker.leader import AssignorLookup, Recheck, sync_request
 from groupcoord.worker.listener import JoinListener
 from groupcoord.worker.loop_lag import LoopLag, probe_for
 from groupcoord.worker.metrics import watch_worker
 from groupcoord.worker.ownership import Notice, Ownership
-from groupcoord.worker.requests import heartbeat_request, join_request, leave_request
+from groupcoord.worker.requests import heartbeat_request, join_request, leave_request, load_request
 from groupcoord.worker.retry import async_join_retrying
 from groupcoord.worker.rules import StableAction, rule_for
 from groupcoord.worker.session import Membership
 from groupcoord.worker.states import WorkerMachine, WorkerState
+from groupcoord.worker.view import MemberView
 
 __all__ = ["AssignmentChange", "AsyncWorkerClient"]
 
@@ -65,7 +66,7 @@ class _Hung(errors.UnknownMemberIdError):
     """A listener hung past the rebalance timeout during a join: the member left; join again as a new one."""
 
 
-class AsyncWorkerClient:
+class AsyncWorkerClient(MemberView):
     """Join ``config.group_id`` from a task on the running loop and keep ``listener`` told what to run.
 
     ``async with AsyncWorkerClient(config, listener) as client: ...`` (or ``await start()`` and
@@ -123,39 +124,7 @@ class AsyncWorkerClient:
         self.loop_lag = LoopLag()
         """How late the service's loop ran while this client was up (see ``worker.loop_lag``)."""
 
-    # ------------------------------------------------------------------ public API
-
-    @property
-    def state(self) -> WorkerState:
-        return self._machine.state
-
-    @property
-    def member_id(self) -> str:
-        return self._session.member_id
-
-    @property
-    def generation(self) -> int:
-        return self._session.generation
-
-    @property
-    def leader_id(self) -> str:
-        return self._session.leader_id
-
-    @property
-    def is_leader(self) -> bool:
-        return self._session.is_leader
-
-    @property
-    def protocol(self) -> str:
-        return self._session.protocol
-
-    @property
-    def assigned_tasks(self) -> tuple[TaskReplica, ...]:
-        return self._tasks.assigned
-
-    @property
-    def rebalance_protocol(self) -> str:
-        return self._session.rebalance_protocol
+    # ------------------------------------------------------------------ public API (and MemberView's)
 
     @property
     def coordinator_address(self) -> str:
@@ -368,14 +337,7 @@ class AsyncWorkerClient:
         return response
 
     async def _sync(self, join: pb.JoinGroupResponse) -> tuple[TaskReplica, ...]:
-        cfg = self.config
-        if self.is_leader and not join.skip_assignment:
-            request = leader_sync_request(self._assignor_lookup, cfg.group_id, self.member_id, join, name=cfg.client_id)
-        else:
-            request = pb.SyncGroupRequest(group_id=cfg.group_id, member_id=self.member_id, generation=join.generation)
-        request.instance_id = cfg.instance_id
-        request.protocol_type = join.protocol_type
-        request.protocol_name = join.protocol
+        request = sync_request(self._assignor_lookup, self.config, self.member_id, self.is_leader, join)
         response = await self._transport.sync_group(request, self._session.phase_timeout())
         self._session.synced(response)
         return replicas_from_pb(response.tasks)
@@ -457,8 +419,7 @@ class AsyncWorkerClient:
                 report = await report
             if report is None:
                 return
-            request = pb.ReportLoadRequest(group_id=self.config.group_id, member_id=self.member_id,
-                                           generation=self.generation, report=report)
+            request = load_request(self.config, self.member_id, self.generation, report)
             await self._transport.report_load(request, self._session.stable_timeout())
         except errors.GroupCoordError as error:
             log.info("%s: load report not sent: %s", self.config.client_id, error)

@@ -30,16 +30,17 @@ from groupcoord.assignors.registry import get_assignor
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.wire import replicas_from_pb
 from groupcoord.worker.config import WorkerConfig
-from groupcoord.worker.leader import AssignorLookup, Recheck, leader_sync_request
+from groupcoord.worker.leader import AssignorLookup, Recheck, sync_request
 from groupcoord.worker.listener import JoinListener, TaskListener
 from groupcoord.worker.metrics import watch_worker
 from groupcoord.worker.ownership import Notice, Ownership
-from groupcoord.worker.requests import heartbeat_request, join_request, leave_request
+from groupcoord.worker.requests import heartbeat_request, join_request, leave_request, load_request
 from groupcoord.worker.retry import join_retrying
 from groupcoord.worker.rules import StableAction, rule_for
 from groupcoord.worker.session import Membership
 from groupcoord.worker.states import WorkerMachine, WorkerState
 from groupcoord.worker.transport import ChannelFactory, Transport, WorkerClosedError
+from groupcoord.worker.view import MemberView
 
 __all__ = ["JoinListener", "TaskListener", "WorkerClient", "WorkerClosedError", "WorkerState"]
 
@@ -48,7 +49,7 @@ log = logging.getLogger("groupcoord.worker")
 LoadReporter = Callable[["WorkerClient"], "pb.LoadReport | None"]
 
 
-class WorkerClient:
+class WorkerClient(MemberView):
     """Join ``config.group_id`` and keep ``listener`` told what this process must run.
 
     Use ``start()`` then ``close()`` (or a ``with`` block). ``generation`` and
@@ -93,40 +94,7 @@ class WorkerClient:
         self._leave_on_close = not config.instance_id
         self._thread = threading.Thread(target=self._run, name=f"groupcoord-worker-{config.client_id}", daemon=True)
 
-    # ------------------------------------------------------------------ public API
-
-    @property
-    def state(self) -> WorkerState:
-        return self._machine.state
-
-    @property
-    def member_id(self) -> str:
-        return self._session.member_id
-
-    @property
-    def generation(self) -> int:
-        return self._session.generation
-
-    @property
-    def leader_id(self) -> str:
-        return self._session.leader_id
-
-    @property
-    def is_leader(self) -> bool:
-        return self._session.is_leader
-
-    @property
-    def protocol(self) -> str:
-        return self._session.protocol
-
-    @property
-    def assigned_tasks(self) -> tuple[TaskReplica, ...]:
-        return self._tasks.assigned
-
-    @property
-    def rebalance_protocol(self) -> str:
-        """"eager" or "cooperative": how the current generation rebalances."""
-        return self._session.rebalance_protocol
+    # ------------------------------------------------------------------ public API (and MemberView's)
 
     @property
     def coordinator_address(self) -> str:
@@ -294,14 +262,7 @@ class WorkerClient:
     def _sync(self, join: pb.JoinGroupResponse) -> tuple[TaskReplica, ...]:
         """The leader runs the assignor, unless told to skip it (KIP-814: a static leader back in a
         Stable group gets the group's assignment as it is); everyone else just asks."""
-        cfg = self.config
-        if self.is_leader and not join.skip_assignment:
-            request = leader_sync_request(self._assignor_lookup, cfg.group_id, self.member_id, join, name=cfg.client_id)
-        else:
-            request = pb.SyncGroupRequest(group_id=cfg.group_id, member_id=self.member_id, generation=join.generation)
-        request.instance_id = cfg.instance_id
-        request.protocol_type = join.protocol_type  # KIP-559: the coordinator checks we agree
-        request.protocol_name = join.protocol
+        request = sync_request(self._assignor_lookup, self.config, self.member_id, self.is_leader, join)
         response = self._transport.sync_group(request, self._session.phase_timeout())
         self._session.synced(response)
         return replicas_from_pb(response.tasks)
@@ -347,9 +308,7 @@ class WorkerClient:
             report = self._load_reporter(self)
             if report is None:
                 return
-            request = pb.ReportLoadRequest(
-                group_id=self.config.group_id, member_id=self.member_id, generation=self.generation, report=report
-            )
+            request = load_request(self.config, self.member_id, self.generation, report)
             self._transport.report_load(request, self._session.stable_timeout())
         except WorkerClosedError:
             raise

@@ -16,9 +16,10 @@ from groupcoord.assignors.base import Assignor, AssignorError, RebalanceCheck
 from groupcoord.assignors.cooperative import cooperative_step
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.wire import context_from_describe, context_from_join, sync_request_from_assignment
+from groupcoord.worker.config import WorkerConfig
 from groupcoord.worker.transport import WorkerClosedError
 
-__all__ = ["AssignorLookup", "Recheck", "leader_sync_request", "rebalance_check"]
+__all__ = ["AssignorLookup", "Recheck", "leader_sync_request", "rebalance_check", "sync_request"]
 
 log = logging.getLogger("groupcoord.worker")
 
@@ -44,6 +45,20 @@ def leader_sync_request(
             group_id=group_id, member_id=member_id, generation=join.generation,
             assignor_error=f"{type(failure).__name__}: {failure}",
         )
+
+
+def sync_request(lookup: AssignorLookup, config: WorkerConfig, member_id: str, is_leader: bool,
+                 join: pb.JoinGroupResponse) -> pb.SyncGroupRequest:
+    """A member's SyncGroup after ``join``: the leader runs the assignor, unless told to skip it (KIP-814:
+    a static leader back in a Stable group gets the group's assignment as it is); everyone else asks."""
+    if is_leader and not join.skip_assignment:
+        request = leader_sync_request(lookup, config.group_id, member_id, join, name=config.client_id)
+    else:
+        request = pb.SyncGroupRequest(group_id=config.group_id, member_id=member_id, generation=join.generation)
+    request.instance_id = config.instance_id
+    request.protocol_type = join.protocol_type  # KIP-559: the coordinator checks we agree
+    request.protocol_name = join.protocol
+    return request
 
 
 def rebalance_check(lookup: AssignorLookup, protocol: str) -> RebalanceCheck | None:
