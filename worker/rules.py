@@ -20,7 +20,8 @@ What a row says:
   in the cooperative protocol when the membership is reset, in both when fenced.
 - ``leaves``: on stopping, send LeaveGroup (a fenced member's place is not its own to leave).
 
-``error_table_markdown()`` renders the table; the docs carry it between
+``error_table_markdown()`` renders the table: the site's generated State machines page
+(``docs/gen_reference.py``) shows it, and docs/asyncio.md carries it between
 ``<!-- worker-error-rules -->`` and ``<!-- /worker-error-rules -->`` and
 ``tests/worker/test_error_rules.py`` keeps the two equal (on a difference it prints the new table).
 """
