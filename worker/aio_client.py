@@ -173,6 +173,12 @@ class AsyncWorkerClient(MemberView):
                         traceback: TracebackType | None) -> None:
         await self.close()
 
+    def __enter__(self) -> None:
+        raise TypeError("AsyncWorkerClient is used with 'async with' (the threaded WorkerClient takes 'with')")
+
+    def __exit__(self, *exc: object) -> None:  # pragma: no cover - __enter__ never succeeds
+        pass
+
     def __del__(self, _warn: Callable[..., None] = warnings.warn) -> None:
         if getattr(self, "_task", None) is not None and not self._closed:
             _warn(f"unclosed AsyncWorkerClient {self.config.client_id!r} of group {self.config.group_id!r}: "

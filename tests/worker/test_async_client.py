@@ -600,3 +600,18 @@ def test_a_listener_may_close_its_own_client(server: ServerThread) -> None:
         run(scenario)
     finally:
         admin.close()
+
+
+def test_misuse_gets_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(TypeError, match="'async with'"), \
+            AsyncWorkerClient(config("127.0.0.1:1", "w")):  # type: ignore[attr-defined]
+        pass
+    with pytest.raises(ValueError, match="cannot read --token-file"):
+        AsyncWorkerClient(config("127.0.0.1:1", "w", token_file=str(tmp_path / "missing")))
+
+    async def twice() -> None:
+        async with AsyncWorkerClient(config("127.0.0.1:1", "w")) as client:
+            with pytest.raises(RuntimeError, match="started once"):
+                await client.start()
+
+    run(twice)
