@@ -39,6 +39,7 @@ from groupcoord.assignors.registry import get_assignor
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.wire import replicas_from_pb
 from groupcoord.worker.aio_transport import AioChannelFactory, AsyncTransport
+from groupcoord.worker.changes import ChangeStream
 from groupcoord.worker.config import WorkerConfig
 from groupcoord.worker.leader import AssignorLookup, Recheck, sync_request
 from groupcoord.worker.listener import JoinListener
@@ -109,7 +110,7 @@ class AsyncWorkerClient(MemberView):
         self._pending: list[Notice] = []
         self._tasks = Ownership(self._pending.append, cond, name=config.client_id)
         self._recheck = Recheck(assignor_lookup, monotonic, name=config.client_id)
-        self._streams: weakref.WeakSet[_ChangeStream] = weakref.WeakSet()
+        self._streams: weakref.WeakSet[ChangeStream] = weakref.WeakSet()
         self._changed: asyncio.Event | None = None
         self._wake: asyncio.Event | None = None
         self._rebalance_requested = False
@@ -213,7 +214,7 @@ class AsyncWorkerClient(MemberView):
         The client goes on only when the loop body has finished with a change (it asks for the next
         one), within the rebalance timeout, as it awaits a listener. The iteration ends when the
         client closes. Leave the loop with ``break`` to stop listening."""
-        stream = _ChangeStream()
+        stream = ChangeStream()
         self._streams.add(stream)
         if self._closed:
             stream.end()
@@ -542,46 +543,3 @@ class AsyncWorkerClient(MemberView):
             log.info("%s: left group %s", self.config.client_id, self.config.group_id)
         session.member_id = ""
         session.generation = -1
-
-
-class _ChangeStream:
-    """One ``changes()`` iterator: a queue the client fills and waits on until each change is taken
-    and finished with (the next ``__anext__``)."""
-
-    def __init__(self) -> None:
-        self._queue: asyncio.Queue[Notice | None] = asyncio.Queue()
-        self._holding = False
-        self._ended = False
-
-    def offer(self, notice: Notice) -> asyncio.Queue[Notice | None]:
-        self._queue.put_nowait(notice)
-        return self._queue
-
-    def end(self) -> None:
-        if not self._ended:
-            self._ended = True
-            self._queue.put_nowait(None)
-
-    def __aiter__(self) -> Self:
-        return self
-
-    async def __anext__(self) -> Notice:
-        self._done_with_last()
-        item = await self._queue.get()
-        if item is None:
-            self._queue.task_done()
-            raise StopAsyncIteration
-        self._holding = True
-        return item
-
-    def _done_with_last(self) -> None:
-        if self._holding:
-            self._holding = False
-            self._queue.task_done()
-
-    def __del__(self) -> None:
-        # a loop that broke out: nothing waits on what it held or never took
-        self._done_with_last()
-        while not self._queue.empty():
-            self._queue.get_nowait()
-            self._queue.task_done()
