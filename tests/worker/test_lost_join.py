@@ -15,12 +15,14 @@ from collections.abc import Callable, Sequence
 
 import pytest
 
+from groupcoord import errors
 from groupcoord.admin import AdminClient
 from groupcoord.assignors.base import TaskReplica
 from groupcoord.coordinator.rpc.server import ServerThread
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.worker import WorkerClient, WorkerConfig
 from groupcoord.worker.give_up import give_up_at
+from groupcoord.worker.session import Membership
 from tests.chaos.rpc_proxy import RpcProxy
 
 G = "lost-join"
@@ -107,6 +109,22 @@ def test_the_give_up_time_is_the_earliest_removal() -> None:
     assert give_up_at(last_answer=10.0, sent=10.5, session_timeout_s=4.0, rebalance_timeout_s=20.0) == 14.0
     # the rebalance timeout since the call was sent, when that is sooner
     assert give_up_at(last_answer=10.0, sent=10.5, session_timeout_s=45.0, rebalance_timeout_s=2.0) == 12.5
+
+
+def test_membership_counts_the_session_from_every_answer_and_gives_up_only_cooperative_tasks() -> None:
+    now = [100.0]
+    config = WorkerConfig(group_id=G, coordinators="127.0.0.1:1", rebalance_protocol="cooperative",
+                          session_timeout_ms=SESSION_MS, heartbeat_interval_ms=200, rebalance_timeout_ms=REBALANCE_MS)
+    session = Membership(config, lambda: now[0])
+    session.rebalance_protocol = "cooperative"
+    now[0] = 103.0  # a heartbeat sent at 102 was answered REBALANCE_IN_PROGRESS: the session restarted
+    session.heartbeat_failed(errors.RebalanceInProgressError("rebalancing"), sent=102.0)
+    assert session.give_up_in(sent=103.0, running_tasks=True) == pytest.approx(102.0 + 4.0 - 103.0)
+    assert session.give_up_in(sent=103.0, running_tasks=False) is None
+    session.joined(pb.JoinGroupResponse(member_id="m", generation=3, rebalance_protocol="cooperative"), sent=104.0)
+    assert session.give_up_in(sent=104.5, running_tasks=True) == pytest.approx(104.0 + 4.0 - 103.0)
+    session.rebalance_protocol = "eager"  # eager tasks stopped before the join: nothing to give up
+    assert session.give_up_in(sent=104.5, running_tasks=True) is None
 
 
 @pytest.mark.slow
