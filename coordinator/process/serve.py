@@ -287,6 +287,8 @@ def _open_backing(options: ServeOptions, resources: ExitStack) -> _Backing:
 async def _serve(runtime: CoordinatorRuntime, options: ServeOptions, backing: _Backing,
                  credentials: grpc.ServerCredentials | None = None, guard: Guard | None = None) -> None:
     election = backing.election
+    if options.advertise:
+        runtime.advertised = options.advertise  # FindCoordinator's answer; else the listen address
     if guard is not None:
         asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, lambda: _reload(guard, options))
     if election is None:

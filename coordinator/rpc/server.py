@@ -118,6 +118,8 @@ async def start_server(
         port = server.add_insecure_port(listen)
     if port == 0:
         raise OSError(f"cannot listen on {listen}")
+    if not runtime.advertised:  # FindCoordinator answers it; ``groupcoord serve`` sets the advertised one
+        runtime.advertised = f"{_host_of(listen)}:{port}"
     loop = asyncio.get_running_loop()
     runtime.attach(loop)
     await server.start()
@@ -127,6 +129,12 @@ async def start_server(
     runtime.office.watch(lambda: loop.call_soon_threadsafe(runtime.timers.on_schedule))  # re-check the office
     log.info("coordinator listening on %s (port %d)", listen, port)
     return RunningServer(server, port, runtime, health_servicer, timer_task)
+
+
+def _host_of(listen: str) -> str:
+    """The host a client can reach a server listening on ``listen`` at (a wildcard: this machine's loopback)."""
+    host = listen.rpartition(":")[0]
+    return "127.0.0.1" if host in ("", "0.0.0.0", "[::]", "::") else host
 
 
 class ServerThread:

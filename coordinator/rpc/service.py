@@ -28,7 +28,7 @@ from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
 
-__all__ = ["CoordinatorServicer", "AdminServicer", "add_servicer"]
+__all__ = ["CoordinatorServicer", "AdminServicer", "MAX_FIND_COORDINATOR_GROUPS", "add_servicer"]
 
 log = logging.getLogger("groupcoord.service")
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
@@ -92,6 +92,9 @@ async def _ask(runtime: CoordinatorRuntime, step: Callable[[Token], list[Effect]
     return await future
 
 
+MAX_FIND_COORDINATOR_GROUPS = 1_000
+"""Group ids one FindCoordinator may ask about (the proto says so too)."""
+
 _CHECK_OFF_LOOP_FROM = 1_000
 """Entries (replicas, tasks, report entries) from which a request is checked on a checker thread;
 smaller ones are checked by the model step on the loop: a thread hop would cost more than the check."""
@@ -138,6 +141,15 @@ class CoordinatorServicer(pb_grpc.GroupCoordinatorServicer):
         return await _ask(self.runtime, lambda token: self.model.report_load(request, token, checked),
                           pb.ReportLoadResponse)
 
+    @_guarded
+    async def FindCoordinator(self, request: pb.FindCoordinatorRequest, context: grpc.aio.ServicerContext) -> Any:
+        """Answered from memory by any coordinator, in office or not (no model step, no store)."""
+        if len(request.group_ids) > MAX_FIND_COORDINATOR_GROUPS:
+            return pb.FindCoordinatorResponse(error=pb.Error(
+                code=pb.INVALID_REQUEST,
+                message=f"group_ids: {len(request.group_ids)} ids, at most {MAX_FIND_COORDINATOR_GROUPS} per request"))
+        return pb.FindCoordinatorResponse(coordinators=[self.runtime.locate(g) for g in request.group_ids])
+
 
 class AdminServicer(pb_grpc.GroupAdminServicer):
     def __init__(self, runtime: CoordinatorRuntime) -> None:
@@ -176,6 +188,10 @@ class AdminServicer(pb_grpc.GroupAdminServicer):
                                                           self.runtime.clock.wall_ms()))
         return await _ask(self.runtime, lambda token: self.model.publish_load_snapshot(request, token, checked),
                           pb.PublishLoadSnapshotResponse)
+
+    @_guarded
+    async def DescribeCluster(self, request: pb.DescribeClusterRequest, context: grpc.aio.ServicerContext) -> Any:
+        return self.runtime.describe_cluster()
 
     @_guarded
     async def DeleteGroup(self, request: pb.DeleteGroupRequest, context: grpc.aio.ServicerContext) -> Any:

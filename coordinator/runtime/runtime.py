@@ -118,6 +118,8 @@ class CoordinatorRuntime:
         self.checkers = CheckerPool()
         self.large_requests = ByteBudget(self.config.max_request_bytes_in_flight)
         self._loop: asyncio.AbstractEventLoop | None = None  # set by ``attach``: completions run off it
+        #: this process's address for clients (host:port), answered by FindCoordinator; set by the server
+        self.advertised = ""
 
     @property
     def groups(self) -> dict[str, Group]:
@@ -377,6 +379,39 @@ class CoordinatorRuntime:
         for effect in self.model.release_parked(pb.COORDINATOR_NOT_AVAILABLE, "the coordinator is shutting down"):
             if isinstance(effect, Reply):
                 self._answer(effect.to, effect.response)
+
+    # ------------------------------------------------------------------ discovery
+
+    def locate(self, group_id: str) -> pb.CoordinatorLocation:
+        """Where ``group_id``'s coordinator is, as this process sees it (FindCoordinator). One process
+        (standalone, or the active of an active/standby pair) answers for every group: shard 0 of 1."""
+        if not group_id:
+            return pb.CoordinatorLocation(group_id=group_id, error=error(pb.INVALID_GROUP_ID, "empty group id"))
+        if self.office.in_office():
+            return pb.CoordinatorLocation(group_id=group_id, address=self.advertised, shard=0,
+                                          epoch=self.office.term())
+        active = self.office.active_address()
+        if not active:
+            return pb.CoordinatorLocation(group_id=group_id, shard=0, error=error(
+                pb.COORDINATOR_NOT_AVAILABLE, "no coordinator is active right now, retry shortly"))
+        return pb.CoordinatorLocation(group_id=group_id, address=active, shard=0)
+
+    def describe_cluster(self) -> pb.DescribeClusterResponse:
+        """This process's view of the cluster (DescribeCluster): one shard, led by the active process."""
+        standalone = isinstance(self.office, Standalone)
+        leading = self.office.in_office()
+        leader = self.advertised if leading else self.office.active_address()
+        state = pb.SHARD_LEADERLESS
+        if leader:
+            state = pb.SHARD_LOADING if self.loading else pb.SHARD_ACTIVE
+        shard = pb.ShardInfo(shard=0, leader=leader, epoch=self.office.term() if leading else 0, state=state,
+                             groups=len(self.model.groups) if leading else -1,
+                             members=sum(len(g.members) for g in self.model.groups.values()) if leading else -1)
+        coordinators = [pb.ClusterCoordinator(address=self.advertised, shards_led=1 if leading else 0, self=True)]
+        if leader and leader != self.advertised:
+            coordinators.append(pb.ClusterCoordinator(address=leader, shards_led=1))
+        return pb.DescribeClusterResponse(shards=1, mode="standalone" if standalone else "active-standby",
+                                          coordinators=coordinators, shard_infos=[shard])
 
     def waiting(self) -> int:
         """How many requests wait for their answer (held in a phase, or behind a write)."""
