@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from google.protobuf.message import Message
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
@@ -38,6 +38,7 @@ from groupcoord.v1 import groupcoord_pb2 as pb
 
 __all__ = ["CoordinatorMetrics", "MetricsEndpoint", "serve_metrics"]
 
+T = TypeVar("T")
 Answer = Callable[[Message], None]
 Job = Callable[[], None]
 
@@ -191,18 +192,22 @@ class CoordinatorMetrics:
 
     def read(self) -> tuple[list[_GroupFigures], bool, int]:
         """``figures()`` on the model's thread, from any thread (at most 10 s of waiting)."""
+        return self.on_loop(self.figures)
+
+    def on_loop(self, read: Callable[[], T]) -> T:
+        """``read()`` on the model's thread, from any thread (at most 10 s of waiting)."""
         loop = self._loop
         try:
             here = asyncio.get_running_loop()
         except RuntimeError:
             here = None
         if loop is None or here is loop or not loop.is_running():
-            return self.figures()
-        future: concurrent.futures.Future[tuple[list[_GroupFigures], bool, int]] = concurrent.futures.Future()
+            return read()
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
 
         def run() -> None:
             try:
-                future.set_result(self.figures())
+                future.set_result(read())
             except BaseException as failure:  # noqa: BLE001 - handed to the scraping thread
                 future.set_exception(failure)
 

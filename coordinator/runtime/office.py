@@ -9,9 +9,9 @@ how the runtime says it could not serve this term (its store fenced a write, loa
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
-__all__ = ["Office", "Standalone"]
+__all__ = ["HandOver", "Office", "Standalone"]
 
 
 class Office(Protocol):
@@ -33,6 +33,17 @@ class Office(Protocol):
 
     def stand_down(self) -> None:
         """The runtime could not serve this term (fenced write, failed load): look again."""
+        ...
+
+
+@runtime_checkable
+class HandOver(Protocol):
+    """An office that hands its shard over gracefully (``coordinator.ha.shard_election``): it leaves
+    office first, and releases the shard's election only once told the runtime has unloaded it and
+    has no store write in flight."""
+
+    def drained(self) -> None:
+        """The runtime is out of office for this shard and its last write has landed (any thread)."""
         ...
 
 

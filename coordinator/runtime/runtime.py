@@ -91,9 +91,12 @@ class CoordinatorRuntime:
         on_change: Callable[[Group], None] | None = None,
         writer: Writer | None = None,
         metrics: CoordinatorMetrics | None = None,
+        lag: LagMonitor | None = None,
+        checkers: CheckerPool | None = None,
     ) -> None:
+        """``lag`` and ``checkers`` may be shared by the runtimes of several shards (``ShardRouter``)."""
         clock = clock or SystemClock()
-        self.lag = LagMonitor(clock.now)
+        self.lag = lag or LagMonitor(clock.now)
         self.model = CoordinatorModel(config, clock=clock, lateness=self.lag.lost)
         self.config = self.model.config
         self.clock = self.model.clock
@@ -115,11 +118,15 @@ class CoordinatorRuntime:
         self._start_load: Callable[[int], object] = self.load
         self._loading_term: int | None = None
         # request checks and answer completions too heavy for the event loop (``coordinator.model.prechecks``)
-        self.checkers = CheckerPool()
+        self.checkers = checkers or CheckerPool()
         self.large_requests = ByteBudget(self.config.max_request_bytes_in_flight)
         self._loop: asyncio.AbstractEventLoop | None = None  # set by ``attach``: completions run off it
         #: this process's address for clients (host:port), answered by FindCoordinator; set by the server
         self.advertised = ""
+        #: store jobs started and not yet finished, unloaded groups' included (a hand-over waits for 0)
+        self.in_flight = 0
+        self.on_idle: Callable[[], object] | None = None  # called when ``in_flight`` drops to 0
+        self.last_load_s: float | None = None  # how long the last load of a term took (metrics)
 
     @property
     def groups(self) -> dict[str, Group]:
@@ -269,7 +276,17 @@ class CoordinatorRuntime:
             def job() -> None:
                 store.delete(write.group_id)
         timed = self.metrics.timed_write("save" if isinstance(write, Persist) else "delete", job)
-        self.writer.submit(timed, lambda failure: self._written(writes, write, failure, finished.get(write.group_id)))
+        self.in_flight += 1
+
+        def done(failure: BaseException | None) -> None:
+            self.in_flight -= 1
+            try:
+                self._written(writes, write, failure, finished.get(write.group_id))
+            finally:
+                if self.in_flight == 0 and self.on_idle is not None:
+                    self.on_idle()
+
+        self.writer.submit(timed, done)
 
     def _written(self, writes: _Writes, write: Persist | Forget, failure: BaseException | None,
                  record: dict[str, Any] | None = None) -> None:
@@ -359,6 +376,7 @@ class CoordinatorRuntime:
 
     def _load_off_loop(self, loop: asyncio.AbstractEventLoop, term: int) -> None:
         self._loading_term = term
+        started = self.clock.now()
 
         def loaded(future: asyncio.Future[dict[str, GroupRecord]]) -> None:
             if not self.loading or self._loading_term != term:
@@ -368,6 +386,7 @@ class CoordinatorRuntime:
                 self.load_failed(failure)
             else:
                 self.begin_term(term, future.result())
+                self.last_load_s = self.clock.now() - started
                 log.info("in office (term %d): %d group(s) loaded", term, len(self.model.groups),
                          extra={"event": "in_office", "term": term, "groups": len(self.model.groups)})
 
