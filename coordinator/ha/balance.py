@@ -61,7 +61,7 @@ def plan(
     owner = {s: leaders.get(s) for s in range(shards)}
     free = [s for s, who in owner.items() if who is None or who not in live]
     counts = {m: 0 for m in live}
-    for s, who in owner.items():
+    for who in owner.values():
         if who is not None and who in live:
             counts[who] += 1
     want = targets(live, counts, shards)

@@ -173,7 +173,7 @@ class ShardElections:
             self._resign(fence)
         try:
             self._client.delete(self._member_path())
-        except Exception:  # noqa: BLE001 - best effort: it goes with our session anyway
+        except Exception:
             log.debug("could not delete our member node", exc_info=True)
         self._callbacks.put(None)
         self._threads[0].join(self._op_timeout)
@@ -451,7 +451,7 @@ class ShardElections:
             tx.check(fence.epoch_path, fence.epoch)
             tx.delete(fence.leader_path, version=fence.leader_version)
             self._call(tx.commit_async())
-        except Exception:  # noqa: BLE001 - best effort: the node goes with our session anyway
+        except Exception:
             log.warning("could not delete %s; it goes with our session", fence.leader_path, exc_info=True)
 
     # -- the callback thread ------------------------------------------------------------------------

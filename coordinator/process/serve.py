@@ -161,7 +161,7 @@ class ServeOptions:
             raise ValueError(f"shards must be a whole number from 1 to 10000, not {shards!r}")
         sharded = server.get("sharded", "shards" in server)
         if not isinstance(sharded, bool):
-            raise ValueError(f"sharded must be true or false, not {sharded!r}")
+            raise ValueError(f"sharded must be true or false, not {sharded!r}")  # noqa: TRY004 - a config error: exit 2
         if sharded and store != "zookeeper":
             raise ValueError("a sharded cluster keeps its groups in ZooKeeper: add --store zookeeper --zk HOST:PORT")
         try:

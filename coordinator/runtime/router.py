@@ -30,9 +30,9 @@ from groupcoord.coordinator.runtime.lag import LagMonitor
 from groupcoord.coordinator.runtime.metrics import CoordinatorMetrics
 from groupcoord.coordinator.runtime.office import HandOver, Office
 from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime, SampleSink
-from groupcoord.coordinator.storage.store import GroupStore
 from groupcoord.coordinator.runtime.shard_map import shard_of
 from groupcoord.coordinator.runtime.writers import InlineWriter, ThreadWriter, Writer
+from groupcoord.coordinator.storage.store import GroupStore
 from groupcoord.v1 import groupcoord_pb2 as pb
 
 __all__ = ["ClusterView", "ShardRouter"]
