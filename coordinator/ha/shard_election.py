@@ -16,7 +16,7 @@ kazoo's ``SetPartitioner``: it releases every partition on any membership change
 membership to settle (kazoo issue #392); here a shard moves alone and the others keep serving.
 
 Who takes what is decided by ``coordinator.ha.balance.plan`` on this process's view (members and
-leaders, re-read on every watch event and every ``recheck_s``): free shards are claimed by the
+leaders, re-read on every watch event, and every ``recheck_s`` while a shard is free): free shards are claimed by the
 coordinators under their target, and a coordinator over its target hands shards over a few at a
 time. A hand-over is graceful: the shard leaves office (the runtime unloads it: parked calls get
 NOT_COORDINATOR naming the receiver), its writes in flight land (still fenced by our epoch), the
@@ -287,11 +287,15 @@ class ShardElections:
 
     def _run(self) -> None:
         while True:
-            self._wake.wait(self._recheck_s)
+            woken = self._wake.wait(self._recheck_s)
             self._wake.clear()
             if self._stopping.is_set():
                 return
             if not self._client.connected:
+                continue
+            with self._lock:
+                idle = not woken and not self._free_since and self._prepare_done
+            if idle:  # nothing changed (watches wake us) and no shard is free: no reads at steady state
                 continue
             try:
                 self._round()

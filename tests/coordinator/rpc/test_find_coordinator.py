@@ -8,6 +8,7 @@ import grpc
 from groupcoord.coordinator.rpc.server import ServerThread
 from groupcoord.coordinator.rpc.service import MAX_FIND_COORDINATOR_GROUPS
 from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
+from groupcoord.coordinator.testing import FakeOffice
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
 
@@ -37,3 +38,20 @@ def test_the_advertised_address_is_answered_not_the_listen_address() -> None:
         found = pb_grpc.GroupCoordinatorStub(channel).FindCoordinator(
             pb.FindCoordinatorRequest(group_ids=["a"]), timeout=5)
         assert found.coordinators[0].address == "coord-1.example:9400"
+
+
+def test_a_standby_answers_the_actives_address_or_not_available() -> None:
+    office = FakeOffice(in_office=False, term=0, address="active.example:9400")
+    runtime = CoordinatorRuntime(office=office)
+    runtime.advertised = "standby.example:9400"
+    found = runtime.locate("g")
+    assert (found.address, found.shard, found.error.code) == ("active.example:9400", 0, pb.NONE)
+    cluster = runtime.describe_cluster()
+    assert cluster.mode == "active-standby"
+    assert [(c.address, c.shards_led, c.self) for c in cluster.coordinators] == [
+        ("standby.example:9400", 0, True), ("active.example:9400", 1, False)]
+    office.change(address="")  # between terms: nobody is active
+    assert runtime.locate("g").error.code == pb.COORDINATOR_NOT_AVAILABLE
+    office.change(in_office=True, term=4)
+    found = runtime.locate("g")
+    assert (found.address, found.epoch, found.error.code) == ("standby.example:9400", 4, pb.NONE)
