@@ -156,7 +156,8 @@ class CoordinatorRuntime:
             if self._term is not None or self.loading:
                 log.warning("the office says our term is over: this process stops acting as the coordinator")
                 self.unload()
-            return error(pb.NOT_COORDINATOR, "this coordinator is a standby", self.office.active_address())
+            return error(pb.NOT_COORDINATOR, "this coordinator is not active for this group (a standby, or another "
+                         "coordinator leads its shard)", self.office.active_address())
         term = self.office.term()
         if self._term != term and not self.loading:
             if self._term is not None:

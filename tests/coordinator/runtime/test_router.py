@@ -10,6 +10,7 @@ from typing import Any
 
 import grpc
 import pytest
+from prometheus_client import generate_latest
 
 from groupcoord.coordinator.clock import FakeClock
 from groupcoord.coordinator.config import CoordinatorConfig
@@ -211,3 +212,16 @@ def test_inline_writer_is_kept_for_tests_and_one_thread_pool_is_shared_when_serv
     assert all(isinstance(runtime.writer, InlineWriter) for runtime in r.runtimes)
     with ServerThread(r):
         assert r.runtimes[0].writer is r.runtimes[1].writer and not isinstance(r.runtimes[0].writer, InlineWriter)
+
+
+def test_per_shard_gauges() -> None:
+    offices = [FakeOffice(term=5), FakeOffice(in_office=False, term=0)]
+    r = router(offices, [MemoryStore(), MemoryStore()])
+    first = join(r, IN_0)
+    join(r, IN_0, first.response.member_id)
+    text = generate_latest(r.metrics.registry).decode()
+    for line in ('groupcoord_shard_leader{shard="0"} 1.0', 'groupcoord_shard_leader{shard="1"} 0.0',
+                 'groupcoord_shard_epoch{shard="0"} 5.0', 'groupcoord_shard_groups{shard="0"} 1.0',
+                 'groupcoord_shard_members{shard="0"} 1.0', 'groupcoord_ha_role{role="active"} 1.0'):
+        assert line in text, line
+    assert 'groupcoord_shard_groups{shard="1"}' not in text
