@@ -87,8 +87,9 @@ class ShardRouter:
                                        metrics=metrics, lag=lag, checkers=checkers)
                     for office, store in zip(offices, stores, strict=True)]
         large = runtimes[0].large_requests
-        for runtime in runtimes:
+        for shard, runtime in enumerate(runtimes):
             runtime.large_requests = large  # one byte budget for the process's large requests
+            runtime.label = f"shard {shard}: "
         return cls(runtimes, view=view)
 
     @property

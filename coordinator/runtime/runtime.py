@@ -127,6 +127,7 @@ class CoordinatorRuntime:
         self.in_flight = 0
         self.on_idle: Callable[[], object] | None = None  # called when ``in_flight`` drops to 0
         self.last_load_s: float | None = None  # how long the last load of a term took (metrics)
+        self.label = ""  # prefix of its log lines ("shard 7: "), when the process has several runtimes
 
     @property
     def groups(self) -> dict[str, Group]:
@@ -154,7 +155,8 @@ class CoordinatorRuntime:
         """Why this process cannot answer for groups now (None: it can). Asks the office first."""
         if not self.office.in_office():
             if self._term is not None or self.loading:
-                log.warning("the office says our term is over: this process stops acting as the coordinator")
+                log.warning("%sthe office says our term is over: this process stops acting as the coordinator",
+                            self.label)
                 self.unload()
             return error(pb.NOT_COORDINATOR, "this coordinator is not active for this group (a standby, or another "
                          "coordinator leads its shard)", self.office.active_address())
@@ -342,7 +344,7 @@ class CoordinatorRuntime:
         self.carry_out(self.model.load(records))
 
     def load_failed(self, failure: BaseException) -> None:
-        log.error("loading groups failed (%s): standing down", failure)
+        log.error("%sloading groups failed (%s): standing down", self.label, failure)
         self.unload()
         self.office.stand_down()
 
@@ -388,7 +390,8 @@ class CoordinatorRuntime:
             else:
                 self.begin_term(term, future.result())
                 self.last_load_s = self.clock.now() - started
-                log.info("in office (term %d): %d group(s) loaded", term, len(self.model.groups),
+                log.info("%sin office (term %d): %d group(s) loaded in %.3fs", self.label, term, len(self.model.groups),
+                         self.last_load_s,
                          extra={"event": "in_office", "term": term, "groups": len(self.model.groups)})
 
         loop.run_in_executor(None, self.store.load_all).add_done_callback(loaded)
