@@ -18,7 +18,7 @@ from groupcoord.coordinator.rpc.server import ServerThread
 from groupcoord.coordinator.runtime.router import ShardRouter
 from groupcoord.coordinator.runtime.shard_map import shard_of
 from groupcoord.coordinator.runtime.writers import InlineWriter
-from groupcoord.coordinator.storage.store import GroupRecord, MemoryStore
+from groupcoord.coordinator.storage.store import FencedError, GroupRecord, MemoryStore
 from groupcoord.coordinator.testing import FakeOffice, Pending
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
@@ -225,3 +225,29 @@ def test_per_shard_gauges() -> None:
                  'groupcoord_shard_members{shard="0"} 1.0', 'groupcoord_ha_role{role="active"} 1.0'):
         assert line in text, line
     assert 'groupcoord_shard_groups{shard="1"}' not in text
+
+
+class FencedStore(MemoryStore):
+    """A shard's store after another coordinator took the shard: every write is refused by the fence."""
+
+    def save(self, group_id: str, record: Mapping[str, Any]) -> None:
+        raise FencedError("epoch moved on")
+
+
+def test_a_fenced_write_unloads_only_its_own_shard() -> None:
+    offices = [FakeOffice(term=1), FakeOffice(term=1)]
+    fenced = FencedStore()
+    r = router(offices, [MemoryStore(), fenced])
+    first_0 = join(r, IN_0)
+    assert join(r, IN_0, first_0.response.member_id).code == pb.NONE
+    first_1 = join(r, IN_1)
+    refused = join(r, IN_1, first_1.response.member_id)  # its record cannot be written: fenced
+    assert refused.code == pb.NOT_COORDINATOR
+    assert offices[1].stand_downs == 1 and offices[0].stand_downs == 0
+    assert not r.runtimes[1].groups and IN_0 in r.runtimes[0].groups
+    synced = Pending()  # the other shard's group goes on: its leader's sync is accepted and written
+    runtime = r.for_group(IN_0)
+    runtime.submit(lambda token: runtime.model.sync(pb.SyncGroupRequest(
+        group_id=IN_0, member_id=first_0.response.member_id, generation=runtime.groups[IN_0].generation,
+        protocol_name="round-robin"), token), pb.SyncGroupResponse, synced)
+    assert synced.code == pb.NONE and IN_0 in runtime.records()
