@@ -75,6 +75,9 @@ from groupcoord.loadstats.sample_log import DEFAULT_RETENTION_BYTES, DEFAULT_RET
 __all__ = ["ServeOptions", "run_coordinator"]
 
 log = logging.getLogger("groupcoord.serve")
+#: Most shards a cluster may have: each coordinator reads every shard's leader node when the cluster
+#: changes, so this bounds one look at ZooKeeper (Kafka's __consumer_offsets has 50 partitions).
+MAX_SHARDS = 1024
 # files the security options name (paths, never their contents; ``--print-config`` shows the paths)
 _PATH_KEYS = (
     "tls_cert", "tls_key", "tls_client_ca", "token_file", "acl_file",
@@ -188,8 +191,8 @@ class ServeOptions:
         if store == "zookeeper" and not server.get("zk"):
             raise ValueError("--store zookeeper needs --zk HOST:PORT[,...]")
         shards = server.get("shards", cls.shards)
-        if isinstance(shards, bool) or not isinstance(shards, int) or not 1 <= shards <= 10_000:
-            raise ValueError(f"shards must be a whole number from 1 to 10000, not {shards!r}")
+        if isinstance(shards, bool) or not isinstance(shards, int) or not 1 <= shards <= MAX_SHARDS:
+            raise ValueError(f"shards must be a whole number from 1 to {MAX_SHARDS}, not {shards!r}")
         sharded = server.get("sharded", "shards" in server)
         if not isinstance(sharded, bool):
             raise ValueError(f"sharded must be true or false, not {sharded!r}")  # noqa: TRY004 - a config error: exit 2
