@@ -48,6 +48,7 @@ from kazoo.protocol.states import WatchedEvent
 
 from groupcoord.coordinator.ha.balance import plan
 from groupcoord.coordinator.ha.election import Fence, _requested_session_timeout
+from groupcoord.coordinator.ha.pauses import PauseDetector
 from groupcoord.coordinator.storage.store import FencedError
 
 __all__ = ["ShardElections", "ShardFencer", "ShardOffice", "ensure_cluster"]
@@ -107,7 +108,7 @@ class ShardElections:
         self._recheck_s = recheck_s
         self._op_timeout = op_timeout
         self._pause_tick = pause_tick
-        self.max_pause = session_timeout / 2 if max_pause is None else max_pause
+        self._pauses = PauseDetector(monotonic, session_timeout / 2 if max_pause is None else max_pause)
         self._monotonic = monotonic
         self.members_path = f"{self.root}/members"
 
@@ -119,13 +120,17 @@ class ShardElections:
         self._members: list[str] = []
         self._free_since: dict[int, float] = {}
         self._disconnects = 0
-        self._last_tick = monotonic()
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._callbacks: queue.SimpleQueue[int | None] = queue.SimpleQueue()  # shard whose office changed
         self._threads: list[threading.Thread] = []
         self._prepare_done = False
         self.offices = [ShardOffice(self, s) for s in range(shards)]
+
+    @property
+    def max_pause(self) -> float:
+        """A pause longer than this (seconds) ends our terms."""
+        return self._pauses.max_pause
 
     def shard_path(self, shard: int) -> str:
         return f"{self.root}/shards/{shard}"
@@ -149,7 +154,7 @@ class ShardElections:
             thread = threading.Thread(target=target, name=name, daemon=True)
             self._threads.append(thread)
         with self._lock:
-            self._last_tick = self._monotonic()
+            self._pauses.tick()
         self._client.add_listener(self._on_state)
         for thread in self._threads:
             thread.start()
@@ -256,15 +261,13 @@ class ShardElections:
         while not self._stopping.wait(self._pause_tick):
             with self._lock:
                 self._pause_detected()
-                self._last_tick = self._monotonic()
+                self._pauses.tick()
 
     def _pause_detected(self) -> bool:
         """Under ``_lock``: a pause over ``max_pause`` ends every shard's term (see ``LeaderElection``)."""
-        now = self._monotonic()
-        gap = now - self._last_tick
-        if gap <= self.max_pause:
+        gap = self._pauses.paused_for()
+        if gap is None:
             return False
-        self._last_tick = now
         dropped = self._drop_all_locked()
         self._wake.set()
         if dropped:
