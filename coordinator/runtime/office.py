@@ -4,6 +4,8 @@ The runtime asks ``in_office()`` before every request and before any timer fires
 answer or the ``term()`` changes it unloads every group, or loads them for the new term (an
 HA election win). A standalone coordinator is always in office, in term 0. ``stand_down`` is
 how the runtime says it could not serve this term (its store fenced a write, loading failed).
+A sharded process has one runtime per shard, each with its shard's office
+(``coordinator.ha.shard_election.ShardOffice``), which also hands its shard over (``HandOver``).
 """
 
 from __future__ import annotations
