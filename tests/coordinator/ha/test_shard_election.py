@@ -30,15 +30,17 @@ def zk() -> Iterator[ZooKeeperServer]:
 
 
 @pytest.fixture
-def members(zk: ZooKeeperServer) -> Iterator[Callable[[str], ShardElections]]:
+def members(zk: ZooKeeperServer) -> Iterator[Callable[..., ShardElections]]:
     root = f"/groupcoord/test-{uuid.uuid4().hex[:8]}"
     made: list[tuple[ShardElections, KazooClient]] = []
 
-    def make(address: str) -> ShardElections:
+    def make(address: str, *, auto_drain: bool = True, handover_timeout: float = 2.0) -> ShardElections:
         client = connect(zk.hosts, session_timeout=SESSION_S)
-        elections = ShardElections(client, root, address, SHARDS, session_timeout=SESSION_S, handover_timeout=2.0)
-        for office in elections.offices:  # no runtime here: a shard handed over is drained at once
-            office.watch(lambda office=office: office.drained() if not office.in_office() else None)
+        elections = ShardElections(client, root, address, SHARDS, session_timeout=SESSION_S,
+                                   handover_timeout=handover_timeout)
+        if auto_drain:  # no runtime here: a shard handed over is drained at once
+            for office in elections.offices:
+                office.watch(lambda office=office: office.drained() if not office.in_office() else None)
         made.append((elections, client))
         elections.start()
         return elections
@@ -55,7 +57,7 @@ def led(elections: ShardElections) -> set[int]:
 
 
 def test_members_split_the_shards_and_fence_each_other(zk: ZooKeeperServer,
-                                                       members: Callable[[str], ShardElections]) -> None:
+                                                       members: Callable[..., ShardElections]) -> None:
     a = members("a:1")
     wait_until(lambda: led(a) == set(range(SHARDS)), 20, "a alone leads every shard")
     b = members("b:1")
@@ -81,7 +83,7 @@ def test_members_split_the_shards_and_fence_each_other(zk: ZooKeeperServer,
 
 
 def test_an_expired_session_loses_every_shard_and_its_writes_are_refused(
-        zk: ZooKeeperServer, members: Callable[[str], ShardElections]) -> None:
+        zk: ZooKeeperServer, members: Callable[..., ShardElections]) -> None:
     a, b = members("a:1"), members("b:1")
     wait_until(lambda: len(led(a)) == len(led(b)) == SHARDS // 2, 20, "spread")
     lost = sorted(led(b))
@@ -94,7 +96,7 @@ def test_an_expired_session_loses_every_shard_and_its_writes_are_refused(
     wait_until(lambda: len(led(a)) == len(led(b)) == SHARDS // 2, 30, "b back with a new session, spread again")
 
 
-def test_a_member_that_stops_hands_its_shards_to_the_others_at_once(members: Callable[[str], ShardElections]) -> None:
+def test_a_member_that_stops_hands_its_shards_to_the_others_at_once(members: Callable[..., ShardElections]) -> None:
     a, b = members("a:1"), members("b:1")
     wait_until(lambda: len(led(a)) == len(led(b)) == SHARDS // 2, 20, "spread")
     gone = sorted(led(b))
@@ -106,6 +108,33 @@ def test_a_member_that_stops_hands_its_shards_to_the_others_at_once(members: Cal
     assert zk_client.exists(f"{a.members_path}/b%3A1") is None
     wait_until(lambda: led(a) == set(range(SHARDS)), 20, "a leads every shard")
     assert a.coordinators() == ["a:1"]
+
+
+def test_a_hand_over_keeps_the_fence_until_drained_and_points_clients_to_the_receiver(
+        members: Callable[..., ShardElections]) -> None:
+    a = members("a:1", auto_drain=False, handover_timeout=60.0)
+    wait_until(lambda: led(a) == set(range(SHARDS)), 20, "a alone leads every shard")
+    b = members("b:1")
+    wait_until(lambda: bool(a.moves()), 20, "a starts handing over")
+    (shard, receiver), *_ = sorted(a.moves().items())
+    assert receiver == "b:1"
+    office = a.offices[shard]
+    assert not office.in_office()  # stops admitting the shard's requests at once ...
+    assert office.active_address() == "b:1"  # ... pointing its clients to the receiver ...
+    assert a.fence(shard).epoch == office.term() > 0  # ... while its last writes may still land
+    assert not b.leads(shard)
+    for moving in list(a.moves()):
+        a.offices[moving].drained()  # the runtime says: unloaded, no write in flight
+    wait_until(lambda: b.leads(shard), 20, "b takes the drained shard")
+    with pytest.raises(FencedError):
+        a.fence(shard)
+
+    def drain_and_look() -> bool:  # the rest of the hand-over, each shard drained as the runtime would
+        for moving in list(a.moves()):
+            a.offices[moving].drained()
+        return len(led(a)) == len(led(b)) == SHARDS // 2
+
+    wait_until(drain_and_look, 30, "a and b lead half each")
 
 
 def test_the_shard_count_is_fixed_at_the_first_start(zk: ZooKeeperServer) -> None:
