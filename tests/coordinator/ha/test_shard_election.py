@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 from kazoo.client import KazooClient
+from kazoo.exceptions import BadVersionError, NoNodeError
 
 from groupcoord.coordinator.ha.election import connect
 from groupcoord.coordinator.ha.shard_election import ShardElections, ensure_cluster
@@ -92,7 +93,13 @@ def test_an_expired_session_loses_every_shard_and_its_writes_are_refused(
     expire_session(zk.hosts, b._client)
     wait_until(lambda: led(a) >= set(lost), 30, "a takes b's shards")
     assert all(a.epoch(s) > epochs[s] for s in lost)
-    assert fence.epoch < a.epoch(lost[0])  # b's old fence can no longer pass ZooKeeper's check
+    assert fence.epoch < a.epoch(lost[0])
+    tx = a._client.transaction()
+    fence.apply(tx)
+    tx.create(f"{a.groups_path(lost[0])}-stale-write", b"x")
+    results = tx.commit()
+    assert isinstance(results[0], BadVersionError) or isinstance(results[1], (BadVersionError, NoNodeError)), results
+    assert a._client.exists(f"{a.groups_path(lost[0])}-stale-write") is None
     wait_until(lambda: len(led(a)) == len(led(b)) == SHARDS // 2, 30, "b back with a new session, spread again")
 
 
