@@ -36,7 +36,7 @@ from groupcoord.coordinator.model.rebalances import Rebalance, RebalanceWatch
 from groupcoord.coordinator.model.states import GroupState
 from groupcoord.v1 import groupcoord_pb2 as pb
 
-__all__ = ["CoordinatorMetrics", "MetricsEndpoint", "serve_metrics"]
+__all__ = ["CoordinatorMetrics", "MetricsEndpoint", "ShardCollector", "ShardFigures", "serve_metrics"]
 
 T = TypeVar("T")
 Answer = Callable[[Message], None]
@@ -251,6 +251,48 @@ class _ModelCollector(Collector):
         yield from (by_state, members, generation, imbalance, age, role,
                     GaugeMetricFamily("groupcoord_ha_term", "The office term (ZooKeeper epoch; 0 standalone)",
                                       value=term))
+
+
+@dataclass(frozen=True, slots=True)
+class ShardFigures:
+    """One shard's scrape-time figures in a sharded process."""
+
+    shard: int
+    leads: bool
+    epoch: int
+    groups: int
+    members: int
+    load_s: float | None  # the last load's duration, None before the first
+
+
+class ShardCollector(Collector):
+    """Per-shard gauges of a sharded process (``ShardRouter`` registers it): led here, epoch, groups,
+    members, last load time. ``figures`` runs on the model's loop, through ``CoordinatorMetrics.on_loop``."""
+
+    def __init__(self, metrics: CoordinatorMetrics, figures: Callable[[], list[ShardFigures]]) -> None:
+        self._metrics = metrics
+        self._figures = figures
+
+    def collect(self) -> Iterator[Metric]:
+        rows = self._metrics.on_loop(self._figures)
+        leader = GaugeMetricFamily("groupcoord_shard_leader", "1 when this process leads the shard", labels=["shard"])
+        epoch = GaugeMetricFamily("groupcoord_shard_epoch", "The shard's epoch while this process leads it",
+                                  labels=["shard"])
+        groups = GaugeMetricFamily("groupcoord_shard_groups", "Groups of a shard this process leads", labels=["shard"])
+        members = GaugeMetricFamily("groupcoord_shard_members", "Members of a shard this process leads",
+                                    labels=["shard"])
+        load = GaugeMetricFamily("groupcoord_shard_load_seconds", "How long the shard's last load took here",
+                                 labels=["shard"])
+        for row in rows:
+            label = [str(row.shard)]
+            leader.add_metric(label, 1 if row.leads else 0)
+            if row.leads:
+                epoch.add_metric(label, row.epoch)
+                groups.add_metric(label, row.groups)
+                members.add_metric(label, row.members)
+            if row.load_s is not None:
+                load.add_metric(label, row.load_s)
+        yield from (leader, epoch, groups, members, load)
 
 
 @dataclass

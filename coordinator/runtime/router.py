@@ -15,11 +15,8 @@ DescribeCluster for shards it does not lead.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
-
-from prometheus_client.metrics_core import GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector
 
 from groupcoord.coordinator.clock import Clock, SystemClock
 from groupcoord.coordinator.config import CoordinatorConfig
@@ -27,7 +24,7 @@ from groupcoord.coordinator.model.effects import error
 from groupcoord.coordinator.model.group import Group
 from groupcoord.coordinator.runtime.checkers import CheckerPool
 from groupcoord.coordinator.runtime.lag import LagMonitor
-from groupcoord.coordinator.runtime.metrics import CoordinatorMetrics
+from groupcoord.coordinator.runtime.metrics import CoordinatorMetrics, ShardCollector, ShardFigures
 from groupcoord.coordinator.runtime.office import HandOver, Office
 from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime, SampleSink
 from groupcoord.coordinator.runtime.shard_map import shard_of
@@ -74,7 +71,7 @@ class ShardRouter:
         if self.shards > 1:
             self.metrics.bind(self._all_groups, _AnyInOffice(self.runtimes), now=self.clock.now,
                               wall_ms=self.clock.wall_ms)
-            self.metrics.registry.register(_ShardCollector(self))
+            self.metrics.registry.register(ShardCollector(self.metrics, self._shard_figures))
 
     @classmethod
     def build(cls, offices: Sequence[Office], stores: Sequence[GroupStore], *, view: ClusterView,
@@ -113,6 +110,15 @@ class ShardRouter:
     def member_principal(self, group_id: str, member_id: str, instance_id: str = "") -> str | None:
         """The guard's owner lookup, in the group's shard."""
         return self.for_group(group_id).model.member_principal(group_id, member_id, instance_id)
+
+    def _shard_figures(self) -> list[ShardFigures]:
+        """Each shard's gauges (the loop's thread: ``ShardCollector`` reads them there)."""
+        figures = []
+        for shard, runtime in enumerate(self.runtimes):
+            groups = runtime.model.groups
+            figures.append(ShardFigures(shard, runtime.office.in_office(), runtime.office.term(), len(groups),
+                                        sum(len(g.members) for g in groups.values()), runtime.last_load_s))
+        return figures
 
     def _all_groups(self) -> dict[str, Group]:
         return {g: group for runtime in self.runtimes for g, group in runtime.model.groups.items()}
@@ -211,40 +217,3 @@ class _AnyInOffice:
 
     def term(self) -> int:
         return 0
-
-
-class _ShardCollector(Collector):
-    """Per-shard gauges: led here, epoch, groups, members, last load time."""
-
-    def __init__(self, router: ShardRouter) -> None:
-        self._router = router
-
-    def collect(self) -> Iterator[Metric]:
-        rows = self._router.metrics.on_loop(self._rows)
-        leader = GaugeMetricFamily("groupcoord_shard_leader", "1 when this process leads the shard", labels=["shard"])
-        epoch = GaugeMetricFamily("groupcoord_shard_epoch", "The shard's epoch while this process leads it",
-                                  labels=["shard"])
-        groups = GaugeMetricFamily("groupcoord_shard_groups", "Groups of a shard this process leads", labels=["shard"])
-        members = GaugeMetricFamily("groupcoord_shard_members", "Members of a shard this process leads",
-                                    labels=["shard"])
-        load = GaugeMetricFamily("groupcoord_shard_load_seconds", "How long the shard's last load took here",
-                                 labels=["shard"])
-        for shard, leads, term, n_groups, n_members, load_s in rows:
-            label = [str(shard)]
-            leader.add_metric(label, 1 if leads else 0)
-            if leads:
-                epoch.add_metric(label, term)
-                groups.add_metric(label, n_groups)
-                members.add_metric(label, n_members)
-            if load_s is not None:
-                load.add_metric(label, load_s)
-        yield from (leader, epoch, groups, members, load)
-
-    def _rows(self) -> list[tuple[int, bool, int, int, int, float | None]]:
-        rows = []
-        for shard, runtime in enumerate(self._router.runtimes):
-            leads = runtime.office.in_office()
-            groups = runtime.model.groups
-            rows.append((shard, leads, runtime.office.term(), len(groups),
-                         sum(len(g.members) for g in groups.values()), runtime.last_load_s))
-        return rows
