@@ -6,9 +6,9 @@ neighbour, world-writable) keeps its ACL: a neighbour could then list groups, de
 plant tasks that appear after a restart, or hold the election's leader node and keep every
 coordinator a standby that sends clients to the neighbour's address.
 
-So at start, before anything is read, ``check_znodes`` looks at the ACL of the root and of each
-znode the coordinator uses under it (the election node and its candidates, the groups node and
-every group record), and names the first one anyone but the coordinators' identity may change.
+So at start, before anything is read, ``check_znodes`` looks at the ACL of the root and of every
+znode under it (election nodes and their candidates, group records, a sharded cluster's record
+and shard nodes), and names the first one anyone but the coordinators' identity may change.
 ``serve`` refuses to start with that line unless ``--zk-trust-existing`` says the operator has
 checked. (The root's ancestors are not checked: ``/`` itself is world-writable in a stock
 ZooKeeper, and an ancestor's ACL does not let anyone change what is below it.)
@@ -17,7 +17,7 @@ ZooKeeper, and an ancestor's ACL does not let anyone change what is below it.)
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any
 
 from kazoo.exceptions import NoNodeError
@@ -46,21 +46,17 @@ def foreign_writers(acls: Iterable[Any], own: tuple[str, str]) -> list[str]:
                    if acl.perms & _CHANGES and (acl.id.scheme, acl.id.id) != own})
 
 
-def check_znodes(client: Any, root: str, own: tuple[str, str], children: Sequence[str] = ("election", "groups"),
-                 ) -> str | None:
+def check_znodes(client: Any, root: str, own: tuple[str, str], most: int = 200_000) -> str | None:
     """Why the coordinator must not trust what it finds under ``root`` (one line naming the znode),
-    or None. Checks ``root``, its ``children`` and theirs (candidates, group records)."""
-    paths = [root]
-    for child in children:
-        base = f"{root.rstrip('/')}/{child}"
-        paths.append(base)
-        try:
-            paths.extend(f"{base}/{name}" for name in sorted(client.get_children(base)))
-        except NoNodeError:
-            pass
-    for path in paths:
+    or None. Walks ``root`` and everything below it (election nodes and their candidates, group
+    records, a sharded cluster's record and shard nodes), at most ``most`` znodes."""
+    queue, seen = [root], 0
+    while queue and seen < most:
+        path = queue.pop()
+        seen += 1
         try:
             acls, _stat = client.get_acls(path)
+            children = client.get_children(path)
         except NoNodeError:
             continue
         others = foreign_writers(acls, own)
@@ -68,4 +64,5 @@ def check_znodes(client: Any, root: str, own: tuple[str, str], children: Sequenc
             return (f"znode {path} exists and {', '.join(others)} may change it: the coordinator did not create it "
                     f"with its credentials (set its ACL to the coordinators' identity only, or start with "
                     f"--zk-trust-existing once checked)")
+        queue.extend(f"{path.rstrip('/')}/{name}" for name in sorted(children, reverse=True))
     return None

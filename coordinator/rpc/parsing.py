@@ -16,7 +16,7 @@ from typing import Any
 import grpc
 from google.protobuf.message import DecodeError
 
-from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
+from groupcoord.coordinator.runtime.router import ShardRouter
 from groupcoord.v1 import groupcoord_pb2 as pb
 
 __all__ = ["Malformed", "ParsingInterceptor", "PARSE_OFF_LOOP_FROM", "lenient_parser", "request_parsers"]
@@ -53,7 +53,7 @@ def request_parsers() -> dict[str, Callable[[bytes], Any]]:
 class ParsingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc ships no type information
     """Parses the requests of the coordinator's own services (their handlers take bytes)."""
 
-    def __init__(self, runtime: CoordinatorRuntime) -> None:
+    def __init__(self, runtime: ShardRouter) -> None:
         self._runtime = runtime
         self._parsers = request_parsers()
 
@@ -71,7 +71,7 @@ class ParsingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # g
         )
 
 
-def _parsing(runtime: CoordinatorRuntime, parse: Callable[[bytes], Any],
+def _parsing(runtime: ShardRouter, parse: Callable[[bytes], Any],
              handle: Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
     async def handler(data: bytes, context: grpc.aio.ServicerContext) -> Any:
         size = len(data)
