@@ -117,9 +117,9 @@ def sync_response(group: Group, member_id: str) -> pb.SyncGroupResponse:
 
 def fail_held(out: Outbox, group: Group, member: Member, code: pb.ErrorCode, message: str) -> None:
     """Answer whatever ``member`` has parked with ``code``."""
-    if member.join_token is not None:
-        out.fail(member.join_token, group.group_id, pb.JoinGroupResponse, error(code, message))
-        member.join_token = None
+    token = group.take_join(member)
+    if token is not None:
+        out.fail(token, group.group_id, pb.JoinGroupResponse, error(code, message))
     if member.sync_token is not None:
         out.fail(member.sync_token, group.group_id, pb.SyncGroupResponse, error(code, message))
         member.sync_token = None
@@ -247,7 +247,7 @@ def complete_join(m: Model, out: Outbox, group: Group) -> None:
                "members": len(group.members), "leader": group.leader_id, "assignor": group.protocol},
     )
     for member in group.members.values():
-        token, member.join_token = member.join_token, None
+        token = group.take_join(member)
         member.is_new = False
         if member.departed:
             continue  # its grace runs on
