@@ -90,8 +90,12 @@ async def start_server(
 ) -> RunningServer:
     """Start serving ``runtime`` on ``listen`` (host:port; port 0 picks a free one)."""
     limit = runtime.config.max_message_bytes
+    # requests are parsed before anyone looks (``coordinator.rpc.parsing``): by the handlers
+    # themselves when nothing else intercepts (no interceptor on the heartbeat path), else by an
+    # interceptor first in the chain
+    inline = not interceptors
     server = grpc.aio.server(
-        interceptors=[ParsingInterceptor(runtime), *(interceptors or ())],  # parsed before anyone looks
+        interceptors=[] if inline else [ParsingInterceptor(runtime), *(interceptors or ())],
         options=[
             ("grpc.max_receive_message_length", limit),
             ("grpc.max_send_message_length", limit),
@@ -101,8 +105,8 @@ async def start_server(
             ("grpc.server.max_pending_requests_hard_limit", 2 * runtime.config.max_pending_requests),
         ],
     )
-    add_servicer(server, "GroupCoordinator", CoordinatorServicer(runtime))
-    add_servicer(server, "GroupAdmin", AdminServicer(runtime))
+    add_servicer(server, "GroupCoordinator", CoordinatorServicer(runtime), runtime if inline else None)
+    add_servicer(server, "GroupAdmin", AdminServicer(runtime), runtime if inline else None)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     names = [
