@@ -17,11 +17,14 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/groupcoord demo
 
+# The suite waits on timers and child processes more than it computes: TEST_WORKERS pytest-xdist processes
+# (each test isolated: free ports, its own tmp_path, one Spark session per worker process).
+TEST_WORKERS ?= 4
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal
 
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal -m "not slow"
 
 # ruff, mypy and the import contracts (config in pyproject.toml); runs all three, fails if any fails.
 lint: $(STAMP)
