@@ -18,7 +18,6 @@ from collections.abc import Iterator, Sequence
 from prometheus_client import CollectorRegistry
 from prometheus_client.metrics_core import HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
-from prometheus_client.utils import floatToGoString
 
 __all__ = ["RequestLatency"]
 
@@ -65,7 +64,7 @@ class RequestLatency(Collector):
             running = 0
             for bound, count in zip(self._bounds, counts, strict=False):
                 running += count
-                buckets.append((floatToGoString(bound), running))
+                buckets.append((repr(bound), running))  # as Prometheus writes them: "0.0005", "1.0"
             buckets.append(("+Inf", running + counts[-1]))
             family.add_metric([rpc, code], buckets, total)
         yield family
