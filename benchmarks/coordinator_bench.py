@@ -46,12 +46,20 @@ class NoopCoordinator(pb_grpc.GroupCoordinatorServicer):
         return pb.HeartbeatResponse()
 
 
-def _serve(kind: str, members: int, port_queue: Any, store: str) -> None:
+def _serve(kind: str, members: int, port_queue: Any, store: str, secure: str = "") -> None:
+    """``secure``: a folder of ``make_security``'s files; TLS on both servers, and on the coordinator
+    bearer tokens and ACLs too."""
     async def main() -> None:
+        credentials = None
+        if secure:
+            folder = Path(secure)
+            credentials = grpc.ssl_server_credentials(
+                [((folder / "server.key").read_bytes(), (folder / "server.pem").read_bytes())])
         if kind == "noop":
             server = grpc.aio.server()
             pb_grpc.add_GroupCoordinatorServicer_to_server(NoopCoordinator(), server)
-            port = server.add_insecure_port("127.0.0.1:0")
+            port = (server.add_secure_port("127.0.0.1:0", credentials) if credentials is not None
+                    else server.add_insecure_port("127.0.0.1:0"))
             await server.start()
             port_queue.put((port, [f"m{i}" for i in range(members)], 1))
             await server.wait_for_termination()
@@ -71,13 +79,43 @@ def _serve(kind: str, members: int, port_queue: Any, store: str) -> None:
             CoordinatorConfig(group_initial_rebalance_delay_ms=0, group_min_session_timeout_ms=100), store=backing
         )
         ids = _form_group_in_model(coordinator, members) if members else []
-        running = await start_server(coordinator, "127.0.0.1:0")
+        interceptors = None
+        if secure:
+            import tomllib
+
+            from groupcoord.coordinator.auth.acl import parse_acls
+            from groupcoord.coordinator.auth.guard import Guard, Policy
+            from groupcoord.coordinator.auth.tokens import parse_tokens
+
+            policy = Policy(tokens=parse_tokens((Path(secure) / "tokens").read_text()),
+                            acls=parse_acls(tomllib.loads((Path(secure) / "acls.toml").read_text())))
+            interceptors = [Guard(policy, owner_of=coordinator.model.member_principal)]
+        running = await start_server(coordinator, "127.0.0.1:0", credentials=credentials, interceptors=interceptors)
         generation = coordinator.groups[GROUP].generation if members else 0
         port_queue.put((running.port, ids, generation))
         await running.server.wait_for_termination()
 
     logging_off()
     asyncio.run(main())
+
+
+def make_security(folder: Path) -> tuple[bytes, str]:
+    """A CA, a server certificate for 127.0.0.1, a token for principal ``bench`` and an ACL letting
+    it be a member of the benchmark's group; returns the CA (for the client) and the token."""
+    import hashlib
+    import secrets
+
+    import trustme
+
+    ca = trustme.CA()
+    issued = ca.issue_cert("127.0.0.1", "localhost")
+    issued.private_key_pem.write_to_path(str(folder / "server.key"))
+    issued.cert_chain_pems[0].write_to_path(str(folder / "server.pem"))
+    token = secrets.token_hex(16)
+    (folder / "tokens").write_text(f"bench sha256:{hashlib.sha256(token.encode()).hexdigest()}\n")
+    (folder / "acls.toml").write_text(f'[[acl]]\nprincipal = "User:bench"\ngroup = "{GROUP}"\n'
+                                      'operations = ["member"]\n')
+    return ca.cert_pem.bytes(), token
 
 
 def _load() -> str:
@@ -130,10 +168,11 @@ def _form_group_in_model(coordinator: Any, members: int, tasks: int | None = Non
     return ids
 
 
-def start_server_process(kind: str, members: int = 0, store: str = "memory") -> tuple[Any, int, list[str], int]:
+def start_server_process(kind: str, members: int = 0, store: str = "memory",
+                         secure: str = "") -> tuple[Any, int, list[str], int]:
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
-    proc = ctx.Process(target=_serve, args=(kind, members, queue, store), daemon=True)
+    proc = ctx.Process(target=_serve, args=(kind, members, queue, store, secure), daemon=True)
     proc.start()
     port, ids, generation = queue.get(timeout=120)
     return proc, port, ids, generation
@@ -143,8 +182,21 @@ def start_server_process(kind: str, members: int = 0, store: str = "memory") -> 
 
 
 async def heartbeat_load(port: int, ids: list[str], generation: int, seconds: float, in_flight: int,
-                         warmup: float = 1.0) -> tuple[float, float, int]:
-    channels = [grpc.aio.insecure_channel(f"127.0.0.1:{port}") for _ in range(4)]
+                         warmup: float = 1.0, server_pid: int | None = None,
+                         secure: tuple[bytes, str] | None = None) -> tuple[float, float, int, float]:
+    """Requests/s, p99 ms, errors, and the server process's CPU microseconds per request (NaN
+    without ``server_pid``): the last does not depend on how much CPU the machine's other work
+    leaves the server, so it compares servers on a busy machine where req/s cannot."""
+    import psutil
+
+    metadata: tuple[tuple[str, str], ...] = ()
+    if secure is not None:
+        root, token = secure
+        credentials = grpc.ssl_channel_credentials(root_certificates=root)
+        channels = [grpc.aio.secure_channel(f"127.0.0.1:{port}", credentials) for _ in range(4)]
+        metadata = (("authorization", f"Bearer {token}"),)
+    else:
+        channels = [grpc.aio.insecure_channel(f"127.0.0.1:{port}") for _ in range(4)]
     stubs = [pb_grpc.GroupCoordinatorStub(c) for c in channels]
     requests = [pb.HeartbeatRequest(group_id=GROUP, member_id=m, generation=generation) for m in ids]
     latencies: list[float] = []
@@ -159,7 +211,7 @@ async def heartbeat_load(port: int, ids: list[str], generation: int, seconds: fl
             request = requests[i % len(requests)]
             i += in_flight
             start = time.perf_counter()
-            response = await stub.Heartbeat(request)
+            response = await stub.Heartbeat(request, metadata=metadata)
             latencies.append(time.perf_counter() - start)
             if response.error.code != pb.NONE:
                 errors += 1
@@ -167,37 +219,47 @@ async def heartbeat_load(port: int, ids: list[str], generation: int, seconds: fl
     await asyncio.gather(*(worker(i) for i in range(in_flight)))
     latencies.clear()
     errors = 0
+    server = psutil.Process(server_pid) if server_pid is not None else None
+    cpu = sum(server.cpu_times()[:2]) if server is not None else 0.0
     deadline = time.perf_counter() + seconds
     await asyncio.gather(*(worker(i) for i in range(in_flight)))
+    cpu = sum(server.cpu_times()[:2]) - cpu if server is not None else float("nan")
+    answered = len(latencies)
     for channel in channels:
         await channel.close()
     latencies.sort()
     rate = len(latencies) / seconds
     p99 = latencies[int(len(latencies) * 0.99) - 1] if latencies else float("nan")
-    return rate, p99 * 1000, errors
+    return rate, p99 * 1000, errors, 1e6 * cpu / max(1, answered)
 
 
 def bench_heartbeats(
-    members: int, seconds: float, in_flight: int, stores: list[str], rounds: int = 3
-) -> list[tuple[str, float, float, int]]:
+    members: int, seconds: float, in_flight: int, stores: list[str], rounds: int = 3, tls: bool = False
+) -> list[tuple[str, float, float, int, float]]:
     """Median req/s, median p99 and total errors per server, over ``rounds`` interleaved rounds.
 
     Servers take turns within each round (no-op, then each store), so a burst of load from a
     neighbour on a shared machine hits every server alike instead of one whole series."""
+    import tempfile
+
     servers = [("noop", "memory")] + [("coordinator", s) for s in stores]
-    samples: dict[str, list[tuple[float, float, int]]] = {}
-    for _ in range(rounds):
-        for kind, store in servers:
-            proc, port, ids, generation = start_server_process(kind, members, store)
-            try:
-                measured = asyncio.run(heartbeat_load(port, ids, generation, seconds, in_flight))
-            finally:
-                proc.terminate()
-                proc.join(10)
-            samples.setdefault(kind if kind == "noop" else f"coordinator ({store})", []).append(measured)
+    samples: dict[str, list[tuple[float, float, int, float]]] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-tls-") as folder:
+        secure = make_security(Path(folder)) if tls else None
+        for _ in range(rounds):
+            for kind, store in servers:
+                proc, port, ids, generation = start_server_process(kind, members, store, folder if tls else "")
+                try:
+                    measured = asyncio.run(heartbeat_load(port, ids, generation, seconds, in_flight,
+                                                          server_pid=proc.pid, secure=secure))
+                finally:
+                    proc.terminate()
+                    proc.join(10)
+                name = kind if kind == "noop" else f"coordinator ({store})"
+                samples.setdefault(f"{name} TLS" if tls else name, []).append(measured)
     return [
-        (name, statistics.median(r for r, _, _ in runs), statistics.median(p for _, p, _ in runs),
-         sum(e for _, _, e in runs))
+        (name, statistics.median(r for r, _, _, _ in runs), statistics.median(p for _, p, _, _ in runs),
+         sum(e for _, _, e, _ in runs), statistics.median(c for _, _, _, c in runs))
         for name, runs in samples.items()
     ]
 
@@ -460,6 +522,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stores", default="memory,sqlite", help="coordinator stores to measure heartbeats with")
     parser.add_argument("--parts", default="heartbeats,model,rebalance",
                         help="comma-separated subset of: heartbeats, model, rebalance")
+    parser.add_argument("--no-tls", action="store_true", help="skip the heartbeat comparison over TLS")
     parser.add_argument("--sizes", default="", help="group sizes for model and rebalance (default 1000,3000,10000)")
     args = parser.parse_args(argv)
     parts = {p for p in args.parts.split(",") if p}
@@ -472,7 +535,7 @@ def main(argv: list[str] | None = None) -> int:
     stores = [s for s in args.stores.split(",") if s]
     print(f"cpus: {os.cpu_count()}  python {sys.version.split()[0]}  grpcio {grpc.__version__}")
     if "heartbeats" in parts:
-        heartbeat_table(members, seconds, stores, args.quick)
+        heartbeat_table(members, seconds, stores, args.quick, not args.no_tls)
     sizes = [int(n) for n in args.sizes.split(",") if n] or ([50, 200] if args.quick else [1000, 3000, 10000])
     if "model" in parts:
         model_table(sizes)
@@ -481,18 +544,29 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def heartbeat_table(members: int, seconds: float, stores: list[str], quick: bool) -> None:
-    print(f"\nHeartbeat capacity: {members} members, {seconds:.0f} s per server and round, 256 calls in flight")
-    print(f"{'server':<24}{'req/s':>10}{'p99 ms':>10}{'errors':>8}{'ratio vs no-op':>16}")
-    rows = bench_heartbeats(members, seconds, 256, stores, rounds=1 if quick else 5)
-    base = rows[0][1]
-    for name, rate, p99, errors in rows:
-        print(f"{name:<24}{rate:>10.0f}{p99:>10.2f}{errors:>8}{rate / base:>16.2f}")
-    by_name = {name: rate for name, rate, _, _ in rows}
-    if "coordinator (memory)" in by_name and "coordinator (sqlite)" in by_name:
-        print(f"sqlite / memory heartbeat capacity: {by_name['coordinator (sqlite)'] / by_name['coordinator (memory)']:.2f}"
-              " (heartbeats write nothing; target >= 0.90)")
-    print("medians of interleaved rounds" if not quick else "one round (--quick)")
+def heartbeat_table(members: int, seconds: float, stores: list[str], quick: bool, tls: bool) -> None:
+    rounds = 1 if quick else 5
+    for secure in ([False, True] if tls else [False]):
+        what = ("TLS on both; on the coordinator also bearer tokens and ACLs (the guard interceptor)"
+                if secure else "plaintext, no security, metrics on")
+        print(f"\nHeartbeat capacity: {members} members, {seconds:.0f} s per server and round, 256 calls in flight, "
+              f"{what}; load average {_load()}")
+        print(f"{'server':<28}{'req/s':>10}{'p99 ms':>10}{'errors':>8}{'ratio vs no-op':>16}"
+              f"{'server CPU us/req':>19}{'CPU ratio':>11}")
+        rows = bench_heartbeats(members, seconds, 256, stores if not secure else ["memory"], rounds=rounds, tls=secure)
+        base, base_cpu = rows[0][1], rows[0][4]
+        for name, rate, p99, errors, cpu in rows:
+            print(f"{name:<28}{rate:>10.0f}{p99:>10.2f}{errors:>8}{rate / base:>16.2f}{cpu:>19.1f}"
+                  f"{base_cpu / cpu:>11.2f}")
+        by_name = {name: rate for name, rate, _, _, _ in rows}
+        if "coordinator (memory)" in by_name and "coordinator (sqlite)" in by_name:
+            print(f"sqlite / memory heartbeat capacity: "
+                  f"{by_name['coordinator (sqlite)'] / by_name['coordinator (memory)']:.2f}"
+                  " (heartbeats write nothing; target >= 0.90)")
+        print(("medians of interleaved rounds" if not quick else "one round (--quick)") +
+              f"; load average after: {_load()}. Target: ratio >= 0.90 vs the no-op (security off). CPU ratio: "
+              "the no-op server's CPU per request over this server's, which a busy machine disturbs far less "
+              "than req/s")
 
 
 def model_table(sizes: list[int]) -> None:
