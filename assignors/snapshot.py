@@ -3,7 +3,7 @@
 One definition, shared by the Spark job's reader (``loadstats``), the coordinator
 (which relays it to the leader) and the load-aware assignors (``assignors.pulsar``
 builds its Pulsar-style ``LoadData`` from it). Field names match the snapshot's
-Parquet columns one for one (see README, "Snapshot schema"). Rates are msg/s,
+Parquet columns one for one (see docs/loadstats.md, "Snapshot schema"). Rates are msg/s,
 throughputs bytes/s, resource usages in the unit the worker's probe reports
 (cpu in percent of one core times cores, memory in MB, bandwidth in KB/s, as
 Pulsar's ``LocalBrokerData``); a limit <= 0 means unknown. The figures and their units are

@@ -390,7 +390,7 @@ def main() -> int:
                         help="wait this long before starting a restarted worker again (default 0)")
     parser.add_argument("--dump", type=Path, help="write each row's ownership log (JSON lines) into this directory")
     parser.add_argument("--session-timeout-ms", type=int, default=30_000,
-                        help="longer than a restart takes, as the README asks of static members")
+                        help="longer than a restart takes, as docs/rebalancing.md asks of static members")
     args = parser.parse_args()
     workers, tasks = (4, 40) if args.quick else (10, 200)
     with tempfile.TemporaryDirectory(prefix="downtime-bench-") as tmp:

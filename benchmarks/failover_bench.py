@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 from groupcoord.admin import AdminClient
 from groupcoord.v1 import groupcoord_pb2 as pb
-from tests.test_ha_failover import ZK_SESSION_S, active_address, start_coordinator
+from tests.coordinator.ha.test_ha_failover import ZK_SESSION_S, active_address, start_coordinator
 from tests.zookeeper_server import ZooKeeperServer, free_port
 
 

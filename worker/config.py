@@ -15,6 +15,7 @@ __all__ = ["WorkerConfig", "parse_addresses"]
 @dataclass(frozen=True, kw_only=True)
 class WorkerConfig:
     group_id: str
+    """The group to join (required)."""
     coordinators: tuple[str, ...]
     """Coordinator addresses (HOST:PORT); the client tries them in turn and follows NOT_COORDINATOR."""
     client_id: str = "worker"
@@ -31,20 +32,33 @@ class WorkerConfig:
     assignors: tuple[str, ...] = ("round-robin",)
     """Assignor names this worker supports, most preferred first."""
     session_timeout_ms: int = 10_000
+    """The coordinator removes this member when no heartbeat arrives for this long; within the
+    coordinator's group_min/max_session_timeout_ms (ms)."""
     rebalance_timeout_ms: int = 60_000
+    """How long the coordinator waits for this member to re-join (and sync) in a rebalance before
+    removing it (ms)."""
     heartbeat_interval_ms: int = 3_000
+    """Time between heartbeats (and load reports) in Stable; less than the session timeout (ms)."""
     retry_backoff_ms: int = 100
+    """First retry backoff after a failed join, sync or call; doubles with jitter (ms)."""
     retry_backoff_max_ms: int = 10_000
+    """Largest retry backoff (ms)."""
     request_timeout_ms: int = 30_000
+    """Deadline of one call; JoinGroup and SyncGroup get the rebalance timeout on top (ms)."""
     rack: str = ""
+    """Failure domain, for rack-aware assignors (kafka-replica-shift)."""
     pool: str = ""
+    """Resource pool: this member runs only tasks of its pool ("" is the default pool)."""
     capacity: float = 1.0
+    """Relative capacity (balanced, without a load snapshot, spreads task weight over member capacity)."""
     attributes: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    """Free-form metadata the leader's assignor sees for this member."""
     tls_ca: str = ""
     """PEM file of the CA that signed the coordinator's certificate: turns TLS on."""
     tls_cert: str = ""
     """PEM client certificate (with ``tls_key``) for mTLS: its subject is this worker's principal."""
     tls_key: str = ""
+    """PEM private key of ``tls_cert``."""
     token_file: str = ""
     """File holding a bearer token (one line), for coordinators that authenticate by token."""
 

@@ -71,9 +71,13 @@ class LoadBalancerConfig:
     load_balancer_history_resource_percentage: float = 0.9
     """fraction 0-1; weight of the previous usage in the history average."""
     load_balancer_cpu_resource_weight: float = 1.0
+    """weight of cpu usage in a member's weighted max usage (ThresholdShedder, LeastResourceUsageWithWeight)."""
     load_balancer_direct_memory_resource_weight: float = 1.0
+    """weight of direct memory usage in a member's weighted max usage."""
     load_balancer_bandwidth_in_resource_weight: float = 1.0
+    """weight of inbound bandwidth usage in a member's weighted max usage."""
     load_balancer_bandwidth_out_resource_weight: float = 1.0
+    """weight of outbound bandwidth usage in a member's weighted max usage."""
     # Heap memory has no weight on purpose: Pulsar leaves it out of the max usage ("noisy by GC";
     # LocalBrokerData.getMaxResourceUsageWithWeight takes cpu, directMemory, bandwidthIn/Out only).
     lower_boundary_shedding_enabled: bool = False
@@ -126,11 +130,13 @@ class LoadBalancerConfig:
 
     # --- split ---------------------------------------------------------------------------------
     load_balancer_auto_bundle_split_enabled: bool = True
+    """split tasks that exceed one of the limits below (needs ``hash_lower``/``hash_upper`` attributes)."""
     load_balancer_auto_unload_split_bundles_enabled: bool = True
     """True: the children of a split are placed afresh; False: they stay on the parent's members."""
     load_balancer_namespace_maximum_bundles: int = 128
     """no split once the group has this many tasks."""
     load_balancer_namespace_bundle_max_topics: int = 1000
+    """a task holding more topics than this is split (a task needs at least 2 topics to split)."""
     load_balancer_namespace_bundle_max_sessions: int = 1000
     """producers + consumers; <= 0 disables the condition."""
     load_balancer_namespace_bundle_max_msg_rate: float = 30000
@@ -140,6 +146,7 @@ class LoadBalancerConfig:
     supported_namespace_bundle_split_algorithms: tuple[str, ...] = SPLIT_ALGORITHMS
     """Pulsar's default lists all four (the seed's appendix shows three; Pulsar's code wins)."""
     default_namespace_bundle_split_algorithm: str = "range_equally_divide"
+    """the split algorithm used (one of ``supported_namespace_bundle_split_algorithms``)."""
     flow_or_qps_difference_threshold_percentage: float = 10
     """0-100; flow_or_qps_equally_divide splits only above max x (1 + this/100)."""
 

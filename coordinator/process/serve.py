@@ -84,32 +84,59 @@ _SERVER_KEYS = {
 
 @dataclass(frozen=True, kw_only=True)
 class ServeOptions:
+    """``groupcoord serve``'s options: the ``[server]`` table of the config file (flags override it) and
+    the ``[coordinator]`` table. The attribute docstrings are the help of the generated config reference."""
+
     listen: str = "127.0.0.1:9400"
+    """HOST:PORT the gRPC server listens on (coordinator, admin, health and reflection services)."""
     data_dir: Path = Path("groupcoord-data")
+    """Where the SQLite group database and the load sample log live (created 0700)."""
     store: str = "sqlite"
+    """Group store: sqlite (one coordinator), memory (nothing survives a restart) or zookeeper (HA)."""
     zk: str = ""
+    """ZooKeeper HOST:PORT[,HOST:PORT...], for store = "zookeeper"."""
     advertise: str = ""
+    """HOST:PORT other coordinators and workers reach this one at (told to clients by NOT_COORDINATOR)."""
     zk_root: str = "/groupcoord/default"
+    """The znode under which this cluster keeps its election and groups."""
     zk_session_timeout_s: float = 10.0
-    snapshots: str = ""  # a load snapshot path to watch ("" = none; snapshots arrive by PublishLoadSnapshot)
+    """ZooKeeper session timeout: a coordinator that loses its session loses office (seconds)."""
+    snapshots: str = ""
+    """A load snapshot path to watch (the --out of ``groupcoord stats``); "" = none, snapshots then
+    arrive by PublishLoadSnapshot."""
     snapshot_poll_s: float = 10.0
-    sample_retention_s: float = DEFAULT_RETENTION_S  # 0: no age limit
-    sample_retention_bytes: int = DEFAULT_RETENTION_BYTES  # 0: no size limit
-    # TLS for every service of the server (PEM files); with tls_client_ca, clients must present a
-    # certificate that CA signed (mTLS) and its subject is their principal
+    """How often to look at ``snapshots`` for a new snapshot (seconds)."""
+    sample_retention_s: float = DEFAULT_RETENTION_S
+    """Sample log files older than this are deleted (seconds; 0: no age limit)."""
+    sample_retention_bytes: int = DEFAULT_RETENTION_BYTES
+    """The oldest sample log files beyond this total are deleted (bytes; 0: no size limit)."""
     tls_cert: Path | None = None
+    """PEM server certificate: turns TLS on for every service of the port (with ``tls_key``)."""
     tls_key: Path | None = None
+    """PEM private key of ``tls_cert``."""
     tls_client_ca: Path | None = None
-    token_file: Path | None = None  # bearer tokens, hashed (coordinator.auth.tokens); reloaded on SIGHUP
-    acl_file: Path | None = None  # per-group ACLs (coordinator.auth.acl); reloaded on SIGHUP; none: all allowed
-    zk_auth: str = ""  # "", "digest" or "sasl" (coordinator.ha.zk_security)
-    zk_credentials_file: Path | None = None  # one line USER:PASSWORD
+    """PEM CA: clients must present a certificate it signed (mTLS); its subject is their principal."""
+    token_file: Path | None = None
+    """Bearer tokens, one ``NAME sha256:HEX`` line each (coordinator.auth.tokens); reloaded on SIGHUP."""
+    acl_file: Path | None = None
+    """Per-group ACLs, TOML (coordinator.auth.acl); reloaded on SIGHUP; none: every principal may do everything."""
+    zk_auth: str = ""
+    """Authenticate to ZooKeeper and put ACLs on the znodes: "digest" or "sasl" ("" = none;
+    coordinator.ha.zk_security)."""
+    zk_credentials_file: Path | None = None
+    """One line USER:PASSWORD, for ``zk_auth``."""
     zk_tls_ca: Path | None = None
+    """TLS to ZooKeeper: the PEM CA of its certificate."""
     zk_tls_cert: Path | None = None
+    """PEM client certificate for ZooKeeper (with ``zk_tls_key``)."""
     zk_tls_key: Path | None = None
-    metrics_listen: str = ""  # HOST:PORT of the Prometheus endpoint ("" = none)
-    log_format: str = "text"  # text | json
+    """PEM private key of ``zk_tls_cert``."""
+    metrics_listen: str = ""
+    """HOST:PORT of the Prometheus endpoint, http://HOST:PORT/metrics ("" = off)."""
+    log_format: str = "text"
+    """text, or json: one JSON object per line."""
     coordinator: CoordinatorConfig = field(default_factory=CoordinatorConfig)
+    """The ``[coordinator]`` table: the group protocol's settings and bounds."""
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> ServeOptions:

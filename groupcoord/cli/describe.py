@@ -25,7 +25,7 @@ _STATE_NAMES: dict[int, str] = {
 
 
 def state_name(state: int) -> str:
-    """The group state as the README and ``groups list`` spell it."""
+    """The group state as the docs (docs/reference/states.md) and ``groups list`` spell it."""
     return _STATE_NAMES.get(state, "Unknown")
 
 
@@ -59,7 +59,7 @@ def _load_snapshot(snap: pb.LoadSnapshot) -> dict[str, Any]:
 
 
 def describe_as_dict(response: pb.DescribeGroupResponse) -> dict[str, Any]:
-    """The stable JSON shape of ``groups describe --json`` (documented in the README)."""
+    """The stable JSON shape of ``groups describe --json`` (documented in docs/cli.md, "groupcoord groups describe")."""
     members = []
     for described in response.members:
         m = described.member

@@ -92,7 +92,7 @@ def _name(replica: TaskReplica) -> str:
 
 def build_plan(context: AssignmentContext, assignment: Assignment, *, assignor: str, state: int = 0,
                snapshot_source: str = "") -> dict[str, Any]:
-    """The proposal as one JSON-ready dict (documented in the README next to ``groups plan``)."""
+    """The proposal as one JSON-ready dict (documented in docs/cli.md, "groupcoord groups plan")."""
     before: dict[str, list[TaskReplica]] = {m.member_id: list(m.owned) for m in context.members}
     after = {m.member_id: list(assignment.members.get(m.member_id, [])) for m in context.members}
     weights = {t.task_id: t.weight for t in context.tasks}

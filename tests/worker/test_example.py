@@ -1,4 +1,5 @@
-"""The README's embedding example runs against a real coordinator and leaves cleanly."""
+"""The embedding example (examples/embedded_worker.py; the README and docs/worker.md show its core) runs
+against a real coordinator and leaves cleanly."""
 
 from __future__ import annotations
 
