@@ -377,5 +377,8 @@ def after_member_removed(m: Model, out: Outbox, group: Group, reason: str) -> No
         if not group.members:
             complete_join(m, out, group)
         else:
-            out.persist(group)
+            # not written (as Kafka writes nothing until the phase ends): a record is O(members), and a
+            # fleet leaving one by one would write it once per member; a restart before the phase ends
+            # runs the phase again, where a dynamic member that left is dropped for not re-joining (a static
+            # one once its session expires)
             maybe_complete_join(m, out, group)
