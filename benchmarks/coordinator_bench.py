@@ -174,7 +174,7 @@ def start_server_process(kind: str, members: int = 0, store: str = "memory",
     queue = ctx.Queue()
     proc = ctx.Process(target=_serve, args=(kind, members, queue, store, secure), daemon=True)
     proc.start()
-    port, ids, generation = queue.get(timeout=120)
+    port, ids, generation = queue.get(timeout=300)  # a busy machine can take long to spawn one
     return proc, port, ids, generation
 
 
