@@ -3,6 +3,7 @@
 The public API, in one place::
 
     from groupcoord import WorkerClient, WorkerConfig, TaskReplica, AdminClient, errors
+    from groupcoord import AsyncWorkerClient  # the same member, for asyncio services
 
 Names are loaded on first use (PEP 562), so ``import groupcoord.errors`` or
 ``import groupcoord.v1`` stays cheap and never loads the worker or the
@@ -20,8 +21,9 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 __all__ = [
-    # the worker client
+    # the worker clients
     "WorkerClient",
+    "AsyncWorkerClient",
     "WorkerConfig",
     "WorkerState",
     "TaskListener",
@@ -57,10 +59,18 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
         TaskSpec,
         register,
     )
-    from groupcoord.worker import TaskListener, WorkerClient, WorkerClosedError, WorkerConfig, WorkerState
+    from groupcoord.worker import (
+        AsyncWorkerClient,
+        TaskListener,
+        WorkerClient,
+        WorkerClosedError,
+        WorkerConfig,
+        WorkerState,
+    )
 
 _HOMES: dict[str, str] = {
-    **dict.fromkeys(("WorkerClient", "WorkerConfig", "WorkerState", "TaskListener", "WorkerClosedError"), "groupcoord.worker"),
+    **dict.fromkeys(("WorkerClient", "AsyncWorkerClient", "WorkerConfig", "WorkerState", "TaskListener",
+                     "WorkerClosedError"), "groupcoord.worker"),
     **dict.fromkeys(
         ("Assignor", "AssignmentContext", "Assignment", "AssignorError", "TaskReplica", "TaskSpec", "MemberInfo",
          "LoadSnapshot", "register"),

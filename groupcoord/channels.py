@@ -63,18 +63,35 @@ class ClientSecurity:
 
     def open_channel(self, address: str, options: list[tuple[str, int]]) -> grpc.Channel:
         """A channel to ``address`` with this security (``ValueError``: one line, never a secret)."""
-        if self.tls_ca:
-            key = _read(self.tls_key, "--tls-key") if self.tls_key else None
-            cert = _read(self.tls_cert, "--tls-cert") if self.tls_cert else None
-            credentials = grpc.ssl_channel_credentials(_read(self.tls_ca, "--tls-ca"), key, cert)
+        credentials = self._credentials(address)
+        if credentials is not None:
             channel = grpc.secure_channel(address, credentials, options=options)
         else:
-            if self.token_file and not is_loopback_address(address):
-                raise ValueError(f"a token is sent to {address} only over TLS: add --tls-ca")
             channel = grpc.insecure_channel(address, options=options)
         if self.token_file:
             channel = grpc.intercept_channel(channel, _BearerToken(self.token()))
         return channel
+
+    def open_aio_channel(self, address: str, options: list[tuple[str, int]]) -> grpc.aio.Channel:
+        """``open_channel`` for ``grpc.aio``; the token goes with each call (``call_metadata``)."""
+        credentials = self._credentials(address)
+        if credentials is not None:
+            return grpc.aio.secure_channel(address, credentials, options=options)
+        return grpc.aio.insecure_channel(address, options=options)
+
+    def call_metadata(self) -> tuple[tuple[str, str], ...]:
+        """Headers every call carries: the bearer token, if any (read now)."""
+        return (("authorization", f"Bearer {self.token()}"),) if self.token_file else ()
+
+    def _credentials(self, address: str) -> Any:
+        """TLS credentials, or None for plaintext (where a token may go to loopback only)."""
+        if self.tls_ca:
+            key = _read(self.tls_key, "--tls-key") if self.tls_key else None
+            cert = _read(self.tls_cert, "--tls-cert") if self.tls_cert else None
+            return grpc.ssl_channel_credentials(_read(self.tls_ca, "--tls-ca"), key, cert)
+        if self.token_file and not is_loopback_address(address):
+            raise ValueError(f"a token is sent to {address} only over TLS: add --tls-ca")
+        return None
 
     def check(self, addresses: Sequence[str] = ()) -> None:
         """Read every file now, so a wrong path is a usage error at start, not a failure later; and

@@ -10,8 +10,8 @@ import pytest
 import groupcoord
 
 DOCUMENTED = [
-    # the worker client
-    "WorkerClient", "WorkerConfig", "WorkerState", "TaskListener", "WorkerClosedError",
+    # the worker clients
+    "WorkerClient", "AsyncWorkerClient", "WorkerConfig", "WorkerState", "TaskListener", "WorkerClosedError",
     # the assignor contract
     "Assignor", "AssignmentContext", "Assignment", "AssignorError", "TaskReplica", "TaskSpec", "MemberInfo",
     "LoadSnapshot", "register",

@@ -1,7 +1,8 @@
 """The embeddable worker client: join a group, run what it is assigned, stay alive.
 
-One background thread walks the worker diagram of ``worker.states`` (the table, and
-which error leads where); this module is that loop and the protocol's logic.
+One background thread walks the worker diagram of ``worker.states``; which error leads where
+is the table of ``worker.rules``, and the membership's clock and deadlines are
+``worker.session`` (both shared with ``AsyncWorkerClient``). This module is the thread's I/O:
 ``worker.transport`` carries the calls (deadlines, rediscovery, cancel, leave),
 ``worker.leader`` runs the assignor, ``worker.retry`` is the backoff policy.
 
@@ -29,14 +30,17 @@ from groupcoord.assignors.registry import get_assignor
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.wire import replicas_from_pb
 from groupcoord.worker.config import WorkerConfig
-from groupcoord.worker.leader import AssignorLookup, Recheck, leader_sync_request
+from groupcoord.worker.leader import AssignorLookup, Recheck, sync_request
 from groupcoord.worker.listener import JoinListener, TaskListener
 from groupcoord.worker.metrics import watch_worker
-from groupcoord.worker.ownership import Ownership
-from groupcoord.worker.requests import heartbeat_request, join_request, leave_request
+from groupcoord.worker.ownership import Notice, Ownership
+from groupcoord.worker.requests import heartbeat_request, join_request, leave_request, load_request
 from groupcoord.worker.retry import join_retrying
+from groupcoord.worker.rules import StableAction, rule_for
+from groupcoord.worker.session import Membership
 from groupcoord.worker.states import WorkerMachine, WorkerState
 from groupcoord.worker.transport import ChannelFactory, Transport, WorkerClosedError
+from groupcoord.worker.view import MemberView
 
 __all__ = ["JoinListener", "TaskListener", "WorkerClient", "WorkerClosedError", "WorkerState"]
 
@@ -45,7 +49,7 @@ log = logging.getLogger("groupcoord.worker")
 LoadReporter = Callable[["WorkerClient"], "pb.LoadReport | None"]
 
 
-class WorkerClient:
+class WorkerClient(MemberView):
     """Join ``config.group_id`` and keep ``listener`` told what this process must run.
 
     Use ``start()`` then ``close()`` (or a ``with`` block). ``generation`` and
@@ -82,56 +86,15 @@ class WorkerClient:
         self._transport = Transport(config.coordinators, channel_factory, name=config.client_id,
                                     reconnect_backoff_max_ms=min(500, config.heartbeat_interval_ms),
                                     security=config.security)
-        self._member_id = ""
-        self._generation = -1
-        self._leader_id = ""
-        self._protocol = ""
-        self._tasks = Ownership(listener, self._cond, name=config.client_id)
-        # the rebalance protocol of the last generation (before the first: what we offer)
-        self._rebalance_protocol = config.rebalance_protocol
-        self._last_heartbeat_ok = monotonic()
-        self._heartbeats_failed = 0  # heartbeats in a row the coordinator did not answer (outage)
+        self._session = Membership(config, monotonic)
+        self._tasks = Ownership(self._deliver, self._cond, name=config.client_id)
         self._rebalance_requested = False
         self._recheck = Recheck(assignor_lookup, monotonic, name=config.client_id)
         self.fatal_error: BaseException | None = None
         self._leave_on_close = not config.instance_id
-        self._rejoin_after_sync = False
         self._thread = threading.Thread(target=self._run, name=f"groupcoord-worker-{config.client_id}", daemon=True)
 
-    # ------------------------------------------------------------------ public API
-
-    @property
-    def state(self) -> WorkerState:
-        return self._machine.state
-
-    @property
-    def member_id(self) -> str:
-        return self._member_id
-
-    @property
-    def generation(self) -> int:
-        return self._generation
-
-    @property
-    def leader_id(self) -> str:
-        return self._leader_id
-
-    @property
-    def is_leader(self) -> bool:
-        return bool(self._member_id) and self._member_id == self._leader_id
-
-    @property
-    def protocol(self) -> str:
-        return self._protocol
-
-    @property
-    def assigned_tasks(self) -> tuple[TaskReplica, ...]:
-        return self._tasks.assigned
-
-    @property
-    def rebalance_protocol(self) -> str:
-        """"eager" or "cooperative": how the current generation rebalances."""
-        return self._rebalance_protocol
+    # ------------------------------------------------------------------ public API (and MemberView's)
 
     @property
     def coordinator_address(self) -> str:
@@ -197,19 +160,18 @@ class WorkerClient:
                     self._join_and_sync_with_retry()
         except WorkerClosedError:
             pass
-        except errors.FencedInstanceIdError as fenced:  # another process is this instance now
-            self.fatal_error = fenced
-            self._leave_on_close = False  # the group is not ours to leave any more
-            log.error("%s: fenced: %s; stopping, tasks revoked", self.config.client_id, fenced)
-        except errors.RequestError as fatal:
-            self.fatal_error = fatal
-            log.error("%s: stopping: %s", self.config.client_id, fatal)
-        except Exception as bug:  # never die silently
-            self.fatal_error = bug
-            log.exception("%s: worker loop failed", self.config.client_id)
+        except Exception as failure:
+            self.fatal_error = failure
+            rule = rule_for(failure)
+            if rule is None:  # a bug: never die silently
+                log.exception("%s: worker loop failed", self.config.client_id)
+            else:
+                self._leave_on_close = self._leave_on_close and rule.leaves
+                log.error("%s: stopping: %s", self.config.client_id, failure)
         finally:
             try:
-                if isinstance(self.fatal_error, errors.FencedInstanceIdError):
+                rule = rule_for(self.fatal_error) if self.fatal_error is not None else None
+                if rule is not None and rule.tasks_lost == "always":
                     self._tasks.lose_all()
                 else:
                     self._tasks.revoke_all()
@@ -233,7 +195,8 @@ class WorkerClient:
         except WorkerClosedError:
             return
         except errors.GroupCoordError as error:
-            if self._closing.is_set() and not isinstance(error, errors.RequestError):
+            rule = rule_for(error)
+            if self._closing.is_set() and not (rule is not None and rule.fatal):
                 return
             raise
 
@@ -242,18 +205,15 @@ class WorkerClient:
         membership can still be alive: once a session has passed since the coordinator last
         confirmed it, it may have removed us and given them away, so they are lost then, not at the
         end of a backoff that can last 10 s."""
-        left = self._session_left()
-        if self._cooperative() and self._tasks.assigned and left < seconds:
-            self._sleep(max(0.0, left))
+        first = self._session.backoff_split(seconds, bool(self._tasks.assigned))
+        if first is not None:
+            self._sleep(first)
             self._lose_if_session_over()
-            seconds -= max(0.0, left)
+            seconds -= first
         self._sleep(seconds)
 
-    def _session_left(self) -> float:
-        return self.config.session_timeout_ms / 1000 - (self._monotonic() - self._last_heartbeat_ok)
-
     def _lose_if_session_over(self) -> None:
-        if self._cooperative() and self._tasks.assigned and self._session_left() <= 0 and not self._closing.is_set():
+        if self._session.session_over(bool(self._tasks.assigned)) and not self._closing.is_set():
             log.warning("%s: no answer from the coordinator for a session timeout while re-joining: "
                         "tasks lost", self.config.client_id)
             self._tasks.lose_all()
@@ -263,140 +223,83 @@ class WorkerClient:
     def _join_and_sync(self) -> None:
         """One attempt, from PreparingJoin; any failure returns there (``fail``) before the backoff.
         Eager: every task stops first. Cooperative: tasks run on through the join (within the session)."""
-        if not self._cooperative():
+        session = self._session
+        if not session.cooperative():
             self._tasks.revoke_all()
         self._lose_if_session_over()
         self._machine.fire("join")
         try:
             join = self._join()
-            self._rebalance_protocol = join.rebalance_protocol or "eager"
-            if not self._cooperative():  # the group turned out eager (a member does not offer cooperative)
+            if not session.cooperative():  # the group turned out eager (a member does not offer cooperative)
                 self._tasks.revoke_all()
             self._machine.fire("joined")
             tasks = self._sync(join)
         except Exception as failure:
-            if isinstance(failure, errors.ResetNeeded):
-                self._reset_membership(failure)
-            elif isinstance(failure, errors.MemberIdRequiredError) and failure.member_id:
-                self._member_id = failure.member_id  # asked twice in a row: join with the newest id
-            self._machine.fire("fail")
+            _, lose = session.join_failed(failure)
+            if lose:
+                self._tasks.lose_all()
+            self._machine.fire("fail")  # every row's ``joining`` trigger: a fatal one stops after this
             raise
         self._assign(tasks, join.generation)
 
-    def _phase_timeout(self) -> float:
-        """Deadline (s) of JoinGroup / SyncGroup: the coordinator holds them up to the rebalance timeout."""
-        return (self.config.rebalance_timeout_ms + self.config.request_timeout_ms) / 1000
-
     def _join(self) -> pb.JoinGroupResponse:
+        session = self._session
         try:
-            response = self._transport.join_group(join_request(self.config, self._member_id, self._tasks), self._phase_timeout())
+            response = self._transport.join_group(join_request(self.config, session.member_id, self._tasks),
+                                                  session.phase_timeout())
         except errors.MemberIdRequiredError as required:
-            self._member_id = required.member_id
-            log.info("%s: got member id %s", self.config.client_id, self._member_id)
-            response = self._transport.join_group(join_request(self.config, self._member_id, self._tasks), self._phase_timeout())
-        self._member_id = response.member_id
-        self._generation = response.generation
-        self._leader_id = response.leader_id
-        self._protocol = response.protocol
-        log.info(
-            "%s: joined generation %d as %s (leader %s, assignor %s)",
-            self.config.client_id, response.generation,
-            "leader" if self.is_leader else "follower", response.leader_id, response.protocol,
-        )
+            session.member_id = required.member_id
+            log.info("%s: got member id %s", self.config.client_id, session.member_id)
+            response = self._transport.join_group(join_request(self.config, session.member_id, self._tasks),
+                                                  session.phase_timeout())
+        session.joined(response)
         listener = self.listener
         if isinstance(listener, JoinListener):
-            self._tasks.notify("on_joined", lambda: listener.on_joined(self._member_id, response.generation, self.is_leader))
+            self._call_listener("on_joined", lambda: listener.on_joined(session.member_id, response.generation,
+                                                                         session.is_leader))
         return response
 
     def _sync(self, join: pb.JoinGroupResponse) -> tuple[TaskReplica, ...]:
         """The leader runs the assignor, unless told to skip it (KIP-814: a static leader back in a
         Stable group gets the group's assignment as it is); everyone else just asks."""
-        cfg = self.config
-        if self.is_leader and not join.skip_assignment:
-            request = leader_sync_request(self._assignor_lookup, cfg.group_id, self._member_id, join, name=cfg.client_id)
-        else:
-            request = pb.SyncGroupRequest(group_id=cfg.group_id, member_id=self._member_id, generation=join.generation)
-        request.instance_id = cfg.instance_id
-        request.protocol_type = join.protocol_type  # KIP-559: the coordinator checks we agree
-        request.protocol_name = join.protocol
-        response = self._transport.sync_group(request, self._phase_timeout())
-        self._rejoin_after_sync = response.rejoin
+        request = sync_request(self._assignor_lookup, self.config, self.member_id, self.is_leader, join)
+        response = self._transport.sync_group(request, self._session.phase_timeout())
+        self._session.synced(response)
         return replicas_from_pb(response.tasks)
-
-    def _reset_membership(self, error: errors.GroupCoordError) -> None:
-        """The coordinator forgot us (or our generation): what we run may be someone else's now."""
-        log.info("%s: %s: resetting member id and generation", self.config.client_id, error)
-        self._member_id = ""
-        self._generation = -1
-        if self._cooperative():
-            self._tasks.lose_all()
-
-    def _cooperative(self) -> bool:
-        return self._rebalance_protocol == "cooperative"
 
     # ------------------------------------------------------------------ stable
 
     def _stable_tick(self) -> None:
-        cfg = self.config
-        self._sleep(self._next_heartbeat_s())
+        session = self._session
+        self._sleep(session.next_heartbeat_s())
         if self._closing.is_set():
             return
         if self._rebalance_requested:
             self._rebalance_requested = False
             self._machine.fire("rejoin")
             return
-        request = heartbeat_request(cfg, self._member_id, self._generation)
+        request = heartbeat_request(self.config, session.member_id, session.generation)
         sent = self._monotonic()  # the coordinator restarts our session after this: count from here
         try:
-            self._transport.heartbeat(request, self._stable_timeout())
-        except errors.CoordinatorMovedError as moved:  # the transport has moved on to the next coordinator
-            self._heartbeats_failed += 1
-            silent_for = self._monotonic() - self._last_heartbeat_ok
-            if silent_for * 1000 >= cfg.session_timeout_ms:
-                log.warning("%s: no heartbeat for %.1fs (> session timeout): re-joining", cfg.client_id, silent_for)
-                if self._cooperative():
-                    self._tasks.lose_all()  # the coordinator may have given them away meanwhile
-                self._machine.fire("rejoin")
-            else:
-                log.warning("%s: %s; keeping tasks, next heartbeat to %s", cfg.client_id, moved, self._transport.address)
-            return
-        except errors.FencedInstanceIdError:
-            raise  # fatal: a newer process of this instance owns the membership
+            self._transport.heartbeat(request, session.stable_timeout())
         except errors.GroupCoordError as error:
-            log.info("%s: heartbeat: %s; re-joining", cfg.client_id, error)
-            if isinstance(error, errors.ResetNeeded):
-                self._reset_membership(error)
-            self._machine.fire("rejoin")
+            verdict = session.heartbeat_failed(error)
+            if verdict.lose_tasks:
+                self._tasks.lose_all()
+            if verdict.action is StableAction.STOP:
+                raise
+            if verdict.action is StableAction.REJOIN:
+                self._machine.fire("rejoin")
             return
-        self._last_heartbeat_ok = sent
-        self._heartbeats_failed = 0
+        session.heartbeat_ok(sent)
         self._report_load()
-        if self.is_leader and self._recheck.wants_rebalance(self._protocol, self._generation,
+        if self.is_leader and self._recheck.wants_rebalance(self.protocol, self.generation,
                                                              self._describe_with_snapshot):
             self._machine.fire("rejoin")
 
-    def _next_heartbeat_s(self) -> float:
-        """A heartbeat interval; after heartbeats the coordinator did not answer, sooner (the retry
-        backoff, doubling, at most the interval), so a coordinator that comes back after a short
-        outage hears from its members at once, before their sessions run out."""
-        interval = self.config.heartbeat_interval_ms / 1000
-        if not self._heartbeats_failed:
-            return interval
-        backoff: float = self.config.retry_backoff_ms / 1000 * 2.0 ** min(self._heartbeats_failed - 1, 16)
-        return min(interval, backoff)
-
-    def _stable_timeout(self) -> float:
-        """Deadline (s) of a call in Stable: half the session at most (a hung coordinator is left in
-        time to reach the next one, as Kafka's consumer marks it unknown), never past the session's
-        end, at least a heartbeat interval so a slow answer can arrive."""
-        cfg = self.config
-        session = cfg.session_timeout_ms / 1000
-        left = session - (self._monotonic() - self._last_heartbeat_ok)
-        return max(cfg.heartbeat_interval_ms / 1000, min(cfg.request_timeout_ms / 1000, session / 2, left))
-
     def _describe_with_snapshot(self) -> pb.DescribeGroupResponse:
         request = pb.DescribeGroupRequest(group_id=self.config.group_id, include_load_snapshot=True)
-        return self._transport.describe_group(request, self._stable_timeout())
+        return self._transport.describe_group(request, self._session.stable_timeout())
 
     def _report_load(self) -> None:
         if self._load_reporter is None:
@@ -405,10 +308,8 @@ class WorkerClient:
             report = self._load_reporter(self)
             if report is None:
                 return
-            request = pb.ReportLoadRequest(
-                group_id=self.config.group_id, member_id=self._member_id, generation=self._generation, report=report
-            )
-            self._transport.report_load(request, self._stable_timeout())
+            request = load_request(self.config, self.member_id, self.generation, report)
+            self._transport.report_load(request, self._session.stable_timeout())
         except WorkerClosedError:
             raise
         except errors.GroupCoordError as error:
@@ -420,22 +321,33 @@ class WorkerClient:
 
     def _assign(self, tasks: tuple[TaskReplica, ...], generation: int) -> None:
         self._recheck.reset()
-        self._last_heartbeat_ok = self._monotonic()
+        self._session.assigned()
         self._machine.fire("synced")
-        revoked = self._tasks.apply(tasks, generation, cooperative=self._cooperative())
-        if revoked or self._rejoin_after_sync:  # cooperative: the freed tasks move in the next generation
+        revoked = self._tasks.apply(tasks, generation, cooperative=self._session.cooperative())
+        if revoked or self._session.rejoin_after_sync:  # cooperative: the freed tasks move in the next generation
             log.info("%s: %d task(s) revoked in generation %d: re-joining at once", self.config.client_id,
                      len(revoked), generation)
             self._machine.fire("rejoin")
 
+    def _deliver(self, notice: Notice) -> None:
+        """Tell the listener, on this thread; an exception is logged, never fatal."""
+        self._call_listener(notice.callback, lambda: notice.call(self.listener))
+
+    def _call_listener(self, callback: str, call: Callable[[], object]) -> None:
+        try:
+            call()
+        except Exception:
+            log.exception("%s: listener %s raised; carrying on", self.config.client_id, callback)
+
     def _leave(self) -> None:
-        if not self._member_id or not self._leave_on_close:
-            if self._member_id:
+        session = self._session
+        if not session.member_id or not self._leave_on_close:
+            if session.member_id:
                 log.info("%s: static member %s closes without leaving: its session timeout decides",
                          self.config.client_id, self.config.instance_id)
             return
-        request = leave_request(self.config, self._member_id)
+        request = leave_request(self.config, session.member_id)
         if self._transport.leave_group(request, timeout=min(5.0, self.config.request_timeout_ms / 1000)):
             log.info("%s: left group %s", self.config.client_id, self.config.group_id)
-        self._member_id = ""
-        self._generation = -1
+        session.member_id = ""
+        session.generation = -1

@@ -16,9 +16,10 @@ from groupcoord.assignors.base import Assignor, AssignorError, RebalanceCheck
 from groupcoord.assignors.cooperative import cooperative_step
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.wire import context_from_describe, context_from_join, sync_request_from_assignment
+from groupcoord.worker.config import WorkerConfig
 from groupcoord.worker.transport import WorkerClosedError
 
-__all__ = ["AssignorLookup", "Recheck", "leader_sync_request", "rebalance_check"]
+__all__ = ["AssignorLookup", "Recheck", "leader_sync_request", "rebalance_check", "sync_request"]
 
 log = logging.getLogger("groupcoord.worker")
 
@@ -44,6 +45,20 @@ def leader_sync_request(
             group_id=group_id, member_id=member_id, generation=join.generation,
             assignor_error=f"{type(failure).__name__}: {failure}",
         )
+
+
+def sync_request(lookup: AssignorLookup, config: WorkerConfig, member_id: str, is_leader: bool,
+                 join: pb.JoinGroupResponse) -> pb.SyncGroupRequest:
+    """A member's SyncGroup after ``join``: the leader runs the assignor, unless told to skip it (KIP-814:
+    a static leader back in a Stable group gets the group's assignment as it is); everyone else asks."""
+    if is_leader and not join.skip_assignment:
+        request = leader_sync_request(lookup, config.group_id, member_id, join, name=config.client_id)
+    else:
+        request = pb.SyncGroupRequest(group_id=config.group_id, member_id=member_id, generation=join.generation)
+    request.instance_id = config.instance_id
+    request.protocol_type = join.protocol_type  # KIP-559: the coordinator checks we agree
+    request.protocol_name = join.protocol
+    return request
 
 
 def rebalance_check(lookup: AssignorLookup, protocol: str) -> RebalanceCheck | None:
@@ -76,19 +91,33 @@ class Recheck:
         self, protocol: str, generation: int, describe: Callable[[], pb.DescribeGroupResponse]
     ) -> bool:
         """True when the leader should re-join now; ``describe`` fetches the group with its snapshot."""
-        check = rebalance_check(self._lookup, protocol)
-        if check is None or not self._due(float(check.recheck_interval_s)):
+        check = self.due(protocol)
+        if check is None:
             return False
         try:
             described = describe()
-            if described.generation == generation and check.needs_rebalance(context_from_describe(described)):
-                log.info("%s: assignor %s would move tasks on the newest load snapshot: rebalancing",
-                         self._name, protocol)
-                return True
         except WorkerClosedError:
             raise
         except errors.GroupCoordError as error:
             log.info("%s: load re-check skipped: %s", self._name, error)
+            return False
+        return self.judge(check, protocol, generation, described)
+
+    def due(self, protocol: str) -> RebalanceCheck | None:
+        """The assignor to ask, when a re-check is due now (the asyncio client fetches the group itself)."""
+        check = rebalance_check(self._lookup, protocol)
+        if check is None or not self._due(float(check.recheck_interval_s)):
+            return None
+        return check
+
+    def judge(self, check: RebalanceCheck, protocol: str, generation: int,
+              described: pb.DescribeGroupResponse) -> bool:
+        """Ask ``check`` about the group as ``described``; a failed check is logged and says no."""
+        try:
+            if described.generation == generation and check.needs_rebalance(context_from_describe(described)):
+                log.info("%s: assignor %s would move tasks on the newest load snapshot: rebalancing",
+                         self._name, protocol)
+                return True
         except Exception:
             log.exception("%s: assignor %s re-check failed", self._name, protocol)
         return False

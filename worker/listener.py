@@ -11,7 +11,8 @@ __all__ = ["JoinListener", "LostListener", "TaskListener"]
 
 
 class TaskListener(Protocol):
-    """Required: called on the client's thread; an exception is logged, never fatal.
+    """Required: called on the client's thread (``WorkerClient``) or awaited on the service's loop
+    (``AsyncWorkerClient``, where the methods may be coroutines); an exception is logged, never fatal.
 
     Eager protocol: ``on_revoked`` comes before every re-join with every task (stop them all);
     ``on_assigned`` comes with each new generation's tasks. Cooperative protocol (KIP-429):

@@ -12,20 +12,49 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
 
 from groupcoord.assignors.base import TaskReplica
-from groupcoord.worker.listener import LostListener, TaskListener
+from groupcoord.worker.listener import LostListener
 
-__all__ = ["Ownership"]
+__all__ = ["Notice", "Ownership"]
 
 log = logging.getLogger("groupcoord.worker")
+
+Callback = Literal["on_assigned", "on_revoked", "on_lost"]
+
+
+@dataclass(frozen=True)
+class Notice:
+    """What the service must be told: ``callback`` with ``tasks`` (and the generation, when assigned).
+
+    Also what ``AsyncWorkerClient.changes()`` yields: ``kind`` is "assigned", "revoked" or "lost"."""
+
+    callback: Callback
+    tasks: tuple[TaskReplica, ...]
+    generation: int = -1
+
+    @property
+    def kind(self) -> str:
+        return self.callback.removeprefix("on_")
+
+    def call(self, listener: object) -> object:
+        """Call ``listener``'s method for this notice (a listener without ``on_lost`` gets ``on_revoked``);
+        returns what it returns (a coroutine, for an async listener)."""
+        if self.callback == "on_assigned":
+            return listener.on_assigned(self.tasks, self.generation)  # type: ignore[attr-defined]
+        if self.callback == "on_lost" and isinstance(listener, LostListener):
+            lost: object = getattr(listener, "on_lost")(self.tasks)  # noqa: B009 - may be a coroutine
+            return lost
+        return listener.on_revoked(self.tasks)  # type: ignore[attr-defined]
 
 
 class Ownership:
     """The tasks this worker runs (``assigned``) and reports owning when it joins (``owned``)."""
 
-    def __init__(self, listener: TaskListener, cond: threading.Condition, *, name: str) -> None:
-        self._listener = listener
+    def __init__(self, emit: Callable[[Notice], None], cond: threading.Condition, *, name: str) -> None:
+        self._emit = emit  # the client delivers: at once (thread) or in order on its loop (asyncio)
         self._cond = cond
         self._name = name
         self.assigned: tuple[TaskReplica, ...] = ()
@@ -46,7 +75,7 @@ class Ownership:
             added = tuple(t for t in tasks if t not in had)
             if revoked:
                 self._set(tuple(t for t in before if t in keep))
-                self.notify("on_revoked", lambda: self._listener.on_revoked(revoked))
+                self._emit(Notice("on_revoked", revoked))
         self._set(tuple(tasks))
         self.owned = tuple(tasks)
         self.owned_generation = generation
@@ -54,7 +83,7 @@ class Ownership:
                  ", ".join(str(t) for t in tasks) or "nothing",
                  f" (new: {', '.join(map(str, added)) or 'none'}; revoked: {', '.join(map(str, revoked)) or 'none'})"
                  if cooperative else "")
-        self.notify("on_assigned", lambda: self._listener.on_assigned(added, generation))
+        self._emit(Notice("on_assigned", added, generation))
         return revoked
 
     def revoke_all(self) -> None:
@@ -62,7 +91,7 @@ class Ownership:
         tasks = self.assigned
         if tasks:
             self._set(())
-            self.notify("on_revoked", lambda: self._listener.on_revoked(tasks))
+            self._emit(Notice("on_revoked", tasks))
 
     def lose_all(self) -> None:
         """Everything is gone without a clean handover (``on_lost``, else ``on_revoked``)."""
@@ -72,20 +101,9 @@ class Ownership:
         self._set(())
         self.owned = ()
         self.owned_generation = -1
-        listener = self._listener
-        if isinstance(listener, LostListener):
-            self.notify("on_lost", lambda: listener.on_lost(tasks))
-        else:
-            self.notify("on_revoked", lambda: listener.on_revoked(tasks))
+        self._emit(Notice("on_lost", tasks))
 
     def _set(self, tasks: tuple[TaskReplica, ...]) -> None:
         with self._cond:
             self.assigned = tasks
             self._cond.notify_all()
-
-    def notify(self, callback: str, call: Callable[[], object]) -> None:
-        """Call the listener; an exception is logged, never fatal."""
-        try:
-            call()
-        except Exception:
-            log.exception("%s: listener %s raised; carrying on", self._name, callback)

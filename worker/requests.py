@@ -7,7 +7,7 @@ from groupcoord.wire import replicas_to_pb
 from groupcoord.worker.config import WorkerConfig
 from groupcoord.worker.ownership import Ownership
 
-__all__ = ["join_request", "heartbeat_request", "leave_request"]
+__all__ = ["join_request", "heartbeat_request", "leave_request", "load_request"]
 
 
 def join_request(config: WorkerConfig, member_id: str, tasks: Ownership) -> pb.JoinGroupRequest:
@@ -41,3 +41,7 @@ def heartbeat_request(config: WorkerConfig, member_id: str, generation: int) -> 
 
 def leave_request(config: WorkerConfig, member_id: str) -> pb.LeaveGroupRequest:
     return pb.LeaveGroupRequest(group_id=config.group_id, member_id=member_id, instance_id=config.instance_id)
+
+
+def load_request(config: WorkerConfig, member_id: str, generation: int, report: pb.LoadReport) -> pb.ReportLoadRequest:
+    return pb.ReportLoadRequest(group_id=config.group_id, member_id=member_id, generation=generation, report=report)

@@ -21,24 +21,12 @@ Syncing          JoinGroup answered; the leader runs its assignor, every member'
 Stable           tasks assigned; heartbeats (and load reports) every heartbeat interval
 ===============  ============================================================================
 
-Which errors lead where (the classes of ``groupcoord.errors``):
-
-- In Joining or Syncing every failure fires ``fail`` (back to PreparingJoin), then the worker
-  backs off and joins again: REBALANCE_IN_PROGRESS and MEMBER_ID_REQUIRED without waiting;
-  ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID after resetting the member id and generation (join as
-  a new member); NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE / COORDINATOR_LOAD_IN_PROGRESS
-  and transport failures (a call's deadline passed, the address refused) after moving to the
-  hinted coordinator or the next address of the list; INVALID_ASSIGNMENT (the leader's
-  assignor failed or its answer was refused) after the backoff. A RequestError (the request
-  itself is wrong) is fatal: ``stop``.
-- In Stable a heartbeat answered with REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION or
-  UNKNOWN_MEMBER_ID (the last two reset member id and generation) fires ``rejoin``, as do
-  ``request_rebalance()`` and a leader's assignor that wants to move tasks on a new load
-  snapshot. A lost coordinator (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, a timed-out
-  heartbeat) keeps the worker Stable with its tasks running, heartbeating the next
-  coordinator, until a whole session passes without a heartbeat: then ``rejoin``.
-- ``close()`` or a fatal error: ``stop`` (tasks revoked, LeaveGroup sent first). ``close()``
-  cancels the call in flight, so it does not wait for that call's deadline.
+Which error fires which trigger (``fail``, ``rejoin``, ``stop``), whether it resets the member id,
+and whether it is retried at once, after the backoff or never, is the table of ``worker.rules``
+(one row per error class), which both clients look every failure up in. Beside it:
+``request_rebalance()`` and a leader's assignor that wants to move tasks on a new load snapshot
+fire ``rejoin``; ``close()`` or a fatal error fires ``stop`` (tasks revoked, LeaveGroup sent
+first); ``close()`` cancels the call in flight, so it does not wait for that call's deadline.
 
 Deadlines: JoinGroup and SyncGroup get the rebalance timeout plus the request timeout (the
 coordinator holds them until the phase ends); calls in Stable get half the session, never

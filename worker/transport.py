@@ -28,7 +28,8 @@ from groupcoord.channels import ClientSecurity, channel_options
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
 
-__all__ = ["ChannelFactory", "Transport", "WorkerClosedError"]
+__all__ = ["ChannelFactory", "CoordinatorList", "Transport", "WorkerClosedError", "describe_rpc_error",
+           "failure_for_rpc_error", "failure_for_response"]
 
 log = logging.getLogger("groupcoord.worker")
 
@@ -61,6 +62,52 @@ class WorkerClosedError(RuntimeError):
 
 
 
+class CoordinatorList:
+    """Which coordinator the next call goes to: the configured list, in turn, and hints (both transports)."""
+
+    def __init__(self, addresses: Sequence[str], *, name: str = "worker") -> None:
+        if not addresses:
+            raise ValueError("at least one coordinator address is needed")
+        self._addresses = tuple(addresses)
+        self._name = name
+        self._index = 0
+        self.address = self._addresses[0]
+
+    def move(self, hint: str = "") -> bool:
+        """Go to ``hint``, or to the address after the current one (wrapping around); True if it changed."""
+        if hint:
+            address = hint
+        else:
+            if self.address in self._addresses:  # reached through a hint: go on from there, not back to it
+                self._index = self._addresses.index(self.address)
+            self._index = (self._index + 1) % len(self._addresses)
+            address = self._addresses[self._index]
+        if address == self.address:
+            return False
+        log.info("%s: coordinator %s -> %s", self._name, self.address, address)
+        self.address = address
+        return True
+
+
+def failure_for_rpc_error(method: str, address: str, rpc_error: grpc.RpcError) -> tuple[errors.GroupCoordError, bool]:
+    """The error class for a failed call, and whether to move to the next coordinator first."""
+    code = rpc_error.code() if hasattr(rpc_error, "code") else grpc.StatusCode.UNKNOWN
+    message = f"{method} to {address} failed: {describe_rpc_error(rpc_error)}"
+    if code in _TRANSPORT_RETRIABLE:
+        return errors.CoordinatorNotAvailableError(message), True
+    if code in _ACCESS_DENIED:  # fatal for the worker: credentials or ACLs must change
+        return _ACCESS_DENIED[code](message), False
+    return errors.InvalidRequestError(message), False
+
+
+def failure_for_response(error: pb.Error, *, member_id: str = "") -> tuple[errors.GroupCoordError | None, str | None]:
+    """The error of a response (None when NONE), and where to move first (None: stay; "": the next address)."""
+    failure = errors.error_for(error, member_id=member_id)
+    if isinstance(failure, errors.CoordinatorMovedError):
+        return failure, failure.coordinator_hint
+    return failure, None
+
+
 class Transport:
     """The coordinator connection of one worker; used from the worker's thread (``abort`` from any)."""
 
@@ -68,15 +115,11 @@ class Transport:
         self, addresses: Sequence[str], channel_factory: ChannelFactory | None = None, *, name: str = "worker",
         reconnect_backoff_max_ms: int = 1_000, security: ClientSecurity | None = None,
     ) -> None:
-        if not addresses:
-            raise ValueError("at least one coordinator address is needed")
-        self._addresses = tuple(addresses)
+        self._coordinators = CoordinatorList(addresses, name=name)
         options = channel_options(reconnect_backoff_max_ms)
         secure = security or ClientSecurity()
         self._channel_factory = channel_factory or (lambda address: secure.open_channel(address, options))
         self._name = name
-        self._index = 0
-        self._address = self._addresses[0]
         self._channel: grpc.Channel | None = None
         self._stub: Any = None  # a GroupCoordinatorStub once connected
         self._admin: Any = None  # a GroupAdminStub on the same channel
@@ -86,7 +129,7 @@ class Transport:
     @property
     def address(self) -> str:
         """The coordinator the next call goes to."""
-        return self._address
+        return self._coordinators.address
 
     # ------------------------------------------------------------------ the calls
 
@@ -119,7 +162,7 @@ class Transport:
         try:
             response: pb.LeaveGroupResponse = self._stubs()[0].LeaveGroup(request, timeout=timeout)
         except grpc.RpcError as error:
-            log.info("%s: could not send LeaveGroup to %s: %s", self._name, self._address, _describe(error))
+            log.info("%s: could not send LeaveGroup to %s: %s", self._name, self.address, describe_rpc_error(error))
             return False
         if response.error.code != pb.NONE:
             log.info("%s: leave: %s", self._name, response.error.message)
@@ -130,16 +173,7 @@ class Transport:
 
     def rediscover(self, hint: str = "") -> None:
         """Go to ``hint``, or to the address after the current one (wrapping around)."""
-        if hint:
-            address = hint
-        else:
-            if self._address in self._addresses:  # reached through a hint: go on from there, not back to it
-                self._index = self._addresses.index(self._address)
-            self._index = (self._index + 1) % len(self._addresses)
-            address = self._addresses[self._index]
-        if address != self._address:
-            log.info("%s: coordinator %s -> %s", self._name, self._address, address)
-            self._address = address
+        if self._coordinators.move(hint):
             self._drop_channel()
 
     # ------------------------------------------------------------------ lifetime
@@ -158,7 +192,7 @@ class Transport:
 
     def _stubs(self) -> tuple[Any, Any]:
         if self._stub is None:
-            self._channel = self._channel_factory(self._address)
+            self._channel = self._channel_factory(self.address)
             self._stub = _CoordinatorStub(self._channel)
             self._admin = _AdminStub(self._channel)
         return self._stub, self._admin
@@ -183,27 +217,23 @@ class Transport:
         except grpc.RpcError as rpc_error:
             if self._aborted.is_set():
                 raise WorkerClosedError("closed during a request") from rpc_error
-            code = rpc_error.code() if hasattr(rpc_error, "code") else grpc.StatusCode.UNKNOWN
-            message = f"{method} to {self._address} failed: {_describe(rpc_error)}"
-            if code in _TRANSPORT_RETRIABLE:
+            failure, move = failure_for_rpc_error(method, self.address, rpc_error)
+            if move:
                 self.rediscover()
-                raise errors.CoordinatorNotAvailableError(message) from rpc_error
-            if code in _ACCESS_DENIED:  # fatal for the worker: credentials or ACLs must change
-                raise _ACCESS_DENIED[code](message) from rpc_error
-            raise errors.InvalidRequestError(message) from rpc_error
+            raise failure from rpc_error
         finally:
             self._inflight = None
 
     def _raise_for(self, error: pb.Error, *, member_id: str = "") -> None:
-        failure = errors.error_for(error, member_id=member_id)
+        failure, move_to = failure_for_response(error, member_id=member_id)
         if failure is None:
             return
-        if isinstance(failure, errors.CoordinatorMovedError):
-            self.rediscover(failure.coordinator_hint)
+        if move_to is not None:
+            self.rediscover(move_to)
         raise failure
 
 
-def _describe(error: grpc.RpcError) -> str:
+def describe_rpc_error(error: grpc.RpcError) -> str:
     code = error.code() if hasattr(error, "code") else grpc.StatusCode.UNKNOWN
     detail = error.details() if hasattr(error, "details") else str(error)
     return f"{code.name} {detail}"

@@ -1,0 +1,23 @@
+"""The worker footprint benchmark runs end to end at smoke size: a coordinator process, a baseline and
+both clients, one table row each."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.paths import ROOT
+
+
+@pytest.mark.slow
+def test_worker_footprint_bench_prints_every_row(cli_env: dict[str, str]) -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "worker_footprint_bench.py"), "--window", "1", "--sizes", "1,3"],
+        check=False, cwd=ROOT, capture_output=True, text=True, timeout=240, env=cli_env,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = [line.split()[:2] for line in done.stdout.splitlines()
+            if line.split()[:1] in (["baseline"], ["threaded"], ["asyncio"])]
+    assert rows == [["baseline", "0"], ["threaded", "1"], ["asyncio", "1"], ["threaded", "3"], ["asyncio", "3"]]

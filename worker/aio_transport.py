@@ -1,0 +1,131 @@
+"""``worker.transport`` for ``grpc.aio``: the same calls, errors and rediscovery, awaited on the loop.
+
+Which coordinator comes next (``CoordinatorList``) and which error a failed call or a response
+becomes (``failure_for_rpc_error``, ``failure_for_response``) are the threaded transport's own
+functions: only the waiting differs. A call in flight is cancelled the asyncio way, by
+cancelling the task that awaits it; ``leave_group`` never raises.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import grpc
+from google.protobuf.message import Message
+
+from groupcoord.channels import ClientSecurity, channel_options
+from groupcoord.v1 import groupcoord_pb2 as pb
+from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
+from groupcoord.worker.transport import (
+    CoordinatorList,
+    describe_rpc_error,
+    failure_for_response,
+    failure_for_rpc_error,
+)
+
+__all__ = ["AioChannelFactory", "AsyncTransport"]
+
+log = logging.getLogger("groupcoord.worker")
+
+AioChannelFactory = Callable[[str], grpc.aio.Channel]
+
+_CoordinatorStub: Any = pb_grpc.GroupCoordinatorStub
+_AdminStub: Any = pb_grpc.GroupAdminStub
+
+
+class AsyncTransport:
+    """The coordinator connection of one asyncio worker; used from its loop only."""
+
+    def __init__(
+        self, addresses: Sequence[str], channel_factory: AioChannelFactory | None = None, *, name: str = "worker",
+        reconnect_backoff_max_ms: int = 1_000, security: ClientSecurity | None = None,
+    ) -> None:
+        self._coordinators = CoordinatorList(addresses, name=name)
+        options = channel_options(reconnect_backoff_max_ms)
+        secure = security or ClientSecurity()
+        self._channel_factory = channel_factory or (lambda address: secure.open_aio_channel(address, options))
+        self._metadata = secure.call_metadata()
+        self._name = name
+        self._channel: grpc.aio.Channel | None = None
+        self._stub: Any = None
+        self._admin: Any = None
+
+    @property
+    def address(self) -> str:
+        return self._coordinators.address
+
+    async def join_group(self, request: pb.JoinGroupRequest, timeout: float) -> pb.JoinGroupResponse:
+        response: pb.JoinGroupResponse = await self._call("JoinGroup", request, timeout)
+        await self._raise_for(response.error, member_id=response.member_id or request.member_id)
+        return response
+
+    async def sync_group(self, request: pb.SyncGroupRequest, timeout: float) -> pb.SyncGroupResponse:
+        response: pb.SyncGroupResponse = await self._call("SyncGroup", request, timeout)
+        await self._raise_for(response.error, member_id=request.member_id)
+        return response
+
+    async def heartbeat(self, request: pb.HeartbeatRequest, timeout: float) -> None:
+        response: pb.HeartbeatResponse = await self._call("Heartbeat", request, timeout)
+        await self._raise_for(response.error, member_id=request.member_id)
+
+    async def report_load(self, request: pb.ReportLoadRequest, timeout: float) -> None:
+        response: pb.ReportLoadResponse = await self._call("ReportLoad", request, timeout)
+        await self._raise_for(response.error, member_id=request.member_id)
+
+    async def describe_group(self, request: pb.DescribeGroupRequest, timeout: float) -> pb.DescribeGroupResponse:
+        response: pb.DescribeGroupResponse = await self._call("DescribeGroup", request, timeout, admin=True)
+        await self._raise_for(response.error)
+        return response
+
+    async def leave_group(self, request: pb.LeaveGroupRequest, timeout: float) -> bool:
+        """Best effort: True when the coordinator took it; never raises (but a cancellation)."""
+        try:
+            response: pb.LeaveGroupResponse = await self._stubs()[0].LeaveGroup(
+                request, timeout=timeout, metadata=self._metadata)
+        except grpc.RpcError as error:
+            log.info("%s: could not send LeaveGroup to %s: %s", self._name, self.address, describe_rpc_error(error))
+            return False
+        if response.error.code != pb.NONE:
+            log.info("%s: leave: %s", self._name, response.error.message)
+            return False
+        return True
+
+    async def rediscover(self, hint: str = "") -> None:
+        if self._coordinators.move(hint):
+            await self._drop_channel()
+
+    async def close(self) -> None:
+        await self._drop_channel()
+
+    def _stubs(self) -> tuple[Any, Any]:
+        if self._stub is None:
+            self._channel = self._channel_factory(self.address)
+            self._stub = _CoordinatorStub(self._channel)
+            self._admin = _AdminStub(self._channel)
+        return self._stub, self._admin
+
+    async def _drop_channel(self) -> None:
+        channel, self._channel, self._stub, self._admin = self._channel, None, None, None
+        if channel is not None:
+            await channel.close()
+
+    async def _call(self, method: str, request: Message, timeout: float, *, admin: bool = False) -> Any:
+        coordinator, admin_stub = self._stubs()
+        try:
+            return await getattr(admin_stub if admin else coordinator, method)(
+                request, timeout=timeout, metadata=self._metadata)
+        except grpc.RpcError as rpc_error:
+            failure, move = failure_for_rpc_error(method, self.address, rpc_error)
+            if move:
+                await self.rediscover()
+            raise failure from rpc_error
+
+    async def _raise_for(self, error: pb.Error, *, member_id: str = "") -> None:
+        failure, move_to = failure_for_response(error, member_id=member_id)
+        if failure is None:
+            return
+        if move_to is not None:
+            await self.rediscover(move_to)
+        raise failure
