@@ -267,9 +267,10 @@ def bench_heartbeats(
 # ---------------------------------------------------------------- rebalance latency
 
 
-def heartbeat_interval(members: int) -> float:
-    """What members of a group this size would use: 3,333 heartbeats/s in all (3 s at 10,000, 0.3 s at 1,000)."""
-    return max(0.05, members / 3333)
+def heartbeat_interval(members: int, rate: float = 3333) -> float:
+    """What members of a group this size would use: ``rate`` heartbeats/s in all (by default 3 s at 10,000,
+    0.3 s at 1,000)."""
+    return max(0.05, members / rate)
 
 
 class SimMember:
@@ -433,12 +434,12 @@ def rebalance_latency(port: int, members: int, heartbeat_s: float, processes: in
                 proc.terminate()
 
 
-def bench_rebalance(sizes: list[int], processes: int | None = None) -> list[dict[str, float]]:
+def bench_rebalance(sizes: list[int], processes: int | None = None, rate: float = 3333) -> list[dict[str, float]]:
     rows = []
     for n in sizes:
         proc, port, _, _ = start_server_process("coordinator", 0)
         try:
-            heartbeat_s = heartbeat_interval(n)
+            heartbeat_s = heartbeat_interval(n, rate)
             count = processes or max(2, min(8, n // 1500))
             row = rebalance_latency(port, n, heartbeat_s, count, proc.pid)
             rows.append({"n": n, "processes": count, "heartbeat": heartbeat_s, **row})
@@ -522,6 +523,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stores", default="memory,sqlite", help="coordinator stores to measure heartbeats with")
     parser.add_argument("--parts", default="heartbeats,model,rebalance",
                         help="comma-separated subset of: heartbeats, model, rebalance")
+    parser.add_argument("--heartbeat-rate", type=float, default=3333,
+                        help="end to end: heartbeats/s of the whole group (interval N/rate; default 3,333: 3 s at 10,000)")
     parser.add_argument("--no-tls", action="store_true", help="skip the heartbeat comparison over TLS")
     parser.add_argument("--sizes", default="", help="group sizes for model and rebalance (default 1000,3000,10000)")
     args = parser.parse_args(argv)
@@ -540,7 +543,7 @@ def main(argv: list[str] | None = None) -> int:
     if "model" in parts:
         model_table(sizes)
     if "rebalance" in parts:
-        rebalance_table(sizes)
+        rebalance_table(sizes, args.heartbeat_rate)
     return 0
 
 
@@ -588,12 +591,12 @@ def model_table(sizes: list[int]) -> None:
           "round-robin assignor and SyncGroup; bytes: the leader's JoinGroup answer and SyncGroup request")
 
 
-def rebalance_table(sizes: list[int]) -> None:
+def rebalance_table(sizes: list[int], rate: float) -> None:
     print("\nRebalance end to end: N members in generator processes (real gRPC, two-step join, heartbeat every "
-          "N/3,333 s, round-robin leader); one more joins; until every member holds the new generation's tasks")
+          f"N/{rate:,.0f} s, round-robin leader); one more joins; until every member holds the new generation's tasks")
     print(f"{'N':>7}{'procs':>7}{'heartbeat s':>13}{'form s':>9}{'join s':>9}{'generator idle':>16}{'server CPU':>12}{'leader s':>10}"
           "  load average")
-    for row in bench_rebalance(sizes):
+    for row in bench_rebalance(sizes, rate=rate):
         print(f"{row['n']:>7}{row['processes']:>7}{row['heartbeat']:>13.2f}{row['formed']:>9.2f}{row['latency']:>9.3f}"
               f"{row['idle']:>16.0%}{row['server']:>12.0%}{row['leader']:>10.3f}  {_load()}")
     print("join s: targets < 0.5 s at 1,000 and < 5 s at 10,000; a member hears of the rebalance at its next "
