@@ -366,6 +366,17 @@ async def _generate(port: int, names: list[str], heartbeat_s: float, conn: Any) 
         await asyncio.sleep(0.005)
 
 
+def _runqueue_wait_s(pid: int) -> float:
+    """Seconds the process's threads have spent runnable but waiting for a CPU (Linux schedstat; 0 elsewhere)."""
+    total = 0
+    for stat in Path(f"/proc/{pid}/task").glob("*/schedstat"):
+        try:
+            total += int(stat.read_text().split()[1])
+        except (OSError, IndexError, ValueError):
+            continue  # a thread that ended meanwhile
+    return total / 1e9
+
+
 def _wait_all(conns: list[Any], done: Any, timeout: float) -> list[Any]:
     """Read the generators' reports until ``done(states)`` holds; the last report of each."""
     from multiprocessing.connection import wait
@@ -414,6 +425,7 @@ def rebalance_latency(port: int, members: int, heartbeat_s: float, processes: in
         for conn in conns:
             conn.send("mark")
         server_cpu = sum(server.cpu_times()[:2]) if server is not None else 0.0
+        server_wait = _runqueue_wait_s(server_pid) if server_pid is not None else 0.0
         start = time.perf_counter()
         conns[0].send("newcomer")
 
@@ -423,7 +435,8 @@ def rebalance_latency(port: int, members: int, heartbeat_s: float, processes: in
         final = _wait_all(conns, moved_on, 600)
         latency = time.perf_counter() - start
         server_busy = (sum(server.cpu_times()[:2]) - server_cpu) / latency if server is not None else float("nan")
-        return {"formed": formed, "latency": latency, "idle": 1 - max(busy for _, busy in final), "server": server_busy,
+        waited = (_runqueue_wait_s(server_pid) - server_wait) / latency if server_pid is not None else float("nan")
+        return {"formed": formed, "latency": latency, "idle": 1 - max(busy for _, busy in final), "server": server_busy, "waited": waited,
                 "leader": max(state[2] for state, _ in final)}
     finally:
         for conn in conns:
@@ -594,15 +607,16 @@ def model_table(sizes: list[int]) -> None:
 def rebalance_table(sizes: list[int], rate: float) -> None:
     print("\nRebalance end to end: N members in generator processes (real gRPC, two-step join, heartbeat every "
           f"N/{rate:,.0f} s, round-robin leader); one more joins; until every member holds the new generation's tasks")
-    print(f"{'N':>7}{'procs':>7}{'heartbeat s':>13}{'form s':>9}{'join s':>9}{'generator idle':>16}{'server CPU':>12}{'leader s':>10}"
+    print(f"{'N':>7}{'procs':>7}{'heartbeat s':>13}{'form s':>9}{'join s':>9}{'generator idle':>16}{'server CPU':>12}{'server waited':>15}{'leader s':>10}"
           "  load average")
     for row in bench_rebalance(sizes, rate=rate):
         print(f"{row['n']:>7}{row['processes']:>7}{row['heartbeat']:>13.2f}{row['formed']:>9.2f}{row['latency']:>9.3f}"
-              f"{row['idle']:>16.0%}{row['server']:>12.0%}{row['leader']:>10.3f}  {_load()}")
+              f"{row['idle']:>16.0%}{row['server']:>12.0%}{row['waited']:>15.0%}{row['leader']:>10.3f}  {_load()}")
     print("join s: targets < 0.5 s at 1,000 and < 5 s at 10,000; a member hears of the rebalance at its next "
           "heartbeat, so the interval bounds it from below; generator idle: the least idle generator process's "
           "share of wall time not spent on CPU while the newcomer joined (near 0%: the generator was the limit); server CPU: the coordinator process's CPU time over the same window, "
-          "as a share of one core (near 100%: the coordinator was the limit)")
+          "as a share of one core (near 100%: the coordinator was the limit); server waited: the time its threads "
+          "were ready to run but waited for a CPU taken by other work on the machine, as a share of the same window")
 
 
 if __name__ == "__main__":
