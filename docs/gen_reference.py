@@ -44,6 +44,9 @@ from groupcoord.coordinator.model import states as group_states
 from groupcoord.coordinator.process.print_config import options_as_dict, render_options
 from groupcoord.coordinator.process.serve import ServeOptions
 from groupcoord.coordinator.runtime.metrics import CoordinatorMetrics
+from groupcoord.coordinator.runtime.office import Standalone
+from groupcoord.coordinator.runtime.router import ShardRouter
+from groupcoord.coordinator.storage.store import MemoryStore
 from groupcoord.worker import states as worker_states
 from groupcoord.worker.config import WorkerConfig
 from groupcoord.worker.metrics import WorkerCollector
@@ -297,6 +300,37 @@ def coordinator_registry() -> CollectorRegistry:
     return registry
 
 
+def shard_registry() -> CollectorRegistry:
+    """The families a sharded coordinator adds: a router of two idle shards, nothing running."""
+
+    class NoView:
+        def leader(self, shard: int) -> None:
+            return None
+
+        def coordinators(self) -> list[str]:
+            return []
+
+        def moves(self) -> dict[int, str]:
+            return {}
+
+    router = ShardRouter.build([Standalone(), Standalone()], [MemoryStore(), MemoryStore()], view=NoView())
+    base = {family.name for family in coordinator_registry().collect()}
+    only = CollectorRegistry()
+    families = [f for f in router.metrics.registry.collect() if f.name not in base]
+    only.register(_Fixed(families))
+    return only
+
+
+class _Fixed:
+    """A collector that yields families already collected (the shard-only ones)."""
+
+    def __init__(self, families: list[Any]) -> None:
+        self._families = families
+
+    def collect(self) -> Any:
+        return iter(self._families)
+
+
 def worker_registry() -> CollectorRegistry:
     registry = CollectorRegistry()
     registry.register(WorkerCollector())
@@ -312,6 +346,8 @@ def metrics_page() -> str:
         "events: [Metrics and logs](../metrics.md).\n\n"),
         "## Coordinator (`groupcoord serve --metrics-listen HOST:PORT`)\n\n",
         table(header, metric_rows(coordinator_registry())),
+        "\n## Sharded coordinator (`groupcoord serve --sharded`), in addition\n\n",
+        table(header, metric_rows(shard_registry())),
         "\n## Worker (`WorkerClient(..., metrics_registry=registry)`)\n\n",
         table(header, metric_rows(worker_registry())),
     ])

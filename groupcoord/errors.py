@@ -21,7 +21,8 @@ the root class carrying the numeric code, so an old client never fails on it.
         ├── InvalidRequestError, InvalidGroupIdError, InvalidSessionTimeoutError,
         ├── InconsistentGroupProtocolError, GroupMaxSizeReachedError,
         ├── GroupIdNotFoundError, DuplicateTaskError, UnknownTaskError,
-        │   NonEmptyGroupError, FencedInstanceIdError
+        │   NonEmptyGroupError, FencedInstanceIdError,
+        ├── GroupAuthorizationFailedError GROUP_AUTHORIZATION_FAILED (a FindCoordinator entry)
         └── AccessDenied                 gRPC status, not an ErrorCode: fix the credentials or the ACLs
             ├── NotAuthenticatedError    UNAUTHENTICATED: no credential, or one that does not verify
             └── NotAuthorizedError       PERMISSION_DENIED: the principal lacks the right
@@ -66,6 +67,7 @@ __all__ = [
     "UnknownTaskError",
     "NonEmptyGroupError",
     "FencedInstanceIdError",
+    "GroupAuthorizationFailedError",
     "AccessDenied",
     "NotAuthenticatedError",
     "NotAuthorizedError",
@@ -94,6 +96,7 @@ class ErrorCode(IntEnum):
     UNKNOWN_TASK = pb.UNKNOWN_TASK
     NON_EMPTY_GROUP = pb.NON_EMPTY_GROUP
     COORDINATOR_LOAD_IN_PROGRESS = pb.COORDINATOR_LOAD_IN_PROGRESS
+    GROUP_AUTHORIZATION_FAILED = pb.GROUP_AUTHORIZATION_FAILED
 
 
 def code_name(code: int) -> str:
@@ -277,6 +280,12 @@ class FencedInstanceIdError(RequestError):
     code = ErrorCode.FENCED_INSTANCE_ID
 
 
+class GroupAuthorizationFailedError(RequestError):
+    """GROUP_AUTHORIZATION_FAILED: FindCoordinator will not locate a group the caller may not describe."""
+
+    code = ErrorCode.GROUP_AUTHORIZATION_FAILED
+
+
 class AccessDenied(RequestError):
     """The coordinator refused the caller, not the request (a gRPC status; no ErrorCode)."""
 
@@ -315,6 +324,7 @@ ERRORS_BY_CODE: Mapping[int, type[GroupCoordError]] = MappingProxyType({
         UnknownTaskError,
         NonEmptyGroupError,
         FencedInstanceIdError,
+        GroupAuthorizationFailedError,
     )
 })
 """The one ``{code: class}`` registry; a code missing here falls back to ``GroupCoordError``."""

@@ -97,6 +97,20 @@ def _only_describable(response: pb.ListGroupsResponse, may_describe: Callable[[s
     return response
 
 
+def _only_locatable(response: pb.FindCoordinatorResponse,
+                    may_describe: Callable[[str], bool]) -> pb.FindCoordinatorResponse:
+    """FindCoordinator, as Kafka's: each group needs ``describe`` (which ``member`` implies, so a worker
+    finds its own coordinator); a group the caller may not describe gets GROUP_AUTHORIZATION_FAILED and
+    no address, whether or not it exists."""
+    for entry in response.coordinators:
+        if entry.group_id and not may_describe(entry.group_id):
+            entry.address = ""
+            entry.epoch = 0
+            entry.error.CopyFrom(pb.Error(code=pb.GROUP_AUTHORIZATION_FAILED,
+                                          message=f"may not describe group {entry.group_id!r}"))
+    return response
+
+
 _COORDINATOR = "/groupcoord.v1.GroupCoordinator/"
 _ADMIN = "/groupcoord.v1.GroupAdmin/"
 _MEMBER = Rule(Operation.MEMBER, _group_id, _member)
@@ -107,11 +121,15 @@ RULES: dict[str, Rule] = {
     _COORDINATOR + "Heartbeat": _MEMBER,
     _COORDINATOR + "LeaveGroup": Rule(Operation.MEMBER, _group_id, _leaving),
     _COORDINATOR + "ReportLoad": _MEMBER,
+    # batched: any authenticated principal may ask; the answer is filtered per group (describe)
+    _COORDINATOR + "FindCoordinator": Rule(filter_response=_only_locatable),
     _ADMIN + "ListGroups": Rule(filter_response=_only_describable),
     _ADMIN + "DescribeGroup": Rule(Operation.DESCRIBE, _group_id),
     _ADMIN + "PutTasks": Rule(Operation.ADMIN, _group_id),
     _ADMIN + "DeleteTasks": Rule(Operation.ADMIN, _group_id),
     _ADMIN + "DeleteGroup": Rule(Operation.ADMIN, _group_id),
+    # addresses, shard leaders and counts; no group ids: any authenticated principal
+    _ADMIN + "DescribeCluster": Rule(),
     _ADMIN + "PublishLoadSnapshot": Rule(Operation.ADMIN, lambda r: str(r.snapshot.group_id)),
     "/grpc.health.v1.Health/Check": Rule(public=True),
     "/grpc.health.v1.Health/Watch": Rule(public=True),

@@ -46,6 +46,7 @@ from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, NodeExistsEr
 from kazoo.protocol.states import WatchedEvent
 from kazoo.retry import KazooRetry
 
+from groupcoord.coordinator.ha.pauses import PauseDetector
 from groupcoord.coordinator.ha.zk_security import ZkSecurity
 from groupcoord.coordinator.storage.store import FencedError
 
@@ -131,7 +132,7 @@ class LeaderElection:
         if session_timeout is None:
             session_timeout = _requested_session_timeout(client)
         self._pause_tick = pause_tick
-        self.max_pause = session_timeout / 2 if max_pause is None else max_pause
+        self._pauses = PauseDetector(monotonic, session_timeout / 2 if max_pause is None else max_pause)
         self._monotonic = monotonic
 
         self._lock = threading.Lock()
@@ -141,10 +142,14 @@ class LeaderElection:
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._callbacks: queue.SimpleQueue[tuple[str, int] | None] = queue.SimpleQueue()
-        self._last_tick = monotonic()  # the pause detector's last sign of life; under _lock
         self._thread: threading.Thread | None = None
         self._callback_thread: threading.Thread | None = None
         self._pause_thread: threading.Thread | None = None
+
+    @property
+    def max_pause(self) -> float:
+        """A pause longer than this (seconds) ends our terms."""
+        return self._pauses.max_pause
 
     # -- public API -------------------------------------------------------------------------------
 
@@ -159,7 +164,7 @@ class LeaderElection:
         self._callback_thread = threading.Thread(target=self._run_callbacks, name="election-callbacks", daemon=True)
         self._callback_thread.start()
         with self._lock:
-            self._last_tick = self._monotonic()
+            self._pauses.tick()
         self._pause_thread = threading.Thread(target=self._watch_pauses, name="election-pauses", daemon=True)
         self._pause_thread.start()
         self._client.add_listener(self._on_state)
@@ -246,17 +251,15 @@ class LeaderElection:
         while not self._stopping.wait(self._pause_tick):
             with self._lock:
                 self._pause_detected()
-                self._last_tick = self._monotonic()
+                self._pauses.tick()
 
     def _pause_detected(self) -> bool:
         """Under ``_lock``: if the process stood still for over ``max_pause`` since the last tick, our
         session may have expired and a standby may rule: stop at once, as on SUSPENDED, and have the
         election thread look again (a live session whose leader node is still ours wins a new epoch)."""
-        now = self._monotonic()
-        gap = now - self._last_tick
-        if gap <= self.max_pause:
+        gap = self._pauses.paused_for()
+        if gap is None:
             return False
-        self._last_tick = now  # report each pause once
         was_leader = self._drop_fence_locked()
         self._wake.set()
         if was_leader:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import zlib
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import quote, unquote
 
 from kazoo.client import KazooClient
@@ -35,13 +35,23 @@ from kazoo.exceptions import (
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.retry import KazooRetry, RetryFailedError
 
-from groupcoord.coordinator.ha.election import LeaderElection
+from groupcoord.coordinator.ha.election import Fence
 from groupcoord.coordinator.storage.store import FencedError, GroupRecord, StoreError
 
-__all__ = ["MAX_RECORD_BYTES", "ZooKeeperStore"]
+__all__ = ["MAX_RECORD_BYTES", "Fencer", "ZooKeeperStore"]
 
 #: Default ceiling for one compressed record (ZooKeeper's default jute.maxbuffer is 1 MiB - 1).
 MAX_RECORD_BYTES = 1_000_000
+
+class Fencer(Protocol):
+    """What the store needs of an election (``LeaderElection``, or one shard's ``ShardFencer``)."""
+
+    def fence(self) -> Fence:
+        """The checks a write must carry; raises ``FencedError`` when not in office."""
+        ...
+
+    def recheck(self) -> None: ...
+
 
 _TAG = b"Z1"
 _PREFIX = "g_"
@@ -58,7 +68,7 @@ class ZooKeeperStore:
         self,
         client: KazooClient,
         root: str,
-        election: LeaderElection,
+        election: Fencer,
         *,
         op_timeout: float = 10.0,
         max_bytes: int = MAX_RECORD_BYTES,

@@ -12,6 +12,8 @@ Config file (TOML)::
     advertise = "127.0.0.1:9400"
     zk_root = "/groupcoord/default"
     zk_session_timeout_s = 10
+    sharded = false             # with store = "zookeeper": spread groups over every coordinator by shard
+    shards = 64                 # sharded: the cluster's shard count (fixed at its first start)
     snapshots = "/mnt/shared/snapshot"   # pick up load snapshots written here (optional)
     snapshot_poll_s = 10
     sample_retention_s = 604800          # drop sample files older than this (default 7 days; 0: keep)
@@ -55,6 +57,7 @@ from groupcoord.coordinator.auth.tls import is_loopback, server_credentials
 from groupcoord.coordinator.config import ConfigError, CoordinatorConfig
 from groupcoord.coordinator.ha.elected_office import ElectedOffice
 from groupcoord.coordinator.ha.election import LeaderElection, connect
+from groupcoord.coordinator.ha.shard_election import ShardElections, ensure_cluster
 from groupcoord.coordinator.ha.zk_security import load_zk_security
 from groupcoord.coordinator.ha.zk_store import ZooKeeperStore
 from groupcoord.coordinator.process.load_reports import sample_sink
@@ -63,6 +66,7 @@ from groupcoord.coordinator.process.snapshot_watch import watch_snapshots
 from groupcoord.coordinator.rpc.server import RunningServer, serve_forever
 from groupcoord.coordinator.runtime.metrics import MetricsEndpoint, serve_metrics
 from groupcoord.coordinator.runtime.office import Office
+from groupcoord.coordinator.runtime.router import ShardRouter
 from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
 from groupcoord.coordinator.storage.sqlite_store import SqliteStore
 from groupcoord.coordinator.storage.store import GroupStore, MemoryStore, StoreError
@@ -71,6 +75,9 @@ from groupcoord.loadstats.sample_log import DEFAULT_RETENTION_BYTES, DEFAULT_RET
 __all__ = ["ServeOptions", "run_coordinator"]
 
 log = logging.getLogger("groupcoord.serve")
+#: Most shards a cluster may have: each coordinator reads every shard's leader node when the cluster
+#: changes, so this bounds one look at ZooKeeper (Kafka's __consumer_offsets has 50 partitions).
+MAX_SHARDS = 1024
 # files the security options name (paths, never their contents; ``--print-config`` shows the paths)
 _PATH_KEYS = (
     "tls_cert", "tls_key", "tls_client_ca", "token_file", "acl_file",
@@ -78,6 +85,7 @@ _PATH_KEYS = (
 )
 _SERVER_KEYS = {
     "listen", "data_dir", "store", "zk", "advertise", "zk_root", "zk_session_timeout_s", "snapshots", "snapshot_poll_s",
+    "sharded", "shards",
     "sample_retention_s", "sample_retention_bytes", "metrics_listen", "log_format", "zk_auth", *_PATH_KEYS,
 }
 
@@ -101,6 +109,12 @@ class ServeOptions:
     """The znode under which this cluster keeps its election and groups."""
     zk_session_timeout_s: float = 10.0
     """ZooKeeper session timeout: a coordinator that loses its session loses office (seconds)."""
+    sharded: bool = False
+    """With store = "zookeeper": spread the groups over every coordinator of the cluster by shard (each shard
+    elected and fenced on its own); false: active/standby, one coordinator holds every group."""
+    shards: int = 64
+    """Sharded: the cluster's number of shards, written to ZooKeeper at its first start; setting it implies
+    ``sharded``. A coordinator configured with another number refuses to start."""
     snapshots: str = ""
     """A load snapshot path to watch (the --out of ``groupcoord stats``); "" = none, snapshots then
     arrive by PublishLoadSnapshot."""
@@ -158,7 +172,8 @@ class ServeOptions:
             unknown = sorted(set(server) - _SERVER_KEYS)
             if unknown:
                 raise ValueError(f"config file {args.config}: unknown [server] key(s) {', '.join(unknown)}")
-        for key in ("listen", "data_dir", "store", "zk", "advertise", "snapshots", "snapshot_poll_s",
+        for key in ("listen", "data_dir", "store", "zk", "advertise", "zk_root", "zk_session_timeout_s", "sharded",
+                    "shards", "snapshots", "snapshot_poll_s",
                     "sample_retention_s", "sample_retention_bytes", "metrics_listen", "log_format", "zk_auth",
                     *_PATH_KEYS):
             value = getattr(args, key, None)
@@ -175,6 +190,21 @@ class ServeOptions:
             raise ValueError(f"store must be sqlite, memory or zookeeper, not {store!r}")
         if store == "zookeeper" and not server.get("zk"):
             raise ValueError("--store zookeeper needs --zk HOST:PORT[,...]")
+        shards = server.get("shards", cls.shards)
+        if isinstance(shards, bool) or not isinstance(shards, int) or not 1 <= shards <= MAX_SHARDS:
+            raise ValueError(f"shards must be a whole number from 1 to {MAX_SHARDS}, not {shards!r}")
+        sharded = server.get("sharded", "shards" in server)
+        if not isinstance(sharded, bool):
+            raise ValueError(f"sharded must be true or false, not {sharded!r}")  # noqa: TRY004 - a config error: exit 2
+        if sharded and store != "zookeeper":
+            raise ValueError("a sharded cluster keeps its groups in ZooKeeper: add --store zookeeper --zk HOST:PORT")
+        try:
+            zk_session_timeout_s = float(server.get("zk_session_timeout_s", cls.zk_session_timeout_s))
+        except (TypeError, ValueError):
+            raise ValueError(f"zk_session_timeout_s must be a number, not {server.get('zk_session_timeout_s')!r}") \
+                from None
+        if not 0 < zk_session_timeout_s < float("inf"):
+            raise ValueError(f"zk_session_timeout_s must be > 0, not {zk_session_timeout_s}")
         try:
             snapshot_poll_s = float(server.get("snapshot_poll_s", cls.snapshot_poll_s))
         except (TypeError, ValueError):
@@ -208,7 +238,9 @@ class ServeOptions:
             zk=str(server.get("zk", "")),
             advertise=str(server.get("advertise", "")),
             zk_root=str(server.get("zk_root", cls.zk_root)),
-            zk_session_timeout_s=float(server.get("zk_session_timeout_s", cls.zk_session_timeout_s)),
+            zk_session_timeout_s=zk_session_timeout_s,
+            sharded=sharded,
+            shards=shards,
             snapshots=str(server.get("snapshots", "")),
             snapshot_poll_s=snapshot_poll_s,
             sample_retention_s=retention_s,
@@ -266,9 +298,19 @@ def run_coordinator(options: ServeOptions) -> int:
         samples = SampleLog(options.data_dir / "samples", retention_s=options.sample_retention_s or None,
                             retention_bytes=options.sample_retention_bytes or None)
         resources.callback(samples.close)
-        runtime = CoordinatorRuntime(options.coordinator, store=backing.store, office=backing.office,
-                                     on_load_report=sample_sink(samples))
-        guard = Guard(policy, owner_of=runtime.model.member_principal) if policy.enabled else None
+        runtime: CoordinatorRuntime | ShardRouter
+        if backing.shards is not None:
+            elections = backing.shards
+            stores = [ZooKeeperStore(backing.client, elections.groups_path(s), elections.fencer(s))
+                      for s in range(elections.shards)]
+            runtime = ShardRouter.build(elections.offices, stores, view=elections, config=options.coordinator,
+                                        on_load_report=sample_sink(samples))
+            owner_of = runtime.member_principal
+        else:
+            runtime = CoordinatorRuntime(options.coordinator, store=backing.store, office=backing.office,
+                                         on_load_report=sample_sink(samples))
+            owner_of = runtime.model.member_principal
+        guard = Guard(policy, owner_of=owner_of) if policy.enabled else None
         try:
             asyncio.run(_serve(runtime, options, backing, credentials, guard))
         except OSError as error:
@@ -283,6 +325,8 @@ class _Backing:
     store: GroupStore
     office: Office | None = None  # None: standalone
     election: LeaderElection | None = None  # ZooKeeper: started once the server knows its address
+    shards: ShardElections | None = None  # sharded: every shard's election, started likewise
+    client: Any = None  # the kazoo client (ZooKeeper modes)
 
 
 def _open_backing(options: ServeOptions, resources: ExitStack) -> _Backing:
@@ -303,20 +347,32 @@ def _open_backing(options: ServeOptions, resources: ExitStack) -> _Backing:
         raise ValueError(f"cannot reach ZooKeeper at {options.zk}: {error}") from None
     resources.callback(client.close)
     resources.callback(client.stop)
+    if options.sharded:
+        try:
+            ensure_cluster(client, options.zk_root, options.shards)
+        except ValueError:
+            raise
+        except Exception as error:  # noqa: BLE001 - kazoo's own errors (ACLs, connection)
+            raise ValueError(f"cannot read the cluster record under {options.zk_root} in ZooKeeper: {error!r}") from None
+        elections = ShardElections(client, options.zk_root, options.advertise or options.listen, options.shards,
+                                   session_timeout=options.zk_session_timeout_s)
+        return _Backing(MemoryStore(), shards=elections, client=client)
     office = ElectedOffice()
     election = LeaderElection(client, f"{options.zk_root}/election", options.advertise or options.listen,
                               on_elected=office.on_elected, on_lost=office.on_lost,
                               session_timeout=options.zk_session_timeout_s)
     office.bind(election)
-    return _Backing(ZooKeeperStore(client, f"{options.zk_root}/groups", election), office, election)
+    return _Backing(ZooKeeperStore(client, f"{options.zk_root}/groups", election), office, election, client=client)
 
 
-async def _serve(runtime: CoordinatorRuntime, options: ServeOptions, backing: _Backing,
+async def _serve(runtime: CoordinatorRuntime | ShardRouter, options: ServeOptions, backing: _Backing,
                  credentials: grpc.ServerCredentials | None = None, guard: Guard | None = None) -> None:
-    election = backing.election
+    election: LeaderElection | ShardElections | None = backing.election or backing.shards
+    if options.advertise:
+        runtime.advertised = options.advertise  # FindCoordinator's answer; else the listen address
     if guard is not None:
         asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, lambda: _reload(guard, options))
-    if election is None:
+    if isinstance(runtime, CoordinatorRuntime) and election is None:
         # Load right before serving: restored sessions and join timers start now, not at some
         # earlier point of a slow start-up.
         runtime.load()
@@ -325,11 +381,17 @@ async def _serve(runtime: CoordinatorRuntime, options: ServeOptions, backing: _B
         host = options.listen.rpartition(":")[0]
         if election is None:
             print(f"groupcoord coordinator listening on {host}:{running.port} (store {options.store}, "
-                  f"data dir {options.data_dir}, {len(runtime.groups)} group(s) loaded)", file=sys.stderr, flush=True)
+                  f"data dir {options.data_dir}, {len(running.runtime.groups)} group(s) loaded)",
+                  file=sys.stderr, flush=True)
             return
         advertise = options.advertise or f"{host}:{running.port}"
-        print(f"groupcoord coordinator listening on {advertise} (ZooKeeper {options.zk}, standby until elected)",
-              file=sys.stderr, flush=True)
+        running.router.advertised = advertise
+        if isinstance(election, ShardElections):
+            print(f"groupcoord coordinator listening on {advertise} (ZooKeeper {options.zk}{options.zk_root}, "
+                  f"sharded: {election.shards} shards, taking its share)", file=sys.stderr, flush=True)
+        else:
+            print(f"groupcoord coordinator listening on {advertise} (ZooKeeper {options.zk}, standby until elected)",
+                  file=sys.stderr, flush=True)
         election.start(advertise)
 
     metrics = start_metrics(runtime, options)
@@ -359,7 +421,7 @@ def _reload(guard: Guard, options: ServeOptions) -> None:
     acls = "-" if policy.acls is None else str(len(policy.acls.entries))
     log.info("reloaded: %s token(s), %s ACL entries", tokens, acls)
     print(f"groupcoord serve: reloaded: {tokens} token(s), {acls} ACL entries", file=sys.stderr, flush=True)
-def start_metrics(runtime: CoordinatorRuntime, options: ServeOptions) -> MetricsEndpoint | None:
+def start_metrics(runtime: CoordinatorRuntime | ShardRouter, options: ServeOptions) -> MetricsEndpoint | None:
     """With ``--metrics-listen``: the runtime's registry over HTTP, on a thread of its own."""
     if not options.metrics_listen:
         return None
@@ -373,7 +435,7 @@ def start_metrics(runtime: CoordinatorRuntime, options: ServeOptions) -> Metrics
     return endpoint
 
 
-def start_snapshot_watch(runtime: CoordinatorRuntime, options: ServeOptions) -> asyncio.Task[None] | None:
+def start_snapshot_watch(runtime: CoordinatorRuntime | ShardRouter, options: ServeOptions) -> asyncio.Task[None] | None:
     """With ``--snapshots``: poll that path on the running loop (see ``coordinator.process.snapshot_watch``)."""
     if not options.snapshots:
         return None

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 
 from google.protobuf.message import Message
 
+from groupcoord.coordinator.runtime.router import ShardRouter
 from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.wire import snapshot_to_pb
@@ -33,8 +34,8 @@ log = logging.getLogger("groupcoord.snapshots")
 class SnapshotWatcher:
     """Reads the snapshot at ``path`` (any thread) and applies it to the coordinator (its loop only)."""
 
-    def __init__(self, runtime: CoordinatorRuntime, path: str) -> None:
-        self.runtime = runtime
+    def __init__(self, runtime: CoordinatorRuntime | ShardRouter, path: str) -> None:
+        self.router = runtime if isinstance(runtime, ShardRouter) else ShardRouter([runtime])
         self.path = path
         self._snapshot_id = ""
         self._snapshots: Mapping[str, pb.LoadSnapshot] = {}
@@ -69,9 +70,9 @@ class SnapshotWatcher:
         applies nothing (it answers NOT_COORDINATOR); a failed store write is logged and the next
         poll tries again.
         """
-        runtime = self.runtime
         offered = []
         for group_id, snapshot in snapshots.items():
+            runtime = self.router.for_group(group_id)  # a shard this process does not lead has no groups here
             group = runtime.groups.get(group_id)
             current = None if group is None else group.load_snapshot
             if group is None or (current is not None and current.snapshot_id == snapshot.snapshot_id):
@@ -96,7 +97,7 @@ def _log_refusal(group_id: str, snapshot_id: str) -> Callable[[Message], None]:
     return answered
 
 
-async def watch_snapshots(runtime: CoordinatorRuntime, path: str, interval_s: float) -> None:
+async def watch_snapshots(runtime: CoordinatorRuntime | ShardRouter, path: str, interval_s: float) -> None:
     """Poll ``path`` every ``interval_s`` seconds until cancelled (runs on the coordinator's loop)."""
     watcher = SnapshotWatcher(runtime, path)
     loop = asyncio.get_running_loop()

@@ -26,7 +26,7 @@ from typing import Any
 import grpc
 from google.protobuf.message import DecodeError
 
-from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
+from groupcoord.coordinator.runtime.router import ShardRouter
 from groupcoord.v1 import groupcoord_pb2 as pb
 
 __all__ = [
@@ -88,7 +88,7 @@ def request_parsers() -> dict[str, Callable[[bytes], Any]]:
 
 
 def method_handler(service_name: str, method_name: str, behaviour: Callable[..., Awaitable[Any]],
-                   runtime: CoordinatorRuntime | None) -> grpc.RpcMethodHandler:
+                   runtime: ShardRouter | None) -> grpc.RpcMethodHandler:
     """How a servicer method is registered. ``runtime`` given: a large request's handler parses
     it itself (no interceptor on the server); None: it takes the parsed request from the
     ``ParsingInterceptor``."""
@@ -112,7 +112,7 @@ class ParsingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # g
     """Parses the large requests of the coordinator's own services before the interceptors after
     it; the wrapped handler is built once per method, not per call."""
 
-    def __init__(self, runtime: CoordinatorRuntime) -> None:
+    def __init__(self, runtime: ShardRouter) -> None:
         self._runtime = runtime
         self._parsers = request_parsers()
         self._wrapped: dict[str, tuple[Any, Any]] = {}  # method -> (its handler, the parsing one)
@@ -137,7 +137,7 @@ class ParsingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # g
         return wrapped
 
 
-def _parsing(runtime: CoordinatorRuntime, parse: Callable[[bytes], Any],
+def _parsing(runtime: ShardRouter, parse: Callable[[bytes], Any],
              handle: Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
     async def handler(data: bytes, context: grpc.aio.ServicerContext) -> Any:
         size = len(data)

@@ -23,6 +23,7 @@ from grpc_reflection.v1alpha import reflection
 
 from groupcoord.coordinator.rpc.parsing import ParsingInterceptor
 from groupcoord.coordinator.rpc.service import AdminServicer, CoordinatorServicer, add_servicer
+from groupcoord.coordinator.runtime.router import ShardRouter
 from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
 from groupcoord.v1 import groupcoord_pb2 as pb
 
@@ -36,22 +37,28 @@ T = TypeVar("T")
 class RunningServer:
     server: grpc.aio.Server
     port: int
-    runtime: CoordinatorRuntime
+    router: ShardRouter
     health: health.aio.HealthServicer
-    timer_task: asyncio.Task[None]
+    timer_tasks: list[asyncio.Task[None]]
+
+    @property
+    def runtime(self) -> CoordinatorRuntime:
+        """The first shard's runtime (the only one, unsharded)."""
+        return self.router.runtimes[0]
 
     async def stop(self, grace_s: float = 1.0) -> None:
         """Graceful and bounded: no timer fires any more, health says NOT_SERVING, parked calls are
         answered (COORDINATOR_NOT_AVAILABLE: rediscover and retry), writes in flight land and their
         answers go out, then the server stops within ``grace_s``."""
-        self.timer_task.cancel()
-        await asyncio.gather(self.timer_task, return_exceptions=True)  # let it finish cancelling before the loop ends
-        await self.runtime.lag.stop()
+        for task in self.timer_tasks:
+            task.cancel()
+        await asyncio.gather(*self.timer_tasks, return_exceptions=True)  # let them finish cancelling first
+        await self.router.lag.stop()
         await self.health.enter_graceful_shutdown()
-        self.runtime.release_parked()
+        self.router.release_parked()
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(None, self.runtime.checkers.close)
-        await loop.run_in_executor(None, self.runtime.writer.close)  # writes in flight land ...
+        await loop.run_in_executor(None, self.router.checkers.close)
+        await loop.run_in_executor(None, self.router.close_writers)  # writes in flight land ...
         await asyncio.sleep(0)  # ... and their answers (queued on this loop) go out
         await self.server.stop(grace_s)
 
@@ -82,31 +89,32 @@ async def _drive_timers(runtime: CoordinatorRuntime) -> None:
 
 
 async def start_server(
-    runtime: CoordinatorRuntime,
+    runtime: CoordinatorRuntime | ShardRouter,
     listen: str = "127.0.0.1:0",
     *,
     credentials: grpc.ServerCredentials | None = None,
     interceptors: list[grpc.aio.ServerInterceptor] | None = None,
 ) -> RunningServer:
-    """Start serving ``runtime`` on ``listen`` (host:port; port 0 picks a free one)."""
-    limit = runtime.config.max_message_bytes
+    """Start serving ``runtime`` (or every shard's, sharded) on ``listen`` (host:port; port 0 picks a free one)."""
+    router = runtime if isinstance(runtime, ShardRouter) else ShardRouter([runtime])
+    limit = router.config.max_message_bytes
     # requests are parsed before anyone looks (``coordinator.rpc.parsing``): by the handlers
     # themselves when nothing else intercepts (no interceptor on the heartbeat path), else by an
     # interceptor first in the chain
     inline = not interceptors
     server = grpc.aio.server(
-        interceptors=[] if inline else [ParsingInterceptor(runtime), *(interceptors or ())],
+        interceptors=[] if inline else [ParsingInterceptor(router), *(interceptors or ())],
         options=[
             ("grpc.max_receive_message_length", limit),
             ("grpc.max_send_message_length", limit),
             ("grpc.so_reuseport", 0),
             # queue calls rather than drop them at random under overload (see CoordinatorConfig)
-            ("grpc.server.max_pending_requests", runtime.config.max_pending_requests),
-            ("grpc.server.max_pending_requests_hard_limit", 2 * runtime.config.max_pending_requests),
+            ("grpc.server.max_pending_requests", router.config.max_pending_requests),
+            ("grpc.server.max_pending_requests_hard_limit", 2 * router.config.max_pending_requests),
         ],
     )
-    add_servicer(server, "GroupCoordinator", CoordinatorServicer(runtime), runtime if inline else None)
-    add_servicer(server, "GroupAdmin", AdminServicer(runtime), runtime if inline else None)
+    add_servicer(server, "GroupCoordinator", CoordinatorServicer(router), router if inline else None)
+    add_servicer(server, "GroupAdmin", AdminServicer(router), router if inline else None)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     names = [
@@ -122,15 +130,25 @@ async def start_server(
         port = server.add_insecure_port(listen)
     if port == 0:
         raise OSError(f"cannot listen on {listen}")
+    # FindCoordinator answers it; ``groupcoord serve`` sets the advertised one
+    router.advertised = router.runtimes[0].advertised or f"{_host_of(listen)}:{port}"
     loop = asyncio.get_running_loop()
-    runtime.attach(loop)
+    router.attach(loop)
     await server.start()
     for name in ("", *names[:2]):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    timer_task = loop.create_task(_drive_timers(runtime))
-    runtime.office.watch(lambda: loop.call_soon_threadsafe(runtime.timers.on_schedule))  # re-check the office
+    timer_tasks = []
+    for each in router.runtimes:
+        timer_tasks.append(loop.create_task(_drive_timers(each)))
+        each.office.watch(lambda each=each: loop.call_soon_threadsafe(each.timers.on_schedule))  # type: ignore[misc]
     log.info("coordinator listening on %s (port %d)", listen, port)
-    return RunningServer(server, port, runtime, health_servicer, timer_task)
+    return RunningServer(server, port, router, health_servicer, timer_tasks)
+
+
+def _host_of(listen: str) -> str:
+    """The host a client can reach a server listening on ``listen`` at (a wildcard: this machine's loopback)."""
+    host = listen.rpartition(":")[0]
+    return "127.0.0.1" if host in ("", "0.0.0.0", "[::]", "::") else host
 
 
 class ServerThread:
@@ -141,11 +159,13 @@ class ServerThread:
     """
 
     def __init__(
-        self, runtime: CoordinatorRuntime | None = None, listen: str = "127.0.0.1:0", *,
+        self, runtime: CoordinatorRuntime | ShardRouter | None = None, listen: str = "127.0.0.1:0", *,
         credentials: grpc.ServerCredentials | None = None,
         interceptors: list[grpc.aio.ServerInterceptor] | None = None,
     ) -> None:
-        self.runtime = runtime or CoordinatorRuntime()
+        runtime = runtime or CoordinatorRuntime()
+        self.router = runtime if isinstance(runtime, ShardRouter) else ShardRouter([runtime])
+        self.runtime = self.router.runtimes[0]  # the only one, unsharded
         self._listen = listen
         self._credentials = credentials
         self._interceptors = interceptors
@@ -155,7 +175,7 @@ class ServerThread:
 
     def start(self) -> Self:
         self._thread.start()
-        started = start_server(self.runtime, self._listen, credentials=self._credentials,
+        started = start_server(self.router, self._listen, credentials=self._credentials,
                                interceptors=self._interceptors)
         self._running = self._submit(started).result(timeout=30)
         return self
@@ -197,7 +217,7 @@ class ServerThread:
 
 
 async def serve_forever(
-    runtime: CoordinatorRuntime, listen: str, *, on_started: Callable[[RunningServer], None] | None = None,
+    runtime: CoordinatorRuntime | ShardRouter, listen: str, *, on_started: Callable[[RunningServer], None] | None = None,
     credentials: grpc.ServerCredentials | None = None, interceptors: list[grpc.aio.ServerInterceptor] | None = None,
 ) -> None:
     """Serve until SIGINT/SIGTERM, then shut down gracefully."""

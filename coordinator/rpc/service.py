@@ -25,18 +25,19 @@ from groupcoord.coordinator.model.effects import Effect, Token
 from groupcoord.coordinator.model.prechecks import Verdict
 from groupcoord.coordinator.rpc import parsing
 from groupcoord.coordinator.rpc.parsing import Malformed
+from groupcoord.coordinator.runtime.router import ShardRouter
 from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
 
-__all__ = ["CoordinatorServicer", "AdminServicer", "add_servicer"]
+__all__ = ["CoordinatorServicer", "AdminServicer", "MAX_FIND_COORDINATOR_GROUPS", "add_servicer"]
 
 log = logging.getLogger("groupcoord.service")
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 
 
 def add_servicer(server: grpc.aio.Server, service_name: str, servicer: Any,
-                 parse_large: CoordinatorRuntime | None = None) -> None:
+                 parse_large: ShardRouter | None = None) -> None:
     """Register ``servicer`` for ``service_name`` (``coordinator.rpc.parsing``): small requests
     are parsed by their deserializer; large ones by the handler itself when ``parse_large`` is
     given (a server without interceptors), else by the ``ParsingInterceptor`` first in the chain."""
@@ -91,6 +92,9 @@ async def _ask(runtime: CoordinatorRuntime, step: Callable[[Token], list[Effect]
     return await future
 
 
+MAX_FIND_COORDINATOR_GROUPS = 1_000
+"""Group ids one FindCoordinator may ask about (the proto says so too)."""
+
 _CHECK_OFF_LOOP_FROM = 1_000
 """Entries (replicas, tasks, report entries) from which a request is checked on a checker thread;
 smaller ones are checked by the model step on the loop: a thread hop would cost more than the check."""
@@ -101,81 +105,112 @@ def _replicas(request: pb.SyncGroupRequest) -> int:
 
 
 class CoordinatorServicer(pb_grpc.GroupCoordinatorServicer):
-    def __init__(self, runtime: CoordinatorRuntime) -> None:
-        self.runtime = runtime
-        self.model = runtime.model
+    """Each request goes to its group's shard's runtime (the only one, unsharded)."""
+
+    def __init__(self, router: ShardRouter) -> None:
+        self.router = router
 
     @_guarded
     async def JoinGroup(self, request: pb.JoinGroupRequest, context: grpc.aio.ServicerContext) -> Any:
         host = _peer_host(context)
         principal = CURRENT_PRINCIPAL.get()  # set by the guard (coordinator.auth) when it is on
-        return await _ask(self.runtime, lambda token: self.model.join(request, token, host, principal),
+        runtime = self.router.for_group(request.group_id)
+        return await _ask(runtime, lambda token: runtime.model.join(request, token, host, principal),
                           pb.JoinGroupResponse)
 
     @_guarded
     async def SyncGroup(self, request: pb.SyncGroupRequest, context: grpc.aio.ServicerContext) -> Any:
         checked = None
+        runtime = self.router.for_group(request.group_id)
         if len(request.assignments) + len(request.splits) > 0:  # a leader's: checked on a thread if still current
-            inputs = self.model.assignment_inputs(request)
+            inputs = runtime.model.assignment_inputs(request)
             if inputs is not None and _replicas(request) >= _CHECK_OFF_LOOP_FROM:
-                checked = await self.runtime.checkers.run(check_assignment, self.runtime.config, inputs, request)
-        return await _ask(self.runtime, lambda token: self.model.sync(request, token, checked), pb.SyncGroupResponse)
+                checked = await runtime.checkers.run(check_assignment, runtime.config, inputs, request)
+        return await _ask(runtime, lambda token: runtime.model.sync(request, token, checked), pb.SyncGroupResponse)
 
     @_guarded
     async def Heartbeat(self, request: pb.HeartbeatRequest, context: grpc.aio.ServicerContext) -> Any:
-        return await _ask(self.runtime, lambda token: self.model.heartbeat(request, token), pb.HeartbeatResponse)
+        runtime = self.router.for_group(request.group_id)
+        return await _ask(runtime, lambda token: runtime.model.heartbeat(request, token), pb.HeartbeatResponse)
 
     @_guarded
     async def LeaveGroup(self, request: pb.LeaveGroupRequest, context: grpc.aio.ServicerContext) -> Any:
-        return await _ask(self.runtime, lambda token: self.model.leave(request, token), pb.LeaveGroupResponse)
+        runtime = self.router.for_group(request.group_id)
+        return await _ask(runtime, lambda token: runtime.model.leave(request, token), pb.LeaveGroupResponse)
 
     @_guarded
     async def ReportLoad(self, request: pb.ReportLoadRequest, context: grpc.aio.ServicerContext) -> Any:
         checked = None
+        runtime = self.router.for_group(request.group_id)
         if len(request.report.tasks) >= _CHECK_OFF_LOOP_FROM:
-            checked = Verdict(await self.runtime.checkers.run(prechecks.report_error, self.runtime.config, request))
-        return await _ask(self.runtime, lambda token: self.model.report_load(request, token, checked),
+            checked = Verdict(await runtime.checkers.run(prechecks.report_error, runtime.config, request))
+        return await _ask(runtime, lambda token: runtime.model.report_load(request, token, checked),
                           pb.ReportLoadResponse)
+
+    @_guarded
+    async def FindCoordinator(self, request: pb.FindCoordinatorRequest, context: grpc.aio.ServicerContext) -> Any:
+        """Answered from memory by any coordinator, in office or not (no model step, no store)."""
+        if len(request.group_ids) > MAX_FIND_COORDINATOR_GROUPS:
+            return pb.FindCoordinatorResponse(error=pb.Error(
+                code=pb.INVALID_REQUEST,
+                message=f"group_ids: {len(request.group_ids)} ids, at most {MAX_FIND_COORDINATOR_GROUPS} per request"))
+        return pb.FindCoordinatorResponse(coordinators=[self.router.locate(g) for g in request.group_ids])
 
 
 class AdminServicer(pb_grpc.GroupAdminServicer):
-    def __init__(self, runtime: CoordinatorRuntime) -> None:
-        self.runtime = runtime
-        self.model = runtime.model
+    def __init__(self, router: ShardRouter) -> None:
+        self.router = router
 
     @_guarded
     async def ListGroups(self, request: pb.ListGroupsRequest, context: grpc.aio.ServicerContext) -> Any:
-        return await _ask(self.runtime, lambda token: self.model.list_groups(request, token), pb.ListGroupsResponse)
+        """Sharded: the groups of every shard this process leads and has loaded (others: ask their leaders)."""
+        answers = [await _ask(r, functools.partial(r.model.list_groups, request), pb.ListGroupsResponse)
+                   for r in self.router.runtimes]
+        if len(answers) == 1:
+            return answers[0]
+        merged = pb.ListGroupsResponse()
+        for answer in answers:
+            if answer.error.code == pb.NONE:
+                merged.groups.extend(answer.groups)
+        return merged
 
     @_guarded
     async def DescribeGroup(self, request: pb.DescribeGroupRequest, context: grpc.aio.ServicerContext) -> Any:
-        return await _ask(
-            self.runtime, lambda token: self.model.describe_group(request, token), pb.DescribeGroupResponse)
+        runtime = self.router.for_group(request.group_id)
+        return await _ask(runtime, lambda token: runtime.model.describe_group(request, token), pb.DescribeGroupResponse)
 
     @_guarded
     async def PutTasks(self, request: pb.PutTasksRequest, context: grpc.aio.ServicerContext) -> Any:
         checked = None
+        runtime = self.router.for_group(request.group_id)
         if len(request.tasks) >= _CHECK_OFF_LOOP_FROM:
-            base = self.runtime.catalog_snapshot(request.group_id)  # compared with, off the loop
-            checked = await self.runtime.checkers.run(prechecks.check_catalog, self.runtime.config, request.tasks, base)
-        return await _ask(self.runtime, lambda token: self.model.put_tasks(request, token, checked),
+            base = runtime.catalog_snapshot(request.group_id)  # compared with, off the loop
+            checked = await runtime.checkers.run(prechecks.check_catalog, runtime.config, request.tasks, base)
+        return await _ask(runtime, lambda token: runtime.model.put_tasks(request, token, checked),
                           pb.PutTasksResponse)
 
     @_guarded
     async def DeleteTasks(self, request: pb.DeleteTasksRequest, context: grpc.aio.ServicerContext) -> Any:
-        return await _ask(self.runtime, lambda token: self.model.delete_tasks(request, token), pb.DeleteTasksResponse)
+        runtime = self.router.for_group(request.group_id)
+        return await _ask(runtime, lambda token: runtime.model.delete_tasks(request, token), pb.DeleteTasksResponse)
 
     @_guarded
     async def PublishLoadSnapshot(
         self, request: pb.PublishLoadSnapshotRequest, context: grpc.aio.ServicerContext
     ) -> Any:
         checked = None
+        runtime = self.router.for_group(request.snapshot.group_id)
         if len(request.snapshot.tasks) + len(request.snapshot.workers) >= _CHECK_OFF_LOOP_FROM:
-            checked = Verdict(await self.runtime.checkers.run(prechecks.snapshot_error, self.runtime.config, request,
-                                                          self.runtime.clock.wall_ms()))
-        return await _ask(self.runtime, lambda token: self.model.publish_load_snapshot(request, token, checked),
+            checked = Verdict(await runtime.checkers.run(prechecks.snapshot_error, runtime.config, request,
+                                                         runtime.clock.wall_ms()))
+        return await _ask(runtime, lambda token: runtime.model.publish_load_snapshot(request, token, checked),
                           pb.PublishLoadSnapshotResponse)
 
     @_guarded
+    async def DescribeCluster(self, request: pb.DescribeClusterRequest, context: grpc.aio.ServicerContext) -> Any:
+        return self.router.describe_cluster()
+
+    @_guarded
     async def DeleteGroup(self, request: pb.DeleteGroupRequest, context: grpc.aio.ServicerContext) -> Any:
-        return await _ask(self.runtime, lambda token: self.model.delete_group(request, token), pb.DeleteGroupResponse)
+        runtime = self.router.for_group(request.group_id)
+        return await _ask(runtime, lambda token: runtime.model.delete_group(request, token), pb.DeleteGroupResponse)

@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from google.protobuf.message import Message
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
@@ -37,8 +37,9 @@ from groupcoord.coordinator.model.states import GroupState
 from groupcoord.coordinator.runtime.request_latency import RequestLatency
 from groupcoord.v1 import groupcoord_pb2 as pb
 
-__all__ = ["CoordinatorMetrics", "MetricsEndpoint", "serve_metrics"]
+__all__ = ["CoordinatorMetrics", "MetricsEndpoint", "ShardCollector", "ShardFigures", "serve_metrics"]
 
+T = TypeVar("T")
 Answer = Callable[[Message], None]
 Job = Callable[[], None]
 
@@ -192,18 +193,22 @@ class CoordinatorMetrics:
 
     def read(self) -> tuple[list[_GroupFigures], bool, int]:
         """``figures()`` on the model's thread, from any thread (at most 10 s of waiting)."""
+        return self.on_loop(self.figures)
+
+    def on_loop(self, read: Callable[[], T]) -> T:
+        """``read()`` on the model's thread, from any thread (at most 10 s of waiting)."""
         loop = self._loop
         try:
             here = asyncio.get_running_loop()
         except RuntimeError:
             here = None
         if loop is None or here is loop or not loop.is_running():
-            return self.figures()
-        future: concurrent.futures.Future[tuple[list[_GroupFigures], bool, int]] = concurrent.futures.Future()
+            return read()
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
 
         def run() -> None:
             try:
-                future.set_result(self.figures())
+                future.set_result(read())
             except BaseException as failure:  # noqa: BLE001 - handed to the scraping thread
                 future.set_exception(failure)
 
@@ -247,6 +252,48 @@ class _ModelCollector(Collector):
         yield from (by_state, members, generation, imbalance, age, role,
                     GaugeMetricFamily("groupcoord_ha_term", "The office term (ZooKeeper epoch; 0 standalone)",
                                       value=term))
+
+
+@dataclass(frozen=True, slots=True)
+class ShardFigures:
+    """One shard's scrape-time figures in a sharded process."""
+
+    shard: int
+    leads: bool
+    epoch: int
+    groups: int
+    members: int
+    load_s: float | None  # the last load's duration, None before the first
+
+
+class ShardCollector(Collector):
+    """Per-shard gauges of a sharded process (``ShardRouter`` registers it): led here, epoch, groups,
+    members, last load time. ``figures`` runs on the model's loop, through ``CoordinatorMetrics.on_loop``."""
+
+    def __init__(self, metrics: CoordinatorMetrics, figures: Callable[[], list[ShardFigures]]) -> None:
+        self._metrics = metrics
+        self._figures = figures
+
+    def collect(self) -> Iterator[Metric]:
+        rows = self._metrics.on_loop(self._figures)
+        leader = GaugeMetricFamily("groupcoord_shard_leader", "1 when this process leads the shard", labels=["shard"])
+        epoch = GaugeMetricFamily("groupcoord_shard_epoch", "The shard's epoch while this process leads it",
+                                  labels=["shard"])
+        groups = GaugeMetricFamily("groupcoord_shard_groups", "Groups of a shard this process leads", labels=["shard"])
+        members = GaugeMetricFamily("groupcoord_shard_members", "Members of a shard this process leads",
+                                    labels=["shard"])
+        load = GaugeMetricFamily("groupcoord_shard_load_seconds", "How long the shard's last load took here",
+                                 labels=["shard"])
+        for row in rows:
+            label = [str(row.shard)]
+            leader.add_metric(label, 1 if row.leads else 0)
+            if row.leads:
+                epoch.add_metric(label, row.epoch)
+                groups.add_metric(label, row.groups)
+                members.add_metric(label, row.members)
+            if row.load_s is not None:
+                load.add_metric(label, row.load_s)
+        yield from (leader, epoch, groups, members, load)
 
 
 @dataclass

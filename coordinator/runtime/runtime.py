@@ -91,9 +91,12 @@ class CoordinatorRuntime:
         on_change: Callable[[Group], None] | None = None,
         writer: Writer | None = None,
         metrics: CoordinatorMetrics | None = None,
+        lag: LagMonitor | None = None,
+        checkers: CheckerPool | None = None,
     ) -> None:
+        """``lag`` and ``checkers`` may be shared by the runtimes of several shards (``ShardRouter``)."""
         clock = clock or SystemClock()
-        self.lag = LagMonitor(clock.now)
+        self.lag = lag or LagMonitor(clock.now)
         self.model = CoordinatorModel(config, clock=clock, lateness=self.lag.lost)
         self.config = self.model.config
         self.clock = self.model.clock
@@ -115,9 +118,16 @@ class CoordinatorRuntime:
         self._start_load: Callable[[int], object] = self.load
         self._loading_term: int | None = None
         # request checks and answer completions too heavy for the event loop (``coordinator.model.prechecks``)
-        self.checkers = CheckerPool()
+        self.checkers = checkers or CheckerPool()
         self.large_requests = ByteBudget(self.config.max_request_bytes_in_flight)
         self._loop: asyncio.AbstractEventLoop | None = None  # set by ``attach``: completions run off it
+        #: this process's address for clients (host:port), answered by FindCoordinator; set by the server
+        self.advertised = ""
+        #: store jobs started and not yet finished, unloaded groups' included (a hand-over waits for 0)
+        self.in_flight = 0
+        self.on_idle: Callable[[], object] | None = None  # called when ``in_flight`` drops to 0
+        self.last_load_s: float | None = None  # how long the last load of a term took (metrics)
+        self.label = ""  # prefix of its log lines ("shard 7: "), when the process has several runtimes
 
     @property
     def groups(self) -> dict[str, Group]:
@@ -145,9 +155,11 @@ class CoordinatorRuntime:
         """Why this process cannot answer for groups now (None: it can). Asks the office first."""
         if not self.office.in_office():
             if self._term is not None or self.loading:
-                log.warning("the office says our term is over: this process stops acting as the coordinator")
+                log.warning("%sthe office says our term is over: this process stops acting as the coordinator",
+                            self.label)
                 self.unload()
-            return error(pb.NOT_COORDINATOR, "this coordinator is a standby", self.office.active_address())
+            return error(pb.NOT_COORDINATOR, "this coordinator is not active for this group (a standby, or another "
+                         "coordinator leads its shard)", self.office.active_address())
         term = self.office.term()
         if self._term != term and not self.loading:
             if self._term is not None:
@@ -267,7 +279,17 @@ class CoordinatorRuntime:
             def job() -> None:
                 store.delete(write.group_id)
         timed = self.metrics.timed_write("save" if isinstance(write, Persist) else "delete", job)
-        self.writer.submit(timed, lambda failure: self._written(writes, write, failure, finished.get(write.group_id)))
+        self.in_flight += 1
+
+        def done(failure: BaseException | None) -> None:
+            self.in_flight -= 1
+            try:
+                self._written(writes, write, failure, finished.get(write.group_id))
+            finally:
+                if self.in_flight == 0 and self.on_idle is not None:
+                    self.on_idle()
+
+        self.writer.submit(timed, done)
 
     def _written(self, writes: _Writes, write: Persist | Forget, failure: BaseException | None,
                  record: dict[str, Any] | None = None) -> None:
@@ -322,7 +344,7 @@ class CoordinatorRuntime:
         self.carry_out(self.model.load(records))
 
     def load_failed(self, failure: BaseException) -> None:
-        log.error("loading groups failed (%s): standing down", failure)
+        log.error("%sloading groups failed (%s): standing down", self.label, failure)
         self.unload()
         self.office.stand_down()
 
@@ -357,6 +379,7 @@ class CoordinatorRuntime:
 
     def _load_off_loop(self, loop: asyncio.AbstractEventLoop, term: int) -> None:
         self._loading_term = term
+        started = self.clock.now()
 
         def loaded(future: asyncio.Future[dict[str, GroupRecord]]) -> None:
             if not self.loading or self._loading_term != term:
@@ -366,7 +389,9 @@ class CoordinatorRuntime:
                 self.load_failed(failure)
             else:
                 self.begin_term(term, future.result())
-                log.info("in office (term %d): %d group(s) loaded", term, len(self.model.groups),
+                self.last_load_s = self.clock.now() - started
+                log.info("%sin office (term %d): %d group(s) loaded in %.3fs", self.label, term, len(self.model.groups),
+                         self.last_load_s,
                          extra={"event": "in_office", "term": term, "groups": len(self.model.groups)})
 
         loop.run_in_executor(None, self.store.load_all).add_done_callback(loaded)
@@ -377,6 +402,39 @@ class CoordinatorRuntime:
         for effect in self.model.release_parked(pb.COORDINATOR_NOT_AVAILABLE, "the coordinator is shutting down"):
             if isinstance(effect, Reply):
                 self._answer(effect.to, effect.response)
+
+    # ------------------------------------------------------------------ discovery
+
+    def locate(self, group_id: str) -> pb.CoordinatorLocation:
+        """Where ``group_id``'s coordinator is, as this process sees it (FindCoordinator). One process
+        (standalone, or the active of an active/standby pair) answers for every group: shard 0 of 1."""
+        if not group_id:
+            return pb.CoordinatorLocation(group_id=group_id, error=error(pb.INVALID_GROUP_ID, "empty group id"))
+        if self.office.in_office():
+            return pb.CoordinatorLocation(group_id=group_id, address=self.advertised, shard=0,
+                                          epoch=self.office.term())
+        active = self.office.active_address()
+        if not active:
+            return pb.CoordinatorLocation(group_id=group_id, shard=0, error=error(
+                pb.COORDINATOR_NOT_AVAILABLE, "no coordinator is active right now, retry shortly"))
+        return pb.CoordinatorLocation(group_id=group_id, address=active, shard=0)
+
+    def describe_cluster(self) -> pb.DescribeClusterResponse:
+        """This process's view of the cluster (DescribeCluster): one shard, led by the active process."""
+        standalone = isinstance(self.office, Standalone)
+        leading = self.office.in_office()
+        leader = self.advertised if leading else self.office.active_address()
+        state = pb.SHARD_LEADERLESS
+        if leader:
+            state = pb.SHARD_LOADING if self.loading else pb.SHARD_ACTIVE
+        shard = pb.ShardInfo(shard=0, leader=leader, epoch=self.office.term() if leading else 0, state=state,
+                             groups=len(self.model.groups) if leading else -1,
+                             members=sum(len(g.members) for g in self.model.groups.values()) if leading else -1)
+        coordinators = [pb.ClusterCoordinator(address=self.advertised, shards_led=1 if leading else 0, self=True)]
+        if leader and leader != self.advertised:
+            coordinators.append(pb.ClusterCoordinator(address=leader, shards_led=1))
+        return pb.DescribeClusterResponse(shards=1, mode="standalone" if standalone else "active-standby",
+                                          coordinators=coordinators, shard_infos=[shard])
 
     def waiting(self) -> int:
         """How many requests wait for their answer (held in a phase, or behind a write)."""

@@ -40,6 +40,13 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--store", choices=["sqlite", "memory", "zookeeper"], help="group store (default sqlite)")
     serve.add_argument("--zk", help="ZooKeeper HOST:PORT[,HOST:PORT...] for --store zookeeper")
     serve.add_argument("--advertise", help="HOST:PORT other coordinators and workers reach this one at")
+    serve.add_argument("--sharded", action="store_true", default=None,
+                       help="with --store zookeeper: groups spread over every coordinator on the same --zk-root, "
+                            "by shard (default: active/standby, one coordinator holds every group)")
+    serve.add_argument("--shards", type=positive_int,
+                       help="shards of a sharded cluster (implies --sharded; default 64; fixed at the first start)")
+    serve.add_argument("--zk-root", help="the cluster's ZooKeeper path (default /groupcoord/default)")
+    serve.add_argument("--zk-session-timeout-s", type=float, help="ZooKeeper session timeout (default 10)")
     serve.add_argument("--initial-rebalance-delay-ms", type=int, help="group_initial_rebalance_delay_ms")
     serve.add_argument("--snapshots", help="a load snapshot path (the --out of `groupcoord stats` or the job) to "
                                            "pick up new snapshots from")

@@ -28,6 +28,7 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     UNKNOWN_TASK: _ClassVar[ErrorCode]
     NON_EMPTY_GROUP: _ClassVar[ErrorCode]
     COORDINATOR_LOAD_IN_PROGRESS: _ClassVar[ErrorCode]
+    GROUP_AUTHORIZATION_FAILED: _ClassVar[ErrorCode]
 
 class GroupState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -37,6 +38,14 @@ class GroupState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     AWAITING_SYNC: _ClassVar[GroupState]
     STABLE: _ClassVar[GroupState]
     DEAD: _ClassVar[GroupState]
+
+class ShardState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SHARD_STATE_UNKNOWN: _ClassVar[ShardState]
+    SHARD_ACTIVE: _ClassVar[ShardState]
+    SHARD_LOADING: _ClassVar[ShardState]
+    SHARD_UNLOADING: _ClassVar[ShardState]
+    SHARD_LEADERLESS: _ClassVar[ShardState]
 NONE: ErrorCode
 UNKNOWN_MEMBER_ID: ErrorCode
 ILLEGAL_GENERATION: ErrorCode
@@ -56,12 +65,18 @@ DUPLICATE_TASK: ErrorCode
 UNKNOWN_TASK: ErrorCode
 NON_EMPTY_GROUP: ErrorCode
 COORDINATOR_LOAD_IN_PROGRESS: ErrorCode
+GROUP_AUTHORIZATION_FAILED: ErrorCode
 GROUP_STATE_UNKNOWN: GroupState
 EMPTY: GroupState
 PREPARING_REBALANCE: GroupState
 AWAITING_SYNC: GroupState
 STABLE: GroupState
 DEAD: GroupState
+SHARD_STATE_UNKNOWN: ShardState
+SHARD_ACTIVE: ShardState
+SHARD_LOADING: ShardState
+SHARD_UNLOADING: ShardState
+SHARD_LEADERLESS: ShardState
 
 class Error(_message.Message):
     __slots__ = ("code", "message", "coordinator_hint")
@@ -467,6 +482,34 @@ class LoadSnapshot(_message.Message):
     workers: _containers.RepeatedCompositeFieldContainer[WorkerLoadStats]
     def __init__(self, group_id: _Optional[str] = ..., snapshot_id: _Optional[str] = ..., created_ms: _Optional[int] = ..., tasks: _Optional[_Iterable[_Union[TaskLoadStats, _Mapping]]] = ..., workers: _Optional[_Iterable[_Union[WorkerLoadStats, _Mapping]]] = ...) -> None: ...
 
+class FindCoordinatorRequest(_message.Message):
+    __slots__ = ("group_ids",)
+    GROUP_IDS_FIELD_NUMBER: _ClassVar[int]
+    group_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, group_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class CoordinatorLocation(_message.Message):
+    __slots__ = ("group_id", "address", "shard", "epoch", "error")
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    SHARD_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    group_id: str
+    address: str
+    shard: int
+    epoch: int
+    error: Error
+    def __init__(self, group_id: _Optional[str] = ..., address: _Optional[str] = ..., shard: _Optional[int] = ..., epoch: _Optional[int] = ..., error: _Optional[_Union[Error, _Mapping]] = ...) -> None: ...
+
+class FindCoordinatorResponse(_message.Message):
+    __slots__ = ("error", "coordinators")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    COORDINATORS_FIELD_NUMBER: _ClassVar[int]
+    error: Error
+    coordinators: _containers.RepeatedCompositeFieldContainer[CoordinatorLocation]
+    def __init__(self, error: _Optional[_Union[Error, _Mapping]] = ..., coordinators: _Optional[_Iterable[_Union[CoordinatorLocation, _Mapping]]] = ...) -> None: ...
+
 class ListGroupsRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
@@ -592,3 +635,59 @@ class DeleteGroupResponse(_message.Message):
     ERROR_FIELD_NUMBER: _ClassVar[int]
     error: Error
     def __init__(self, error: _Optional[_Union[Error, _Mapping]] = ...) -> None: ...
+
+class DescribeClusterRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ClusterCoordinator(_message.Message):
+    __slots__ = ("address", "shards_led", "self")
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    SHARDS_LED_FIELD_NUMBER: _ClassVar[int]
+    SELF_FIELD_NUMBER: _ClassVar[int]
+    address: str
+    shards_led: int
+    self: bool
+    def __init__(self_, address: _Optional[str] = ..., shards_led: _Optional[int] = ..., self: _Optional[bool] = ...) -> None: ...
+
+class ShardInfo(_message.Message):
+    __slots__ = ("shard", "leader", "epoch", "state", "groups", "members")
+    SHARD_FIELD_NUMBER: _ClassVar[int]
+    LEADER_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    shard: int
+    leader: str
+    epoch: int
+    state: ShardState
+    groups: int
+    members: int
+    def __init__(self, shard: _Optional[int] = ..., leader: _Optional[str] = ..., epoch: _Optional[int] = ..., state: _Optional[_Union[ShardState, str]] = ..., groups: _Optional[int] = ..., members: _Optional[int] = ...) -> None: ...
+
+class ShardMove(_message.Message):
+    __slots__ = ("shard", "from_address", "to_address")
+    SHARD_FIELD_NUMBER: _ClassVar[int]
+    FROM_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    TO_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    shard: int
+    from_address: str
+    to_address: str
+    def __init__(self, shard: _Optional[int] = ..., from_address: _Optional[str] = ..., to_address: _Optional[str] = ...) -> None: ...
+
+class DescribeClusterResponse(_message.Message):
+    __slots__ = ("error", "shards", "mode", "coordinators", "shard_infos", "moves")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    SHARDS_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    COORDINATORS_FIELD_NUMBER: _ClassVar[int]
+    SHARD_INFOS_FIELD_NUMBER: _ClassVar[int]
+    MOVES_FIELD_NUMBER: _ClassVar[int]
+    error: Error
+    shards: int
+    mode: str
+    coordinators: _containers.RepeatedCompositeFieldContainer[ClusterCoordinator]
+    shard_infos: _containers.RepeatedCompositeFieldContainer[ShardInfo]
+    moves: _containers.RepeatedCompositeFieldContainer[ShardMove]
+    def __init__(self, error: _Optional[_Union[Error, _Mapping]] = ..., shards: _Optional[int] = ..., mode: _Optional[str] = ..., coordinators: _Optional[_Iterable[_Union[ClusterCoordinator, _Mapping]]] = ..., shard_infos: _Optional[_Iterable[_Union[ShardInfo, _Mapping]]] = ..., moves: _Optional[_Iterable[_Union[ShardMove, _Mapping]]] = ...) -> None: ...

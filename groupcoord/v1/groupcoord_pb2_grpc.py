@@ -59,6 +59,11 @@ class GroupCoordinatorStub:
                 request_serializer=groupcoord_dot_v1_dot_groupcoord__pb2.ReportLoadRequest.SerializeToString,
                 response_deserializer=groupcoord_dot_v1_dot_groupcoord__pb2.ReportLoadResponse.FromString,
                 _registered_method=True)
+        self.FindCoordinator = channel.unary_unary(
+                '/groupcoord.v1.GroupCoordinator/FindCoordinator',
+                request_serializer=groupcoord_dot_v1_dot_groupcoord__pb2.FindCoordinatorRequest.SerializeToString,
+                response_deserializer=groupcoord_dot_v1_dot_groupcoord__pb2.FindCoordinatorResponse.FromString,
+                _registered_method=True)
 
 
 class GroupCoordinatorServicer:
@@ -97,6 +102,16 @@ class GroupCoordinatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def FindCoordinator(self, request, context):
+        """Where each group's coordinator is (see FindCoordinatorRequest). Needs
+        `member` or `describe` on each group when ACLs are on; entries for groups
+        the caller may not see answer GROUP_AUTHORIZATION_FAILED. Cheap: answered
+        from memory, never from the store.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GroupCoordinatorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -124,6 +139,11 @@ def add_GroupCoordinatorServicer_to_server(servicer, server):
                     servicer.ReportLoad,
                     request_deserializer=groupcoord_dot_v1_dot_groupcoord__pb2.ReportLoadRequest.FromString,
                     response_serializer=groupcoord_dot_v1_dot_groupcoord__pb2.ReportLoadResponse.SerializeToString,
+            ),
+            'FindCoordinator': grpc.unary_unary_rpc_method_handler(
+                    servicer.FindCoordinator,
+                    request_deserializer=groupcoord_dot_v1_dot_groupcoord__pb2.FindCoordinatorRequest.FromString,
+                    response_serializer=groupcoord_dot_v1_dot_groupcoord__pb2.FindCoordinatorResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -271,6 +291,33 @@ class GroupCoordinator:
             metadata,
             _registered_method=True)
 
+    @staticmethod
+    def FindCoordinator(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/groupcoord.v1.GroupCoordinator/FindCoordinator',
+            groupcoord_dot_v1_dot_groupcoord__pb2.FindCoordinatorRequest.SerializeToString,
+            groupcoord_dot_v1_dot_groupcoord__pb2.FindCoordinatorResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
 
 class GroupAdminStub:
     """Missing associated documentation comment in .proto file."""
@@ -310,6 +357,11 @@ class GroupAdminStub:
                 '/groupcoord.v1.GroupAdmin/DeleteGroup',
                 request_serializer=groupcoord_dot_v1_dot_groupcoord__pb2.DeleteGroupRequest.SerializeToString,
                 response_deserializer=groupcoord_dot_v1_dot_groupcoord__pb2.DeleteGroupResponse.FromString,
+                _registered_method=True)
+        self.DescribeCluster = channel.unary_unary(
+                '/groupcoord.v1.GroupAdmin/DescribeCluster',
+                request_serializer=groupcoord_dot_v1_dot_groupcoord__pb2.DescribeClusterRequest.SerializeToString,
+                response_deserializer=groupcoord_dot_v1_dot_groupcoord__pb2.DescribeClusterResponse.FromString,
                 _registered_method=True)
 
 
@@ -358,6 +410,14 @@ class GroupAdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DescribeCluster(self, request, context):
+        """The cluster as this coordinator sees it in ZooKeeper: coordinators, every
+        shard's leader and epoch, moves in progress. Any coordinator answers it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GroupAdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -390,6 +450,11 @@ def add_GroupAdminServicer_to_server(servicer, server):
                     servicer.DeleteGroup,
                     request_deserializer=groupcoord_dot_v1_dot_groupcoord__pb2.DeleteGroupRequest.FromString,
                     response_serializer=groupcoord_dot_v1_dot_groupcoord__pb2.DeleteGroupResponse.SerializeToString,
+            ),
+            'DescribeCluster': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeCluster,
+                    request_deserializer=groupcoord_dot_v1_dot_groupcoord__pb2.DescribeClusterRequest.FromString,
+                    response_serializer=groupcoord_dot_v1_dot_groupcoord__pb2.DescribeClusterResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -554,6 +619,33 @@ class GroupAdmin:
             '/groupcoord.v1.GroupAdmin/DeleteGroup',
             groupcoord_dot_v1_dot_groupcoord__pb2.DeleteGroupRequest.SerializeToString,
             groupcoord_dot_v1_dot_groupcoord__pb2.DeleteGroupResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeCluster(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/groupcoord.v1.GroupAdmin/DescribeCluster',
+            groupcoord_dot_v1_dot_groupcoord__pb2.DescribeClusterRequest.SerializeToString,
+            groupcoord_dot_v1_dot_groupcoord__pb2.DescribeClusterResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -119,7 +119,7 @@ def rpc(server: ServerThread, pki: Pki, method: str, request: Any, *, token: str
     credentials = grpc.ssl_channel_credentials(pki.ca_file.read_bytes())
     with grpc.secure_channel(server.address, credentials) as channel:
         stub: Any = (pb_grpc.GroupCoordinatorStub if method in {"JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup",
-                                                                 "ReportLoad"} else pb_grpc.GroupAdminStub)(channel)
+                                                                 "ReportLoad", "FindCoordinator"} else pb_grpc.GroupAdminStub)(channel)
         metadata = [("authorization", f"Bearer {token}")] if token is not None else None
         try:
             return getattr(stub, method)(request, metadata=metadata, timeout=10)
@@ -271,6 +271,20 @@ def test_list_shows_only_the_groups_the_principal_may_describe(server: ServerThr
                           ("stranger", set())]:
         with admin(server, pki, tokens, name) as client:
             assert {g.group_id for g in client.list_groups()} == visible, name
+
+
+def test_find_coordinator_answers_only_the_groups_the_principal_may_describe(server: ServerThread, pki: Pki,
+                                                                              tokens: Tokens) -> None:
+    """A worker with ``member`` finds its own group's coordinator; another group's entry is refused
+    in place (GROUP_AUTHORIZATION_FAILED, no address), whether it exists or not."""
+    ask = pb.FindCoordinatorRequest(group_ids=["a", "b", "nope"])
+    found = rpc(server, pki, "FindCoordinator", ask, token=tokens.tokens["worker-a"])
+    codes = [(c.group_id, c.error.code, c.address) for c in found.coordinators]
+    assert codes == [("a", pb.NONE, server.address), ("b", pb.GROUP_AUTHORIZATION_FAILED, ""),
+                     ("nope", pb.GROUP_AUTHORIZATION_FAILED, "")]
+    denied(rpc(server, pki, "FindCoordinator", ask), grpc.StatusCode.UNAUTHENTICATED)
+    described = rpc(server, pki, "DescribeCluster", pb.DescribeClusterRequest(), token=tokens.tokens["stranger"])
+    assert described.mode == "standalone" and [c.address for c in described.coordinators] == [server.address]
 
 
 # ---------------------------------------------------------------------------------------------- member ids

@@ -1,0 +1,236 @@
+"""Sharded coordinators: real ``groupcoord serve --sharded`` processes on a real ZooKeeper.
+
+The clients here are raw gRPC stubs (the worker's own FindCoordinator routing is tested with the
+worker): each group has one member that joined and synced at its shard's leader; after a shard
+moves (a coordinator joins, dies or is paused past its session), the same member id and
+generation must be accepted by the new leader: no rebalance.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+import pytest
+
+from groupcoord.coordinator.runtime.shard_map import shard_of
+from groupcoord.v1 import groupcoord_pb2 as pb
+from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
+from tests.processes import stop_processes
+from tests.zookeeper_server import ZooKeeperServer, free_port, wait_until
+
+pytestmark = pytest.mark.slow
+
+SHARDS = 12
+ZK_SESSION_S = 2.0
+GROUPS = [f"g{i}" for i in range(24)]
+RETRY = {pb.NOT_COORDINATOR, pb.COORDINATOR_LOAD_IN_PROGRESS, pb.COORDINATOR_NOT_AVAILABLE}
+
+
+@pytest.fixture(scope="module")
+def zk() -> Iterator[ZooKeeperServer]:
+    with ZooKeeperServer() as server:
+        yield server
+
+
+@dataclass
+class Member:
+    group_id: str
+    member_id: str
+    generation: int
+
+
+@dataclass
+class Cluster:
+    """Coordinator processes of one test on their own ZooKeeper root."""
+
+    tmp: Path
+    zk: ZooKeeperServer
+    root: str
+    addresses: list[str] = field(default_factory=list)
+    procs: list[subprocess.Popen[str]] = field(default_factory=list)
+
+    def start(self, shards: int = SHARDS) -> str:
+        port = free_port()
+        address = f"127.0.0.1:{port}"
+        name = f"c{len(self.procs)}"
+        config = self.tmp / f"{name}.toml"
+        config.write_text(
+            "[server]\n"
+            f'store = "zookeeper"\nzk = "{self.zk.hosts}"\nzk_session_timeout_s = {ZK_SESSION_S}\n'
+            f'zk_root = "{self.root}"\nsharded = true\nshards = {shards}\n'
+            "[coordinator]\ngroup_min_session_timeout_ms = 500\ngroup_initial_rebalance_delay_ms = 0\n")
+        log = open(self.tmp / f"{name}.log", "w")  # noqa: SIM115 - the child writes to it for its whole life
+        self.procs.append(subprocess.Popen(
+            [sys.executable, "-m", "groupcoord.cli", "--log-level", "info", "serve", "--config", str(config),
+             "--listen", address, "--advertise", address, "--data-dir", str(self.tmp / name)],
+            stdout=log, stderr=subprocess.STDOUT, text=True))
+        self.addresses.append(address)
+        return address
+
+    def log_of(self, address: str) -> str:
+        return (self.tmp / f"c{self.addresses.index(address)}.log").read_text()
+
+    def describe(self, address: str) -> pb.DescribeClusterResponse | None:
+        with grpc.insecure_channel(address) as channel:
+            try:
+                answer: pb.DescribeClusterResponse = pb_grpc.GroupAdminStub(channel).DescribeCluster(
+                    pb.DescribeClusterRequest(), timeout=2)
+                return answer
+            except grpc.RpcError:
+                return None
+
+    def leaders(self, address: str) -> dict[int, tuple[str, int]]:
+        """shard -> (leader, epoch) as ``address`` sees it (leaderless shards left out)."""
+        answer = self.describe(address)
+        if answer is None:
+            return {}
+        return {s.shard: (s.leader, s.epoch) for s in answer.shard_infos if s.leader}
+
+    def balanced(self, live: list[str]) -> bool:
+        """Every shard led by a live coordinator, each leading shards // n or one more, as all of them see it."""
+        views = [self.leaders(a) for a in live]
+        if any(len(v) != SHARDS for v in views) or any(v != views[0] for v in views):
+            return False
+        counts = [sum(1 for leader, _ in views[0].values() if leader == a) for a in live]
+        return sum(counts) == SHARDS and max(counts) - min(counts) <= 1
+
+    def wait_balanced(self, live: list[str], timeout: float = 60) -> dict[int, tuple[str, int]]:
+        wait_until(lambda: self.balanced(live), timeout, f"shards balanced over {live}")
+        return self.leaders(live[0])
+
+
+def call(address: str, method: str, request: object) -> object:
+    with grpc.insecure_channel(address) as channel:
+        stub = pb_grpc.GroupAdminStub(channel) if method == "PutTasks" else pb_grpc.GroupCoordinatorStub(channel)
+        return getattr(stub, method)(request, timeout=5)
+
+
+def find(address: str, group_id: str) -> pb.CoordinatorLocation:
+    answer = call(address, "FindCoordinator", pb.FindCoordinatorRequest(group_ids=[group_id]))
+    assert isinstance(answer, pb.FindCoordinatorResponse)
+    return answer.coordinators[0]
+
+
+def until_answered(ask: Callable[[str], object], bootstrap: str, group_id: str, timeout: float = 30) -> object:
+    """``ask(leader address)`` until it answers something other than a retriable coordinator error,
+    rediscovering the leader each time, as a client does."""
+    deadline = time.monotonic() + timeout
+    while True:
+        where = find(bootstrap, group_id)
+        if where.error.code == pb.NONE:
+            answer = ask(where.address)
+            if answer.error.code not in RETRY:  # type: ignore[attr-defined]
+                return answer
+        assert time.monotonic() < deadline, f"group {group_id}: no answer from its coordinator"
+        time.sleep(0.05)  # a client's retry backoff
+
+
+def join_and_sync(bootstrap: str, group_id: str) -> Member:
+    def join(member_id: str) -> Callable[[str], object]:
+        return lambda address: call(address, "JoinGroup", pb.JoinGroupRequest(
+            group_id=group_id, member_id=member_id, client_id="m", session_timeout_ms=60_000,
+            rebalance_timeout_ms=10_000, protocols=["round-robin"]))
+
+    put = until_answered(lambda address: call(address, "PutTasks", pb.PutTasksRequest(
+        group_id=group_id, tasks=[pb.Task(task_id="t")])), bootstrap, group_id)
+    assert isinstance(put, pb.PutTasksResponse) and put.error.code == pb.NONE, put
+    first = until_answered(join(""), bootstrap, group_id)
+    assert isinstance(first, pb.JoinGroupResponse) and first.error.code == pb.MEMBER_ID_REQUIRED
+    joined = until_answered(join(first.member_id), bootstrap, group_id)
+    assert isinstance(joined, pb.JoinGroupResponse) and joined.error.code == pb.NONE, joined
+    synced = until_answered(lambda address: call(address, "SyncGroup", pb.SyncGroupRequest(
+        group_id=group_id, member_id=joined.member_id, generation=joined.generation, protocol_name="round-robin",
+        assignments=[pb.MemberAssignment(member_id=joined.member_id, tasks=[pb.TaskReplica(task_id="t")])])),
+        bootstrap, group_id)
+    assert isinstance(synced, pb.SyncGroupResponse) and synced.error.code == pb.NONE, synced
+    return Member(group_id, joined.member_id, joined.generation)
+
+
+def still_member(bootstrap: str, member: Member) -> None:
+    """The member's heartbeat, at wherever its group is now, is accepted as is: no rebalance."""
+    beat = until_answered(lambda address: call(address, "Heartbeat", pb.HeartbeatRequest(
+        group_id=member.group_id, member_id=member.member_id, generation=member.generation)),
+        bootstrap, member.group_id)
+    assert isinstance(beat, pb.HeartbeatResponse) and beat.error.code == pb.NONE, (member, beat)
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, zk: ZooKeeperServer, request: pytest.FixtureRequest) -> Iterator[Cluster]:
+    made = Cluster(tmp_path, zk, f"/groupcoord/{request.node.name}")
+    try:
+        yield made
+    finally:
+        stop_processes(made.procs)
+
+
+def test_shards_spread_and_a_joiner_takes_its_share_without_a_rebalance(cluster: Cluster) -> None:
+    a, b = cluster.start(), cluster.start()
+    cluster.wait_balanced([a, b])
+    members = [join_and_sync(a, g) for g in GROUPS]
+    c = cluster.start()
+    after = cluster.wait_balanced([a, b, c])
+    assert sum(1 for leader, _ in after.values() if leader == c) in (SHARDS // 3, SHARDS // 3 + 1)
+    assert any(after[shard_of(m.group_id, SHARDS)][0] == c for m in members), "no group moved: a weak test"
+    for member in members:
+        still_member(b, member)
+    assert "hands over shards" in cluster.log_of(a) + cluster.log_of(b)
+
+
+def test_a_killed_coordinators_shards_go_to_the_others_and_only_theirs_move(cluster: Cluster) -> None:
+    a, b, c = cluster.start(), cluster.start(), cluster.start()
+    before = cluster.wait_balanced([a, b, c])
+    members = [join_and_sync(a, g) for g in GROUPS]
+    cluster.procs[2].kill()
+    after = cluster.wait_balanced([a, b])
+    for shard, (leader, epoch) in before.items():
+        if leader != c:
+            assert after[shard][1] >= epoch
+        else:
+            assert after[shard][0] in (a, b) and after[shard][1] > epoch
+    for member in members:
+        still_member(a, member)
+
+
+def test_a_coordinator_paused_past_its_session_serves_nothing_for_the_shards_it_lost(cluster: Cluster) -> None:
+    a, b = cluster.start(), cluster.start()
+    before = cluster.wait_balanced([a, b])
+    members = [join_and_sync(a, g) for g in GROUPS]
+    on_b = [m for m in members if before[shard_of(m.group_id, SHARDS)][0] == b]
+    assert on_b, "some groups must live on b"
+    cluster.procs[1].send_signal(signal.SIGSTOP)
+    try:
+        wait_until(lambda: all(leader == a for leader, _ in cluster.leaders(a).values())
+                   and len(cluster.leaders(a)) == SHARDS, 30, "a leads every shard")
+        for member in on_b:  # the groups go on at a, unchanged
+            still_member(a, member)
+    finally:
+        cluster.procs[1].send_signal(signal.SIGCONT)
+    # b, resumed: before it has looked at ZooKeeper again, it must not act for the shards it lost
+    for member in on_b:
+        answer = call(b, "Heartbeat", pb.HeartbeatRequest(group_id=member.group_id, member_id=member.member_id,
+                                                          generation=member.generation))
+        assert isinstance(answer, pb.HeartbeatResponse)
+        if answer.error.code == pb.NONE:  # only if b has won the shard back since, with a newer epoch
+            leader, epoch = cluster.leaders(a)[shard_of(member.group_id, SHARDS)]
+            assert leader == b and epoch > before[shard_of(member.group_id, SHARDS)][1]
+    assert "stops leading shards" in cluster.log_of(b)
+    cluster.wait_balanced([a, b])
+    for member in members:
+        still_member(a, member)
+
+
+def test_a_coordinator_configured_with_another_shard_count_refuses_to_start(cluster: Cluster) -> None:
+    a = cluster.start()
+    cluster.wait_balanced([a])
+    cluster.start(shards=SHARDS + 1)
+    assert cluster.procs[1].wait(30) != 0
+    text = cluster.log_of(cluster.addresses[1])
+    assert f"has {SHARDS} shards, this coordinator is configured with {SHARDS + 1}" in text
+    assert "Traceback" not in text
