@@ -40,6 +40,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 try:
@@ -344,6 +345,71 @@ def render(rows: list[Row], title: str) -> None:
     Console(width=200).print(table)
 
 
+LARGE_ASSIGNORS = ("round-robin", "sticky", "kafka-replica-shift", "balanced", "pulsar-threshold",
+                   "pulsar-uniform", "pulsar-avg", "pulsar-overload", "pulsar-transfer")
+
+
+def large_context(n_tasks: int, n_members: int) -> AssignmentContext:
+    """One member joins a group of ``n_members`` that runs ``n_tasks`` tasks round-robin, with a load
+    snapshot of every task and worker (seeded rates; one worker in ten twice as busy): what the leader
+    of a large group hands its assignor when a member joins."""
+    from groupcoord.assignors.snapshot import LoadSnapshot, TaskLoadStats, WorkerLoadStats
+
+    rng = random.Random(27)
+    ids = member_ids(n_members)
+    tasks = tuple(TaskSpec(t) for t in task_ids(n_tasks))
+    owned: dict[str, list[TaskReplica]] = {m: [] for m in ids}
+    task_stats = {}
+    for i, task in enumerate(tasks):
+        owner = ids[i % n_members]
+        owned[owner].append(TaskReplica(task.task_id, 0))
+        rate = rng.uniform(10, 100) * (2 if i % n_members % 10 == 0 else 1)
+        task_stats[task.task_id] = TaskLoadStats(
+            task.task_id, owner, short_samples=10, short_msg_rate_in=rate, short_msg_rate_out=rate,
+            short_msg_throughput_in=rate * 1024, short_msg_throughput_out=rate * 1024, long_samples=1000,
+            long_msg_rate_in=rate, long_msg_rate_out=rate, long_msg_throughput_in=rate * 1024,
+            long_msg_throughput_out=rate * 1024, topics=1)
+    workers = {}
+    for j, member in enumerate(ids):
+        busy = 0.9 if j % 10 == 0 else rng.uniform(0.2, 0.6)
+        mine = owned[member]
+        rate_in = sum(task_stats[r.task_id].long_msg_rate_in for r in mine)
+        workers[member] = WorkerLoadStats(
+            member, cpu_usage=busy * 100, cpu_limit=100, memory_usage=busy * 1024, memory_limit=1024,
+            direct_memory_usage=0, direct_memory_limit=1024, bandwidth_in_usage=busy * 1e6, bandwidth_in_limit=1e6,
+            bandwidth_out_usage=busy * 1e6, bandwidth_out_limit=1e6, num_tasks=len(mine), long_msg_rate_in=rate_in,
+            long_msg_rate_out=rate_in, long_msg_throughput_in=rate_in * 1024, long_msg_throughput_out=rate_in * 1024)
+    members = tuple(MemberInfo(m, owned=tuple(owned[m]), owned_generation=1) for m in ids)
+    members += (MemberInfo(f"m{n_members:05d}"),)
+    snapshot = LoadSnapshot("bench", "s1", 1, MappingProxyType(task_stats), MappingProxyType(workers))
+    return AssignmentContext("bench", 2, members, tasks, load_snapshot=snapshot, rng=random.Random(2))
+
+
+def large_rows(n_tasks: int, n_members: int, repeat: int) -> list[Row]:
+    """Every built-in assignor on one large group (``large_context``), timed from the context to the
+    assignment; balance and movement as elsewhere in this table."""
+    from groupcoord.assignors.registry import get_assignor
+
+    context = large_context(n_tasks, n_members)
+    previous = {m.member_id: list(m.owned) for m in context.members}
+    size = f"{n_tasks:,} / {n_members:,} +1"
+    rows = []
+    for name in LARGE_ASSIGNORS:
+        kind = type(get_assignor(name))
+        seconds = cpu = float("inf")
+        for _ in range(repeat):
+            assignor = kind()  # a fresh one each run: balanced and the Pulsar assignors remember past rounds
+            with settled_heap():
+                cpu_start, start = time.process_time(), time.perf_counter()
+                result = assignor.assign(context)
+                seconds = min(seconds, time.perf_counter() - start)
+                cpu = min(cpu, time.process_time() - cpu_start)
+        rows.append(Row("one member joins", name, size, seconds,
+                        balance(result.members).count_max_over_mean, movement(previous, result.members),
+                        f"CPU {cpu:.3f} s" + ("; target < 1 s" if cpu >= 1 else "")))
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, one run each (smoke test)")
@@ -357,7 +423,15 @@ def main(argv: list[str] | None = None) -> int:
         help="extra TASKSxMEMBERS size for the kafka-python comparison "
         "(default 5000x50; none with --quick; 'none' to skip)",
     )
+    parser.add_argument("--no-large", action="store_true", help="skip the 10,000 members x 100,000 tasks table")
+    parser.add_argument("--only-large", action="store_true", help="only the 10,000 members x 100,000 tasks table")
     args = parser.parse_args(argv)
+    if args.only_large:
+        repeat = args.repeat or (1 if args.quick else 3)
+        large = large_rows(*((5_000, 500) if args.quick else (100_000, 10_000)), repeat)
+        render(large, f"every built-in assignor at the size of a large group (issue 27): best of {repeat} run(s), "
+               f"load average {os.getloadavg()[0]:.2f}")
+        return 0
     n_tasks = args.tasks or (500 if args.quick else 100_000)
     n_members = args.members or (10 if args.quick else 1_000)
     repeat = args.repeat or (1 if args.quick else 3)
@@ -379,6 +453,10 @@ def main(argv: list[str] | None = None) -> int:
         rows += ours
         rows += kafka_python_rows(size_tasks, plan, timeout)
     render(rows, f"assignors: best of {repeat} run(s)")
+    if not args.no_large:
+        large = large_rows(*((5_000, 500) if args.quick else (100_000, 10_000)), repeat)
+        render(large, f"every built-in assignor at the size of a large group (issue 27): best of {repeat} run(s), "
+               f"load average {os.getloadavg()[0]:.2f}")
     return 0
 
 

@@ -20,6 +20,7 @@ import argparse
 import asyncio
 import multiprocessing as mp
 import os
+import random
 import statistics
 import sys
 import time
@@ -45,12 +46,20 @@ class NoopCoordinator(pb_grpc.GroupCoordinatorServicer):
         return pb.HeartbeatResponse()
 
 
-def _serve(kind: str, members: int, port_queue: Any, store: str) -> None:
+def _serve(kind: str, members: int, port_queue: Any, store: str, secure: str = "") -> None:
+    """``secure``: a folder of ``make_security``'s files; TLS on both servers, and on the coordinator
+    bearer tokens and ACLs too."""
     async def main() -> None:
+        credentials = None
+        if secure:
+            folder = Path(secure)
+            credentials = grpc.ssl_server_credentials(
+                [((folder / "server.key").read_bytes(), (folder / "server.pem").read_bytes())])
         if kind == "noop":
             server = grpc.aio.server()
             pb_grpc.add_GroupCoordinatorServicer_to_server(NoopCoordinator(), server)
-            port = server.add_insecure_port("127.0.0.1:0")
+            port = (server.add_secure_port("127.0.0.1:0", credentials) if credentials is not None
+                    else server.add_insecure_port("127.0.0.1:0"))
             await server.start()
             port_queue.put((port, [f"m{i}" for i in range(members)], 1))
             await server.wait_for_termination()
@@ -70,13 +79,47 @@ def _serve(kind: str, members: int, port_queue: Any, store: str) -> None:
             CoordinatorConfig(group_initial_rebalance_delay_ms=0, group_min_session_timeout_ms=100), store=backing
         )
         ids = _form_group_in_model(coordinator, members) if members else []
-        running = await start_server(coordinator, "127.0.0.1:0")
+        interceptors = None
+        if secure:
+            import tomllib
+
+            from groupcoord.coordinator.auth.acl import parse_acls
+            from groupcoord.coordinator.auth.guard import Guard, Policy
+            from groupcoord.coordinator.auth.tokens import parse_tokens
+
+            policy = Policy(tokens=parse_tokens((Path(secure) / "tokens").read_text()),
+                            acls=parse_acls(tomllib.loads((Path(secure) / "acls.toml").read_text())))
+            interceptors = [Guard(policy, owner_of=coordinator.model.member_principal)]
+        running = await start_server(coordinator, "127.0.0.1:0", credentials=credentials, interceptors=interceptors)
         generation = coordinator.groups[GROUP].generation if members else 0
         port_queue.put((running.port, ids, generation))
         await running.server.wait_for_termination()
 
     logging_off()
     asyncio.run(main())
+
+
+def make_security(folder: Path) -> tuple[bytes, str]:
+    """A CA, a server certificate for 127.0.0.1, a token for principal ``bench`` and an ACL letting
+    it be a member of the benchmark's group; returns the CA (for the client) and the token."""
+    import hashlib
+    import secrets
+
+    import trustme
+
+    ca = trustme.CA()
+    issued = ca.issue_cert("127.0.0.1", "localhost")
+    issued.private_key_pem.write_to_path(str(folder / "server.key"))
+    issued.cert_chain_pems[0].write_to_path(str(folder / "server.pem"))
+    token = secrets.token_hex(16)
+    (folder / "tokens").write_text(f"bench sha256:{hashlib.sha256(token.encode()).hexdigest()}\n")
+    (folder / "acls.toml").write_text(f'[[acl]]\nprincipal = "User:bench"\ngroup = "{GROUP}"\n'
+                                      'operations = ["member"]\n')
+    return ca.cert_pem.bytes(), token
+
+
+def _load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def logging_off() -> None:
@@ -93,8 +136,9 @@ def _call(runtime: Any, method: str, request: Any) -> list[Any]:
     return box
 
 
-def _form_group_in_model(coordinator: Any, members: int) -> list[str]:
-    """Put ``members`` members in a Stable group directly through the model (setup, not measured)."""
+def _form_group_in_model(coordinator: Any, members: int, tasks: int | None = None) -> list[str]:
+    """Put ``members`` members in a Stable group directly through the model (setup, not measured),
+    over ``tasks`` tasks (default one each), assigned round-robin."""
     replies: dict[str, Any] = {}
     ids: list[str] = []
 
@@ -103,8 +147,9 @@ def _form_group_in_model(coordinator: Any, members: int) -> list[str]:
             group_id=GROUP, member_id=member_id, client_id="hb", session_timeout_ms=600_000,
             rebalance_timeout_ms=600_000, protocols=["round-robin"]))
 
+    tasks = members if tasks is None else tasks
     _call(coordinator, "put_tasks",
-          pb.PutTasksRequest(group_id=GROUP, tasks=[pb.Task(task_id=f"t{i}") for i in range(members)]))
+          pb.PutTasksRequest(group_id=GROUP, tasks=[pb.Task(task_id=f"t{i}") for i in range(tasks)]))
     for _ in range(members):
         first = join()[0]
         ids.append(first.member_id)
@@ -116,18 +161,20 @@ def _form_group_in_model(coordinator: Any, members: int) -> list[str]:
     leader = coordinator.groups[GROUP].leader_id
     request = pb.SyncGroupRequest(group_id=GROUP, member_id=leader, generation=generation)
     for i, member_id in enumerate(ids):
-        request.assignments.add(member_id=member_id, tasks=[pb.TaskReplica(task_id=f"t{i}")])
+        request.assignments.add(member_id=member_id,
+                                tasks=[pb.TaskReplica(task_id=f"t{t}") for t in range(i, tasks, members)])
     _call(coordinator, "sync", request)
     assert coordinator.groups[GROUP].state.value == "Stable", coordinator.groups[GROUP].state
     return ids
 
 
-def start_server_process(kind: str, members: int = 0, store: str = "memory") -> tuple[Any, int, list[str], int]:
+def start_server_process(kind: str, members: int = 0, store: str = "memory",
+                         secure: str = "") -> tuple[Any, int, list[str], int]:
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
-    proc = ctx.Process(target=_serve, args=(kind, members, queue, store), daemon=True)
+    proc = ctx.Process(target=_serve, args=(kind, members, queue, store, secure), daemon=True)
     proc.start()
-    port, ids, generation = queue.get(timeout=120)
+    port, ids, generation = queue.get(timeout=300)  # a busy machine can take long to spawn one
     return proc, port, ids, generation
 
 
@@ -135,8 +182,21 @@ def start_server_process(kind: str, members: int = 0, store: str = "memory") -> 
 
 
 async def heartbeat_load(port: int, ids: list[str], generation: int, seconds: float, in_flight: int,
-                         warmup: float = 1.0) -> tuple[float, float, int]:
-    channels = [grpc.aio.insecure_channel(f"127.0.0.1:{port}") for _ in range(4)]
+                         warmup: float = 1.0, server_pid: int | None = None,
+                         secure: tuple[bytes, str] | None = None) -> tuple[float, float, int, float]:
+    """Requests/s, p99 ms, errors, and the server process's CPU microseconds per request (NaN
+    without ``server_pid``): the last does not depend on how much CPU the machine's other work
+    leaves the server, so it compares servers on a busy machine where req/s cannot."""
+    import psutil
+
+    metadata: tuple[tuple[str, str], ...] = ()
+    if secure is not None:
+        root, token = secure
+        credentials = grpc.ssl_channel_credentials(root_certificates=root)
+        channels = [grpc.aio.secure_channel(f"127.0.0.1:{port}", credentials) for _ in range(4)]
+        metadata = (("authorization", f"Bearer {token}"),)
+    else:
+        channels = [grpc.aio.insecure_channel(f"127.0.0.1:{port}") for _ in range(4)]
     stubs = [pb_grpc.GroupCoordinatorStub(c) for c in channels]
     requests = [pb.HeartbeatRequest(group_id=GROUP, member_id=m, generation=generation) for m in ids]
     latencies: list[float] = []
@@ -151,7 +211,7 @@ async def heartbeat_load(port: int, ids: list[str], generation: int, seconds: fl
             request = requests[i % len(requests)]
             i += in_flight
             start = time.perf_counter()
-            response = await stub.Heartbeat(request)
+            response = await stub.Heartbeat(request, metadata=metadata)
             latencies.append(time.perf_counter() - start)
             if response.error.code != pb.NONE:
                 errors += 1
@@ -159,42 +219,58 @@ async def heartbeat_load(port: int, ids: list[str], generation: int, seconds: fl
     await asyncio.gather(*(worker(i) for i in range(in_flight)))
     latencies.clear()
     errors = 0
+    server = psutil.Process(server_pid) if server_pid is not None else None
+    cpu = sum(server.cpu_times()[:2]) if server is not None else 0.0
     deadline = time.perf_counter() + seconds
     await asyncio.gather(*(worker(i) for i in range(in_flight)))
+    cpu = sum(server.cpu_times()[:2]) - cpu if server is not None else float("nan")
+    answered = len(latencies)
     for channel in channels:
         await channel.close()
     latencies.sort()
     rate = len(latencies) / seconds
     p99 = latencies[int(len(latencies) * 0.99) - 1] if latencies else float("nan")
-    return rate, p99 * 1000, errors
+    return rate, p99 * 1000, errors, 1e6 * cpu / max(1, answered)
 
 
 def bench_heartbeats(
-    members: int, seconds: float, in_flight: int, stores: list[str], rounds: int = 3
-) -> list[tuple[str, float, float, int]]:
+    members: int, seconds: float, in_flight: int, stores: list[str], rounds: int = 3, tls: bool = False
+) -> list[tuple[str, float, float, int, float]]:
     """Median req/s, median p99 and total errors per server, over ``rounds`` interleaved rounds.
 
     Servers take turns within each round (no-op, then each store), so a burst of load from a
     neighbour on a shared machine hits every server alike instead of one whole series."""
+    import tempfile
+
     servers = [("noop", "memory")] + [("coordinator", s) for s in stores]
-    samples: dict[str, list[tuple[float, float, int]]] = {}
-    for _ in range(rounds):
-        for kind, store in servers:
-            proc, port, ids, generation = start_server_process(kind, members, store)
-            try:
-                measured = asyncio.run(heartbeat_load(port, ids, generation, seconds, in_flight))
-            finally:
-                proc.terminate()
-                proc.join(10)
-            samples.setdefault(kind if kind == "noop" else f"coordinator ({store})", []).append(measured)
+    samples: dict[str, list[tuple[float, float, int, float]]] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-tls-") as folder:
+        secure = make_security(Path(folder)) if tls else None
+        for _ in range(rounds):
+            for kind, store in servers:
+                proc, port, ids, generation = start_server_process(kind, members, store, folder if tls else "")
+                try:
+                    measured = asyncio.run(heartbeat_load(port, ids, generation, seconds, in_flight,
+                                                          server_pid=proc.pid, secure=secure))
+                finally:
+                    proc.terminate()
+                    proc.join(10)
+                name = kind if kind == "noop" else f"coordinator ({store})"
+                samples.setdefault(f"{name} TLS" if tls else name, []).append(measured)
     return [
-        (name, statistics.median(r for r, _, _ in runs), statistics.median(p for _, p, _ in runs),
-         sum(e for _, _, e in runs))
+        (name, statistics.median(r for r, _, _, _ in runs), statistics.median(p for _, p, _, _ in runs),
+         sum(e for _, _, e, _ in runs), statistics.median(c for _, _, _, c in runs))
         for name, runs in samples.items()
     ]
 
 
 # ---------------------------------------------------------------- rebalance latency
+
+
+def heartbeat_interval(members: int, rate: float = 3333) -> float:
+    """What members of a group this size would use: ``rate`` heartbeats/s in all (by default 3 s at 10,000,
+    0.3 s at 1,000)."""
+    return max(0.05, members / rate)
 
 
 class SimMember:
@@ -209,6 +285,7 @@ class SimMember:
         self.tasks: list[pb.TaskReplica] = []
         self.stable = asyncio.Event()
         self.stopped = False
+        self.leader_s = 0.0  # time spent as the leader: building the context, the assignor, the SyncGroup
 
     async def run(self) -> None:
         from groupcoord.assignors.registry import get_assignor
@@ -217,7 +294,7 @@ class SimMember:
         while not self.stopped:
             self.stable.clear()
             request = pb.JoinGroupRequest(group_id=GROUP, member_id=self.member_id, client_id=self.name,
-                                          session_timeout_ms=60_000, rebalance_timeout_ms=60_000,
+                                          session_timeout_ms=60_000, rebalance_timeout_ms=120_000,
                                           protocols=["round-robin"])
             join = await self.stub.JoinGroup(request)
             if join.error.code == pb.MEMBER_ID_REQUIRED:
@@ -227,8 +304,10 @@ class SimMember:
                 continue
             self.generation = join.generation
             if join.leader_id == self.member_id:
+                started = time.perf_counter()
                 assignment = get_assignor(join.protocol).assign(context_from_join(GROUP, join))
                 sync = sync_request_from_assignment(GROUP, self.member_id, join.generation, assignment)
+                self.leader_s = time.perf_counter() - started
             else:
                 sync = pb.SyncGroupRequest(group_id=GROUP, member_id=self.member_id, generation=join.generation)
             result = await self.stub.SyncGroup(sync)
@@ -237,126 +316,307 @@ class SimMember:
             self.tasks = list(result.tasks)
             self.stable.set()
             while not self.stopped:
-                await asyncio.sleep(self.heartbeat_s)
+                await asyncio.sleep(self.heartbeat_s * random.uniform(0.9, 1.1))  # as members spread out
                 beat = await self.stub.Heartbeat(pb.HeartbeatRequest(
                     group_id=GROUP, member_id=self.member_id, generation=self.generation))
                 if beat.error.code != pb.NONE:
                     break
 
 
-async def rebalance_latency(port: int, members: int, heartbeat_s: float) -> tuple[float, float]:
-    channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}",
-                                        options=[("grpc.max_receive_message_length", 64 << 20)])
-    admin = pb_grpc.GroupAdminStub(channel)
-    await admin.PutTasks(pb.PutTasksRequest(group_id=GROUP, tasks=[pb.Task(task_id=f"t{i}") for i in range(10 * members)]))
-    stub = pb_grpc.GroupCoordinatorStub(channel)
-    sims = [SimMember(stub, f"m{i}", heartbeat_s) for i in range(members)]
+def _generator(port: int, names: list[str], heartbeat_s: float, conn: Any) -> None:
+    """One load-generator process: its share of the members, and a report to the parent whenever all
+    of them (and the newcomer, once asked for) hold one generation: (generation, replicas, busy share)."""
+    logging_off()
+    asyncio.run(_generate(port, names, heartbeat_s, conn))
+
+
+async def _generate(port: int, names: list[str], heartbeat_s: float, conn: Any) -> None:
+    options = [("grpc.max_receive_message_length", 256 << 20), ("grpc.max_send_message_length", 256 << 20)]
+    channels = [grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=options) for _ in range(2)]
+    stubs = [pb_grpc.GroupCoordinatorStub(c) for c in channels]
+    sims = [SimMember(stubs[i % len(stubs)], name, heartbeat_s) for i, name in enumerate(names)]
     tasks = [asyncio.create_task(s.run()) for s in sims]
-    start = time.perf_counter()
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    last: Any = None
     while True:
-        await asyncio.wait_for(asyncio.gather(*(s.stable.wait() for s in sims)), 300)
-        if len({s.generation for s in sims}) == 1:
-            break
-        await asyncio.sleep(0.01)
-    formed = time.perf_counter() - start
-    newcomer = SimMember(stub, "new", heartbeat_s)
-    old_generation = sims[0].generation
-    start = time.perf_counter()
-    tasks.append(asyncio.create_task(newcomer.run()))
-    everyone = sims + [newcomer]
-    while not all(s.stable.is_set() and s.generation > old_generation for s in everyone) or \
-            len({s.generation for s in everyone}) != 1:
-        await asyncio.sleep(0.002)
-    latency = time.perf_counter() - start
-    assert sum(len(s.tasks) for s in everyone) == 10 * members
-    for s in everyone:
-        s.stopped = True
-    for t in tasks:
-        t.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
-    await channel.close()
-    return formed, latency
+        while conn.poll():
+            message = conn.recv()
+            if message == "stop":
+                for s in sims:
+                    s.stopped = True
+                for t in tasks:
+                    t.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+                for channel in channels:
+                    await channel.close()
+                return
+            if message == "mark":  # the measured window starts: busy share from here
+                cpu0, wall0 = time.process_time(), time.perf_counter()
+            elif message == "newcomer":
+                sims.append(SimMember(stubs[0], "new", heartbeat_s))
+                tasks.append(asyncio.create_task(sims[-1].run()))
+        generations = {s.generation for s in sims}
+        state = None
+        if len(generations) == 1 and all(s.stable.is_set() for s in sims):
+            state = (sims[0].generation, sum(len(s.tasks) for s in sims), max(s.leader_s for s in sims))
+        if state != last:
+            busy = (time.process_time() - cpu0) / max(1e-9, time.perf_counter() - wall0)
+            conn.send((state, busy))
+            last = state
+        await asyncio.sleep(0.005)
 
 
-def bench_rebalance(sizes: list[int], heartbeat_s: float, runs: int) -> list[tuple[int, float, float, float]]:
+def _runqueue_wait_s(pid: int) -> float:
+    """Seconds the process's threads have spent runnable but waiting for a CPU (Linux schedstat; 0 elsewhere)."""
+    total = 0
+    for stat in Path(f"/proc/{pid}/task").glob("*/schedstat"):
+        try:
+            total += int(stat.read_text().split()[1])
+        except (OSError, IndexError, ValueError):
+            continue  # a thread that ended meanwhile
+    return total / 1e9
+
+
+def _wait_all(conns: list[Any], done: Any, timeout: float) -> list[Any]:
+    """Read the generators' reports until ``done(states)`` holds; the last report of each."""
+    from multiprocessing.connection import wait
+
+    latest: list[Any] = [(None, 0.0)] * len(conns)
+    deadline = time.perf_counter() + timeout
+    while not done([state for state, _ in latest]):
+        left = deadline - time.perf_counter()
+        if left <= 0:
+            raise TimeoutError(f"generators report {[state for state, _ in latest]}")
+        for conn in wait(conns, timeout=left):
+            latest[conns.index(conn)] = conn.recv()
+    return latest
+
+
+def rebalance_latency(port: int, members: int, heartbeat_s: float, processes: int,
+                      server_pid: int | None = None) -> dict[str, float]:
+    """N members over ``processes`` generator processes form a Stable group; then one more joins.
+    Returns the seconds to form, the newcomer's latency (until every member holds the new generation's
+    tasks), the generators' idle share while it ran, the server process's CPU share (of one core)
+    meanwhile, and the leader's own time."""
+    import psutil
+
+    server = psutil.Process(server_pid) if server_pid is not None else None
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}", options=[("grpc.max_send_message_length", 256 << 20)])
+    pb_grpc.GroupAdminStub(channel).PutTasks(
+        pb.PutTasksRequest(group_id=GROUP, tasks=[pb.Task(task_id=f"t{i}") for i in range(10 * members)]))
+    channel.close()
+    ctx = mp.get_context("spawn")
+    names = [f"m{i}" for i in range(members)]
+    pipes = [ctx.Pipe() for _ in range(processes)]
+    procs = [ctx.Process(target=_generator, args=(port, names[i::processes], heartbeat_s, child), daemon=True)
+             for i, (_, child) in enumerate(pipes)]
+    conns = [parent for parent, _ in pipes]
+    started = time.perf_counter()
+    for proc in procs:
+        proc.start()
+    try:
+        def same_generation(states: list[Any]) -> bool:
+            return all(s is not None for s in states) and len({s[0] for s in states}) == 1 \
+                and sum(s[1] for s in states) == 10 * members
+
+        formed_states = _wait_all(conns, same_generation, 600)
+        formed = time.perf_counter() - started
+        old = formed_states[0][0][0]
+        for conn in conns:
+            conn.send("mark")
+        server_cpu = sum(server.cpu_times()[:2]) if server is not None else 0.0
+        server_wait = _runqueue_wait_s(server_pid) if server_pid is not None else 0.0
+        start = time.perf_counter()
+        conns[0].send("newcomer")
+
+        def moved_on(states: list[Any]) -> bool:
+            return same_generation(states) and states[0][0] > old
+
+        final = _wait_all(conns, moved_on, 600)
+        latency = time.perf_counter() - start
+        server_busy = (sum(server.cpu_times()[:2]) - server_cpu) / latency if server is not None else float("nan")
+        waited = (_runqueue_wait_s(server_pid) - server_wait) / latency if server_pid is not None else float("nan")
+        return {"formed": formed, "latency": latency, "idle": 1 - max(busy for _, busy in final), "server": server_busy, "waited": waited,
+                "leader": max(state[2] for state, _ in final)}
+    finally:
+        for conn in conns:
+            conn.send("stop")
+        for proc in procs:
+            proc.join(30)
+            if proc.is_alive():
+                proc.terminate()
+
+
+def bench_rebalance(sizes: list[int], processes: int | None = None, rate: float = 3333) -> list[dict[str, float]]:
     rows = []
     for n in sizes:
-        samples = []
-        formed = 0.0
-        for _ in range(runs):
-            proc, port, _, _ = start_server_process("coordinator", 0)
-            try:
-                formed, latency = asyncio.run(rebalance_latency(port, n, heartbeat_s))
-                samples.append(latency)
-            finally:
-                proc.terminate()
-                proc.join(10)
-        rows.append((n, formed, statistics.median(samples), max(samples)))
+        proc, port, _, _ = start_server_process("coordinator", 0)
+        try:
+            heartbeat_s = heartbeat_interval(n, rate)
+            count = processes or max(2, min(8, n // 1500))
+            row = rebalance_latency(port, n, heartbeat_s, count, proc.pid)
+            rows.append({"n": n, "processes": count, "heartbeat": heartbeat_s, **row})
+        finally:
+            proc.terminate()
+            proc.join(10)
     return rows
 
 
-def model_rebalance(members: int) -> float:
-    """The coordinator's own share of a rebalance (no network): a Stable group of ``members``, one
-    more joins, every member re-joins and syncs (the leader with a round-robin assignment)."""
+def model_rebalance(members: int, profile: Any = None) -> dict[str, float]:
+    """The coordinator's own share of a rebalance (no network): a Stable group of ``members`` over
+    10·N tasks, one more joins, every member heartbeats (told to re-join), re-joins and syncs, the
+    followers first, then the leader with a round-robin assignment. Every request goes through the
+    runtime as the server's would (effects carried out, metrics observed, records written inline).
+    ``coordinator`` is the time in the runtime; ``leader`` the leader's own work (its context, the
+    assignor, its SyncGroup), timed apart; the answer sizes are the leader's JoinGroup answer and its
+    SyncGroup request. ``profile``: a ``cProfile.Profile`` enabled in the coordinator's parts only."""
     from groupcoord.assignors.registry import get_assignor
-    from groupcoord.coordinator.testing import Harness
+    from groupcoord.coordinator.config import CoordinatorConfig
+    from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
     from groupcoord.wire import context_from_join, sync_request_from_assignment
 
-    h = Harness()
-    h.check = lambda: None  # type: ignore[method-assign]  # measure the coordinator, not the test invariants
-    h.put_tasks(GROUP, *[f"t{i}" for i in range(10 * members)])
-    ids = [h.join_new(GROUP)[0] for _ in range(members)]
-    pending = {m: h.join(GROUP, m) for m in ids}
-    generation = h.group(GROUP).generation
-    leader = h.group(GROUP).leader_id
-    assignment = get_assignor("round-robin").assign(context_from_join(GROUP, pending[leader].response))
-    _call(h.runtime, "sync", sync_request_from_assignment(GROUP, leader, generation, assignment))
+    runtime = CoordinatorRuntime(CoordinatorConfig(group_initial_rebalance_delay_ms=0, group_min_session_timeout_ms=100))
+    ids = _form_group_in_model(runtime, members, tasks=10 * members)
+    generation = runtime.groups[GROUP].generation
+
+    def join_request(member_id: str) -> pb.JoinGroupRequest:
+        return pb.JoinGroupRequest(group_id=GROUP, member_id=member_id, client_id="hb", session_timeout_ms=600_000,
+                                   rebalance_timeout_ms=600_000, protocols=["round-robin"])
+
+    beats = [pb.HeartbeatRequest(group_id=GROUP, member_id=m, generation=generation) for m in ids]
+    joins = [join_request(m) for m in ids]
+    coordinator = cpu = 0.0
+    if profile is not None:
+        profile.enable()
+    cpu_start = time.process_time()
     start = time.perf_counter()
-    newcomer, held = h.join_new(GROUP)
-    for m in ids:
-        h.heartbeat(GROUP, m, generation)  # answered REBALANCE_IN_PROGRESS
-        pending[m] = h.join(GROUP, m)
-    join = next(p.response for p in [*pending.values(), held] if p.response.leader_id == p.response.member_id)
-    assignment = get_assignor("round-robin").assign(context_from_join(GROUP, join))
-    _call(h.runtime, "sync", sync_request_from_assignment(GROUP, join.member_id, join.generation, assignment))
-    for m in [*ids, newcomer]:
-        if m != join.member_id:
-            h.sync(GROUP, m, join.generation)
-    assert h.state(GROUP) == "Stable"
-    return time.perf_counter() - start
+    newcomer = _call(runtime, "join", join_request(""))[0].member_id
+    answers = {newcomer: _call(runtime, "join", join_request(newcomer))}
+    for beat, join in zip(beats, joins, strict=True):
+        _call(runtime, "heartbeat", beat)  # answered REBALANCE_IN_PROGRESS
+        answers[join.member_id] = _call(runtime, "join", join)
+    coordinator += time.perf_counter() - start
+    cpu += time.process_time() - cpu_start
+    if profile is not None:
+        profile.disable()
+    leader_join = next(box[0] for box in answers.values() if box[0].leader_id == box[0].member_id)
+    syncs = [pb.SyncGroupRequest(group_id=GROUP, member_id=m, generation=leader_join.generation)
+             for m in answers if m != leader_join.member_id]
+    if profile is not None:
+        profile.enable()
+    cpu_start = time.process_time()
+    start = time.perf_counter()
+    for sync in syncs:
+        _call(runtime, "sync", sync)  # held until the leader's
+    coordinator += time.perf_counter() - start
+    cpu += time.process_time() - cpu_start
+    if profile is not None:
+        profile.disable()
+    start = time.perf_counter()
+    assignment = get_assignor("round-robin").assign(context_from_join(GROUP, leader_join))
+    leader_sync = sync_request_from_assignment(GROUP, leader_join.member_id, leader_join.generation, assignment)
+    leader = time.perf_counter() - start
+    if profile is not None:
+        profile.enable()
+    cpu_start = time.process_time()
+    start = time.perf_counter()
+    _call(runtime, "sync", leader_sync)
+    coordinator += time.perf_counter() - start
+    cpu += time.process_time() - cpu_start
+    if profile is not None:
+        profile.disable()
+    assert runtime.groups[GROUP].state.value == "Stable"
+    return {"coordinator": coordinator, "cpu": cpu, "leader": leader, "join_bytes": leader_join.ByteSize(),
+            "sync_bytes": leader_sync.ByteSize()}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
     parser.add_argument("--stores", default="memory,sqlite", help="coordinator stores to measure heartbeats with")
+    parser.add_argument("--parts", default="heartbeats,model,rebalance",
+                        help="comma-separated subset of: heartbeats, model, rebalance")
+    parser.add_argument("--heartbeat-rate", type=float, default=3333,
+                        help="end to end: heartbeats/s of the whole group (interval N/rate; default 3,333: 3 s at 10,000)")
+    parser.add_argument("--no-tls", action="store_true", help="skip the heartbeat comparison over TLS")
+    parser.add_argument("--sizes", default="", help="group sizes for model and rebalance (default 1000,3000,10000)")
     args = parser.parse_args(argv)
+    parts = {p for p in args.parts.split(",") if p}
+    unknown = parts - {"heartbeats", "model", "rebalance"}
+    if unknown:
+        parser.error(f"unknown part(s): {', '.join(sorted(unknown))}")
     logging_off()
     members = 100 if args.quick else 1000
     seconds = 1.0 if args.quick else 5.0
     stores = [s for s in args.stores.split(",") if s]
     print(f"cpus: {os.cpu_count()}  python {sys.version.split()[0]}  grpcio {grpc.__version__}")
-    print(f"\nHeartbeat capacity: {members} members, {seconds:.0f} s per server and round, 256 calls in flight")
-    print(f"{'server':<24}{'req/s':>10}{'p99 ms':>10}{'errors':>8}{'ratio vs no-op':>16}")
-    rows = bench_heartbeats(members, seconds, 256, stores, rounds=1 if args.quick else 5)
-    base = rows[0][1]
-    for name, rate, p99, errors in rows:
-        print(f"{name:<24}{rate:>10.0f}{p99:>10.2f}{errors:>8}{rate / base:>16.2f}")
-    by_name = {name: rate for name, rate, _, _ in rows}
-    if "coordinator (memory)" in by_name and "coordinator (sqlite)" in by_name:
-        print(f"sqlite / memory heartbeat capacity: {by_name['coordinator (sqlite)'] / by_name['coordinator (memory)']:.2f}"
-              " (heartbeats write nothing; target >= 0.90)")
-    print("medians of interleaved rounds" if not args.quick else "one round (--quick)")
-    sizes = [10, 50] if args.quick else [10, 100, 1000]
-    heartbeat_s = 0.05
-    print(f"\nRebalance latency: one member joins a Stable group of N (heartbeat every {heartbeat_s * 1000:.0f} ms, "
-          "initial delay 0, 10·N tasks, round-robin)")
-    print(f"{'N':>6}{'form group s':>14}{'median s':>10}{'max s':>8}{'coordinator only s':>20}")
-    for n, formed, median, worst in bench_rebalance(sizes, heartbeat_s, 1 if args.quick else 3):
-        print(f"{n:>6}{formed:>14.2f}{median:>10.3f}{worst:>8.3f}{model_rebalance(n):>20.3f}")
-    print("coordinator only: the same rebalance driven through the model in-process (no gRPC, invariants checked);"
-          " the rest is transport and the members' own work")
+    if "heartbeats" in parts:
+        heartbeat_table(members, seconds, stores, args.quick, not args.no_tls)
+    sizes = [int(n) for n in args.sizes.split(",") if n] or ([50, 200] if args.quick else [1000, 3000, 10000])
+    if "model" in parts:
+        model_table(sizes)
+    if "rebalance" in parts:
+        rebalance_table(sizes, args.heartbeat_rate)
     return 0
+
+
+def heartbeat_table(members: int, seconds: float, stores: list[str], quick: bool, tls: bool) -> None:
+    rounds = 1 if quick else 5
+    for secure in ([False, True] if tls else [False]):
+        what = ("TLS on both; on the coordinator also bearer tokens and ACLs (the guard interceptor)"
+                if secure else "plaintext, no security, metrics on")
+        print(f"\nHeartbeat capacity: {members} members, {seconds:.0f} s per server and round, 256 calls in flight, "
+              f"{what}; load average {_load()}")
+        print(f"{'server':<28}{'req/s':>10}{'p99 ms':>10}{'errors':>8}{'ratio vs no-op':>16}"
+              f"{'server CPU us/req':>19}{'CPU ratio':>11}")
+        rows = bench_heartbeats(members, seconds, 256, stores if not secure else ["memory"], rounds=rounds, tls=secure)
+        base, base_cpu = rows[0][1], rows[0][4]
+        for name, rate, p99, errors, cpu in rows:
+            print(f"{name:<28}{rate:>10.0f}{p99:>10.2f}{errors:>8}{rate / base:>16.2f}{cpu:>19.1f}"
+                  f"{base_cpu / cpu:>11.2f}")
+        by_name = {name: rate for name, rate, _, _, _ in rows}
+        if "coordinator (memory)" in by_name and "coordinator (sqlite)" in by_name:
+            print(f"sqlite / memory heartbeat capacity: "
+                  f"{by_name['coordinator (sqlite)'] / by_name['coordinator (memory)']:.2f}"
+                  " (heartbeats write nothing; target >= 0.90)")
+        print(("medians of interleaved rounds" if not quick else "one round (--quick)") +
+              f"; load average after: {_load()}. Target: ratio >= 0.90 vs the no-op (security off). CPU ratio: "
+              "the no-op server's CPU per request over this server's, which a busy machine disturbs far less "
+              "than req/s")
+
+
+def model_table(sizes: list[int]) -> None:
+    print("\nRebalance, the coordinator's own share: one member joins a Stable group of N over 10·N tasks, driven "
+          "through the runtime in-process (no gRPC): every member heartbeats, re-joins and syncs")
+    print(f"{'N':>7}{'coordinator s':>15}{'CPU s':>8}{'CPU us/member':>15}{'leader s':>10}{'JoinGroup bytes':>17}"
+          f"{'SyncGroup bytes':>17}  load average")
+    shares: dict[int, tuple[float, float]] = {}
+    for n in sizes:
+        row = model_rebalance(n)
+        shares[n] = (row["coordinator"], row["cpu"])
+        print(f"{n:>7}{row['coordinator']:>15.3f}{row['cpu']:>8.3f}{1e6 * row['cpu'] / n:>15.0f}{row['leader']:>10.3f}"
+              f"{row['join_bytes']:>17,}{row['sync_bytes']:>17,}  {_load()}")
+    small, large = sizes[0], sizes[-1]
+    print(f"coordinator share {large:,} / {small:,}: {shares[large][0] / shares[small][0]:.1f}x wall, "
+          f"{shares[large][1] / shares[small][1]:.1f}x CPU for {large // small}x the members (target <= 11x, and "
+          "<= 0.5 s at 10,000). coordinator s: wall time in the runtime; CPU s: this process's CPU time over "
+          "the same steps (what a busy machine disturbs least); per member: CPU; leader s: the leader's context, "
+          "round-robin assignor and SyncGroup; bytes: the leader's JoinGroup answer and SyncGroup request")
+
+
+def rebalance_table(sizes: list[int], rate: float) -> None:
+    print("\nRebalance end to end: N members in generator processes (real gRPC, two-step join, heartbeat every "
+          f"N/{rate:,.0f} s, round-robin leader); one more joins; until every member holds the new generation's tasks")
+    print(f"{'N':>7}{'procs':>7}{'heartbeat s':>13}{'form s':>9}{'join s':>9}{'generator idle':>16}{'server CPU':>12}{'server waited':>15}{'leader s':>10}"
+          "  load average")
+    for row in bench_rebalance(sizes, rate=rate):
+        print(f"{row['n']:>7}{row['processes']:>7}{row['heartbeat']:>13.2f}{row['formed']:>9.2f}{row['latency']:>9.3f}"
+              f"{row['idle']:>16.0%}{row['server']:>12.0%}{row['waited']:>15.0%}{row['leader']:>10.3f}  {_load()}")
+    print("join s: targets < 0.5 s at 1,000 and < 5 s at 10,000; a member hears of the rebalance at its next "
+          "heartbeat, so the interval bounds it from below; generator idle: the least idle generator process's "
+          "share of wall time not spent on CPU while the newcomer joined (near 0%: the generator was the limit); server CPU: the coordinator process's CPU time over the same window, "
+          "as a share of one core (near 100%: the coordinator was the limit); server waited: the time its threads "
+          "were ready to run but waited for a CPU taken by other work on the machine, as a share of the same window")
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterable
 from types import MappingProxyType
+from typing import Any
 
 from groupcoord.assignors.base import Assignment, AssignmentContext, MemberInfo, TaskReplica, TaskSpec
 from groupcoord.assignors.cooperative import COOPERATIVE, EAGER
@@ -62,6 +63,14 @@ __all__ = [
 # -- tasks, replicas, members ----------------------------------------------------------------
 
 
+_NO_ATTRIBUTES: MappingProxyType[str, str] = MappingProxyType({})
+
+
+def _attributes(attributes: Any) -> MappingProxyType[str, str]:
+    """A read-only copy; the common empty map shared (a 100,000-task catalog has 100,000 of them)."""
+    return MappingProxyType(dict(attributes)) if attributes else _NO_ATTRIBUTES
+
+
 def task_spec(task: pb.Task) -> TaskSpec:
     """A catalog task; unset ``replicas`` and ``weight`` (0) mean the defaults (1)."""
     return TaskSpec(
@@ -69,7 +78,7 @@ def task_spec(task: pb.Task) -> TaskSpec:
         replicas=task.replicas or 1,
         pool=task.pool,
         weight=task.weight or 1.0,
-        attributes=MappingProxyType(dict(task.attributes)),
+        attributes=_attributes(task.attributes),
     )
 
 
@@ -107,7 +116,7 @@ def member_from_pb(member: pb.GroupMember, *, generation: int | None = None) -> 
         rack=md.rack,
         pool=md.pool,
         capacity=md.capacity or 1.0,
-        attributes=MappingProxyType(dict(md.attributes)),
+        attributes=_attributes(md.attributes),
         owned=owned,
         owned_generation=owned_generation,
     )

@@ -163,6 +163,8 @@ class Outbox:
         self._loads.append(Count(what, amount))
 
     def effects(self) -> list[Effect]:
+        if not self._dirty and not self._forget and not self._loads:  # a heartbeat: a timer and a reply
+            return self._timers + self._replies
         writes: list[Effect] = [Persist(g.group_id, self._to_record(g)) for g in self._dirty.values()]
         writes.extend(Forget(group_id) for group_id in self._forget)
         return writes + self._timers + self._loads + self._replies

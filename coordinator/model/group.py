@@ -2,10 +2,17 @@
 
 A group is a ``transitions`` model: its ``state`` attribute is owned by the
 machine of ``coordinator.model.states`` and only changes through its triggers.
+
+Every per-request question about the whole group (do all members support this assignor? has
+everyone re-joined?) is answered from running counts, as Kafka's ``ClassicGroup`` keeps
+``supportedProtocols`` and ``numMembersAwaitingJoin``: a join into a group of 10,000 costs what
+a join into a group of 10 does. The counts change only through ``Group`` (``add``, ``remove``,
+``hold_join``, ``take_join``, ``set_protocols``), and ``validate`` checks them against a recount.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -27,11 +34,13 @@ class Member:
     host: str
     session_timeout_ms: int
     rebalance_timeout_ms: int
-    protocols: tuple[str, ...]
+    protocols: tuple[str, ...]  # changed only through ``Group.set_protocols`` (it keeps the counts)
     metadata: pb.MemberMetadata
     protocol_type: str = ""
     rebalance_protocols: tuple[str, ...] = ()  # "eager" and/or "cooperative" (KIP-429)
-    join_token: Token | None = None  # a JoinGroup held until the join phase completes
+    # a JoinGroup held until the join phase completes; set and cleared only through
+    # ``Group.hold_join`` / ``Group.take_join``, which keep the group's count of held joins
+    join_token: Token | None = None
     sync_token: Token | None = None  # a SyncGroup held until the leader's assignment arrives
     last_seen: float = 0.0
     # KIP-394: joined in this phase and not yet answered; its parked JoinGroup expires after
@@ -168,6 +177,10 @@ class Group:
     catalog_cache: CatalogSnapshot | None = None
     # the principal whose call created the group ("" without authentication): its quotas count it
     creator: str = ""
+    # running counts (see the module doc): members offering each assignor name, members whose
+    # JoinGroup is held
+    protocol_support: Counter[str] = field(default_factory=Counter)
+    awaiting_join: int = 0
     # owned by the machine of ``coordinator.model.states`` (set when the group is added to it)
     state: GroupState = field(init=False, default=GroupState.EMPTY)
     if TYPE_CHECKING:
@@ -178,17 +191,18 @@ class Group:
         def complete_sync(self) -> bool: ...
         def mark_dead(self) -> bool: ...
 
-    def num_awaiting_join(self) -> int:
-        return sum(1 for m in self.members.values() if m.join_token is not None)
-
     def all_members_joined(self) -> bool:
-        return not self.pending_members and all(m.join_token is not None for m in self.members.values())
+        """Every member's JoinGroup is held and no handed-out id is still to join (O(1))."""
+        return not self.pending_members and self.awaiting_join == len(self.members)
 
     def add(self, member: Member) -> None:
         """A new member (its instance id, if any, must be free)."""
         if not self.members:
             self.protocol_type = member.protocol_type
         self.members[member.member_id] = member
+        self.protocol_support.update(member.protocols)
+        if member.join_token is not None:
+            self.awaiting_join += 1
         if member.instance_id:
             assert member.instance_id not in self.static_members, f"instance {member.instance_id} taken"
             self.static_members[member.instance_id] = member.member_id
@@ -198,8 +212,12 @@ class Group:
     def remove(self, member_id: str) -> Member | None:
         """Forget a member and everything the generation keeps about it."""
         member = self.members.pop(member_id, None)
-        if member is not None and member.instance_id:
-            self.static_members.pop(member.instance_id, None)
+        if member is not None:
+            self._forget_protocols(member.protocols)
+            if member.join_token is not None:
+                self.awaiting_join -= 1
+            if member.instance_id:
+                self.static_members.pop(member.instance_id, None)
         self.pending_members.discard(member_id)
         self.pending_sync.discard(member_id)
         self.synced.discard(member_id)
@@ -209,13 +227,46 @@ class Group:
             self.leader_id = next(iter(self.members), "")
         return member
 
+    def hold_join(self, member: Member, token: Token) -> Token | None:
+        """Park ``member``'s JoinGroup until the phase completes; returns the one it replaces."""
+        previous, member.join_token = member.join_token, token
+        if previous is None:
+            self.awaiting_join += 1
+        return previous
+
+    def take_join(self, member: Member) -> Token | None:
+        """``member``'s parked JoinGroup (None if none), no longer parked."""
+        token, member.join_token = member.join_token, None
+        if token is not None:
+            self.awaiting_join -= 1
+        return token
+
+    def set_protocols(self, member: Member, protocols: tuple[str, ...]) -> None:
+        """``member`` now offers ``protocols`` (a re-join with other assignors)."""
+        if protocols == member.protocols:
+            return
+        self._forget_protocols(member.protocols)
+        self.protocol_support.update(protocols)
+        member.protocols = protocols
+
+    def _forget_protocols(self, protocols: tuple[str, ...]) -> None:
+        support = self.protocol_support
+        for name in protocols:
+            left = support[name] - 1
+            if left:
+                support[name] = left
+            else:
+                del support[name]
+
     def replace_static(self, instance_id: str, new_member_id: str) -> tuple[str, Member]:
-        """Give the static member of ``instance_id`` a new member id, keeping its place, its
-        assignment and its leadership (KIP-345); returns the old id and the member."""
+        """Give the static member of ``instance_id`` a new member id, keeping its assignment and
+        its leadership (KIP-345); returns the old id and the member. It moves to the end of the
+        join order (as Kafka's ``replaceStaticMember`` removes and re-puts it): renaming a key
+        in place would rebuild the whole table, O(members) for one request."""
         old_member_id = self.static_members[instance_id]
-        member = self.members[old_member_id]
+        member = self.members.pop(old_member_id)
         member.member_id = new_member_id
-        self.members = {(new_member_id if k == old_member_id else k): v for k, v in self.members.items()}
+        self.members[new_member_id] = member
         self.static_members[instance_id] = new_member_id
         for table in (self.assignment, self.user_data):
             if old_member_id in table:
@@ -240,19 +291,29 @@ class Group:
             cached = self.catalog_cache = CatalogSnapshot(self.catalog_version, self.tasks)
         return cached
 
-    def supports_protocols(self, protocol_type: str, protocols: tuple[str, ...]) -> bool:
+    def supports_protocols(self, protocol_type: str, protocols: tuple[str, ...], *,
+                           excluding: Member | None = None) -> bool:
         """True if a member of ``protocol_type`` offering ``protocols`` shares at least one with
-        every member (an empty group takes any type)."""
-        if not self.members:
+        every member (but ``excluding``, the member asking, when it re-joins with new settings);
+        a group with no other member takes any type. O(len(protocols)), from the counts."""
+        others = len(self.members) - (excluding is not None)
+        if not others:
             return bool(protocols)
-        return protocol_type == self.protocol_type and bool(self.candidate_protocols() & set(protocols))
+        if protocol_type != self.protocol_type:
+            return False
+        own = frozenset(excluding.protocols) if excluding is not None else frozenset()
+        support = self.protocol_support
+        return any(support[p] - (p in own) == others for p in protocols)
 
-    def candidate_protocols(self) -> set[str]:
-        members = iter(self.members.values())
-        common = set(next(members).protocols)
-        for member in members:
-            common &= set(member.protocols)
-        return common
+    def candidate_protocols(self, *, excluding: Member | None = None) -> set[str]:
+        """The assignor names every member (but ``excluding``) offers: those some member offers
+        that all of them count, read from the first such member's list (at most 64 names)."""
+        others = len(self.members) - (excluding is not None)
+        first = next((mb for mb in self.members.values() if mb is not excluding), None)
+        if first is None:
+            return set()
+        own = frozenset(excluding.protocols) if excluding is not None else frozenset()
+        return {p for p in first.protocols if self.protocol_support[p] - (p in own) == others}
 
     def select_protocol(self) -> str:
         """Kafka's vote: each member votes for its most preferred common protocol; ties go to the
@@ -294,6 +355,10 @@ class Group:
         statics = {m.instance_id: m.member_id for m in self.members.values() if m.instance_id}
         assert statics == self.static_members, f"{self.group_id}: static members {self.static_members} != {statics}"
         assert self.pending_sync <= set(self.members), f"{self.group_id}: pending sync names non-members"
+        recount = Counter(p for m in self.members.values() for p in m.protocols)
+        assert recount == self.protocol_support, f"{self.group_id}: protocol counts {self.protocol_support} != {recount}"
+        held = sum(1 for m in self.members.values() if m.join_token is not None)
+        assert held == self.awaiting_join, f"{self.group_id}: {self.awaiting_join} joins counted, {held} held"
         for member in self.members.values():
             if member.sync_token is not None:
                 assert state in (GroupState.AWAITING_SYNC,), f"{self.group_id}: sync held in {state}"

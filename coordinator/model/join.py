@@ -107,12 +107,10 @@ def handle_join(m: Model, out: Outbox, request: pb.JoinGroupRequest, token: Toke
             out.reply(token, gid, pb.JoinGroupResponse(error=failure, member_id=request.member_id, generation=-1))
             return
         member = group.members[request.member_id]
-        if protocols != member.protocols or request.protocol_type != group.protocol_type:
-            others = Group(gid, protocol_type=group.protocol_type,
-                           members={k: v for k, v in group.members.items() if k != member.member_id})
-            if not others.supports_protocols(request.protocol_type, protocols):
-                fail(pb.INCONSISTENT_GROUP_PROTOCOL, _protocol_mismatch(others, request))
-                return
+        changed = protocols != member.protocols or request.protocol_type != group.protocol_type
+        if changed and not group.supports_protocols(request.protocol_type, protocols, excluding=member):
+            fail(pb.INCONSISTENT_GROUP_PROTOCOL, _protocol_mismatch(group, request, excluding=member))
+            return
         member.last_seen = m.clock.now()
         KNOWN_MEMBER_JOIN[group.state](m, out, group, member, request, token)
 
@@ -125,10 +123,10 @@ def _accepts(m: Model, group: Group, request: pb.JoinGroupRequest) -> bool:
     member = group.members.get(request.member_id)
     if group.state in (S.EMPTY, S.DEAD) or (not request.member_id and request.instance_id in group.static_members):
         return True
-    if len(group.members) < limit:  # (cheap, and implies the counts below: no O(members) sum per join)
+    if len(group.members) < limit:  # (implies the count below)
         return True
     if group.state is S.PREPARING_REBALANCE:
-        return (member is not None and member.join_token is not None) or group.num_awaiting_join() < limit
+        return (member is not None and member.join_token is not None) or group.awaiting_join < limit
     return member is not None
 
 
@@ -143,11 +141,11 @@ def _refuse_over_max_size(m: Model, out: Outbox, group: Group, member_id: str) -
         phases.maybe_complete_join(m, out, group)
 
 
-def _protocol_mismatch(group: Group, request: pb.JoinGroupRequest) -> str:
-    if group.members and request.protocol_type != group.protocol_type:
+def _protocol_mismatch(group: Group, request: pb.JoinGroupRequest, excluding: Member | None = None) -> str:
+    if len(group.members) > (excluding is not None) and request.protocol_type != group.protocol_type:
         return (f"member's protocol type {limits.quoted(request.protocol_type)} is not the group's "
                 f"{limits.quoted(group.protocol_type)}")
-    common = sorted(group.candidate_protocols())
+    common = sorted(group.candidate_protocols(excluding=excluding))
     return (f"member offers {limits.listed(sorted(request.protocols))} but the group's members all support only "
             f"{limits.listed(common)}")
 
@@ -198,12 +196,12 @@ def _add_member(m: Model, out: Outbox, group: Group, request: pb.JoinGroupReques
         metadata=request.metadata,
         protocol_type=request.protocol_type,
         rebalance_protocols=tuple(request.rebalance_protocols),
-        join_token=token,
         last_seen=m.clock.now(),
         is_new=True,
         principal=principal,
     )
     group.add(member)
+    group.hold_join(member, token)
     # KIP-394: a new member cannot heartbeat while parked; if it goes away, its join expires
     out.arm(phases.session_key(group.group_id, member_id), m.config.group_new_member_join_timeout_ms / 1000)
     log.info("group %s: member %s joined (%s%s)", group.group_id, member_id, host or "?",
@@ -229,17 +227,19 @@ def _replace_static_member(m: Model, out: Outbox, group: Group, request: pb.Join
                      f"instance {request.instance_id!r} re-joined as {member_id}")
     out.cancel(phases.session_key(group.group_id, old_member_id))
     unchanged = member.same_settings(tuple(request.protocols), request.metadata)
-    _update_member(member, request)
+    _update_member(group, member, request)
     member.last_seen = m.clock.now()
     phases.arm_session(m, out, group, member)
     log.info("group %s: static member %s re-joined as %s (was %s)", group.group_id, request.instance_id,
              member_id, old_member_id, extra={"event": "member_rejoined", "group": group.group_id, "member": member_id,
                                               "instance": request.instance_id, "previous_member": old_member_id})
-    if group.state is S.STABLE and unchanged and group.select_protocol() == group.protocol:
+    # unchanged settings in Stable: every member offers what it offered when the generation's
+    # protocol was voted, so the vote stands (no O(members) re-vote per static restart)
+    if group.state is S.STABLE and unchanged:
         out.persist(group)  # the new member id is durable before the member hears of it
         phases.reply_join(out, token, group, member, skip_assignment=member.member_id == group.leader_id)
         return
-    member.join_token = token
+    group.hold_join(member, token)
     if group.state is S.PREPARING_REBALANCE:
         phases.maybe_complete_join(m, out, group)
     else:
@@ -247,8 +247,8 @@ def _replace_static_member(m: Model, out: Outbox, group: Group, request: pb.Join
                                  f"{'during a rebalance' if unchanged else 'with new settings'}")
 
 
-def _update_member(member: Member, request: pb.JoinGroupRequest) -> None:
-    member.protocols = tuple(request.protocols)
+def _update_member(group: Group, member: Member, request: pb.JoinGroupRequest) -> None:
+    group.set_protocols(member, tuple(request.protocols))
     member.rebalance_protocols = tuple(request.rebalance_protocols)
     member.metadata = request.metadata
     member.session_timeout_ms = request.session_timeout_ms
@@ -258,10 +258,10 @@ def _update_member(member: Member, request: pb.JoinGroupRequest) -> None:
 
 
 def _hold(out: Outbox, group: Group, member: Member, token: Token) -> None:
-    if member.join_token is not None:
-        out.fail(member.join_token, group.group_id, pb.JoinGroupResponse,
+    previous = group.hold_join(member, token)
+    if previous is not None:
+        out.fail(previous, group.group_id, pb.JoinGroupResponse,
                  error(pb.REBALANCE_IN_PROGRESS, "superseded by a newer JoinGroup of the same member"))
-    member.join_token = token
 
 
 # ---------------------------------------------------------------------- a known member, by state
@@ -278,7 +278,7 @@ def _known_in_empty(m: Model, out: Outbox, group: Group, member: Member,
 def _known_in_preparing(m: Model, out: Outbox, group: Group, member: Member,
                         request: pb.JoinGroupRequest, token: Token) -> None:
     """Held until the phase completes; the newest join of a member wins."""
-    _update_member(member, request)
+    _update_member(group, member, request)
     _hold(out, group, member, token)
     phases.maybe_complete_join(m, out, group)
 
@@ -290,8 +290,8 @@ def _known_in_awaiting_sync(m: Model, out: Outbox, group: Group, member: Member,
         phases.arm_session(m, out, group, member)
         phases.reply_join(out, token, group, member)
         return
-    _update_member(member, request)
-    member.join_token = token
+    _update_member(group, member, request)
+    _hold(out, group, member, token)
     phases.prepare_rebalance(m, out, group, f"member {member.member_id} re-joined with new metadata")
 
 
@@ -304,8 +304,8 @@ def _known_in_stable(m: Model, out: Outbox, group: Group, member: Member,
         phases.arm_session(m, out, group, member)
         phases.reply_join(out, token, group, member)
         return
-    _update_member(member, request)
-    member.join_token = token
+    _update_member(group, member, request)
+    _hold(out, group, member, token)
     who = "leader" if member.member_id == group.leader_id else "member"
     phases.prepare_rebalance(m, out, group, f"{who} {member.member_id} re-joined")
 

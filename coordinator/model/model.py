@@ -227,12 +227,16 @@ class CoordinatorModel:
     def find_member(
         self, group_id: str, member_id: str, generation: int | None, instance_id: str = ""
     ) -> tuple[Group | None, Member | None, pb.Error | None]:
-        """The group and member a request names, or the error that answers it."""
-        failure = (self.check_group_id(group_id) or limits.check_id(self.config, "member_id", member_id, member_id=True)
-                   or limits.check_id(self.config, "instance_id", instance_id))
-        if failure is not None:
-            return None, None, failure
+        """The group and member a request names, or the error that answers it. The ids are checked
+        only when they name nothing: a group or member that exists was checked when it was made
+        (every heartbeat takes this path: no length checks on it)."""
         group = self.groups.get(group_id)
+        if group is None or member_id not in group.members or instance_id:
+            failure = (self.check_group_id(group_id)
+                       or limits.check_id(self.config, "member_id", member_id, member_id=True)
+                       or limits.check_id(self.config, "instance_id", instance_id))
+            if failure is not None:
+                return None, None, failure
         if group is None:
             return None, None, error(pb.UNKNOWN_MEMBER_ID, f"group {group_id!r} does not exist")
         if group.state is S.DEAD:

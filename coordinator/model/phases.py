@@ -130,9 +130,9 @@ def sync_response(group: Group, member_id: str) -> pb.SyncGroupResponse:
 
 def fail_held(out: Outbox, group: Group, member: Member, code: pb.ErrorCode, message: str) -> None:
     """Answer whatever ``member`` has parked with ``code``."""
-    if member.join_token is not None:
-        out.fail(member.join_token, group.group_id, pb.JoinGroupResponse, error(code, message))
-        member.join_token = None
+    token = group.take_join(member)
+    if token is not None:
+        out.fail(token, group.group_id, pb.JoinGroupResponse, error(code, message))
     if member.sync_token is not None:
         out.fail(member.sync_token, group.group_id, pb.SyncGroupResponse, error(code, message))
         member.sync_token = None
@@ -261,7 +261,7 @@ def complete_join(m: Model, out: Outbox, group: Group) -> None:
                "members": len(group.members), "leader": group.leader_id, "assignor": group.protocol},
     )
     for member in group.members.values():
-        token, member.join_token = member.join_token, None
+        token = group.take_join(member)
         member.is_new = False
         if member.departed:
             continue  # its grace runs on
@@ -403,5 +403,8 @@ def after_member_removed(m: Model, out: Outbox, group: Group, reason: str) -> No
         if not group.members:
             complete_join(m, out, group)
         else:
-            out.persist(group)
+            # not written (as Kafka writes nothing until the phase ends): a record is O(members), and a
+            # fleet leaving one by one would write it once per member; a restart before the phase ends
+            # runs the phase again, where a dynamic member that left is dropped for not re-joining (a static
+            # one once its session expires)
             maybe_complete_join(m, out, group)

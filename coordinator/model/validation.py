@@ -15,7 +15,7 @@ it to its new member): those replicas are returned as "revoking".
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from groupcoord.v1 import groupcoord_pb2 as pb
 
@@ -30,8 +30,11 @@ def replicas_of(task: pb.Task) -> int:
     return task.replicas if task.replicas > 0 else 1
 
 
-def apply_splits(tasks: Mapping[str, pb.Task], splits: Iterable[pb.TaskSplit]) -> dict[str, pb.Task]:
-    """The catalog after the splits, or AssignmentRejected if a split is malformed."""
+def apply_splits(tasks: dict[str, pb.Task], splits: Sequence[pb.TaskSplit]) -> dict[str, pb.Task]:
+    """The catalog after the splits, or AssignmentRejected if a split is malformed; the catalog
+    itself (not a copy: read only) when there are none."""
+    if not splits:
+        return tasks
     result = dict(tasks)
     for split in splits:
         if split.parent_task_id not in result:
@@ -57,8 +60,11 @@ def validate_assignment(
 ) -> set[tuple[str, int]]:
     """Raise AssignmentRejected unless the assignment is complete and consistent; returns the
     replicas being revoked (cooperative: ``owners`` says who may still run each replica)."""
+    # one pass over the request's replicas, then one over the catalog: O(request + catalog), with
+    # the common single-replica task kept off the per-task sets (a 100,000-replica assignment is
+    # checked in a fraction of a second)
     owner: dict[tuple[str, int], str] = {}
-    members_of_task: dict[str, set[str]] = {}
+    members_of_task: dict[str, set[str]] = {}  # tasks of several replicas only
     seen_members: set[str] = set()
     for assignment in assignments:
         member_id = assignment.member_id
@@ -67,37 +73,42 @@ def validate_assignment(
         if member_id in seen_members:
             raise AssignmentRejected(f"member {member_id!r} appears twice in the assignment")
         seen_members.add(member_id)
+        member_pool = member_pools[member_id]
         for replica in assignment.tasks:
-            task = tasks.get(replica.task_id)
+            task_id, index = replica.task_id, replica.replica
+            task = tasks.get(task_id)
             if task is None:
-                raise AssignmentRejected(f"task {replica.task_id!r} assigned to {member_id!r} is not in the catalog")
-            if not 0 <= replica.replica < replicas_of(task):
+                raise AssignmentRejected(f"task {task_id!r} assigned to {member_id!r} is not in the catalog")
+            count = task.replicas if task.replicas > 0 else 1
+            if not 0 <= index < count:
                 raise AssignmentRejected(
-                    f"task {replica.task_id!r} has {replicas_of(task)} replica(s); replica {replica.replica} "
+                    f"task {task_id!r} has {count} replica(s); replica {index} "
                     f"assigned to {member_id!r} does not exist"
                 )
-            key = (replica.task_id, replica.replica)
+            key = (task_id, index)
             if key in owner:
                 raise AssignmentRejected(
-                    f"task {replica.task_id}#{replica.replica} assigned twice: to {owner[key]!r} and {member_id!r}"
+                    f"task {task_id}#{index} assigned twice: to {owner[key]!r} and {member_id!r}"
                 )
             owner[key] = member_id
-            running = owners.get(key, frozenset()) - {member_id} if owners is not None else frozenset()
-            if running:
+            if owners is not None:
+                running = owners.get(key, frozenset()) - {member_id}
+                if running:
+                    raise AssignmentRejected(
+                        f"task {task_id}#{index} assigned to {member_id!r} while "
+                        f"{', '.join(sorted(running))} may still run it: in a cooperative rebalance its owner "
+                        f"revokes it first and it moves in the next generation"
+                    )
+            if member_pool != task.pool:
                 raise AssignmentRejected(
-                    f"task {replica.task_id}#{replica.replica} assigned to {member_id!r} while "
-                    f"{', '.join(sorted(running))} may still run it: in a cooperative rebalance its owner "
-                    f"revokes it first and it moves in the next generation"
+                    f"task {task_id!r} of pool {task.pool or '(default)'!r} assigned to {member_id!r} "
+                    f"of pool {member_pool or '(default)'!r}"
                 )
-            if member_pools[member_id] != task.pool:
-                raise AssignmentRejected(
-                    f"task {replica.task_id!r} of pool {task.pool or '(default)'!r} assigned to {member_id!r} "
-                    f"of pool {member_pools[member_id] or '(default)'!r}"
-                )
-            holders = members_of_task.setdefault(replica.task_id, set())
-            if member_id in holders:
-                raise AssignmentRejected(f"two replicas of task {replica.task_id!r} assigned to {member_id!r}")
-            holders.add(member_id)
+            if count > 1:
+                holders = members_of_task.setdefault(task_id, set())
+                if member_id in holders:
+                    raise AssignmentRejected(f"two replicas of task {task_id!r} assigned to {member_id!r}")
+                holders.add(member_id)
     pool_sizes: dict[str, int] = {}
     for pool in member_pools.values():
         pool_sizes[pool] = pool_sizes.get(pool, 0) + 1
@@ -115,16 +126,22 @@ def validate_assignment(
         if key not in owner and who & member_pools.keys() and key[0] in tasks
     }
     for task in tasks.values():
-        placeable = min(replicas_of(task), pool_sizes.get(task.pool, 0))
-        assigned = len(members_of_task.get(task.task_id, ()))
-        held_back = sum(1 for r in range(replicas_of(task)) if (task.task_id, r) in revoking)
+        count = task.replicas if task.replicas > 0 else 1
+        if count == 1 and (task.task_id, 0) in owner:
+            continue  # the common case, settled
+        placeable = min(count, pool_sizes.get(task.pool, 0))
+        if count == 1:
+            assigned = 0
+        else:
+            assigned = len(members_of_task.get(task.task_id, ()))
+        held_back = sum(1 for r in range(count) if (task.task_id, r) in revoking) if revoking else 0
         if assigned + held_back < placeable:
-            missing = [r for r in range(replicas_of(task)) if (task.task_id, r) not in owner]
+            missing = [r for r in range(count) if (task.task_id, r) not in owner]
             raise AssignmentRejected(
                 f"task {task.task_id!r}: replica(s) {missing} not assigned although pool "
                 f"{task.pool or '(default)'!r} has {pool_sizes.get(task.pool, 0)} member(s)"
             )
-        for r in range(replicas_of(task)):
+        for r in range(count):
             key = (task.task_id, r)
             if key not in owner and key not in declared and key not in revoking:
                 raise AssignmentRejected(f"task {task.task_id}#{r} is neither assigned nor reported unassigned")

@@ -103,8 +103,12 @@ async def start_server(
     if probe == "auto":  # off where callers may be refused for want of a token (see CoordinatorConfig)
         tokens = any(isinstance(i, Guard) and i.policy.tokens is not None for i in interceptors or ())
         probe = "off" if tokens else "on"
+    # requests are parsed before anyone looks (``coordinator.rpc.parsing``): by the handlers
+    # themselves when nothing else intercepts (no interceptor on the heartbeat path), else by an
+    # interceptor first in the chain
+    inline = not interceptors
     server = grpc.aio.server(
-        interceptors=[ParsingInterceptor(router), *(interceptors or ())],  # parsed before anyone looks
+        interceptors=[] if inline else [ParsingInterceptor(router), *(interceptors or ())],
         options=[
             ("grpc.max_receive_message_length", limit),
             ("grpc.max_send_message_length", limit),
@@ -115,8 +119,8 @@ async def start_server(
             ("grpc.server.max_pending_requests_hard_limit", 2 * router.config.max_pending_requests),
         ],
     )
-    add_servicer(server, "GroupCoordinator", CoordinatorServicer(router))
-    add_servicer(server, "GroupAdmin", AdminServicer(router))
+    add_servicer(server, "GroupCoordinator", CoordinatorServicer(router), router if inline else None)
+    add_servicer(server, "GroupAdmin", AdminServicer(router), router if inline else None)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     names = [

@@ -23,6 +23,7 @@ from groupcoord.coordinator.model import prechecks
 from groupcoord.coordinator.model.assignment_check import check_assignment
 from groupcoord.coordinator.model.effects import Effect, Token
 from groupcoord.coordinator.model.prechecks import Verdict
+from groupcoord.coordinator.rpc import parsing
 from groupcoord.coordinator.rpc.parsing import Malformed
 from groupcoord.coordinator.runtime.router import ShardRouter
 from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
@@ -35,16 +36,14 @@ log = logging.getLogger("groupcoord.service")
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 
 
-def add_servicer(server: grpc.aio.Server, service_name: str, servicer: Any) -> None:
-    """Register ``servicer`` for ``service_name``. Its handlers take the request's bytes: the
-    ``ParsingInterceptor`` (first in the server's chain) parses them."""
+def add_servicer(server: grpc.aio.Server, service_name: str, servicer: Any,
+                 parse_large: ShardRouter | None = None) -> None:
+    """Register ``servicer`` for ``service_name`` (``coordinator.rpc.parsing``): small requests
+    are parsed by their deserializer; large ones by the handler itself when ``parse_large`` is
+    given (a server without interceptors), else by the ``ParsingInterceptor`` first in the chain."""
     service = pb.DESCRIPTOR.services_by_name[service_name]
     handlers = {
-        method.name: grpc.unary_unary_rpc_method_handler(
-            getattr(servicer, method.name),
-            request_deserializer=None,
-            response_serializer=lambda message: message.SerializeToString(),
-        )
+        method.name: parsing.method_handler(service_name, method.name, getattr(servicer, method.name), parse_large)
         for method in service.methods
     }
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service.full_name, handlers),))

@@ -4,8 +4,8 @@ several coordinators in one process, as in tests, do not collide).
 Two kinds, chosen by cost:
 
 * **Counted as it happens**, from the runtime (the model stays pure): request latency by RPC
-  and error code (``timed``: one histogram observe per request, the heartbeat path's only
-  extra cost), store write latency (on the writer's thread), session expirations, elections,
+  and error code (``timed``: one observe per request, on the heartbeat path, so a lock-free
+  histogram of ``coordinator.runtime.request_latency``), store write latency (on the writer's thread), session expirations, elections,
   and each finished rebalance as ``coordinator.model.rebalances`` reports it.
 * **Read at scrape time** by a collector over the model's groups: groups by state, members
   and generation per group, assignment imbalance, load snapshot age, HA role and term.
@@ -34,6 +34,7 @@ from prometheus_client.registry import Collector
 from groupcoord.coordinator.model.group import Group
 from groupcoord.coordinator.model.rebalances import Rebalance, RebalanceWatch
 from groupcoord.coordinator.model.states import GroupState
+from groupcoord.coordinator.runtime.request_latency import RequestLatency
 from groupcoord.v1 import groupcoord_pb2 as pb
 
 __all__ = ["CoordinatorMetrics", "MetricsEndpoint", "MetricsTls", "ShardCollector", "ShardFigures", "serve_metrics"]
@@ -74,11 +75,11 @@ class CoordinatorMetrics:
         self.registry = registry if registry is not None else CollectorRegistry()
         self._timer = timer
         r = self.registry
-        self.requests = Histogram(
+        self.requests = RequestLatency(
             "groupcoord_request_duration_seconds",
             "Time from a request reaching the runtime to its answer (held JoinGroup/SyncGroup included), "
             "by RPC and error code; _count counts requests",
-            ["rpc", "code"], buckets=REQUEST_BUCKETS, registry=r)
+            REQUEST_BUCKETS, r)
         self.rebalances = Counter("groupcoord_rebalances", "Rebalances finished, by outcome (stable, empty)",
                                   ["outcome"], registry=r)
         self.rebalance_duration = Histogram(

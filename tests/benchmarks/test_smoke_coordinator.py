@@ -1,0 +1,41 @@
+"""The coordinator benchmark's rebalance tables run end to end at toy size."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from groupcoord import coordinator
+from tests.paths import ROOT
+
+BENCH = ROOT / "benchmarks" / "coordinator_bench.py"
+
+
+def _run(*args: str) -> str:
+    env = dict(os.environ, PYTHONPATH=str(Path(coordinator.__file__).parent.parent))
+    done = subprocess.run([sys.executable, str(BENCH), *args], capture_output=True, text=True, timeout=300,
+                          env=env, check=False)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_model_share_table() -> None:
+    out = _run("--parts", "model", "--sizes", "20,60")
+    assert "coordinator share 60 / 20" in out and "JoinGroup bytes" in out
+
+
+@pytest.mark.slow
+def test_end_to_end_table_with_generator_processes() -> None:
+    out = _run("--parts", "rebalance", "--sizes", "30")
+    assert "generator idle" in out and "server CPU" in out
+
+
+def test_bad_part_is_one_line() -> None:
+    env = dict(os.environ, PYTHONPATH=str(Path(coordinator.__file__).parent.parent))
+    done = subprocess.run([sys.executable, str(BENCH), "--parts", "nonsense"], capture_output=True, text=True,
+                          timeout=60, env=env, check=False)
+    assert done.returncode == 2 and "unknown part(s): nonsense" in done.stderr and "Traceback" not in done.stderr
