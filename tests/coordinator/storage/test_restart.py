@@ -5,7 +5,9 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import grpc
@@ -13,6 +15,7 @@ import pytest
 
 from groupcoord import errors
 from groupcoord.admin import AdminClient
+from groupcoord.assignors import TaskReplica
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
 from groupcoord.worker import WorkerClient, WorkerConfig, WorkerState
@@ -43,6 +46,21 @@ def serve(data_dir: Path, port: int, env: dict[str, str]) -> subprocess.Popen[st
                 time.sleep(0.05)
 
 
+class GatedRecorder(Recorder):
+    """A listener whose ``on_revoked`` waits while ``gate`` is closed: the worker then cannot re-join, so
+    the join phase stays open for as long as the test needs (a's 100 ms heartbeats would otherwise end it
+    before a poll of DescribeGroup sees it: under load the test once saw only the generations around it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+        self.gate.set()
+
+    def on_revoked(self, tasks: Sequence[TaskReplica]) -> None:
+        super().on_revoked(tasks)
+        self.gate.wait(60)
+
+
 @pytest.mark.slow
 def test_kill_9_in_stable_and_mid_rebalance_loses_nothing(tmp_path: Path, cli_env: dict[str, str]) -> None:
     port = free_port()
@@ -53,7 +71,7 @@ def test_kill_9_in_stable_and_mid_rebalance_loses_nothing(tmp_path: Path, cli_en
         WorkerConfig(group_id=G, coordinators=address, client_id="a", session_timeout_ms=20_000,
                      heartbeat_interval_ms=100, rebalance_timeout_ms=20_000, retry_backoff_ms=20,
                      retry_backoff_max_ms=200),
-        Recorder(),
+        listener := GatedRecorder(),
     )
     admin = AdminClient(address, timeout_s=2)
     try:
@@ -72,7 +90,9 @@ def test_kill_9_in_stable_and_mid_rebalance_loses_nothing(tmp_path: Path, cli_en
         assert worker.wait_until(lambda w: w.state is WorkerState.STABLE, 10)
         assert worker.generation == before.generation
 
-        # mid-rebalance: a second member's JoinGroup is held when the coordinator dies
+        # mid-rebalance: a second member's JoinGroup is held when the coordinator dies (a stays in
+        # on_revoked meanwhile, so the phase cannot complete before the kill)
+        listener.gate.clear()
         with grpc.insecure_channel(address) as channel:
             stub = pb_grpc.GroupCoordinatorStub(channel)
             join = pb.JoinGroupRequest(group_id=G, client_id="b", session_timeout_ms=6000,
@@ -87,6 +107,7 @@ def test_kill_9_in_stable_and_mid_rebalance_loses_nothing(tmp_path: Path, cli_en
             with pytest.raises(grpc.RpcError):
                 held.result()
         coordinator = serve(data, port, cli_env)
+        listener.gate.set()
         restarted = admin.describe_group(G)
         assert {m.member.client_id for m in restarted.members} == {"a", "b"}  # the acknowledged join is kept
         assert [t.task_id for t in restarted.tasks] == ["t1", "t2", "t3"]
