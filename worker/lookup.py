@@ -30,14 +30,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from groupcoord import errors
+from groupcoord.addresses import reachable_address
 from groupcoord.v1 import groupcoord_pb2 as pb
 
 __all__ = ["CoordinatorList", "Location", "Route"]
 
 log = logging.getLogger("groupcoord.worker")
-
-_WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", "[::]", ""})
-
 
 class CoordinatorList:
     """Which coordinator the next call goes to: the configured list, in turn, and hints (both transports)."""
@@ -118,7 +116,7 @@ class Route:
 
     def wants_identity(self, asked: str, entry: pb.CoordinatorLocation) -> bool:
         """Should the transport ask ``asked`` who it is (DescribeCluster) before using ``entry``?"""
-        return (entry.error.code == pb.NONE and _reachable(entry.address, asked) != asked
+        return (entry.error.code == pb.NONE and reachable_address(entry.address, asked) != asked
                 and asked not in self._identified)
 
     def identified(self, asked: str, advertised: str) -> None:
@@ -183,7 +181,7 @@ class Route:
     # ------------------------------------------------------------------ inside
 
     def _use(self, asked: str, entry: pb.CoordinatorLocation) -> None:
-        address = self._aliases.get(entry.address) or _reachable(entry.address, asked)
+        address = self._aliases.get(entry.address) or reachable_address(entry.address, asked)
         addresses = self._list.addresses
         self._first = addresses.index(asked) if asked in addresses else 0
         self.location = Location(address, entry.shard, entry.epoch)
@@ -195,9 +193,3 @@ class Route:
         return self._list.move(self._aliases.get(address, address))
 
 
-def _reachable(address: str, asked: str) -> str:
-    """``address``, or, when its host is a wildcard, the same port on the host of ``asked``."""
-    host, _, port = address.rpartition(":")
-    if host in _WILDCARD_HOSTS:
-        return f"{asked.rpartition(':')[0]}:{port}"
-    return address
