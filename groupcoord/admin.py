@@ -83,6 +83,7 @@ class AdminClient:
         self._channels: dict[str, grpc.Channel] = {}
         self._located: dict[str, str] = {}  # group id -> its coordinator's address, as last found
         self._lookup = True  # False once a coordinator answered FindCoordinator UNIMPLEMENTED
+        self._found_at = self.addresses[0]  # the address that answered the last FindCoordinator
         self._backoff_s = retry_backoff_s
         self._sleep = sleep
         self._monotonic = monotonic
@@ -175,6 +176,7 @@ class AdminClient:
                     failures.append(f"{address} ({failure})")
                     continue
                 errors.raise_for(response.error)
+                self._found_at = address
                 for entry in response.coordinators:
                     if entry.address:
                         entry.address = reachable_address(entry.address, address)
@@ -198,6 +200,8 @@ class AdminClient:
             if failure is None:
                 self._located[group_id] = entry.address
                 return entry.address
+            if isinstance(failure, errors.GroupAuthorizationFailedError):
+                return self._found_at  # the request's own refusal there names the principal and the operation
             if not isinstance(failure, errors.CoordinatorNotAvailableError) or self._monotonic() >= deadline:
                 raise failure
             self._sleep(self._backoff_s)

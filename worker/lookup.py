@@ -17,6 +17,8 @@ The decisions of ``docs/sharding-protocol.md`` ("What a client does"), shared by
   forward): when an answer names an address other than the one asked, the transport asks that
   bootstrap address who it is (DescribeCluster's ``self``) once, and an answer naming it is sent
   to the address dialled. So a worker behind a proxy stays behind it.
+- a group the caller may not describe (GROUP_AUTHORIZATION_FAILED) is sent to the address asked:
+  the request's own refusal says who was refused what;
 - an answer whose host is a wildcard (``0.0.0.0``, ``::``: a coordinator that listens on every
   interface and advertises nothing else) is reached at the host of the bootstrap address asked.
 
@@ -129,6 +131,12 @@ class Route:
         """One bootstrap address's answer: True (the location is set), False (a stale view: ask the next
         address), or the error to raise (COORDINATOR_NOT_AVAILABLE: back off, then ask again)."""
         failure = errors.error_for(entry.error)
+        if isinstance(failure, errors.GroupAuthorizationFailedError):
+            # not allowed to look the group up: send the request to the address asked, whose refusal
+            # of the request itself names the principal and the operation (PERMISSION_DENIED)
+            self._stale = False
+            self._go(asked)
+            return True
         if failure is not None:
             return failure
         held = self.location

@@ -77,8 +77,13 @@ def test_a_shard_without_leader_or_a_refused_group_is_the_error_the_caller_raise
     route.ask_order()
     assert isinstance(route.answered(A, refused(pb.COORDINATOR_NOT_AVAILABLE)), errors.CoordinatorNotAvailableError)
     assert route.lookup_needed()  # asked again after the caller's backoff
-    denied = route.answered(A, refused(pb.GROUP_AUTHORIZATION_FAILED))
-    assert isinstance(denied, errors.GroupAuthorizationFailedError)
+
+
+def test_a_group_the_caller_may_not_describe_is_asked_where_the_lookup_was_refused() -> None:
+    route = Route((A, B))
+    route.ask_order()
+    assert route.answered(B, refused(pb.GROUP_AUTHORIZATION_FAILED)) is True  # its request's refusal says why
+    assert route.address == B and not route.lookup_needed()
 
 
 def test_a_lower_epoch_for_the_shard_is_a_stale_view_the_next_address_may_beat() -> None:
