@@ -166,7 +166,7 @@ def test_a_worker_whose_call_is_black_holed_stops_before_anyone_else_starts(serv
         workers += [a("a", proxy.address, timeline), worker("c", server.address, timeline)]
         try:
             wait(stable(admin, 3), 60, "a, b and c stable")
-            assert timeline.runs("a"), "a runs something"
+            wait(lambda: bool(timeline.runs("a")), 30, "a runs something")  # the listener runs after the answer
             arrived = proxy.hold(call)  # a's next call of this kind vanishes
             workers.append(worker("d", server.address, timeline))  # a rebalance, mid-way of which a's call is lost
             assert arrived.wait(30), f"a sent its {call}"
