@@ -351,7 +351,7 @@ def serve_metrics(registry: CollectorRegistry, listen: str, *, tls: MetricsTls |
     app = make_wsgi_app(registry)
     if authorized is not None:
         app = _bearer_required(app, authorized)
-    server = make_server(address, int(port), app, server_class, handler_class=_QuietHandler)
+    server: ThreadingWSGIServer = make_server(address, int(port), app, server_class, handler_class=_QuietHandler)
     if tls is not None:
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         context.load_cert_chain(tls.cert, tls.key)
