@@ -9,7 +9,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Sequence
 
-__all__ = ["parse_addresses", "is_loopback_host"]
+__all__ = ["is_loopback_host", "parse_addresses", "reachable_address"]
 
 
 def parse_addresses(addresses: str | Sequence[str]) -> tuple[str, ...]:
@@ -34,3 +34,16 @@ def is_loopback_host(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+_WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", "[::]", ""})
+
+
+def reachable_address(address: str, asked: str) -> str:
+    """``address`` as a coordinator named it, or, when its host is a wildcard (a coordinator listening
+    on every interface that advertises nothing else), the same port on the host of ``asked``, the
+    address that named it."""
+    host, _, port = address.rpartition(":")
+    if host in _WILDCARD_HOSTS:
+        return f"{asked.rpartition(':')[0]}:{port}"
+    return address

@@ -107,7 +107,7 @@ class AsyncWorkerClient(MemberView):
         self._machine = WorkerMachine(cond, name=config.client_id, on_change=changed)
         self._transport = AsyncTransport(config.coordinators, channel_factory, name=config.client_id,
                                          reconnect_backoff_max_ms=min(500, config.heartbeat_interval_ms),
-                                         security=config.security)
+                                         security=config.security, group_id=config.group_id)
         self._session = Membership(config, monotonic)
         self._pending: list[Notice] = []
         self._tasks = Ownership(self._pending.append, cond, name=config.client_id)
@@ -131,7 +131,13 @@ class AsyncWorkerClient(MemberView):
 
     @property
     def coordinator_address(self) -> str:
+        """Where the group's requests go now (FindCoordinator's answer, or the next bootstrap address)."""
         return self._transport.address
+
+    @property
+    def coordinator_lookups(self) -> int:
+        """FindCoordinator rounds this worker asked (a growing count says its coordinator keeps moving)."""
+        return self._transport.lookups
 
     async def start(self) -> Self:
         """Start joining, on the running loop (returns at once; ``wait_until_stable`` waits)."""

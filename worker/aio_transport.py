@@ -1,8 +1,8 @@
 """``worker.transport`` for ``grpc.aio``: the same calls, errors and rediscovery, awaited on the loop.
 
-Which coordinator comes next (``CoordinatorList``) and which error a failed call or a response
-becomes (``failure_for_rpc_error``, ``failure_for_response``) are the threaded transport's own
-functions: only the waiting differs. A call in flight is cancelled the asyncio way, by
+Which coordinator comes next (``worker.lookup.Route``: FindCoordinator's answer, hints, the
+bootstrap list) and which error a failed call or a response becomes (``failure_for_rpc_error``,
+``failure_for_response``) are the threaded transport's own decisions: only the waiting differs. A call in flight is cancelled the asyncio way, by
 cancelling the task that awaits it; ``leave_group`` never raises.
 """
 
@@ -15,14 +15,18 @@ from typing import Any
 import grpc
 from google.protobuf.message import Message
 
+from groupcoord import errors
 from groupcoord.channels import ClientSecurity, channel_options
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
+from groupcoord.worker.lookup import Route
 from groupcoord.worker.transport import (
-    CoordinatorList,
+    advertised_self,
     describe_rpc_error,
     failure_for_response,
     failure_for_rpc_error,
+    lookup_timeout,
+    status_of,
 )
 
 __all__ = ["AioChannelFactory", "AsyncTransport"]
@@ -40,21 +44,28 @@ class AsyncTransport:
 
     def __init__(
         self, addresses: Sequence[str], channel_factory: AioChannelFactory | None = None, *, name: str = "worker",
-        reconnect_backoff_max_ms: int = 1_000, security: ClientSecurity | None = None,
+        reconnect_backoff_max_ms: int = 1_000, security: ClientSecurity | None = None, group_id: str = "",
     ) -> None:
-        self._coordinators = CoordinatorList(addresses, name=name)
+        self._route = Route(addresses, name=name)
+        self._route.enabled = bool(group_id)
+        self._group_id = group_id
         options = channel_options(reconnect_backoff_max_ms)
         secure = security or ClientSecurity()
         self._channel_factory = channel_factory or (lambda address: secure.open_aio_channel(address, options))
         self._metadata = secure.call_metadata()
         self._name = name
         self._channel: grpc.aio.Channel | None = None
+        self._channel_address = ""
         self._stub: Any = None
         self._admin: Any = None
 
     @property
     def address(self) -> str:
-        return self._coordinators.address
+        return self._route.address
+
+    @property
+    def lookups(self) -> int:
+        return self._route.lookups
 
     async def join_group(self, request: pb.JoinGroupRequest, timeout: float) -> pb.JoinGroupResponse:
         response: pb.JoinGroupResponse = await self._call("JoinGroup", request, timeout)
@@ -82,7 +93,7 @@ class AsyncTransport:
     async def leave_group(self, request: pb.LeaveGroupRequest, timeout: float) -> bool:
         """Best effort: True when the coordinator took it; never raises (but a cancellation)."""
         try:
-            response: pb.LeaveGroupResponse = await self._stubs()[0].LeaveGroup(
+            response: pb.LeaveGroupResponse = await (await self._stubs())[0].LeaveGroup(
                 request, timeout=timeout, metadata=self._metadata)
         except grpc.RpcError as error:
             log.info("%s: could not send LeaveGroup to %s: %s", self._name, self.address, describe_rpc_error(error))
@@ -92,40 +103,100 @@ class AsyncTransport:
             return False
         return True
 
-    async def rediscover(self, hint: str = "") -> None:
-        if self._coordinators.move(hint):
-            await self._drop_channel()
-
     async def close(self) -> None:
         await self._drop_channel()
 
-    def _stubs(self) -> tuple[Any, Any]:
+    # ------------------------------------------------------------------ finding the coordinator
+
+    async def _locate(self, timeout: float) -> None:
+        """One FindCoordinator round over the bootstrap addresses (``worker.lookup`` decides)."""
+        route = self._route
+        order = route.ask_order()
+        each = lookup_timeout(timeout, len(order))
+        request = pb.FindCoordinatorRequest(group_ids=[self._group_id])
+        failures: list[str] = []
+        for asked in order:
+            try:
+                response: pb.FindCoordinatorResponse = await self._ask(asked, "FindCoordinator", request, each)
+            except grpc.RpcError as rpc_error:
+                if status_of(rpc_error) is grpc.StatusCode.UNIMPLEMENTED:
+                    route.lookup_unsupported(asked)
+                    return
+                failure, move = failure_for_rpc_error("FindCoordinator", asked, rpc_error)
+                if not move:
+                    raise failure from rpc_error
+                failures.append(f"{asked}: {status_of(rpc_error).name}")
+                continue
+            errors.raise_for(response.error)
+            entry = response.coordinators[0]
+            if route.wants_identity(asked, entry):
+                route.identified(asked, await self._identity(asked, each))
+            verdict = route.answered(asked, entry)
+            if verdict is True:
+                return
+            if verdict is not False:
+                raise verdict
+        unusable = route.round_failed(failures)
+        if unusable is not None:
+            raise unusable
+
+    async def _identity(self, address: str, timeout: float) -> str:
+        try:
+            response: pb.DescribeClusterResponse = await self._ask(
+                address, "DescribeCluster", pb.DescribeClusterRequest(), timeout, admin=True)
+        except grpc.RpcError:
+            return ""
+        return advertised_self(response)
+
+    async def _ask(self, address: str, method: str, request: Message, timeout: float, *, admin: bool = False) -> Any:
+        """One call to ``address``, on the worker's channel if it goes there, else on one opened for it."""
+        if address == self._channel_address and self._stub is not None:
+            stub = self._admin if admin else self._stub
+            return await getattr(stub, method)(request, timeout=timeout, metadata=self._metadata)
+        channel = self._channel_factory(address)
+        try:
+            stub = (_AdminStub if admin else _CoordinatorStub)(channel)
+            return await getattr(stub, method)(request, timeout=timeout, metadata=self._metadata)
+        finally:
+            await channel.close()
+
+    # ------------------------------------------------------------------ inside
+
+    async def _stubs(self) -> tuple[Any, Any]:
+        if self._stub is not None and self._channel_address != self.address:
+            await self._drop_channel()
         if self._stub is None:
             self._channel = self._channel_factory(self.address)
+            self._channel_address = self.address
             self._stub = _CoordinatorStub(self._channel)
             self._admin = _AdminStub(self._channel)
         return self._stub, self._admin
 
     async def _drop_channel(self) -> None:
         channel, self._channel, self._stub, self._admin = self._channel, None, None, None
+        self._channel_address = ""
         if channel is not None:
             await channel.close()
 
     async def _call(self, method: str, request: Message, timeout: float, *, admin: bool = False) -> Any:
-        coordinator, admin_stub = self._stubs()
+        if self._route.lookup_needed():
+            await self._locate(timeout)
+        coordinator, admin_stub = await self._stubs()
+        address = self.address
         try:
             return await getattr(admin_stub if admin else coordinator, method)(
                 request, timeout=timeout, metadata=self._metadata)
         except grpc.RpcError as rpc_error:
-            failure, move = failure_for_rpc_error(method, self.address, rpc_error)
+            failure, move = failure_for_rpc_error(method, address, rpc_error)
             if move:
-                await self.rediscover()
+                self._route.moved(None)
             raise failure from rpc_error
 
     async def _raise_for(self, error: pb.Error, *, member_id: str = "") -> None:
         failure, move_to = failure_for_response(error, member_id=member_id)
-        if failure is None:
-            return
-        if move_to is not None:
-            await self.rediscover(move_to)
-        raise failure
+        if move_to is not None and isinstance(failure, errors.CoordinatorMovedError):
+            self._route.moved(failure, move_to)
+        else:
+            self._route.succeeded()
+        if failure is not None:
+            raise failure

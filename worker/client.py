@@ -85,7 +85,7 @@ class WorkerClient(MemberView):
         # to seconds during an outage, long enough to lose a session the outage itself would not)
         self._transport = Transport(config.coordinators, channel_factory, name=config.client_id,
                                     reconnect_backoff_max_ms=min(500, config.heartbeat_interval_ms),
-                                    security=config.security)
+                                    security=config.security, group_id=config.group_id)
         self._session = Membership(config, monotonic)
         self._tasks = Ownership(self._deliver, self._cond, name=config.client_id)
         self._rebalance_requested = False
@@ -98,7 +98,13 @@ class WorkerClient(MemberView):
 
     @property
     def coordinator_address(self) -> str:
+        """Where the group's requests go now (FindCoordinator's answer, or the next bootstrap address)."""
         return self._transport.address
+
+    @property
+    def coordinator_lookups(self) -> int:
+        """FindCoordinator rounds this worker asked (a growing count says its coordinator keeps moving)."""
+        return self._transport.lookups
 
     def start(self) -> Self:
         if self._thread.ident is not None:

@@ -17,7 +17,9 @@ class WorkerConfig:
     group_id: str
     """The group to join (required)."""
     coordinators: tuple[str, ...]
-    """Coordinator addresses (HOST:PORT); the client tries them in turn and follows NOT_COORDINATOR."""
+    """Bootstrap list (HOST:PORT): any coordinators of the cluster. The client asks them FindCoordinator
+    for its group's coordinator (the next one when an address does not answer) and goes there; a
+    coordinator without FindCoordinator (an older version) is used as given, in turn."""
     client_id: str = "worker"
     """Prefix of the member id and name in logs."""
     instance_id: str = ""

@@ -4,7 +4,8 @@
 (so several clients, e.g. of several groups, share one set of metric families), and nothing is
 registered anywhere without it: the global default registry is never touched.
 
-Read at scrape time from the client: its state, generation and owned task replicas. Counted
+Read at scrape time from the client: its state, generation, owned task replicas, the coordinator
+its group's requests go to and how many FindCoordinator rounds it asked. Counted
 on the worker's diagram (``worker.states``): time spent rebalancing, i.e. running but not
 Stable (PreparingJoin, Joining, Syncing), and rebalances finished (Stable reached again).
 The running rebalance counts up to the scrape, so a worker stuck rebalancing shows.
@@ -43,6 +44,12 @@ class Watched(Protocol):
 
     @property
     def assigned_tasks(self) -> tuple[TaskReplica, ...]: ...
+
+    @property
+    def coordinator_address(self) -> str: ...
+
+    @property
+    def coordinator_lookups(self) -> int: ...
 
 
 class RebalanceTime:
@@ -102,6 +109,11 @@ class WorkerCollector(Collector):
                                       labels=labels)
         count = CounterMetricFamily("groupcoord_worker_rebalances", "Rebalances this worker finished (Stable "
                                     "reached again)", labels=labels)
+        lookups = CounterMetricFamily("groupcoord_worker_coordinator_lookups", "FindCoordinator rounds this worker "
+                                      "asked (at start, and each time its group's coordinator moved or failed)",
+                                      labels=labels)
+        coordinator = GaugeMetricFamily("groupcoord_worker_coordinator", "1 for the coordinator address this "
+                                        "worker's group requests go to now", labels=[*labels, "address"])
         with self._lock:
             clients = list(self._clients.items())
         for key, (ref, timer) in clients:
@@ -119,7 +131,9 @@ class WorkerCollector(Collector):
             generation.add_metric(ids, client.generation)
             seconds.add_metric(ids, timer.seconds())
             count.add_metric(ids, timer.rebalances)
-        yield from (state, owned, generation, seconds, count)
+            lookups.add_metric(ids, client.coordinator_lookups)
+            coordinator.add_metric([*ids, client.coordinator_address], 1)
+        yield from (state, owned, generation, seconds, count, lookups, coordinator)
 
 
 _COLLECTORS: weakref.WeakKeyDictionary[CollectorRegistry, WorkerCollector] = weakref.WeakKeyDictionary()

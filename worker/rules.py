@@ -15,7 +15,8 @@ What a row says:
   with the tasks running, heartbeating the next coordinator, and re-join only once a whole
   session passed unheard; ``stop``).
 - ``reset_member``: forget the member id and generation, and join as a new member.
-- ``rediscover``: the transport has already moved to the hinted or the next coordinator address.
+- ``rediscover``: the transport has already been told (``worker.lookup``): it follows the hint, or
+  asks FindCoordinator again before the next call; COORDINATOR_LOAD_IN_PROGRESS keeps the address.
 - ``tasks_lost``: what this worker runs may be someone else's now (``on_lost``, not a clean revoke):
   in the cooperative protocol when the membership is reset, in both when fenced.
 - ``leaves``: on stopping, send LeaveGroup (a fenced member's place is not its own to leave).

@@ -1,12 +1,13 @@
-"""How the worker reaches its coordinator: channel, stubs, deadlines, rediscovery, cancel, leave.
+"""How the worker reaches its coordinator: lookup, channel, stubs, deadlines, rediscovery, cancel, leave.
 
 The state logic (``worker.client``) never sees gRPC: each call here returns the
 response, or raises a ``groupcoord.errors`` class — the response's own error code
 (``errors.raise_for``), or ``CoordinatorNotAvailableError`` for a transport failure
 (the deadline passed, the address refused, the server failed). Both kinds of
 "coordinator moved" (NOT_COORDINATOR with or without a hint, COORDINATOR_NOT_AVAILABLE,
-COORDINATOR_LOAD_IN_PROGRESS, transport failures) first move the transport to the hinted
-address or the next one of the configured list, so the caller's retry goes there.
+transport failures) first tell the transport's ``worker.lookup.Route``, so the caller's retry
+goes to the hinted address or asks FindCoordinator again; COORDINATOR_LOAD_IN_PROGRESS keeps the
+address (the right coordinator, still loading).
 
 ``abort()`` (from any thread) cancels the call in flight and refuses new ones with
 ``WorkerClosedError``; ``leave_group`` still goes out afterwards, so a closing worker
@@ -27,9 +28,10 @@ from groupcoord import errors
 from groupcoord.channels import ClientSecurity, channel_options
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
+from groupcoord.worker.lookup import CoordinatorList, Route
 
-__all__ = ["ChannelFactory", "CoordinatorList", "GiveUp", "Transport", "WorkerClosedError", "describe_rpc_error",
-           "failure_for_rpc_error", "failure_for_response"]
+__all__ = ["ChannelFactory", "CoordinatorList", "GiveUp", "Transport", "WorkerClosedError", "advertised_self",
+           "describe_rpc_error", "failure_for_response", "failure_for_rpc_error", "lookup_timeout", "status_of"]
 
 log = logging.getLogger("groupcoord.worker")
 
@@ -63,35 +65,6 @@ class WorkerClosedError(RuntimeError):
     """The client was closed, or stopped on a fatal error (see ``fatal_error``)."""
 
 
-
-
-class CoordinatorList:
-    """Which coordinator the next call goes to: the configured list, in turn, and hints (both transports)."""
-
-    def __init__(self, addresses: Sequence[str], *, name: str = "worker") -> None:
-        if not addresses:
-            raise ValueError("at least one coordinator address is needed")
-        self._addresses = tuple(addresses)
-        self._name = name
-        self._index = 0
-        self.address = self._addresses[0]
-
-    def move(self, hint: str = "") -> bool:
-        """Go to ``hint``, or to the address after the current one (wrapping around); True if it changed."""
-        if hint:
-            address = hint
-        else:
-            if self.address in self._addresses:  # reached through a hint: go on from there, not back to it
-                self._index = self._addresses.index(self.address)
-            self._index = (self._index + 1) % len(self._addresses)
-            address = self._addresses[self._index]
-        if address == self.address:
-            return False
-        log.info("%s: coordinator %s -> %s", self._name, self.address, address)
-        self.address = address
-        return True
-
-
 def failure_for_rpc_error(method: str, address: str, rpc_error: grpc.RpcError) -> tuple[errors.GroupCoordError, bool]:
     """The error class for a failed call, and whether to move to the next coordinator first."""
     code = rpc_error.code() if hasattr(rpc_error, "code") else grpc.StatusCode.UNKNOWN
@@ -111,19 +84,40 @@ def failure_for_response(error: pb.Error, *, member_id: str = "") -> tuple[error
     return failure, None
 
 
+def lookup_timeout(timeout: float, addresses: int) -> float:
+    """Each bootstrap address's share of a call's deadline: a silent one must leave time for the next,
+    but no address gets less than a second (or the whole deadline, if shorter)."""
+    return max(min(timeout, 1.0), timeout / max(1, addresses))
+
+
+def advertised_self(response: pb.DescribeClusterResponse) -> str:
+    """The address the answering coordinator advertises (DescribeCluster's ``self``), or ""."""
+    return next((c.address for c in response.coordinators if c.self), "")
+
+
+def status_of(rpc_error: grpc.RpcError) -> grpc.StatusCode:
+    return rpc_error.code() if hasattr(rpc_error, "code") else grpc.StatusCode.UNKNOWN
+
+
 class Transport:
-    """The coordinator connection of one worker; used from the worker's thread (``abort`` from any)."""
+    """The coordinator connection of one worker; used from the worker's thread (``abort`` from any).
+
+    With ``group_id`` the group's coordinator is found with FindCoordinator at the ``addresses``
+    (the bootstrap list; ``worker.lookup`` decides when); without, the addresses are used in turn."""
 
     def __init__(
         self, addresses: Sequence[str], channel_factory: ChannelFactory | None = None, *, name: str = "worker",
-        reconnect_backoff_max_ms: int = 1_000, security: ClientSecurity | None = None,
+        reconnect_backoff_max_ms: int = 1_000, security: ClientSecurity | None = None, group_id: str = "",
     ) -> None:
-        self._coordinators = CoordinatorList(addresses, name=name)
+        self._route = Route(addresses, name=name)
+        self._route.enabled = bool(group_id)
+        self._group_id = group_id
         options = channel_options(reconnect_backoff_max_ms)
         secure = security or ClientSecurity()
         self._channel_factory = channel_factory or (lambda address: secure.open_channel(address, options))
         self._name = name
         self._channel: grpc.Channel | None = None
+        self._channel_address = ""
         self._stub: Any = None  # a GroupCoordinatorStub once connected
         self._admin: Any = None  # a GroupAdminStub on the same channel
         self._inflight: grpc.Future | None = None
@@ -132,7 +126,12 @@ class Transport:
     @property
     def address(self) -> str:
         """The coordinator the next call goes to."""
-        return self._coordinators.address
+        return self._route.address
+
+    @property
+    def lookups(self) -> int:
+        """FindCoordinator rounds so far."""
+        return self._route.lookups
 
     # ------------------------------------------------------------------ the calls
 
@@ -174,13 +173,6 @@ class Transport:
             return False
         return True
 
-    # ------------------------------------------------------------------ where to
-
-    def rediscover(self, hint: str = "") -> None:
-        """Go to ``hint``, or to the address after the current one (wrapping around)."""
-        if self._coordinators.move(hint):
-            self._drop_channel()
-
     # ------------------------------------------------------------------ lifetime
 
     def abort(self) -> None:
@@ -193,26 +185,61 @@ class Transport:
     def close(self) -> None:
         self._drop_channel()
 
-    # ------------------------------------------------------------------ inside
+    # ------------------------------------------------------------------ finding the coordinator
 
-    def _stubs(self) -> tuple[Any, Any]:
-        if self._stub is None:
-            self._channel = self._channel_factory(self.address)
-            self._stub = _CoordinatorStub(self._channel)
-            self._admin = _AdminStub(self._channel)
-        return self._stub, self._admin
+    def _locate(self, timeout: float) -> None:
+        """One FindCoordinator round over the bootstrap addresses (``worker.lookup`` decides)."""
+        route = self._route
+        order = route.ask_order()
+        each = lookup_timeout(timeout, len(order))
+        request = pb.FindCoordinatorRequest(group_ids=[self._group_id])
+        failures: list[str] = []
+        for asked in order:
+            try:
+                response: pb.FindCoordinatorResponse = self._ask(asked, "FindCoordinator", request, each)
+            except grpc.RpcError as rpc_error:
+                if status_of(rpc_error) is grpc.StatusCode.UNIMPLEMENTED:
+                    route.lookup_unsupported(asked)
+                    return
+                failure, move = failure_for_rpc_error("FindCoordinator", asked, rpc_error)
+                if not move:
+                    raise failure from rpc_error
+                failures.append(f"{asked}: {status_of(rpc_error).name}")
+                continue
+            errors.raise_for(response.error)
+            entry = response.coordinators[0]
+            if route.wants_identity(asked, entry):
+                route.identified(asked, self._identity(asked, each))
+            verdict = route.answered(asked, entry)
+            if verdict is True:
+                return
+            if verdict is not False:
+                raise verdict
+        unusable = route.round_failed(failures)
+        if unusable is not None:
+            raise unusable
 
-    def _drop_channel(self) -> None:
-        channel, self._channel, self._stub, self._admin = self._channel, None, None, None
-        if channel is not None:
+    def _identity(self, address: str, timeout: float) -> str:
+        try:
+            response: pb.DescribeClusterResponse = self._ask(
+                address, "DescribeCluster", pb.DescribeClusterRequest(), timeout, admin=True)
+        except grpc.RpcError:
+            return ""
+        return advertised_self(response)
+
+    def _ask(self, address: str, method: str, request: Message, timeout: float, *, admin: bool = False) -> Any:
+        """One call to ``address``, on the worker's channel if it goes there, else on one opened for it."""
+        if address == self._channel_address and self._stub is not None:
+            return self._wait(getattr(self._admin if admin else self._stub, method).future(request, timeout=timeout))
+        channel = self._channel_factory(address)
+        try:
+            stub = (_AdminStub if admin else _CoordinatorStub)(channel)
+            return self._wait(getattr(stub, method).future(request, timeout=timeout))
+        finally:
             channel.close()
 
-    def _call(self, method: str, request: Message, timeout: float, *, admin: bool = False,
-              give_up: GiveUp | None = None) -> Any:
-        if self._aborted.is_set():
-            raise WorkerClosedError("closed")
-        coordinator, admin_stub = self._stubs()
-        future = getattr(admin_stub if admin else coordinator, method).future(request, timeout=timeout)
+    def _wait(self, future: grpc.Future, give_up: GiveUp | None = None) -> Any:
+        """The answer of ``future``; ``abort()`` cancels it (``WorkerClosedError``)."""
         self._inflight = future
         try:
             if self._aborted.is_set():  # abort() may have run before _inflight was set
@@ -229,20 +256,53 @@ class Transport:
         except grpc.RpcError as rpc_error:
             if self._aborted.is_set():
                 raise WorkerClosedError("closed during a request") from rpc_error
-            failure, move = failure_for_rpc_error(method, self.address, rpc_error)
-            if move:
-                self.rediscover()
-            raise failure from rpc_error
+            raise
         finally:
             self._inflight = None
 
+    # ------------------------------------------------------------------ inside
+
+    def _stubs(self) -> tuple[Any, Any]:
+        if self._stub is not None and self._channel_address != self.address:
+            self._drop_channel()
+        if self._stub is None:
+            self._channel = self._channel_factory(self.address)
+            self._channel_address = self.address
+            self._stub = _CoordinatorStub(self._channel)
+            self._admin = _AdminStub(self._channel)
+        return self._stub, self._admin
+
+    def _drop_channel(self) -> None:
+        channel, self._channel, self._stub, self._admin = self._channel, None, None, None
+        self._channel_address = ""
+        if channel is not None:
+            channel.close()
+
+    def _call(self, method: str, request: Message, timeout: float, *, admin: bool = False,
+              give_up: GiveUp | None = None) -> Any:
+        if self._aborted.is_set():
+            raise WorkerClosedError("closed")
+        if self._route.lookup_needed():
+            self._locate(timeout)
+        coordinator, admin_stub = self._stubs()
+        address = self.address
+        try:
+            return self._wait(getattr(admin_stub if admin else coordinator, method).future(request, timeout=timeout),
+                              give_up)
+        except grpc.RpcError as rpc_error:
+            failure, move = failure_for_rpc_error(method, address, rpc_error)
+            if move:
+                self._route.moved(None)
+            raise failure from rpc_error
+
     def _raise_for(self, error: pb.Error, *, member_id: str = "") -> None:
         failure, move_to = failure_for_response(error, member_id=member_id)
-        if failure is None:
-            return
-        if move_to is not None:
-            self.rediscover(move_to)
-        raise failure
+        if move_to is not None and isinstance(failure, errors.CoordinatorMovedError):
+            self._route.moved(failure, move_to)
+        else:
+            self._route.succeeded()
+        if failure is not None:
+            raise failure
 
 
 def describe_rpc_error(error: grpc.RpcError) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from groupcoord import errors
 from groupcoord.admin import AdminClient
@@ -21,7 +22,14 @@ def run_groups(args: argparse.Namespace) -> int:
         if args.groups_command == "remove-members":
             return _remove_members(admin, args)
         if args.groups_command == "list":
-            groups = admin.list_groups()
+            listing = admin.list_all_groups()
+            groups = listing.groups
+            for address, why in printable(listing.failed).items():
+                print(f"groupcoord groups: coordinator {address} did not answer ({why}): its groups are not listed",
+                      file=sys.stderr)
+            if listing.leaderless_shards:
+                print(f"groupcoord groups: {listing.leaderless_shards} shard(s) have no leader right now: their "
+                      "groups are not listed", file=sys.stderr)
             if args.json:
                 print(json.dumps([{"group": g.group_id, "state": state_name(g.state), "generation": g.generation,
                                    "members": g.num_members, "protocol": g.protocol} for g in groups]))

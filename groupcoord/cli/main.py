@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from groupcoord import errors
+from groupcoord.cli.cluster import run_cluster
 from groupcoord.cli.common import DEFAULT_LISTEN, UsageError, add_client_security, non_negative_float, positive_int
 from groupcoord.cli.console_worker import run_worker
 from groupcoord.cli.groups import run_groups, run_tasks
@@ -106,8 +107,9 @@ def _parser() -> argparse.ArgumentParser:
 
     groups = sub.add_parser("groups", help="list, describe, plan or remove members of groups")
     groups_sub = groups.add_subparsers(dest="groups_command", required=True, metavar="ACTION")
-    listing = groups_sub.add_parser("list", help="every group with its state")
-    listing.add_argument("--coordinator", default=DEFAULT_LISTEN)
+    listing = groups_sub.add_parser("list", help="every group with its state (of every coordinator of a cluster)")
+    listing.add_argument("--coordinator", default=DEFAULT_LISTEN, help="HOST:PORT[,HOST:PORT...]: any coordinators "
+                         "of the cluster (default %(default)s)")
     add_client_security(listing)
     listing.add_argument("--json", action="store_true")
     describe = groups_sub.add_parser("describe", help="one group: members, assignment, tasks")
@@ -133,6 +135,15 @@ def _parser() -> argparse.ArgumentParser:
     remove.add_argument("--coordinator", default=DEFAULT_LISTEN)
     add_client_security(remove)
     remove.add_argument("--json", action="store_true")
+
+    cluster = sub.add_parser("cluster", help="the coordinators and shards of a cluster")
+    cluster_sub = cluster.add_subparsers(dest="cluster_command", required=True, metavar="ACTION")
+    cluster_describe = cluster_sub.add_parser("describe", help="coordinators, shards (leader, epoch, groups, "
+                                                               "members) and moves in progress")
+    cluster_describe.add_argument("--coordinator", default=DEFAULT_LISTEN,
+                                  help="HOST:PORT[,HOST:PORT...]: any coordinators of the cluster (default %(default)s)")
+    add_client_security(cluster_describe)
+    cluster_describe.add_argument("--json", action="store_true")
 
     tasks = sub.add_parser("tasks", help="edit a group's task catalog")
     tasks_sub = tasks.add_subparsers(dest="tasks_command", required=True, metavar="ACTION")
@@ -203,7 +214,7 @@ def _run_demo(args: argparse.Namespace) -> int:
 
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "serve": _run_serve, "worker": run_worker, "groups": run_groups, "tasks": run_tasks, "stats": run_stats,
-    "demo": _run_demo,
+    "demo": _run_demo, "cluster": run_cluster,
 }
 
 

@@ -1,0 +1,146 @@
+"""worker.lookup.Route: the decisions both transports carry out to find a group's coordinator.
+
+Pure: the answers are built by hand, as FindCoordinator and the group RPCs give them
+(docs/sharding-protocol.md, "What a client does")."""
+
+from __future__ import annotations
+
+import pytest
+
+from groupcoord import errors
+from groupcoord.v1 import groupcoord_pb2 as pb
+from groupcoord.worker.lookup import Location, Route
+
+A, B, C, L = "10.0.0.1:9400", "10.0.0.2:9400", "10.0.0.3:9400", "10.0.0.9:9400"
+
+
+def at(address: str, *, shard: int = 3, epoch: int = 5) -> pb.CoordinatorLocation:
+    return pb.CoordinatorLocation(group_id="g", address=address, shard=shard, epoch=epoch)
+
+
+def refused(code: int) -> pb.CoordinatorLocation:
+    return pb.CoordinatorLocation(group_id="g", shard=3, error=pb.Error(code=code, message="no"))
+
+
+def found(bootstrap: tuple[str, ...] = (A, B), where: str = L) -> Route:
+    route = Route(bootstrap)
+    asked = route.ask_order()[0]
+    assert route.answered(asked, at(where)) is True
+    return route
+
+
+def test_the_first_request_asks_the_bootstrap_list_and_goes_where_the_answer_says() -> None:
+    route = Route((A, B))
+    assert route.lookup_needed() and route.address == A
+    assert route.ask_order() == [A, B] and route.lookups == 1
+    assert route.answered(A, at(L)) is True
+    assert route.address == L and route.location == Location(L, 3, 5)
+    assert not route.lookup_needed()
+
+
+def test_the_next_round_starts_at_the_bootstrap_address_that_answered_last() -> None:
+    route = Route((A, B, C))
+    route.ask_order()
+    assert route.answered(B, at(L)) is True
+    route.moved(None)  # L is gone
+    assert route.lookup_needed() and route.ask_order() == [B, C, A] and route.lookups == 2
+
+
+@pytest.mark.parametrize("failure", [None, errors.NotCoordinatorError("moved"),
+                                     errors.CoordinatorNotAvailableError("stopping")])
+def test_a_transport_error_a_bare_not_coordinator_or_not_available_asks_again(
+        failure: errors.CoordinatorMovedError | None) -> None:
+    route = found()
+    assert route.moved(failure) is False  # the address stays until the lookup says otherwise
+    assert route.lookup_needed()
+
+
+def test_a_hint_is_followed_at_once_and_confirmed_with_find_coordinator_when_it_fails_too() -> None:
+    route = found()
+    assert route.moved(errors.NotCoordinatorError("moved", coordinator_hint=C), C) is True
+    assert route.address == C and not route.lookup_needed()
+    route.succeeded()  # C answered: the next move may follow a hint again
+    assert route.moved(errors.NotCoordinatorError("moved", coordinator_hint=B), B) is True
+    assert route.address == B and not route.lookup_needed()
+    route.moved(errors.NotCoordinatorError("moved again", coordinator_hint=A), A)  # the hint failed
+    assert route.address == B and route.lookup_needed()
+
+
+def test_load_in_progress_retries_the_same_address_without_a_lookup() -> None:
+    route = found()
+    assert route.moved(errors.CoordinatorLoadInProgressError("loading"), "") is False
+    assert route.address == L and not route.lookup_needed()
+
+
+def test_a_shard_without_leader_or_a_refused_group_is_the_error_the_caller_raises() -> None:
+    route = Route((A,))
+    route.ask_order()
+    assert isinstance(route.answered(A, refused(pb.COORDINATOR_NOT_AVAILABLE)), errors.CoordinatorNotAvailableError)
+    assert route.lookup_needed()  # asked again after the caller's backoff
+    denied = route.answered(A, refused(pb.GROUP_AUTHORIZATION_FAILED))
+    assert isinstance(denied, errors.GroupAuthorizationFailedError)
+
+
+def test_a_lower_epoch_for_the_shard_is_a_stale_view_the_next_address_may_beat() -> None:
+    route = found()
+    route.moved(None)
+    route.ask_order()
+    assert route.answered(A, at(C, epoch=4)) is False  # A's watches lag: it still names the old leader
+    assert route.answered(B, at(B, epoch=6)) is True
+    assert route.location == Location(B, 3, 6)
+
+
+def test_stale_views_only_are_still_used_rather_than_none() -> None:
+    route = found()
+    route.moved(None)
+    route.ask_order()
+    assert route.answered(A, at(C, epoch=4)) is False
+    assert route.answered(B, at(B, epoch=3)) is False
+    assert route.round_failed([]) is None and route.address == C  # the first stale answer
+
+
+def test_no_answer_at_all_names_every_address_tried() -> None:
+    route = Route((A, B))
+    route.ask_order()
+    failure = route.round_failed([f"{A}: UNAVAILABLE", f"{B}: DEADLINE_EXCEEDED"])
+    assert isinstance(failure, errors.CoordinatorNotAvailableError)
+    assert A in str(failure) and "DEADLINE_EXCEEDED" in str(failure)
+
+
+def test_an_older_coordinator_without_find_coordinator_walks_the_list_as_before() -> None:
+    route = Route((A, B, C))
+    route.ask_order()
+    route.lookup_unsupported(A)
+    assert not route.lookup_needed() and route.address == A
+    assert route.moved(None) is True and route.address == B  # transport error: the next address
+    assert route.moved(errors.NotCoordinatorError("standby", coordinator_hint=L), L) is True and route.address == L
+    assert route.moved(errors.NotCoordinatorError("standby"), "") is True and route.address == C
+    assert not route.lookup_needed()
+
+
+def test_a_bootstrap_address_that_reaches_the_coordinator_under_another_name_is_kept() -> None:
+    proxy, real = "127.0.0.1:7000", "127.0.0.1:9400"
+    route = Route((proxy,))
+    route.ask_order()
+    assert route.wants_identity(proxy, at(real))
+    route.identified(proxy, real)  # DescribeCluster at the proxy: "I am 127.0.0.1:9400"
+    assert route.answered(proxy, at(real)) is True and route.address == proxy
+    assert not route.wants_identity(proxy, at(real))  # asked once
+    route.moved(errors.NotCoordinatorError("moved", coordinator_hint=real), real)  # a hint naming it: still the proxy
+    assert route.address == proxy
+
+
+def test_a_coordinator_elsewhere_is_not_mistaken_for_the_bootstrap_one() -> None:
+    route = Route((A,))
+    route.ask_order()
+    assert route.wants_identity(A, at(L))
+    route.identified(A, A)  # A is itself, and leads nothing of ours
+    assert route.answered(A, at(L)) is True and route.address == L
+
+
+def test_a_wildcard_answer_is_reached_at_the_host_that_was_asked() -> None:
+    route = Route(("coord.example:9400",))
+    route.ask_order()
+    assert not route.wants_identity("coord.example:9400", at("0.0.0.0:9400"))
+    assert route.answered("coord.example:9400", at("0.0.0.0:9400")) is True
+    assert route.address == "coord.example:9400"

@@ -1,0 +1,195 @@
+"""Where a worker's group requests go: FindCoordinator's answer, cached, and when to ask again.
+
+The decisions of ``docs/sharding-protocol.md`` ("What a client does"), shared by both transports
+(``worker.transport``, ``worker.aio_transport``), which only carry out the calls:
+
+- before a group request, when nothing is cached (or the cache was dropped), ask FindCoordinator
+  at the bootstrap addresses in turn (the next one on a transport error) and keep the answer
+  (address, shard, epoch);
+- NOT_COORDINATOR with a hint: go to the hint at once; if the hint fails too, or there was none,
+  ask FindCoordinator again. A transport error, or COORDINATOR_NOT_AVAILABLE (the caller backs
+  off first): ask again. COORDINATOR_LOAD_IN_PROGRESS: stay, the caller retries with backoff;
+- an answer with a lower epoch for the shard than the one held is a stale view: the next
+  bootstrap address is asked, and the stale answer used only if no address has a better one;
+- a coordinator without FindCoordinator (UNIMPLEMENTED, an older version) turns the lookup off:
+  the bootstrap list is walked in turn, following hints, as before FindCoordinator existed;
+- a bootstrap address may reach a coordinator under another name (a proxy, a NAT, a port
+  forward): when an answer names an address other than the one asked, the transport asks that
+  bootstrap address who it is (DescribeCluster's ``self``) once, and an answer naming it is sent
+  to the address dialled. So a worker behind a proxy stays behind it.
+- an answer whose host is a wildcard (``0.0.0.0``, ``::``: a coordinator that listens on every
+  interface and advertises nothing else) is reached at the host of the bootstrap address asked.
+
+The member id, generation and tasks are not this module's: nothing here resets them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from groupcoord import errors
+from groupcoord.addresses import reachable_address
+from groupcoord.v1 import groupcoord_pb2 as pb
+
+__all__ = ["CoordinatorList", "Location", "Route"]
+
+log = logging.getLogger("groupcoord.worker")
+
+class CoordinatorList:
+    """Which coordinator the next call goes to: the configured list, in turn, and hints (both transports)."""
+
+    def __init__(self, addresses: Sequence[str], *, name: str = "worker") -> None:
+        if not addresses:
+            raise ValueError("at least one coordinator address is needed")
+        self._addresses = tuple(addresses)
+        self._name = name
+        self._index = 0
+        self.address = self._addresses[0]
+
+    @property
+    def addresses(self) -> tuple[str, ...]:
+        return self._addresses
+
+    def move(self, hint: str = "") -> bool:
+        """Go to ``hint``, or to the address after the current one (wrapping around); True if it changed."""
+        if hint:
+            address = hint
+        else:
+            if self.address in self._addresses:  # reached through a hint: go on from there, not back to it
+                self._index = self._addresses.index(self.address)
+            self._index = (self._index + 1) % len(self._addresses)
+            address = self._addresses[self._index]
+        if address == self.address:
+            return False
+        log.info("%s: coordinator %s -> %s", self._name, self.address, address)
+        self.address = address
+        return True
+
+
+@dataclass(frozen=True)
+class Location:
+    """One FindCoordinator answer: where the group's requests go, its shard and the leader's epoch."""
+
+    address: str
+    shard: int
+    epoch: int
+
+
+class Route:
+    """The coordinator of one worker's group, as last found; what the transport does next.
+
+    Used from one thread (or one event loop) at a time, like the transport that owns it."""
+
+    def __init__(self, bootstrap: Sequence[str], *, name: str = "worker") -> None:
+        self._list = CoordinatorList(bootstrap, name=name)
+        self._name = name
+        self.location: Location | None = None
+        self.lookups = 0
+        """FindCoordinator rounds asked (each asks one or more bootstrap addresses)."""
+        self.enabled = True
+        """False once a coordinator answered UNIMPLEMENTED: the bootstrap list is walked instead."""
+        self._stale = True
+        self._hinted = False
+        self._first = 0  # the bootstrap address a round asks first: the last one that answered
+        self._aliases: dict[str, str] = {}  # a coordinator's advertised address -> the bootstrap address reaching it
+        self._identified: set[str] = set()  # bootstrap addresses asked who they are
+        self._stale_answer: tuple[str, pb.CoordinatorLocation] | None = None
+
+    # ------------------------------------------------------------------ where the next call goes
+
+    @property
+    def address(self) -> str:
+        return self._list.address
+
+    def lookup_needed(self) -> bool:
+        """Ask FindCoordinator before the next group request."""
+        return self.enabled and self._stale
+
+    def ask_order(self) -> list[str]:
+        """The bootstrap addresses to ask, the last one that answered first. Starts a round."""
+        self.lookups += 1
+        self._stale_answer = None
+        addresses = self._list.addresses
+        return [addresses[(self._first + i) % len(addresses)] for i in range(len(addresses))]
+
+    def wants_identity(self, asked: str, entry: pb.CoordinatorLocation) -> bool:
+        """Should the transport ask ``asked`` who it is (DescribeCluster) before using ``entry``?"""
+        return (entry.error.code == pb.NONE and reachable_address(entry.address, asked) != asked
+                and asked not in self._identified)
+
+    def identified(self, asked: str, advertised: str) -> None:
+        """``asked`` answered DescribeCluster as ``advertised`` ("" if it could not say)."""
+        self._identified.add(asked)
+        if advertised and advertised != asked:
+            self._aliases.setdefault(advertised, asked)
+
+    def answered(self, asked: str, entry: pb.CoordinatorLocation) -> errors.GroupCoordError | bool:
+        """One bootstrap address's answer: True (the location is set), False (a stale view: ask the next
+        address), or the error to raise (COORDINATOR_NOT_AVAILABLE: back off, then ask again)."""
+        failure = errors.error_for(entry.error)
+        if failure is not None:
+            return failure
+        held = self.location
+        if held is not None and entry.shard == held.shard and 0 < entry.epoch < held.epoch:
+            if self._stale_answer is None:
+                self._stale_answer = (asked, entry)
+            return False
+        self._use(asked, entry)
+        return True
+
+    def round_failed(self, failures: Sequence[str]) -> errors.GroupCoordError | None:
+        """Every bootstrap address was asked without a usable answer: use a stale one if there was one
+        (None), else the error to raise."""
+        if self._stale_answer is not None:
+            asked, entry = self._stale_answer
+            self._use(asked, entry)
+            return None
+        return errors.CoordinatorNotAvailableError(
+            f"FindCoordinator: no coordinator answered ({', '.join(failures) or 'none asked'})")
+
+    def lookup_unsupported(self, asked: str) -> None:
+        """``asked`` has no FindCoordinator (an older coordinator): walk the bootstrap list from it."""
+        log.info("%s: %s has no FindCoordinator (an older coordinator): using the address list as given",
+                 self._name, asked)
+        self.enabled = False
+        if asked != self._list.address:
+            self._list.move(asked)
+
+    # ------------------------------------------------------------------ after a call
+
+    def succeeded(self) -> None:
+        """A group request was answered by its coordinator (any answer but a move)."""
+        self._hinted = False
+
+    def moved(self, failure: errors.CoordinatorMovedError | None, hint: str = "") -> bool:
+        """A group request failed on the transport (``failure`` None) or answered a move; True when the
+        next call goes to another address (the transport drops its channel)."""
+        if isinstance(failure, errors.CoordinatorLoadInProgressError):
+            return False  # the right coordinator, loading: retry here
+        if not self.enabled:
+            return self._list.move(hint)
+        if isinstance(failure, errors.NotCoordinatorError) and hint and not self._hinted:
+            self._hinted = True
+            self._stale = False
+            return self._go(hint)
+        self._hinted = False
+        self._stale = True
+        return False
+
+    # ------------------------------------------------------------------ inside
+
+    def _use(self, asked: str, entry: pb.CoordinatorLocation) -> None:
+        address = self._aliases.get(entry.address) or reachable_address(entry.address, asked)
+        addresses = self._list.addresses
+        self._first = addresses.index(asked) if asked in addresses else 0
+        self.location = Location(address, entry.shard, entry.epoch)
+        self._stale = False
+        self._hinted = False
+        self._go(address)
+
+    def _go(self, address: str) -> bool:
+        return self._list.move(self._aliases.get(address, address))
+
+
