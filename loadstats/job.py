@@ -222,13 +222,15 @@ def run(
     spark: SparkSession | None = None,
     thresholds: SplitThresholds | None = None,
     driver_memory: str | None = "4g",
+    spark_conf: Mapping[str, str] | None = None,
 ) -> JobResult:
     """Read the sample log under ``samples_path``, write a snapshot at ``out_path``.
 
     ``OUT/tasks/`` and ``OUT/workers/`` (Parquet) and ``OUT/_meta.json`` appear together (see
     :func:`_swap_into_place`). ``out_path`` must be a local or mounted path; ``samples_path`` is
     any path Spark reads. With ``spark=None`` a session is created (``master=None``: leave the
-    master to spark-submit) and stopped at the end; a given session is left running.
+    master to spark-submit; ``spark_conf``: more Spark settings, e.g. executor memory on a
+    cluster) and stopped at the end; a given session is left running.
     ``max_sample_age_s``: workers and tasks whose latest sample is older than this behind their
     group's newest report are left out (``None`` or 0 keeps everything).
     Raises ``FileNotFoundError`` when a local ``samples_path`` does not exist and ``ValueError``
@@ -249,7 +251,7 @@ def run(
     max_age_ms = int(max_sample_age_s * 1000) if max_sample_age_s else None
     started = time.monotonic()
     own_session = spark is None
-    session = spark if spark is not None else build_session(master, driver_memory=driver_memory)
+    session = spark if spark is not None else build_session(master, driver_memory=driver_memory, extra_conf=spark_conf)
     try:
         created_ms = time.time_ns() // 1_000_000
         snapshot_id = f"{created_ms:015d}-{uuid.uuid4().hex[:8]}"

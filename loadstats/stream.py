@@ -26,7 +26,7 @@ import signal
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pyspark import StorageLevel
@@ -291,6 +291,7 @@ def run_incremental(
     on_snapshot: Callable[[dict[str, Any]], None] | None = None,
     stop_event: threading.Event | None = None,
     driver_memory: str | None = "4g",
+    spark_conf: Mapping[str, str] | None = None,
 ) -> JobResult:
     """Fold the sample files not yet seen into the state and write the snapshot from it.
 
@@ -322,7 +323,7 @@ def run_incremental(
     os.makedirs(store.root, exist_ok=True)
     started = time.monotonic()
     own_session = spark is None
-    session = spark if spark is not None else build_session(master, driver_memory=driver_memory)
+    session = spark if spark is not None else build_session(master, driver_memory=driver_memory, extra_conf=spark_conf)
     session_start_s = time.monotonic() - started
     last_meta: dict[str, Any] = {}
 

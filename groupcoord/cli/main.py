@@ -17,7 +17,7 @@ from groupcoord.cli.common import DEFAULT_LISTEN, UsageError, add_client_securit
 from groupcoord.cli.console_worker import run_worker
 from groupcoord.cli.groups import run_groups, run_tasks
 from groupcoord.cli.logs import TextFormatter, use_log_format
-from groupcoord.cli.stats import duration_s, run_stats
+from groupcoord.cli.stats import duration_s, run_stats, spark_setting
 from groupcoord.coordinator.process.print_config import render_options
 from groupcoord.coordinator.process.serve import ServeOptions, run_coordinator
 
@@ -151,7 +151,11 @@ def _parser() -> argparse.ArgumentParser:
     stats = sub.add_parser("stats", help="run the load statistics Spark job")
     stats.add_argument("--samples", required=True, help="sample log directory (Parquet or JSON Lines)")
     stats.add_argument("--out", required=True, help="where the snapshot is written")
-    stats.add_argument("--master", default="local[*]")
+    stats.add_argument("--master", default="local[*]",
+                       help="Spark master: local[*], or a cluster's (spark://HOST:7077, yarn, k8s://...)")
+    stats.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", type=spark_setting,
+                       help="a Spark setting for the session, as spark-submit's --conf (repeatable), "
+                            "e.g. spark.executor.memory=2g")
     stats.add_argument("--coordinator", help="publish the snapshot to this coordinator")
     add_client_security(stats)
     stats.add_argument("--short-samples", type=positive_int, default=10)

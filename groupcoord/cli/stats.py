@@ -27,7 +27,7 @@ from groupcoord.channels import ClientSecurity
 from groupcoord.cli.common import STATS_EXTRA_HINT, client_security, missing_stats_extra
 from groupcoord.wire import snapshot_to_pb
 
-__all__ = ["duration_s", "publish_snapshots", "run_stats"]
+__all__ = ["duration_s", "publish_snapshots", "run_stats", "spark_setting"]
 
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
 
@@ -38,6 +38,14 @@ def duration_s(text: str) -> float:
     if match is None or float(match.group(1)) <= 0:
         raise argparse.ArgumentTypeError(f"{text!r} is not a duration > 0 (e.g. 60s, 2m)")
     return float(match.group(1)) * _UNITS[match.group(2)]
+
+
+def spark_setting(text: str) -> tuple[str, str]:
+    """argparse type: ``KEY=VALUE`` (a Spark setting, as spark-submit's ``--conf``)."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip() or not value:
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE (e.g. spark.executor.memory=2g)")
+    return key.strip(), value
 
 
 def publish_snapshots(out: str, coordinator: str, security: ClientSecurity | None = None) -> list[str]:
@@ -79,7 +87,7 @@ def run_stats(args: argparse.Namespace) -> int:
     from groupcoord.loadstats.stream import run_incremental
 
     common = {"master": args.master, "short_samples": args.short_samples, "long_samples": args.long_samples,
-              "max_sample_age_s": args.max_sample_age_s}
+              "max_sample_age_s": args.max_sample_age_s, "spark_conf": dict(args.conf)}
 
     def published(meta: dict[str, Any]) -> None:  # follow mode: one line (and one publish) per snapshot
         print(_line(meta["snapshot_id"], args.out, meta) + f" (new rows: state batch {meta['state_batch_id']})",
