@@ -267,6 +267,8 @@ def run(
             worker_rows_seen, task_rows_seen, repeats = Observation(), Observation(), Observation()
             # pass 1: the worker rows -> latest row per worker (small; staged, then re-read)
             worker_rows = tag_rejects(samples, "worker").observe(worker_rows_seen, *reject_metrics())
+            describe = session.sparkContext.setJobDescription  # names the passes in the Spark UI and its REST API
+            describe("loadstats: worker pass")
             latest_workers(worker_rows).write.mode("overwrite").parquet(parquet_path(_STAGE))
             workers = session.read.parquet(parquet_path(_STAGE))
             since = fresh_since(workers, max_age_ms)
@@ -275,10 +277,12 @@ def run(
             good = coded.where(F.col("_reject").isNull()).drop("_reject")
             stats = task_stats(good, short_samples, long_samples, duplicates=repeats)
             tasks = split_candidates(snapshot_tasks(stats, workers, since), thresholds)
+            describe("loadstats: task pass")
             tasks.repartition(1).sortWithinPartitions("group_id", "task_id").write.mode("overwrite").parquet(
                 parquet_path("tasks")
             )
             written = session.read.parquet(parquet_path("tasks"))
+            describe("loadstats: worker stats")
             (
                 worker_stats(workers, since, written)
                 .repartition(1)
@@ -290,6 +294,7 @@ def run(
             rows_read = sum(int(s.get("rows", 0)) for s in seen)
             rejected = {r: sum(int(s.get(r, 0)) for s in seen) for r in REJECT_REASONS}
             duplicates = int(_observed(repeats).get("duplicates", 0))
+            describe("loadstats: summary")
             summary = written.agg(
                 F.count(F.lit(1)).alias("tasks"),
                 F.count(F.when(F.col("split_candidate"), 1)).alias("splits"),
@@ -299,6 +304,7 @@ def run(
                 .agg(F.count(F.lit(1)).alias("workers"), F.countDistinct("group_id").alias("groups"))
                 .collect()[0]
             )
+            describe(None)  # type: ignore[arg-type]  # PySpark accepts None: clears it
             shutil.rmtree(os.path.join(tmp_dir, _STAGE))
             if rows_read == 0 and (summary["tasks"] or wsum["workers"]):
                 raise RuntimeError("the job's row counts went missing (Spark reported no observed metrics)")

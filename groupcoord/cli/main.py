@@ -17,7 +17,7 @@ from groupcoord.cli.common import DEFAULT_LISTEN, UsageError, add_client_securit
 from groupcoord.cli.console_worker import run_worker
 from groupcoord.cli.groups import run_groups, run_tasks
 from groupcoord.cli.logs import TextFormatter, use_log_format
-from groupcoord.cli.stats import duration_s, run_stats, spark_setting
+from groupcoord.cli.stats import duration_s, listen_address, run_stats, spark_setting
 from groupcoord.coordinator.process.print_config import render_options
 from groupcoord.coordinator.process.serve import ServeOptions, run_coordinator
 
@@ -168,6 +168,11 @@ def _parser() -> argparse.ArgumentParser:
     stats.add_argument("--follow", action="store_true",
                        help="keep running in one warm Spark session; a snapshot per --every when files arrived")
     stats.add_argument("--every", type=duration_s, default=60.0, help="--follow interval (default 60s; 2m, 1h)")
+    stats.add_argument("--metrics-listen", metavar="HOST:PORT", type=listen_address,
+                       help="--follow: serve Prometheus metrics at http://HOST:PORT/metrics (default: off)")
+    stats.add_argument("--publish-attempts", type=positive_int, default=4,
+                       help="--coordinator: tries per snapshot before the publish is counted failed and left to "
+                            "the next refresh (default 4, backing off 0.5 s to 5 s)")
     stats.add_argument("--state", help="the incremental state and Spark checkpoint (default OUT.state)")
     stats.add_argument("--reset", action="store_true",
                        help="forget the incremental state first (the next run reads the whole log)")

@@ -18,7 +18,7 @@ import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from tests.zookeeper_server import free_port
 
@@ -70,7 +70,7 @@ class StandaloneCluster:
     def worker_dir(self, i: int) -> Path:
         return self.root / f"worker-{i}"
 
-    def start(self, timeout_s: float = 60.0) -> StandaloneCluster:
+    def start(self, timeout_s: float = 60.0) -> Self:
         """Start the master, then the workers; return once the master lists them all ALIVE."""
         self.root.mkdir(parents=True, exist_ok=True)
         self._spawn("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
@@ -133,7 +133,7 @@ class StandaloneCluster:
                 proc.wait()
         self._procs.clear()
 
-    def __enter__(self) -> StandaloneCluster:
+    def __enter__(self) -> Self:
         try:
             return self.start()
         except BaseException:
