@@ -107,6 +107,16 @@ def _snapshot_created_ms(out_path: str) -> int | None:
         return None
 
 
+def _quiet_query_errors(spark: SparkSession) -> None:
+    """Leave a failed query's report to our one line: Spark logs it again at ERROR with the whole
+    Java and Python stack (kept with ``--log-level debug``)."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
+        "org.apache.spark.sql.execution.streaming", jvm.org.apache.logging.log4j.Level.OFF
+    )
+
+
 def _failure_kind(exc: BaseException, spark: SparkSession | None, state_root: str) -> str:
     if spark is not None and not session_alive(spark):
         return "spark_session"
@@ -175,6 +185,8 @@ def follow(
             try:
                 if session is None:
                     session = build_session(master, driver_memory=driver_memory, extra_conf=spark_conf)
+                    if not log.isEnabledFor(logging.DEBUG):
+                        _quiet_query_errors(session)
                 do_reset, first = reset and first, False
                 run_incremental(
                     samples_path, out_path, state_path=state_root, reset=do_reset, spark=session,
