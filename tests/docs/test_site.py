@@ -30,8 +30,8 @@ from groupcoord.cli.main import _parser
 from groupcoord.coordinator.config import CoordinatorConfig
 from groupcoord.coordinator.process import serve
 from groupcoord.coordinator.runtime.metrics import CoordinatorMetrics
-from groupcoord.worker.config import WorkerConfig
 from groupcoord.loadstats.follow_metrics import FollowMetrics
+from groupcoord.worker.config import WorkerConfig
 from groupcoord.worker.metrics import WorkerCollector
 from tests.paths import ROOT
 
