@@ -37,6 +37,8 @@ class Cluster:
     root: str
     shards: int = 12
     zk_session_s: float = 2.0
+    coordinator_section: str = "group_min_session_timeout_ms = 500\ngroup_initial_rebalance_delay_ms = 0\n"
+    log_level: str = "info"
     addresses: list[str] = field(default_factory=list)
     procs: list[subprocess.Popen[str]] = field(default_factory=list)
 
@@ -50,10 +52,10 @@ class Cluster:
             "[server]\n"
             f'store = "zookeeper"\nzk = "{zk_hosts or self.zk.hosts}"\nzk_session_timeout_s = {self.zk_session_s}\n'
             f'zk_root = "{self.root}"\nsharded = true\nshards = {shards or self.shards}\n'
-            "[coordinator]\ngroup_min_session_timeout_ms = 500\ngroup_initial_rebalance_delay_ms = 0\n")
+            "[coordinator]\n" + self.coordinator_section)
         log = open(self.tmp / f"{name}.log", "w")  # noqa: SIM115 - the child writes to it for its whole life
         self.procs.append(subprocess.Popen(
-            [sys.executable, "-m", "groupcoord.cli", "--log-level", "info", "serve", "--config", str(config),
+            [sys.executable, "-m", "groupcoord.cli", "--log-level", self.log_level, "serve", "--config", str(config),
              "--listen", address, "--advertise", address, "--data-dir", str(self.tmp / name)],
             stdout=log, stderr=subprocess.STDOUT, text=True, env=env_with_tree()))
         self.addresses.append(address)
