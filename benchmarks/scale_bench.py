@@ -438,7 +438,7 @@ def main() -> int:
     args = parser.parse_args()
     steps = ([int(s) for s in args.steps.split(",")] if args.steps else
              [100, 200] if args.quick else [1000, 2000, 3000, 4000, 5000, 6000, 7000])
-    seconds = 5.0 if args.quick else 10.0
+    seconds = 4.0 if args.quick else 10.0
     load_avg = os.getloadavg()
     print(f"cpus: {os.cpu_count()}  load average: {load_avg[0]:.2f} {load_avg[1]:.2f} {load_avg[2]:.2f}  "
           f"python {sys.version.split()[0]}  grpcio {grpc.__version__}")
