@@ -343,7 +343,8 @@ def test_a_coordinator_cut_off_from_zookeeper_stops_acting_and_others_take_over(
                         stopped[group] = time.monotonic() - cut
             return len(stopped) == len(on_c)
 
-        wait_until(c_answers_none, ZK_SESSION_S + 3.0, "the cut-off coordinator to stop acting for its shards")
+        # within its ZooKeeper session (plus a second: the probe's own rounds on a loaded machine)
+        wait_until(c_answers_none, ZK_SESSION_S + 1.0, "the cut-off coordinator to stop acting for its shards")
         done, back = stable_again(fleet, before, on_c, [a, b], cut)
         wait_until(done, SESSION_MS / 1000, "c's groups Stable at a or b")
         after = fleet.rest([a, b])
@@ -353,3 +354,4 @@ def test_a_coordinator_cut_off_from_zookeeper_stops_acting_and_others_take_over(
               f"Stable elsewhere after {max(back.values()):.2f}s at most")
         proxy.heal()
         cluster.wait_balanced([a, b, c])
+        stop_processes(cluster.procs)  # while c still reaches ZooKeeper: it leaves at once
