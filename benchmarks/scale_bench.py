@@ -26,6 +26,7 @@ import asyncio
 import multiprocessing as mp
 import os
 import random
+import signal
 import statistics
 import sys
 import tempfile
@@ -273,7 +274,9 @@ def load(servers: Servers, members: list[Member], seconds: float, generators: in
     latencies.sort()
     measured = max(seconds - 2.0, 1.0)
     cores = os.cpu_count() or 1
-    return {"members": len(members), "rate": len(latencies) / measured,
+    answered = len(latencies)
+    return {"members": len(members), "rate": answered / measured,
+            "cpu_ms_per_1k": server_cpu / answered * 1e6 if answered else float("nan"),
             "p99_ms": latencies[int(len(latencies) * 0.99) - 1] * 1000 if latencies else float("nan"),
             "codes": codes, "gen_share": gen_cpu / (measured * cores), "server_share": server_cpu / (measured * cores)}
 
@@ -290,7 +293,8 @@ def capacity(kind: str, n: int, steps: list[int], seconds: float, generators: in
             rows.append(row)
             ok = row["p99_ms"] < 100 and set(row["codes"]) <= {pb.NONE}
             print(f"  {kind} x{n:<3}{members:>7} members {row['rate']:>8.0f} hb/s  p99 {row['p99_ms']:>8.1f} ms  "
-                  f"server CPU {row['server_share']:>4.0%}  generators CPU {row['gen_share']:>4.0%}  "
+                  f"server CPU {row['server_share']:>4.0%} ({row['cpu_ms_per_1k']:.0f} ms/1k hb)  "
+                  f"generators CPU {row['gen_share']:>4.0%}  "
                   f"{_codes(row['codes'])}", flush=True)
             if not ok:
                 break
@@ -452,6 +456,7 @@ def main() -> int:
     parser.add_argument("--generators", type=int, default=2, help="load generator processes")
     parser.add_argument("--steps", default="", help="comma-separated member counts (default by size)")
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stopped: still end ZooKeeper and the servers
     steps = ([int(s) for s in args.steps.split(",")] if args.steps else
              [100, 200] if args.quick else [250, 500, 1000, 1500, 2000, 3000, 4000, 5000, 6000, 7000])
     seconds = 4.0 if args.quick else 10.0
@@ -465,18 +470,20 @@ def main() -> int:
         print("capacity (p99 < 100 ms, every answer NONE); CPU as a share of all the machine's cores:")
         best: dict[tuple[str, int], int] = {}
         shares: dict[tuple[str, int], float] = {}
+        cost: dict[tuple[str, int], float] = {}
         for kind in ("noop", "coordinator"):
             for n in (1, 2):
                 best[kind, n], rows = capacity(kind, n, steps, seconds, args.generators, zk, workdir)
                 shares[kind, n] = max(r["gen_share"] for r in rows)
+                cost[kind, n] = statistics.median(r["cpu_ms_per_1k"] for r in rows)
         move_times, failover = moves_and_failover(zk, workdir, 1 if args.quick else 2)
-    print("\n| servers | capacity (members) | x vs 1 process | generators' CPU at most |")
-    print("|---|---:|---:|---:|")
+    print("\n| servers | capacity (members) | x vs 1 process | generators' CPU at most | server CPU ms per 1k hb |")
+    print("|---|---:|---:|---:|---:|")
     for kind in ("noop", "coordinator"):
         for n in (1, 2):
             ratio = best[kind, n] / best[kind, 1] if best[kind, 1] else float("nan")
             print(f"| {n} {'no-op server' if kind == 'noop' else 'coordinator'}{'s' if n > 1 else ''} "
-                  f"| {best[kind, n]} | {ratio:.2f} | {shares[kind, n]:.0%} |")
+                  f"| {best[kind, n]} | {ratio:.2f} | {shares[kind, n]:.0%} | {cost[kind, n]:.0f} |")
     two = best["coordinator", 2] / best["coordinator", 1] if best["coordinator", 1] else float("nan")
     print(f"\ntarget: 2 coordinator processes >= 1.8x one: {two:.2f}x -> {'met' if two >= 1.8 else 'NOT met'}")
     print(f"shard move (resign -> first answer from the new leader), {len(move_times)} moves: "
