@@ -43,6 +43,7 @@ CHAOS_SEED ?= 17
 chaos: $(STAMP)
 	@status=0; \
 	$(PY) -m tests.chaos.run --faults 1000 --seed $(CHAOS_SEED) || status=1; \
+	$(PY) -m tests.chaos.run --env sharded --faults 300 --seed $(CHAOS_SEED) || status=1; \
 	HYPOTHESIS_PROFILE=chaos $(PY) -m pytest -q -s tests/coordinator/rpc/test_fuzz_wire.py || status=1; \
 	$(PY) -m tests.chaos.soak --minutes 10 || status=1; \
 	exit $$status

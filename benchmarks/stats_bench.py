@@ -30,6 +30,7 @@ import sys
 import tempfile
 import time
 from dataclasses import asdict
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -115,6 +116,50 @@ def generate_shuffled(
     with open(marker, "w", encoding="utf-8") as f:
         f.write(str(total))
     return total
+
+
+def _spark_api(spark: Any, path: str) -> Any:
+    import json
+    import urllib.request
+
+    base = spark.sparkContext.uiWebUrl
+    app = spark.sparkContext.applicationId
+    with urllib.request.urlopen(f"{base}/api/v1/applications/{app}/{path}", timeout=30) as response:
+        return json.load(response)
+
+
+def _ui_time(text: str) -> float:
+    from datetime import datetime
+
+    return datetime.strptime(text.replace("GMT", "+0000"), "%Y-%m-%dT%H:%M:%S.%f%z").timestamp()
+
+
+def stage_profile(spark: Any, after_job: int) -> tuple[list[tuple[str, float, float, int, float, float]], int]:
+    """Per job description (the job's passes, see ``loadstats.job``), from the Spark UI's REST API:
+    wall seconds (first stage submitted to last completed), task seconds (executor run time),
+    input records, shuffle written and read (MB). Returns the rows and the newest job id."""
+    jobs = [j for j in _spark_api(spark, "jobs") if j["jobId"] > after_job]
+    stages = {s["stageId"]: s for s in _spark_api(spark, "stages?status=complete")}
+    by_pass: dict[str, list[dict[str, Any]]] = {}
+    for job in jobs:
+        name = job.get("description") or job.get("name", "?")
+        by_pass.setdefault(name, []).extend(stages[i] for i in job["stageIds"] if i in stages)
+    rows = []
+    for name, ss in by_pass.items():
+        if not ss:
+            continue
+        start = min(_ui_time(x["submissionTime"]) for x in ss)
+        end = max(_ui_time(x["completionTime"]) for x in ss)
+        rows.append((name, end - start, sum(x["executorRunTime"] for x in ss) / 1000.0,
+                     sum(x["inputRecords"] for x in ss), sum(x["shuffleWriteBytes"] for x in ss) / 1e6,
+                     sum(x["shuffleReadBytes"] for x in ss) / 1e6))
+    return rows, max((j["jobId"] for j in jobs), default=after_job)
+
+
+def print_profile(rows: list[tuple[str, float, float, int, float, float]]) -> None:
+    print(f"    {'pass':<28} {'wall s':>7} {'task s':>7} {'input rows':>12} {'shuffle w MB':>12} {'shuffle r MB':>12}")
+    for name, wall, task, records, written, read in rows:
+        print(f"    {name[:28]:<28} {wall:>7.2f} {task:>7.2f} {records:>12,} {written:>12.1f} {read:>12.1f}")
 
 
 def time_reference(directory: str) -> tuple[float, float, int]:
@@ -309,9 +354,14 @@ def throughput(args: argparse.Namespace) -> int:
             total = generate_shuffled(data, n, n_tasks, n_workers)
             gen_s = time.perf_counter() - g0
             out = os.path.join(args.cache_dir, f"out-n{n}")
+            last_job = max((j["jobId"] for j in _spark_api(spark, "jobs")), default=-1) if args.profile else -1
             result = run(data, out, spark=spark)
             assert result.rows_rejected and sum(result.rows_rejected.values()) == 0, result.rows_rejected
             job_s = result.wall_time_s
+            if args.profile:
+                profile, _ = stage_profile(spark, last_job)
+                print(f"  {n:,} samples: {job_s:.2f} s; where the time went (stages by pass):")
+                print_profile(profile)
             if args.no_reference:
                 read_s = ref_s = float("nan")
             else:
@@ -361,6 +411,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--driver-memory", default="8g")
     parser.add_argument("--cache-dir", default=os.path.join(tempfile.gettempdir(), "groupcoord-stats-bench"))
     parser.add_argument("--no-reference", action="store_true")
+    parser.add_argument("--profile", action="store_true",
+                        help="throughput mode: per pass of the job, wall and task seconds and shuffle sizes "
+                             "(from the Spark UI's REST API)")
     args = parser.parse_args(argv)
     return throughput(args) if args.throughput else history(args)
 

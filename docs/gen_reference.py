@@ -47,6 +47,7 @@ from groupcoord.coordinator.runtime.metrics import CoordinatorMetrics
 from groupcoord.coordinator.runtime.office import Standalone
 from groupcoord.coordinator.runtime.router import ShardRouter
 from groupcoord.coordinator.storage.store import MemoryStore
+from groupcoord.loadstats.follow_metrics import FollowMetrics
 from groupcoord.worker import states as worker_states
 from groupcoord.worker.config import WorkerConfig
 from groupcoord.worker.metrics import WorkerCollector
@@ -337,11 +338,18 @@ def worker_registry() -> CollectorRegistry:
     return registry
 
 
+def stats_follow_registry() -> CollectorRegistry:
+    registry = CollectorRegistry()
+    FollowMetrics(registry)
+    return registry
+
+
 def metrics_page() -> str:
     header = ["exposed as", "type", "labels", "help"]
     return "".join([
         GENERATED, "# Metrics reference\n\n",
-        ("Every metric family, read from the coordinator's and the worker's collectors, with the help text "
+        ("Every metric family, read from the coordinator's, the worker's and `groupcoord stats --follow`'s "
+        "collectors, with the help text "
         "Prometheus shows. What each means in practice, useful queries, the Grafana dashboard and the log "
         "events: [Metrics and logs](../metrics.md).\n\n"),
         "## Coordinator (`groupcoord serve --metrics-listen HOST:PORT`)\n\n",
@@ -350,6 +358,8 @@ def metrics_page() -> str:
         table(header, metric_rows(shard_registry())),
         "\n## Worker (`WorkerClient(..., metrics_registry=registry)`)\n\n",
         table(header, metric_rows(worker_registry())),
+        "\n## Load statistics (`groupcoord stats --follow --metrics-listen HOST:PORT`)\n\n",
+        table(header, metric_rows(stats_follow_registry())),
     ])
 
 

@@ -222,13 +222,15 @@ def run(
     spark: SparkSession | None = None,
     thresholds: SplitThresholds | None = None,
     driver_memory: str | None = "4g",
+    spark_conf: Mapping[str, str] | None = None,
 ) -> JobResult:
     """Read the sample log under ``samples_path``, write a snapshot at ``out_path``.
 
     ``OUT/tasks/`` and ``OUT/workers/`` (Parquet) and ``OUT/_meta.json`` appear together (see
     :func:`_swap_into_place`). ``out_path`` must be a local or mounted path; ``samples_path`` is
     any path Spark reads. With ``spark=None`` a session is created (``master=None``: leave the
-    master to spark-submit) and stopped at the end; a given session is left running.
+    master to spark-submit; ``spark_conf``: more Spark settings, e.g. executor memory on a
+    cluster) and stopped at the end; a given session is left running.
     ``max_sample_age_s``: workers and tasks whose latest sample is older than this behind their
     group's newest report are left out (``None`` or 0 keeps everything).
     Raises ``FileNotFoundError`` when a local ``samples_path`` does not exist and ``ValueError``
@@ -249,7 +251,7 @@ def run(
     max_age_ms = int(max_sample_age_s * 1000) if max_sample_age_s else None
     started = time.monotonic()
     own_session = spark is None
-    session = spark if spark is not None else build_session(master, driver_memory=driver_memory)
+    session = spark if spark is not None else build_session(master, driver_memory=driver_memory, extra_conf=spark_conf)
     try:
         created_ms = time.time_ns() // 1_000_000
         snapshot_id = f"{created_ms:015d}-{uuid.uuid4().hex[:8]}"
@@ -265,6 +267,8 @@ def run(
             worker_rows_seen, task_rows_seen, repeats = Observation(), Observation(), Observation()
             # pass 1: the worker rows -> latest row per worker (small; staged, then re-read)
             worker_rows = tag_rejects(samples, "worker").observe(worker_rows_seen, *reject_metrics())
+            describe = session.sparkContext.setJobDescription  # names the passes in the Spark UI and its REST API
+            describe("loadstats: worker pass")
             latest_workers(worker_rows).write.mode("overwrite").parquet(parquet_path(_STAGE))
             workers = session.read.parquet(parquet_path(_STAGE))
             since = fresh_since(workers, max_age_ms)
@@ -273,10 +277,12 @@ def run(
             good = coded.where(F.col("_reject").isNull()).drop("_reject")
             stats = task_stats(good, short_samples, long_samples, duplicates=repeats)
             tasks = split_candidates(snapshot_tasks(stats, workers, since), thresholds)
+            describe("loadstats: task pass")
             tasks.repartition(1).sortWithinPartitions("group_id", "task_id").write.mode("overwrite").parquet(
                 parquet_path("tasks")
             )
             written = session.read.parquet(parquet_path("tasks"))
+            describe("loadstats: worker stats")
             (
                 worker_stats(workers, since, written)
                 .repartition(1)
@@ -288,6 +294,7 @@ def run(
             rows_read = sum(int(s.get("rows", 0)) for s in seen)
             rejected = {r: sum(int(s.get(r, 0)) for s in seen) for r in REJECT_REASONS}
             duplicates = int(_observed(repeats).get("duplicates", 0))
+            describe("loadstats: summary")
             summary = written.agg(
                 F.count(F.lit(1)).alias("tasks"),
                 F.count(F.when(F.col("split_candidate"), 1)).alias("splits"),
@@ -297,6 +304,7 @@ def run(
                 .agg(F.count(F.lit(1)).alias("workers"), F.countDistinct("group_id").alias("groups"))
                 .collect()[0]
             )
+            describe(None)  # type: ignore[arg-type]  # PySpark accepts None: clears it
             shutil.rmtree(os.path.join(tmp_dir, _STAGE))
             if rows_read == 0 and (summary["tasks"] or wsum["workers"]):
                 raise RuntimeError("the job's row counts went missing (Spark reported no observed metrics)")

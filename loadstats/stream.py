@@ -26,7 +26,8 @@ import signal
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from pyspark import StorageLevel
@@ -54,7 +55,8 @@ from groupcoord.loadstats.samples import SAMPLE_COLUMNS, sample_spark_schema
 from groupcoord.loadstats.state import StateStore, StateView, task_state_ddl, worker_state_ddl
 from groupcoord.loadstats.transforms import CORRUPT, REJECT_REASONS, SplitThresholds, split_candidates, tag_rejects
 
-__all__ = ["default_state_path", "read_sample_stream", "run_incremental", "write_state_snapshot"]
+__all__ = ["RefreshFailed", "default_state_path", "one_line", "read_sample_stream", "run_incremental",
+           "write_state_snapshot"]
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +64,22 @@ log = logging.getLogger(__name__)
 #: state version is committed; tests kill the process there to prove a re-run neither loses nor
 #: double counts.
 BatchHook = Callable[[int], None]
+
+
+class RefreshFailed(Exception):
+    """A micro-batch or a snapshot failed; ``kind`` is one of ``loadstats.follow_metrics.FAILURE_KINDS``."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(f"{kind}: {message}")
+        self.kind = kind
+        self.message = message
+
+
+def one_line(exc: BaseException) -> str:
+    """An error as one short line: its type and the first line of its message (Java errors are long)."""
+    text = str(exc).strip().splitlines()
+    first = next((line.strip() for line in text if line.strip()), "")
+    return f"{type(exc).__name__}: {first[:300]}" if first else type(exc).__name__
 
 
 def default_state_path(out_path: str) -> str:
@@ -114,22 +132,42 @@ class _BatchFolder:
 
     def __init__(self, spark: SparkSession, store: StateStore, short_samples: int, long_samples: int,
                  after_commit: BatchHook | None, on_state: Callable[[StateView], None] | None,
-                 before_commit: BatchHook | None = None) -> None:
+                 before_commit: BatchHook | None = None,
+                 on_batch: Callable[[dict[str, Any]], None] | None = None) -> None:
         self.spark, self.store = spark, store
         self.short, self.long = short_samples, long_samples
         self.after_commit, self.on_state, self.before_commit = after_commit, on_state, before_commit
+        self.on_batch = on_batch
         self.batches = 0
         self.skipped = 0
         self.run_counters = _empty_counters()
+        #: The first failure of a batch, with its kind: Spark hands the query's error back as a
+        #: StreamingQueryException whose Python type is lost, so the kind is kept here.
+        self.failure: RefreshFailed | None = None
+
+    @contextmanager
+    def _failing_as(self, kind: str) -> Iterator[None]:
+        try:
+            yield
+        except Exception as exc:
+            if self.failure is None:
+                self.failure = RefreshFailed(kind, one_line(exc))
+            raise
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        with self._failing_as("batch"):
+            self._fold(batch, batch_id)
+
+    def _fold(self, batch: DataFrame, batch_id: int) -> None:
+        started = time.monotonic()
         if self.store.applied(batch_id):  # crash after our commit, before Spark's: already counted
             log.warning("micro-batch %d is already in the state (re-run after a crash): skipped", batch_id)
             self.skipped += 1
             return
         view = self.store.current()
         tasks0, workers0 = _state_frames(self.spark, view)
-        tmp = self.store.new_version_dir(batch_id)
+        with self._failing_as("state_dir"):
+            tmp = self.store.new_version_dir(batch_id)
         # Spark's Observation never completes inside foreachBatch (the batch runs in the stream's
         # own session), so counts are explicit aggregates; the input is cached once for the passes.
         batch = batch.persist(StorageLevel.MEMORY_AND_DISK)
@@ -161,7 +199,8 @@ class _BatchFolder:
         meta.update(short_samples_max=self.short, long_samples_max=self.long)
         if self.before_commit is not None:
             self.before_commit(batch_id)
-        committed = self.store.commit(batch_id, tmp, meta)
+        with self._failing_as("state_dir"):
+            committed = self.store.commit(batch_id, tmp, meta)
         self.run_counters = _add(self.run_counters, delta)
         self.batches += 1
         if delta["rows_late"]:
@@ -170,7 +209,10 @@ class _BatchFolder:
         if self.after_commit is not None:
             self.after_commit(batch_id)
         if self.on_state is not None:
-            self.on_state(committed)
+            with self._failing_as("snapshot_dir"):
+                self.on_state(committed)
+        if self.on_batch is not None:
+            self.on_batch({"batch_id": batch_id, **delta, "seconds": time.monotonic() - started})
 
 
 def _add(base: dict[str, Any], more: Any) -> dict[str, Any]:
@@ -291,6 +333,8 @@ def run_incremental(
     on_snapshot: Callable[[dict[str, Any]], None] | None = None,
     stop_event: threading.Event | None = None,
     driver_memory: str | None = "4g",
+    spark_conf: Mapping[str, str] | None = None,
+    on_batch: Callable[[dict[str, Any]], None] | None = None,
 ) -> JobResult:
     """Fold the sample files not yet seen into the state and write the snapshot from it.
 
@@ -299,7 +343,9 @@ def run_incremental(
     ``ValueError`` (reset, or run ``--full``). Once mode returns when the files present at the
     start are folded in; follow mode (``follow_every_s``) runs until SIGINT/SIGTERM (when
     called from the main thread) or ``stop_event`` is set, and calls ``on_snapshot(meta)`` per
-    published snapshot.
+    published snapshot and ``on_batch(counts)`` per committed micro-batch (its ``rows_read``,
+    ``rows_rejected``, ``rows_duplicate``, ``rows_late`` and ``seconds``). A failed micro-batch
+    or snapshot raises :class:`RefreshFailed` (its kind) when the query stops on it.
     """
     if short_samples < 1 or long_samples < 1:
         raise ValueError(f"sample caps must be >= 1 (short={short_samples}, long={long_samples})")
@@ -322,7 +368,7 @@ def run_incremental(
     os.makedirs(store.root, exist_ok=True)
     started = time.monotonic()
     own_session = spark is None
-    session = spark if spark is not None else build_session(master, driver_memory=driver_memory)
+    session = spark if spark is not None else build_session(master, driver_memory=driver_memory, extra_conf=spark_conf)
     session_start_s = time.monotonic() - started
     last_meta: dict[str, Any] = {}
 
@@ -336,15 +382,21 @@ def run_incremental(
             on_snapshot(last_meta)
 
     folder = _BatchFolder(session, store, short_samples, long_samples, after_commit,
-                          publish if follow_every_s else None, before_commit)
+                          publish if follow_every_s else None, before_commit, on_batch)
     try:
         writer = read_sample_stream(session, samples_path, max_files_per_trigger).writeStream.foreachBatch(folder)
         writer = writer.option("checkpointLocation", store.checkpoint).queryName(f"loadstats-{uuid.uuid4().hex[:6]}")
         if follow_every_s:
-            if _snapshot_batch(out_path) != (store.current() or _NO_STATE).batch_id:
-                publish(store.current())
+            current = store.current()
+            if current is not None and _snapshot_batch(out_path) != current.batch_id:  # before any batch: nothing yet
+                publish(current)
             query = writer.trigger(processingTime=f"{follow_every_s} seconds").start()
-            _follow(query, stop_event or threading.Event())
+            try:
+                _follow(query, stop_event or threading.Event())
+            except Exception as exc:
+                if folder.failure is not None:  # the kind, which the query's own error has lost
+                    raise folder.failure from exc
+                raise
         else:
             query = writer.trigger(availableNow=True).start()
             query.awaitTermination()

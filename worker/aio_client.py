@@ -29,7 +29,7 @@ import warnings
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 from prometheus_client import CollectorRegistry
 
@@ -56,6 +56,8 @@ from groupcoord.worker.view import MemberView
 __all__ = ["AssignmentChange", "AsyncWorkerClient"]
 
 log = logging.getLogger("groupcoord.worker")
+
+_Answer = TypeVar("_Answer")
 
 AssignmentChange = Notice
 """What ``changes()`` yields: ``kind`` ("assigned", "revoked", "lost"), ``tasks``, ``generation``."""
@@ -334,15 +336,17 @@ class AsyncWorkerClient(MemberView):
 
     async def _join(self) -> pb.JoinGroupResponse:
         session = self._session
+        sent = self._monotonic()
         try:
-            response = await self._transport.join_group(join_request(self.config, session.member_id, self._tasks),
-                                                        session.phase_timeout())
+            response = await self._answer_or_give_up(self._transport.join_group(
+                join_request(self.config, session.member_id, self._tasks), session.phase_timeout()), sent)
         except errors.MemberIdRequiredError as required:
             session.member_id = required.member_id
             log.info("%s: got member id %s", self.config.client_id, session.member_id)
-            response = await self._transport.join_group(join_request(self.config, session.member_id, self._tasks),
-                                                        session.phase_timeout())
-        session.joined(response)
+            sent = self._monotonic()
+            response = await self._answer_or_give_up(self._transport.join_group(
+                join_request(self.config, session.member_id, self._tasks), session.phase_timeout()), sent)
+        session.joined(response, sent)
         listener = self.listener
         if isinstance(listener, JoinListener):
             member, generation, leader = session.member_id, response.generation, session.is_leader
@@ -351,9 +355,30 @@ class AsyncWorkerClient(MemberView):
 
     async def _sync(self, join: pb.JoinGroupResponse) -> tuple[TaskReplica, ...]:
         request = sync_request(self._assignor_lookup, self.config, self.member_id, self.is_leader, join)
-        response = await self._transport.sync_group(request, self._session.phase_timeout())
+        response = await self._answer_or_give_up(
+            self._transport.sync_group(request, self._session.phase_timeout()), self._monotonic())
         self._session.synced(response)
         return replicas_from_pb(response.tasks)
+
+    async def _answer_or_give_up(self, call: Awaitable[_Answer], sent: float) -> _Answer:
+        """Await a JoinGroup or SyncGroup; cooperative tasks that run on meanwhile are lost once the
+        coordinator could have removed us (``Membership.give_up_in``), not at the call's deadline, and
+        the call is still awaited: an answer that keeps us gives them back (as the threaded client)."""
+        seconds = self._session.give_up_in(sent, bool(self._tasks.assigned))
+        if seconds is None:
+            return await call
+        pending = asyncio.ensure_future(call)
+        try:
+            done, _ = await asyncio.wait({pending}, timeout=max(0.0, seconds))
+            if not done and self._tasks.assigned and not self._closing:
+                call_name = "JoinGroup" if self.state is WorkerState.JOINING else "SyncGroup"
+                log.warning("%s: no answer to our %s by the time the coordinator could have removed us: tasks "
+                            "lost (they come back if the answer keeps us)", self.config.client_id, call_name)
+                self._tasks.lose_all()
+                await self._flush()
+            return await pending
+        finally:
+            pending.cancel()  # a no-op once it is done; the client closing while it waits cancels the call
 
     async def _assign(self, tasks: tuple[TaskReplica, ...], generation: int) -> None:
         self._recheck.reset()

@@ -26,15 +26,18 @@ def load_policy(*, mtls: bool, token_file: Path | None, acl_file: Path | None) -
 
 
 def _tokens(path: Path | None) -> TokenTable | None:
-    if path is None:
-        return None
-    _refuse_unsafe(path, "token file", secret=True)
+    return None if path is None else load_tokens(path)
+
+
+def load_tokens(path: Path, *, what: str = "token file") -> TokenTable:
+    """A token file (``NAME sha256:HEX`` lines), refused if others may read or change it."""
+    _refuse_unsafe(path, what, secret=True)
     try:
-        return parse_tokens(path.read_text(encoding="utf-8"), source=f"token file {path}")
+        return parse_tokens(path.read_text(encoding="utf-8"), source=f"{what} {path}")
     except OSError as error:
-        raise PolicyFileError(f"cannot read token file {path}: {error.strerror}") from None
+        raise PolicyFileError(f"cannot read {what} {path}: {error.strerror}") from None
     except UnicodeDecodeError:
-        raise PolicyFileError(f"token file {path} is not UTF-8 text") from None
+        raise PolicyFileError(f"{what} {path} is not UTF-8 text") from None
     except TokenFileError as error:
         raise PolicyFileError(str(error)) from None
 

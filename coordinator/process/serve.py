@@ -29,6 +29,7 @@ Config file (TOML)::
     metrics_listen = "127.0.0.1:9401"    # serve Prometheus metrics at http://HOST:PORT/metrics (default: off)
     metrics_group_labels = true          # false: no per-group series (a scraper learns no group names)
     metrics_tls = false                  # true: /metrics over HTTPS with tls_cert/tls_key (tls_client_ca: mTLS)
+    metrics_token_file = "metrics.tokens"  # scrapers send a bearer token listed here ('NAME sha256:HEX' lines)
     log_format = "text"                  # text | json (one JSON object per line)
 
     [coordinator]               # any CoordinatorConfig field
@@ -54,7 +55,7 @@ from typing import Any
 
 import grpc
 
-from groupcoord.coordinator.auth.files import PolicyFileError, load_policy
+from groupcoord.coordinator.auth.files import PolicyFileError, load_policy, load_tokens
 from groupcoord.coordinator.auth.guard import Guard
 from groupcoord.coordinator.auth.tls import is_loopback, server_credentials
 from groupcoord.coordinator.config import ConfigError, CoordinatorConfig
@@ -84,7 +85,7 @@ log = logging.getLogger("groupcoord.serve")
 MAX_SHARDS = 1024
 # files the security options name (paths, never their contents; ``--print-config`` shows the paths)
 _PATH_KEYS = (
-    "tls_cert", "tls_key", "tls_client_ca", "token_file", "acl_file",
+    "tls_cert", "tls_key", "tls_client_ca", "token_file", "acl_file", "metrics_token_file",
     "zk_credentials_file", "zk_tls_ca", "zk_tls_cert", "zk_tls_key",
 )
 _SERVER_KEYS = {
@@ -160,6 +161,9 @@ class ServeOptions:
     are scraped by someone who may not learn every tenant's group names."""
     metrics_tls: bool = False
     """Serve /metrics over HTTPS with ``tls_cert``/``tls_key`` (with ``tls_client_ca``: scrapers need a certificate)."""
+    metrics_token_file: Path | None = None
+    """Scrapers of /metrics must send ``Authorization: Bearer TOKEN`` with a token listed here (the token
+    file's format, ``NAME sha256:HEX`` lines; read at start). Others get 401."""
     log_format: str = "text"
     """text, or json: one JSON object per line."""
     coordinator: CoordinatorConfig = field(default_factory=CoordinatorConfig)
@@ -483,16 +487,25 @@ def start_metrics(runtime: CoordinatorRuntime | ShardRouter, options: ServeOptio
     if options.metrics_tls and options.tls_cert is not None and options.tls_key is not None:
         tls = MetricsTls(cert=str(options.tls_cert), key=str(options.tls_key),
                          client_ca=str(options.tls_client_ca) if options.tls_client_ca is not None else "")
+    authorized = None
+    if options.metrics_token_file is not None:
+        scrapers = load_tokens(options.metrics_token_file, what="metrics token file")  # PolicyFileError: one line
+
+        def authorized(token: str) -> bool:
+            return scrapers.principal_for(token) is not None
     try:
-        endpoint = serve_metrics(runtime.metrics.registry, options.metrics_listen, tls=tls)
+        endpoint = serve_metrics(runtime.metrics.registry, options.metrics_listen, tls=tls, authorized=authorized)
     except (OSError, ValueError) as error:
         raise ValueError(f"cannot serve metrics on {options.metrics_listen}: {error}") from None
     host = options.metrics_listen.rpartition(":")[0]
     if tls is None and not is_loopback(host.strip("[]")):
-        what = "every group's name, member count and generation" if options.metrics_group_labels else \
-            "group counts and request figures"
-        print(f"groupcoord serve: WARNING: metrics on {options.metrics_listen} over plain HTTP: anyone who can reach "
-              f"it reads {what} (use a loopback address, metrics_tls = true, or metrics_group_labels = false)",
+        if authorized is not None:
+            risk = "scrapers' bearer tokens cross the network in clear"
+        else:
+            risk = "anyone who can reach it reads " + ("every group's name, member count and generation"
+                                                       if options.metrics_group_labels else "group counts and request figures")
+        print(f"groupcoord serve: WARNING: metrics on {options.metrics_listen} over plain HTTP: {risk} (use a "
+              "loopback address, metrics_tls = true, metrics_token_file, or metrics_group_labels = false)",
               file=sys.stderr, flush=True)
     scheme = "https" if tls is not None else "http"
     print(f"groupcoord metrics on {scheme}://{host}:{endpoint.port}/metrics", file=sys.stderr, flush=True)

@@ -18,7 +18,7 @@ from groupcoord.cli.common import DEFAULT_LISTEN, UsageError, add_client_securit
 from groupcoord.cli.console_worker import run_worker
 from groupcoord.cli.groups import run_groups, run_tasks
 from groupcoord.cli.logs import TextFormatter, use_log_format
-from groupcoord.cli.stats import duration_s, run_stats
+from groupcoord.cli.stats import duration_s, listen_address, run_stats, spark_setting
 from groupcoord.coordinator.process.print_config import render_options
 from groupcoord.coordinator.process.serve import ServeOptions, run_coordinator
 
@@ -77,6 +77,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="print the effective configuration (file, flags and defaults; secrets masked) and exit")
     serve.add_argument("--metrics-listen", metavar="HOST:PORT",
                        help="serve Prometheus metrics at http://HOST:PORT/metrics (default: off)")
+    serve.add_argument("--metrics-token-file", metavar="FILE",
+                       help="scrapers of /metrics must send a bearer token listed here ('NAME sha256:HEX' lines)")
     serve.add_argument("--log-format", choices=["text", "json"], help="json: one JSON object per line (default text)")
 
     worker = sub.add_parser("worker", help="run a demo worker that prints one JSON line per event")
@@ -162,7 +164,11 @@ def _parser() -> argparse.ArgumentParser:
     stats = sub.add_parser("stats", help="run the load statistics Spark job")
     stats.add_argument("--samples", required=True, help="sample log directory (Parquet or JSON Lines)")
     stats.add_argument("--out", required=True, help="where the snapshot is written")
-    stats.add_argument("--master", default="local[*]")
+    stats.add_argument("--master", default="local[*]",
+                       help="Spark master: local[*], or a cluster's (spark://HOST:7077, yarn, k8s://...)")
+    stats.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", type=spark_setting,
+                       help="a Spark setting for the session, as spark-submit's --conf (repeatable), "
+                            "e.g. spark.executor.memory=2g")
     stats.add_argument("--coordinator", help="publish the snapshot to this coordinator")
     add_client_security(stats)
     stats.add_argument("--short-samples", type=positive_int, default=10)
@@ -175,6 +181,11 @@ def _parser() -> argparse.ArgumentParser:
     stats.add_argument("--follow", action="store_true",
                        help="keep running in one warm Spark session; a snapshot per --every when files arrived")
     stats.add_argument("--every", type=duration_s, default=60.0, help="--follow interval (default 60s; 2m, 1h)")
+    stats.add_argument("--metrics-listen", metavar="HOST:PORT", type=listen_address,
+                       help="--follow: serve Prometheus metrics at http://HOST:PORT/metrics (default: off)")
+    stats.add_argument("--publish-attempts", type=positive_int, default=4,
+                       help="--coordinator: tries per snapshot before the publish is counted failed and left to "
+                            "the next refresh (default 4, backing off 0.5 s to 5 s)")
     stats.add_argument("--state", help="the incremental state and Spark checkpoint (default OUT.state)")
     stats.add_argument("--reset", action="store_true",
                        help="forget the incremental state first (the next run reads the whole log)")

@@ -17,9 +17,13 @@ says which extra to install and exits 2, before anything imports them.
 from __future__ import annotations
 
 import argparse
+import logging
 import re
 import sys
 from typing import Any
+
+from prometheus_client import CollectorRegistry
+from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from groupcoord import errors
 from groupcoord.admin import AdminClient
@@ -27,7 +31,9 @@ from groupcoord.channels import ClientSecurity
 from groupcoord.cli.common import STATS_EXTRA_HINT, client_security, missing_stats_extra
 from groupcoord.wire import snapshot_to_pb
 
-__all__ = ["duration_s", "publish_snapshots", "run_stats"]
+__all__ = ["duration_s", "listen_address", "publish_snapshots", "run_stats", "spark_setting"]
+
+log = logging.getLogger("groupcoord.cli.stats")
 
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
 
@@ -40,8 +46,38 @@ def duration_s(text: str) -> float:
     return float(match.group(1)) * _UNITS[match.group(2)]
 
 
-def publish_snapshots(out: str, coordinator: str, security: ClientSecurity | None = None) -> list[str]:
-    """Send every group's snapshot under ``out`` to the coordinator; returns the group ids sent."""
+def spark_setting(text: str) -> tuple[str, str]:
+    """argparse type: ``KEY=VALUE`` (a Spark setting, as spark-submit's ``--conf``)."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip() or not value:
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE (e.g. spark.executor.memory=2g)")
+    return key.strip(), value
+
+
+def listen_address(text: str) -> str:
+    """argparse type: ``HOST:PORT`` (port 0..65535; 0 picks a free one)."""
+    _host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not HOST:PORT (e.g. 127.0.0.1:9402)")
+    return text
+
+
+def publish_snapshots(out: str, coordinator: str, security: ClientSecurity | None = None,
+                      attempts: int = 1) -> list[str]:
+    """Send every group's snapshot under ``out`` to the coordinator; returns the group ids sent.
+
+    ``attempts`` > 1: an unreachable coordinator is tried again (exponential backoff 0.5 s to
+    5 s) before its ``CoordinatorNotAvailableError`` is raised; a snapshot sent twice replaces
+    itself, so a retry never counts anything twice.
+    """
+    for attempt in Retrying(stop=stop_after_attempt(attempts), wait=wait_exponential(multiplier=0.5, max=5),
+                            retry=retry_if_exception_type(errors.CoordinatorMovedError), reraise=True):
+        with attempt:
+            return _publish_once(out, coordinator, security)
+    raise AssertionError("unreachable: Retrying either returns or raises")
+
+
+def _publish_once(out: str, coordinator: str, security: ClientSecurity | None) -> list[str]:
     from groupcoord.loadstats.snapshot_io import read_snapshots  # lazy: reads Parquet with pyarrow (the stats extra)
 
     sent = []
@@ -74,28 +110,21 @@ def run_stats(args: argparse.Namespace) -> int:
         print("groupcoord stats: --full rebuilds from the whole log; it takes neither --follow nor --reset",
               file=sys.stderr)
         return 2
+    if args.metrics_listen and not args.follow:
+        print("groupcoord stats: --metrics-listen serves the metrics of --follow; add --follow", file=sys.stderr)
+        return 2
     # lazy: the Spark job needs pyspark and pyarrow (the stats extra)
     from groupcoord.loadstats.job import run
     from groupcoord.loadstats.stream import run_incremental
 
     common = {"master": args.master, "short_samples": args.short_samples, "long_samples": args.long_samples,
-              "max_sample_age_s": args.max_sample_age_s}
-
-    def published(meta: dict[str, Any]) -> None:  # follow mode: one line (and one publish) per snapshot
-        print(_line(meta["snapshot_id"], args.out, meta) + f" (new rows: state batch {meta['state_batch_id']})",
-              flush=True)
-        if args.coordinator:
-            sent = publish_snapshots(args.out, args.coordinator, client_security(args, args.coordinator))
-            print(f"published to {args.coordinator}: {', '.join(sent) or 'nothing'}", flush=True)
+              "max_sample_age_s": args.max_sample_age_s, "spark_conf": dict(args.conf)}
 
     try:
         if args.full:
             result = run(args.samples, args.out, **common)
         elif args.follow:
-            print(f"groupcoord stats: following {args.samples} every {args.every:g}s (Ctrl-C stops)", flush=True)
-            run_incremental(args.samples, args.out, state_path=args.state, reset=args.reset,
-                            follow_every_s=args.every, on_snapshot=published, **common)
-            return 0
+            return _follow(args, common)
         else:
             result = run_incremental(args.samples, args.out, state_path=args.state, reset=args.reset, **common)
     except (FileNotFoundError, ValueError) as error:
@@ -118,4 +147,48 @@ def run_stats(args: argparse.Namespace) -> int:
     if args.coordinator:
         sent = publish_snapshots(args.out, args.coordinator, client_security(args, args.coordinator))
         print(f"published to {args.coordinator}: {', '.join(sent) or 'nothing'}")
+    return 0
+
+
+def _follow(args: argparse.Namespace, common: dict[str, Any]) -> int:
+    """``--follow``: the service (``loadstats.follow``), its metrics endpoint and the bounded publish."""
+    from groupcoord.coordinator.runtime.metrics import serve_metrics
+    from groupcoord.loadstats.follow import follow
+    from groupcoord.loadstats.follow_metrics import FollowMetrics
+
+    metrics = FollowMetrics(CollectorRegistry())
+    endpoint = None
+    if args.metrics_listen:
+        try:
+            endpoint = serve_metrics(metrics.registry, args.metrics_listen)
+        except OSError as error:
+            print(f"groupcoord stats: cannot serve metrics on {args.metrics_listen}: {error}", file=sys.stderr)
+            return 2
+
+    def published(meta: dict[str, Any]) -> None:  # one line (and one publish) per snapshot
+        print(_line(meta["snapshot_id"], args.out, meta) + f" (new rows: state batch {meta['state_batch_id']})",
+              flush=True)
+        if not args.coordinator:
+            return
+        try:
+            sent = publish_snapshots(args.out, args.coordinator, client_security(args, args.coordinator),
+                                     attempts=args.publish_attempts)
+        except errors.GroupCoordError as error:  # the next refresh publishes again (its snapshot is newer)
+            log.error("publish failed (publish): %s after %d attempt(s); the next refresh publishes again",
+                      error, args.publish_attempts)
+            metrics.failed("publish")
+            return
+        metrics.published(len(sent))
+        print(f"published to {args.coordinator}: {', '.join(sent) or 'nothing'}", flush=True)
+
+    where = f", metrics on http://{args.metrics_listen.rpartition(':')[0]}:{endpoint.port}/metrics" if endpoint else ""
+    print(f"groupcoord stats: following {args.samples} every {args.every:g}s{where} (SIGTERM or Ctrl-C stops)",
+          flush=True)
+    try:
+        follow(args.samples, args.out, every_s=args.every, state_path=args.state, reset=args.reset,
+               on_snapshot=published, metrics=metrics, **common)
+    finally:
+        if endpoint is not None:
+            endpoint.close()
+    print("groupcoord stats: stopped", flush=True)
     return 0

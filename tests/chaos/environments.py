@@ -1,5 +1,6 @@
-"""The two places faults happen: ``SqliteEnv`` (one coordinator on SQLite, workers behind the fault
-proxy) and ``ZooKeeperEnv`` (two coordinators elected on a real ZooKeeper, workers dialling both).
+"""The places faults happen: ``SqliteEnv`` (one coordinator on SQLite, workers behind the fault
+proxy), ``ZooKeeperEnv`` (two coordinators elected on a real ZooKeeper, workers dialling both) and
+``ShardedEnv`` (three sharded coordinators on a real ZooKeeper, each behind its own ZooKeeper proxy).
 
 Each environment injects and heals the faults of a ``FaultSpec`` and says when it has settled:
 every group Stable with all its workers, every task assigned, and the ownership log agreeing with
@@ -16,16 +17,19 @@ from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
+import grpc
+
 from groupcoord import errors
 from groupcoord.admin import AdminClient
 from groupcoord.v1 import groupcoord_pb2 as pb
+from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
 from tests.chaos.cluster import Coordinator, Timing, WorkerPool, answers_as_active, wait_for
 from tests.chaos.ownership import event
 from tests.chaos.proxy import FaultProxy
 from tests.chaos.schedule import FaultSpec
 from tests.zookeeper_server import ZooKeeperServer
 
-__all__ = ["Env", "SqliteEnv", "ZooKeeperEnv"]
+__all__ = ["Env", "ShardedEnv", "SqliteEnv", "ZooKeeperEnv"]
 
 _COORDINATOR = "[coordinator]\ngroup_min_session_timeout_ms = 500\ngroup_initial_rebalance_delay_ms = 0\n"
 STORE_FAILED = "store write failed"
@@ -298,5 +302,87 @@ class ZooKeeperEnv(Env):
             self.admin.close()
         for c in getattr(self, "coordinators", []):
             c.stop()
+        if hasattr(self, "zk"):
+            self.zk.close()
+
+
+class ShardedEnv(Env):
+    """Three ``groupcoord serve --sharded`` coordinators (12 shards) on a real ZooKeeper, each reaching it
+    through its own fault proxy; workers dial all three and follow NOT_COORDINATOR to their shard's leader.
+
+    Faults: ``shard_kill`` (one coordinator SIGKILLed, restarted at once on the same address: its shards
+    move to the others, then some come back), ``shard_stop`` (one SIGSTOPped past its ZooKeeper session,
+    then SIGCONT: it must act for nothing it lost), ``zk_cut`` (one coordinator's ZooKeeper traffic
+    black-holed past its session while workers still reach it, then healed).
+    """
+
+    name = "sharded"
+    shards = 12
+    zk_session_s = 2.0
+
+    def start(self) -> None:
+        self.zk = ZooKeeperServer()
+        self.zk.start()
+        self.zk_proxies = [FaultProxy(self.zk.port).start() for _ in range(3)]
+        self.coordinators = [
+            Coordinator(f"c{i}", self.workdir,
+                        f'[server]\nstore = "zookeeper"\nzk = "{proxy.address}"\n'
+                        f'zk_session_timeout_s = {self.zk_session_s}\nzk_root = "/groupcoord/chaos-sharded"\n'
+                        f"sharded = true\nshards = {self.shards}\n" + _COORDINATOR)
+            for i, proxy in enumerate(self.zk_proxies)]
+        for c in self.coordinators:
+            c.start()
+        self.addresses = ",".join(c.address for c in self.coordinators)
+        wait_for(self.every_shard_led, 60, "every shard led")
+        self.admin = AdminClient(self.addresses)
+        self.put_tasks()
+        self.start_workers(lambda slot: self.addresses)
+
+    def every_shard_led(self) -> bool:
+        for c in self.coordinators:
+            try:
+                with grpc.insecure_channel(c.address) as channel:
+                    answer = pb_grpc.GroupAdminStub(channel).DescribeCluster(pb.DescribeClusterRequest(), timeout=1)
+            except grpc.RpcError:
+                continue
+            return len(answer.shard_infos) == self.shards and all(s.leader for s in answer.shard_infos)
+        return False
+
+    def inject_global(self, fid: int, spec: FaultSpec) -> object:
+        victim = self.rng.randrange(len(self.coordinators))
+        c = self.coordinators[victim]
+        if spec.kind == "shard_kill":
+            c.kill()
+            self.fault_line(fid, spec, "inject", c.name)
+            c.start()  # at once, same address: it waits for its old session to end, then takes its share
+        elif spec.kind == "shard_stop":
+            self.fault_line(fid, spec, "inject", c.name)
+            assert c.proc is not None
+            c.proc.send_signal(signal.SIGSTOP)
+        else:  # zk_cut
+            self.zk_proxies[victim].blackhole()
+            self.fault_line(fid, spec, "inject", c.name)
+        return victim
+
+    def heal_global(self, fid: int, spec: FaultSpec, state: object) -> None:
+        assert isinstance(state, int)
+        c = self.coordinators[state]
+        if spec.kind == "shard_stop":
+            assert c.proc is not None
+            c.proc.send_signal(signal.SIGCONT)
+        elif spec.kind == "zk_cut":
+            self.zk_proxies[state].heal()
+        wait_for(self.every_shard_led, 60, "every shard led")
+        self.fault_line(fid, spec, "heal", c.name)
+
+    def close(self) -> None:
+        if hasattr(self, "workers"):
+            self.workers.stop()
+        if hasattr(self, "admin"):
+            self.admin.close()
+        for c in getattr(self, "coordinators", []):
+            c.stop()
+        for proxy in getattr(self, "zk_proxies", []):
+            proxy.close()
         if hasattr(self, "zk"):
             self.zk.close()

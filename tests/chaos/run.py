@@ -2,6 +2,7 @@
 
     python -m tests.chaos.run --faults 1000 --seed 17            # `make chaos`
     python -m tests.chaos.run --faults 50 --seed 1 --groups 3    # what CI runs (tests/chaos/test_chaos.py)
+    python -m tests.chaos.run --env sharded --faults 300 --seed 17   # `make chaos` too; CI: 8 faults, seed 8
 
 Prints the faults injected by kind, the violations (must be 0), the longest unowned gap per kind
 and the time to settle after each fault (median, max); exits 1 on any violation or a fault the
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.chaos.cluster import Timing
-from tests.chaos.environments import Env, SqliteEnv, ZooKeeperEnv
+from tests.chaos.environments import Env, ShardedEnv, SqliteEnv, ZooKeeperEnv
 from tests.chaos.ownership import OwnershipLog, Report, blame, check
 from tests.chaos.schedule import Round, make_schedule
 
@@ -99,7 +100,7 @@ def run_schedule(faults: int, seed: int, *, groups: int = 3, slots: int = 3, tas
     timing = timing or Timing()
     workdir = workdir or Path(tempfile.mkdtemp(prefix="groupcoord-chaos-"))
     schedule = make_schedule(faults, seed, groups=groups, slots=slots, session_s=timing.session_s, envs=envs)
-    kinds = {"sqlite": SqliteEnv, "zookeeper": ZooKeeperEnv}
+    kinds: dict[str, type[Env]] = {"sqlite": SqliteEnv, "zookeeper": ZooKeeperEnv, "sharded": ShardedEnv}
     results = [EnvResult(name) for name in envs]
     threads = []
     for result in results:
@@ -178,7 +179,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=17)
     parser.add_argument("--groups", type=int, default=3, help="groups per environment (3 workers each)")
     parser.add_argument("--workdir", type=Path, default=None)
-    parser.add_argument("--env", choices=["both", "sqlite", "zookeeper"], default="both")
+    parser.add_argument("--env", choices=["both", "sqlite", "zookeeper", "sharded"], default="both",
+                        help="both = sqlite and zookeeper at once; sharded = three sharded coordinators")
     args = parser.parse_args(argv)
     envs = ("sqlite", "zookeeper") if args.env == "both" else (args.env,)
     began = time.monotonic()

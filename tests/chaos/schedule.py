@@ -2,9 +2,10 @@
 
 Faults come in rounds. A worker round hits one worker in each of several groups at once (a kill
 and restart, or a SIGSTOP past the session); a global round hits what every group shares (the
-coordinator, the proxy, the disk, ZooKeeper). Two environments share the schedule: ``sqlite`` (one
-coordinator on SQLite, workers behind the fault proxy) and ``zookeeper`` (two coordinators elected
-on a real ZooKeeper).
+coordinator, the proxy, the disk, ZooKeeper). The environments share the schedule: ``sqlite`` (one
+coordinator on SQLite, workers behind the fault proxy), ``zookeeper`` (two coordinators elected
+on a real ZooKeeper) and ``sharded`` (three sharded coordinators, each reaching ZooKeeper through
+its own fault proxy).
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ WORKER_KINDS = ("worker_kill", "worker_stop")
 ENV_KINDS: dict[str, tuple[str, ...]] = {
     "sqlite": ("coordinator_kill", "proxy_delay", "proxy_drop", "disk_full"),
     "zookeeper": ("active_kill", "zk_restart"),
+    "sharded": ("shard_kill", "shard_stop", "zk_cut"),
 }
-_SHARE = {"sqlite": 0.6, "zookeeper": 0.4}
+_SHARE = {"sqlite": 0.6, "zookeeper": 0.4, "sharded": 0.4}
+SHARDED_ZK_SESSION_S = 2.0  # the sharded coordinators' ZooKeeper session (environments.ShardedEnv)
 _GLOBAL_ROUNDS = 0.3  # of the rounds; a worker round carries several faults
 
 
@@ -60,6 +63,8 @@ def _global_fault(rng: random.Random, env: str, session_s: float, groups: int, s
         return FaultSpec(kind, group="", hold_s=round(rng.uniform(1.0, 3.0), 3))
     if kind == "zk_restart":
         return FaultSpec(kind, hold_s=round(rng.uniform(0.2, 1.5), 3))
+    if kind in ("shard_stop", "zk_cut"):  # past the coordinator's ZooKeeper session: its shards move
+        return FaultSpec(kind, hold_s=round(SHARDED_ZK_SESSION_S + rng.uniform(0.3, 1.5), 3))
     return FaultSpec(kind)
 
 

@@ -30,6 +30,7 @@ from groupcoord.cli.main import _parser
 from groupcoord.coordinator.config import CoordinatorConfig
 from groupcoord.coordinator.process import serve
 from groupcoord.coordinator.runtime.metrics import CoordinatorMetrics
+from groupcoord.loadstats.follow_metrics import FollowMetrics
 from groupcoord.worker.config import WorkerConfig
 from groupcoord.worker.metrics import WorkerCollector
 from tests.paths import ROOT
@@ -78,10 +79,11 @@ def _missing_cli(html: str) -> list[str]:
 
 
 def _missing_metrics(html: str) -> list[str]:
-    coordinator, worker = CollectorRegistry(), CollectorRegistry()
+    coordinator, worker, stats = CollectorRegistry(), CollectorRegistry(), CollectorRegistry()
     CoordinatorMetrics(coordinator)
     worker.register(WorkerCollector())
-    families = [f for registry in (coordinator, worker) for f in registry.collect()]
+    FollowMetrics(stats)
+    families = [f for registry in (coordinator, worker, stats) for f in registry.collect()]
     assert len(families) >= 15
     return sorted(f"metric {f.name}" for f in families if f"<code>{f.name}" not in html)
 

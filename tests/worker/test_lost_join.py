@@ -8,6 +8,7 @@ monotonic clock), and no task may start on a worker while another still runs it.
 
 from __future__ import annotations
 
+import asyncio
 import sys
 import threading
 import time
@@ -20,7 +21,7 @@ from groupcoord.admin import AdminClient
 from groupcoord.assignors.base import TaskReplica
 from groupcoord.coordinator.rpc.server import ServerThread
 from groupcoord.v1 import groupcoord_pb2 as pb
-from groupcoord.worker import WorkerClient, WorkerConfig
+from groupcoord.worker import AsyncWorkerClient, WorkerClient, WorkerConfig
 from groupcoord.worker.give_up import give_up_at
 from groupcoord.worker.session import Membership
 from tests.chaos.rpc_proxy import RpcProxy
@@ -82,11 +83,34 @@ class Listener:
         self.timeline.record(self.name, "lost", tasks)
 
 
+def config_for(name: str, address: str) -> WorkerConfig:
+    return WorkerConfig(group_id=G, coordinators=address, client_id=name, rebalance_protocol="cooperative",
+                        assignors=("sticky",), session_timeout_ms=SESSION_MS, heartbeat_interval_ms=200,
+                        rebalance_timeout_ms=REBALANCE_MS, request_timeout_ms=10_000)
+
+
 def worker(name: str, address: str, timeline: Timeline) -> WorkerClient:
-    config = WorkerConfig(group_id=G, coordinators=address, client_id=name, rebalance_protocol="cooperative",
-                          assignors=("sticky",), session_timeout_ms=SESSION_MS, heartbeat_interval_ms=200,
-                          rebalance_timeout_ms=REBALANCE_MS, request_timeout_ms=10_000)
-    return WorkerClient(config, timeline.listener(name)).start()
+    return WorkerClient(config_for(name, address), timeline.listener(name)).start()
+
+
+class AsyncWorkerInThread:
+    """An ``AsyncWorkerClient`` on its own event loop in a thread, so the test can drive it beside
+    threaded workers (its listener is the same plain-function one: the timeline takes a lock)."""
+
+    def __init__(self, name: str, address: str, timeline: Timeline) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.client = AsyncWorkerClient(config_for(name, address), timeline.listener(name))
+        self.thread = threading.Thread(target=self.loop.run_forever, name=f"loop-{name}", daemon=True)
+        self.thread.start()
+        asyncio.run_coroutine_threadsafe(self.client.start(), self.loop).result(10)
+
+    def close(self, timeout: float) -> None:
+        try:
+            asyncio.run_coroutine_threadsafe(self.client.close(), self.loop).result(timeout)
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(timeout)
+            self.loop.close()
 
 
 def wait(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
@@ -128,18 +152,21 @@ def test_membership_counts_the_session_from_every_answer_and_gives_up_only_coope
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("client", ["threaded", "asyncio"])
 @pytest.mark.parametrize("call", ["JoinGroup", "SyncGroup"])
-def test_a_worker_whose_call_is_black_holed_stops_before_anyone_else_starts(server: ServerThread, call: str) -> None:
+def test_a_worker_whose_call_is_black_holed_stops_before_anyone_else_starts(server: ServerThread, call: str,
+                                                                            client: str) -> None:
     admin = AdminClient(server.address, timeout_s=10)
     admin.put_tasks(G, TASKS)
     timeline = Timeline()
     with RpcProxy(server.address) as proxy:
-        workers = [worker("b", server.address, timeline)]  # b first: the leader (a's SyncGroup then carries nothing)
+        workers: list[WorkerClient | AsyncWorkerInThread] = [worker("b", server.address, timeline)]  # b first: the leader (a's SyncGroup then carries nothing)
         wait(stable(admin, 1), 30, "b alone")
-        workers += [worker("a", proxy.address, timeline), worker("c", server.address, timeline)]
+        a = AsyncWorkerInThread if client == "asyncio" else worker
+        workers += [a("a", proxy.address, timeline), worker("c", server.address, timeline)]
         try:
             wait(stable(admin, 3), 60, "a, b and c stable")
-            assert timeline.runs("a"), "a runs something"
+            wait(lambda: bool(timeline.runs("a")), 30, "a runs something")  # the listener runs after the answer
             arrived = proxy.hold(call)  # a's next call of this kind vanishes
             workers.append(worker("d", server.address, timeline))  # a rebalance, mid-way of which a's call is lost
             assert arrived.wait(30), f"a sent its {call}"
@@ -155,7 +182,7 @@ def test_a_worker_whose_call_is_black_holed_stops_before_anyone_else_starts(serv
                   f"(session {SESSION_MS / 1000:.0f}s, call deadline {(REBALANCE_MS + 10_000) / 1000:.0f}s)",
                   file=sys.stderr)
         finally:
-            for w in workers:
+            for w in reversed(workers):
                 w.close(timeout=5)
     admin.close()
 

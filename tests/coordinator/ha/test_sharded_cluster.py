@@ -9,28 +9,23 @@ generation must be accepted by the new leader: no rebalance.
 from __future__ import annotations
 
 import signal
-import subprocess
-import sys
-import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-import grpc
 import pytest
 
 from groupcoord.coordinator.runtime.shard_map import shard_of
 from groupcoord.v1 import groupcoord_pb2 as pb
-from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
+from tests.coordinator.ha.sharded import Cluster, call, until_answered
 from tests.processes import stop_processes
-from tests.zookeeper_server import ZooKeeperServer, free_port, wait_until
+from tests.zookeeper_server import ZooKeeperServer, wait_until
 
 pytestmark = pytest.mark.slow
 
 SHARDS = 12
 ZK_SESSION_S = 2.0
 GROUPS = [f"g{i}" for i in range(24)]
-RETRY = {pb.NOT_COORDINATOR, pb.COORDINATOR_LOAD_IN_PROGRESS, pb.COORDINATOR_NOT_AVAILABLE}
 
 
 @pytest.fixture(scope="module")
@@ -44,92 +39,6 @@ class Member:
     group_id: str
     member_id: str
     generation: int
-
-
-@dataclass
-class Cluster:
-    """Coordinator processes of one test on their own ZooKeeper root."""
-
-    tmp: Path
-    zk: ZooKeeperServer
-    root: str
-    addresses: list[str] = field(default_factory=list)
-    procs: list[subprocess.Popen[str]] = field(default_factory=list)
-
-    def start(self, shards: int = SHARDS) -> str:
-        port = free_port()
-        address = f"127.0.0.1:{port}"
-        name = f"c{len(self.procs)}"
-        config = self.tmp / f"{name}.toml"
-        config.write_text(
-            "[server]\n"
-            f'store = "zookeeper"\nzk = "{self.zk.hosts}"\nzk_session_timeout_s = {ZK_SESSION_S}\n'
-            f'zk_root = "{self.root}"\nsharded = true\nshards = {shards}\n'
-            "[coordinator]\ngroup_min_session_timeout_ms = 500\ngroup_initial_rebalance_delay_ms = 0\n")
-        log = open(self.tmp / f"{name}.log", "w")  # noqa: SIM115 - the child writes to it for its whole life
-        self.procs.append(subprocess.Popen(
-            [sys.executable, "-m", "groupcoord.cli", "--log-level", "info", "serve", "--config", str(config),
-             "--listen", address, "--advertise", address, "--data-dir", str(self.tmp / name)],
-            stdout=log, stderr=subprocess.STDOUT, text=True))
-        self.addresses.append(address)
-        return address
-
-    def log_of(self, address: str) -> str:
-        return (self.tmp / f"c{self.addresses.index(address)}.log").read_text()
-
-    def describe(self, address: str) -> pb.DescribeClusterResponse | None:
-        with grpc.insecure_channel(address) as channel:
-            try:
-                answer: pb.DescribeClusterResponse = pb_grpc.GroupAdminStub(channel).DescribeCluster(
-                    pb.DescribeClusterRequest(), timeout=2)
-                return answer
-            except grpc.RpcError:
-                return None
-
-    def leaders(self, address: str) -> dict[int, tuple[str, int]]:
-        """shard -> (leader, epoch) as ``address`` sees it (leaderless shards left out)."""
-        answer = self.describe(address)
-        if answer is None:
-            return {}
-        return {s.shard: (s.leader, s.epoch) for s in answer.shard_infos if s.leader}
-
-    def balanced(self, live: list[str]) -> bool:
-        """Every shard led by a live coordinator, each leading shards // n or one more, as all of them see it."""
-        views = [self.leaders(a) for a in live]
-        if any(len(v) != SHARDS for v in views) or any(v != views[0] for v in views):
-            return False
-        counts = [sum(1 for leader, _ in views[0].values() if leader == a) for a in live]
-        return sum(counts) == SHARDS and max(counts) - min(counts) <= 1
-
-    def wait_balanced(self, live: list[str], timeout: float = 60) -> dict[int, tuple[str, int]]:
-        wait_until(lambda: self.balanced(live), timeout, f"shards balanced over {live}")
-        return self.leaders(live[0])
-
-
-def call(address: str, method: str, request: object) -> object:
-    with grpc.insecure_channel(address) as channel:
-        stub = pb_grpc.GroupAdminStub(channel) if method == "PutTasks" else pb_grpc.GroupCoordinatorStub(channel)
-        return getattr(stub, method)(request, timeout=5)
-
-
-def find(address: str, group_id: str) -> pb.CoordinatorLocation:
-    answer = call(address, "FindCoordinator", pb.FindCoordinatorRequest(group_ids=[group_id]))
-    assert isinstance(answer, pb.FindCoordinatorResponse)
-    return answer.coordinators[0]
-
-
-def until_answered(ask: Callable[[str], object], bootstrap: str, group_id: str, timeout: float = 30) -> object:
-    """``ask(leader address)`` until it answers something other than a retriable coordinator error,
-    rediscovering the leader each time, as a client does."""
-    deadline = time.monotonic() + timeout
-    while True:
-        where = find(bootstrap, group_id)
-        if where.error.code == pb.NONE:
-            answer = ask(where.address)
-            if answer.error.code not in RETRY:  # type: ignore[attr-defined]
-                return answer
-        assert time.monotonic() < deadline, f"group {group_id}: no answer from its coordinator"
-        time.sleep(0.05)  # a client's retry backoff
 
 
 def join_and_sync(bootstrap: str, group_id: str) -> Member:
@@ -163,7 +72,7 @@ def still_member(bootstrap: str, member: Member) -> None:
 
 @pytest.fixture
 def cluster(tmp_path: Path, zk: ZooKeeperServer, request: pytest.FixtureRequest) -> Iterator[Cluster]:
-    made = Cluster(tmp_path, zk, f"/groupcoord/{request.node.name}")
+    made = Cluster(tmp_path, zk, f"/groupcoord/{request.node.name}", shards=SHARDS, zk_session_s=ZK_SESSION_S)
     try:
         yield made
     finally:

@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import ssl
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,11 +22,12 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from groupcoord.admin import AdminClient
+from groupcoord.coordinator.auth.tokens import hash_token
 from groupcoord.coordinator.clock import FakeClock
 from groupcoord.coordinator.config import CoordinatorConfig
 from groupcoord.coordinator.process.serve import ServeOptions, start_metrics
 from groupcoord.coordinator.rpc.server import ServerThread
-from groupcoord.coordinator.runtime.metrics import serve_metrics
+from groupcoord.coordinator.runtime.metrics import MetricsTls, serve_metrics
 from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
 from groupcoord.coordinator.storage.store import MemoryStore
 from groupcoord.coordinator.testing import FailingStore, FakeOffice, Harness
@@ -292,3 +295,53 @@ def test_serve_warns_of_metrics_beyond_loopback_and_serves_https_when_asked(
                                    tls_key=pki.server_key)))
     err = capsys.readouterr().err
     assert "WARNING" not in err and "https://0.0.0.0:" in err
+
+
+def _scrape(url: str, *, token: str = "", context: ssl.SSLContext | None = None) -> tuple[int, str]:
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
+    try:
+        with urllib.request.urlopen(request, timeout=10, context=context) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as refused:
+        return refused.code, refused.read().decode()
+
+
+def test_a_metrics_token_file_turns_away_scrapers_without_a_listed_token(tmp_path: Path) -> None:
+    tokens = tmp_path / "metrics.tokens"
+    tokens.write_text(f"prometheus sha256:{hash_token('scrape-secret')}\n")
+    tokens.chmod(0o600)
+
+    async def scrapes() -> list[tuple[int, str]]:
+        endpoint = start_metrics(CoordinatorRuntime(), ServeOptions(metrics_listen="127.0.0.1:0",
+                                                                    metrics_token_file=tokens))
+        assert endpoint is not None
+        url = f"http://127.0.0.1:{endpoint.port}/metrics"
+        try:
+            return await asyncio.to_thread(lambda: [_scrape(url), _scrape(url, token="guess"),
+                                                    _scrape(url, token="scrape-secret")])
+        finally:
+            endpoint.close()
+
+    (none, wrong, right) = asyncio.run(scrapes())
+    assert none[0] == 401 and wrong[0] == 401 and "groupcoord_" not in none[1] + wrong[1]
+    assert right[0] == 200 and "groupcoord_groups" in right[1]
+    tokens.chmod(0o644)  # others may read it: refused at start, in one line naming the file
+    with pytest.raises(ValueError, match="metrics token file .*metrics.tokens"):
+        asyncio.run(scrapes())
+
+
+def test_metrics_over_mtls_answer_only_a_scraper_with_a_certificate(tmp_path: Path) -> None:
+    pki = Pki(tmp_path / "pki")
+    cert, key = pki.client("prometheus")
+    endpoint = serve_metrics(CollectorRegistry(), "127.0.0.1:0", tls=MetricsTls(
+        cert=str(pki.server_cert), key=str(pki.server_key), client_ca=str(pki.ca_file)))
+    url = f"https://localhost:{endpoint.port}/metrics"
+    try:
+        anonymous = ssl.create_default_context(cafile=str(pki.ca_file))
+        with pytest.raises((ssl.SSLError, urllib.error.URLError, ConnectionError)):
+            _scrape(url, context=anonymous)
+        scraper = ssl.create_default_context(cafile=str(pki.ca_file))
+        scraper.load_cert_chain(str(cert), str(key))
+        assert _scrape(url, context=scraper)[0] == 200
+    finally:
+        endpoint.close()

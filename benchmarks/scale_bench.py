@@ -1,0 +1,501 @@
+"""Scale-out: heartbeat capacity with 1 and 2 sharded coordinator processes, shard move and failover times.
+
+    python benchmarks/scale_bench.py [--quick]
+
+A real ZooKeeper (Debian's package) and real ``groupcoord serve --sharded`` processes (64 shards).
+
+1. Capacity, as ``load_bench.py`` defines it: the most members, heartbeating once a second each (a
+   closed loop per member), at which the heartbeat p99 stays under 100 ms with every answer NONE.
+   Measured in the same run for 1 and 2 no-op gRPC servers (the groups spread over them by shard,
+   as the coordinators spread them) and for 1 and 2 coordinator processes. The members are formed
+   over the wire before the load starts (50 a group, one generation, session 10 min so members a
+   step does not use stay), and each member heartbeats to its group's shard leader. The load
+   comes from ``--generators`` processes; their CPU is reported as a share of the machine (when it
+   is large, the generators, not the servers, set the limit: they share the same cores).
+2. Shard move: 2 coordinators, one single-member group per shard probed every 10 ms at its leader;
+   a third (and, full size, a fourth) coordinator joins and takes its share. Per moved shard: from
+   the old leader's first NOT_COORDINATOR (it resigned) to the first answer from the new leader.
+3. Failover: 3 coordinators; one is SIGKILLed. Per shard it led: from the kill to the first answer
+   from the new leader (bounded below by the ZooKeeper session timeout, 2 s here).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing as mp
+import os
+import random
+import signal
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import grpc
+import psutil
+
+from groupcoord.coordinator.runtime.shard_map import shard_of
+from groupcoord.v1 import groupcoord_pb2 as pb
+from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
+from tests.coordinator.ha.sharded import Cluster
+from tests.processes import stop_processes
+from tests.zookeeper_server import ZooKeeperServer, wait_until
+
+SHARDS = 64
+MEMBERS_PER_GROUP = 50
+SESSION_MS = 600_000  # members a step leaves idle stay members
+ZK_SESSION_S = 2.0  # moves and failover: short, so failover is quick to measure
+CAPACITY_ZK_SESSION_S = 10.0  # the default: a pause over half of it drops every shard
+Member = tuple[str, str, str, int]  # address, group, member id, generation
+
+
+# ------------------------------------------------------------------ servers
+
+
+class Noop(pb_grpc.GroupCoordinatorServicer):
+    async def Heartbeat(self, request: pb.HeartbeatRequest, context: Any) -> pb.HeartbeatResponse:
+        return pb.HeartbeatResponse()
+
+
+def _noop_server(queue: Any) -> None:
+    async def main() -> None:
+        server = grpc.aio.server()
+        pb_grpc.add_GroupCoordinatorServicer_to_server(Noop(), server)
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        queue.put(port)
+        await server.wait_for_termination()
+
+    asyncio.run(main())
+
+
+class Servers:
+    """``n`` no-op servers or ``n`` sharded coordinators, with the CPU their processes used."""
+
+    def __init__(self, kind: str, n: int, zk: ZooKeeperServer, workdir: Path) -> None:
+        self.kind = kind
+        self.pids: list[int] = []
+        self._noops: list[Any] = []
+        self.cluster: Cluster | None = None
+        if kind == "noop":
+            ctx = mp.get_context("spawn")
+            queue = ctx.Queue()
+            for _ in range(n):
+                proc = ctx.Process(target=_noop_server, args=(queue,), daemon=True)
+                proc.start()
+                self._noops.append(proc)
+                self.pids.append(proc.pid)
+            self.addresses = [f"127.0.0.1:{queue.get(timeout=60)}" for _ in range(n)]
+            return
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.cluster = Cluster(workdir, zk, f"/scale/{workdir.name}", shards=SHARDS, zk_session_s=CAPACITY_ZK_SESSION_S,
+                               coordinator_section="group_initial_rebalance_delay_ms = 3000\n", log_level="warning")
+        self.addresses = [self.cluster.start() for _ in range(n)]
+        self.cluster.wait_balanced(self.addresses, timeout=120)
+        self.pids = [p.pid for p in self.cluster.procs]
+
+    def cpu_seconds(self) -> float:
+        total = 0.0
+        for pid in self.pids:
+            try:
+                times = psutil.Process(pid).cpu_times()
+            except psutil.Error:
+                continue
+            total += times.user + times.system
+        return total
+
+    def close(self) -> None:
+        for proc in self._noops:
+            proc.kill()
+            proc.join(10)
+        if self.cluster is not None:
+            stop_processes(self.cluster.procs)
+
+
+# ------------------------------------------------------------------ forming groups over the wire
+
+
+async def _form_group(stubs: dict[str, Any], address: str, group: str, members: int) -> list[Member]:
+    """``members`` members of ``group`` Stable at ``address`` in one generation (the coordinator's initial
+    rebalance delay holds the first phase open while they all join)."""
+    stub = stubs[address]
+    join = pb.JoinGroupRequest(group_id=group, client_id="m", session_timeout_ms=SESSION_MS,
+                               rebalance_timeout_ms=60_000, protocols=["round-robin"])
+    firsts = await asyncio.gather(*(stub.JoinGroup(join, timeout=60) for _ in range(members)))
+    ids = [f.member_id for f in firsts]
+    if any(f.error.code != pb.MEMBER_ID_REQUIRED for f in firsts):
+        raise RuntimeError(f"{group}: first join answered {[pb.ErrorCode.Name(f.error.code) for f in firsts][:3]}")
+
+    def again(member_id: str) -> pb.JoinGroupRequest:
+        request = pb.JoinGroupRequest()
+        request.CopyFrom(join)
+        request.member_id = member_id
+        return request
+
+    joined = await asyncio.gather(*(stub.JoinGroup(again(m), timeout=60) for m in ids))
+    generations = {j.generation for j in joined}
+    if any(j.error.code != pb.NONE for j in joined) or len(generations) != 1:
+        raise RuntimeError(f"{group}: join answered {sorted({pb.ErrorCode.Name(j.error.code) for j in joined})}, "
+                           f"generations {sorted(generations)}")
+    generation = generations.pop()
+    synced = await asyncio.gather(*(stub.SyncGroup(pb.SyncGroupRequest(
+        group_id=group, member_id=m, generation=generation, protocol_name="round-robin"), timeout=60) for m in ids))
+    if any(s.error.code != pb.NONE for s in synced):
+        raise RuntimeError(f"{group}: sync answered {sorted({pb.ErrorCode.Name(s.error.code) for s in synced})}")
+    return [(address, group, m, generation) for m in ids]
+
+
+async def _leaders(bootstrap: str, groups: list[str]) -> dict[str, str]:
+    async with grpc.aio.insecure_channel(bootstrap) as channel:
+        stub = pb_grpc.GroupCoordinatorStub(channel)
+        where: dict[str, str] = {}
+        for i in range(0, len(groups), 1000):
+            answer = await stub.FindCoordinator(pb.FindCoordinatorRequest(group_ids=groups[i:i + 1000]), timeout=10)
+            for found in answer.coordinators:
+                if found.error.code != pb.NONE:
+                    raise RuntimeError(f"FindCoordinator {found.group_id}: {pb.ErrorCode.Name(found.error.code)}")
+                where[found.group_id] = found.address
+    return where
+
+
+def form(servers: Servers, members: int) -> list[Member]:
+    """The members of every step, by group; a no-op server needs none formed (any id is answered NONE)."""
+    groups = [f"g{i}" for i in range(-(-members // MEMBERS_PER_GROUP))]
+    if servers.kind == "noop":
+        n = len(servers.addresses)
+        return [(servers.addresses[shard_of(g, SHARDS) % n], g, f"m{j}", 1)
+                for g in groups for j in range(MEMBERS_PER_GROUP)][:members]
+
+    async def main() -> list[Member]:
+        channels = {a: grpc.aio.insecure_channel(a) for a in servers.addresses}
+        stubs = {a: pb_grpc.GroupCoordinatorStub(c) for a, c in channels.items()}
+
+        async def one(group: str) -> list[Member]:
+            # a shard that moves meanwhile (e.g. its leader paused past half its ZooKeeper session on a
+            # loaded machine) fails the formation: form a group of another name instead
+            for attempt in range(5):
+                name = group if attempt == 0 else f"{group}.{attempt}"
+                try:
+                    where = await _leaders(servers.addresses[0], [name])
+                    return await _form_group(stubs, where[name], name, MEMBERS_PER_GROUP)
+                except RuntimeError as failure:
+                    print(f"  (forming {name} again: {failure})", flush=True)
+            raise RuntimeError(f"could not form group {group}")
+
+        out: list[Member] = []
+        for i in range(0, len(groups), 10):
+            for group_members in await asyncio.gather(*(one(g) for g in groups[i:i + 10])):
+                out += group_members
+        for channel in channels.values():
+            await channel.close()
+        return out[:members]
+
+    return asyncio.run(main())
+
+
+# ------------------------------------------------------------------ load
+
+
+def _generate(members: list[Member], seconds: float, queue: Any) -> None:
+    """One generator process: every member a closed loop, one heartbeat a second, to its group's leader."""
+    async def main() -> tuple[list[float], dict[int, int], float]:
+        addresses = sorted({m[0] for m in members})
+        channels = {a: [grpc.aio.insecure_channel(a) for _ in range(4)] for a in addresses}
+        stubs = {a: [pb_grpc.GroupCoordinatorStub(c) for c in cs] for a, cs in channels.items()}
+        latencies: list[float] = []
+        codes: dict[int, int] = {}
+        end = time.monotonic() + seconds
+        warm = time.monotonic() + 2.0  # connections up: not counted
+        cpu_at_warm: list[float] = []
+
+        async def member(index: int, address: str, group: str, member_id: str, generation: int) -> None:
+            stub = stubs[address][index % 4]
+            request = pb.HeartbeatRequest(group_id=group, member_id=member_id, generation=generation)
+            due = time.monotonic() + random.random()
+            while True:
+                await asyncio.sleep(max(0.0, due - time.monotonic()))
+                if time.monotonic() >= end:
+                    return
+                sent = time.monotonic()
+                try:
+                    response = await stub.Heartbeat(request, timeout=30)
+                    code = response.error.code
+                except grpc.aio.AioRpcError as failure:
+                    code = -100 - failure.code().value[0]
+                if sent >= warm:
+                    latencies.append(time.monotonic() - sent)
+                    codes[code] = codes.get(code, 0) + 1
+                due = sent + 1.0
+
+        async def mark_warm() -> None:
+            await asyncio.sleep(max(0.0, warm - time.monotonic()))
+            cpu_at_warm.append(time.process_time())
+
+        await asyncio.gather(mark_warm(), *(member(i, *m) for i, m in enumerate(members)))
+        cpu = time.process_time() - (cpu_at_warm[0] if cpu_at_warm else 0.0)
+        for cs in channels.values():
+            for channel in cs:
+                await channel.close()
+        return latencies, codes, cpu
+
+    queue.put(asyncio.run(main()))
+
+
+def load(servers: Servers, members: list[Member], seconds: float, generators: int) -> dict[str, Any]:
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    shuffled = members[:]
+    random.Random(7).shuffle(shuffled)
+    gens = [ctx.Process(target=_generate, args=(shuffled[i::generators], seconds, results), daemon=True)
+            for i in range(generators)]
+    for gen in gens:
+        gen.start()
+    time.sleep(2.0)  # the generators' warm-up (not measured), as they count it
+    server_cpu = servers.cpu_seconds()
+    latencies: list[float] = []
+    codes: dict[int, int] = {}
+    gen_cpu = 0.0
+    for _ in gens:
+        lat, got, cpu = results.get(timeout=seconds + 180)
+        latencies += lat
+        gen_cpu += cpu
+        for code, n in got.items():
+            codes[code] = codes.get(code, 0) + n
+    server_cpu = servers.cpu_seconds() - server_cpu
+    for gen in gens:
+        gen.join(10)
+    latencies.sort()
+    measured = max(seconds - 2.0, 1.0)
+    cores = os.cpu_count() or 1
+    answered = len(latencies)
+    return {"members": len(members), "rate": answered / measured,
+            "cpu_ms_per_1k": server_cpu / answered * 1e6 if answered else float("nan"),
+            "p99_ms": latencies[int(len(latencies) * 0.99) - 1] * 1000 if latencies else float("nan"),
+            "codes": codes, "gen_share": gen_cpu / (measured * cores), "server_share": server_cpu / (measured * cores)}
+
+
+def capacity(kind: str, n: int, steps: list[int], seconds: float, generators: int, zk: ZooKeeperServer,
+             workdir: Path) -> tuple[int, list[dict[str, Any]]]:
+    servers = Servers(kind, n, zk, workdir / f"{kind}{n}")
+    rows: list[dict[str, Any]] = []
+    best = 0
+    try:
+        everyone = form(servers, steps[-1])
+        for members in steps:
+            row = load(servers, everyone[:members], seconds, generators)
+            rows.append(row)
+            ok = row["p99_ms"] < 100 and set(row["codes"]) <= {pb.NONE}
+            print(f"  {kind} x{n:<3}{members:>7} members {row['rate']:>8.0f} hb/s  p99 {row['p99_ms']:>8.1f} ms  "
+                  f"server CPU {row['server_share']:>4.0%} ({row['cpu_ms_per_1k']:.0f} ms/1k hb)  "
+                  f"generators CPU {row['gen_share']:>4.0%}  "
+                  f"{_codes(row['codes'])}", flush=True)
+            if not ok:
+                break
+            best = members
+    finally:
+        servers.close()
+    return best, rows
+
+
+def _codes(codes: dict[int, int]) -> str:
+    def name(code: int) -> str:
+        if code <= -100:
+            return "grpc " + next(s.name for s in grpc.StatusCode if s.value[0] == -100 - code)
+        return pb.ErrorCode.Name(code)
+
+    return ", ".join(f"{name(c)} {n}" for c, n in sorted(codes.items()))
+
+
+# ------------------------------------------------------------------ shard moves and failover
+
+
+def probe_groups() -> list[str]:
+    """One group name per shard."""
+    names: dict[int, str] = {}
+    i = 0
+    while len(names) < SHARDS:
+        names.setdefault(shard_of(f"p{i}", SHARDS), f"p{i}")
+        i += 1
+    return [names[s] for s in range(SHARDS)]
+
+
+class Probes:
+    """One single-member group per shard, heartbeating every 10 ms at its leader on a thread of its own
+    event loop; records, per group, when its coordinator first refused it and when a new one answered."""
+
+    def __init__(self, addresses: list[str]) -> None:
+        self.groups = probe_groups()
+        self.addresses = list(addresses)
+        self.refused: dict[str, float] = {}  # group -> monotonic time of the first NOT_COORDINATOR / failure
+        self.answered: dict[str, float] = {}  # group -> first NONE from a new address after that
+        self.home: dict[str, str] = {}
+        self.unexpected: list[str] = []  # answers a member should not get across a move (a rebalance)
+        self._stop = False
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._run()), daemon=True)
+        self._started = threading.Event()
+        self._thread.start()
+        if not self._started.wait(120):
+            raise RuntimeError("probe groups not formed")
+
+    def reset(self) -> None:
+        self.refused.clear()
+        self.answered.clear()
+
+    async def _run(self) -> None:
+        channels: dict[str, Any] = {}
+
+        def stub(address: str) -> Any:
+            if address not in channels:
+                channels[address] = pb_grpc.GroupCoordinatorStub(grpc.aio.insecure_channel(address))
+            return channels[address]
+
+        where = await _leaders(self.addresses[0], self.groups)
+        members: dict[str, tuple[str, int]] = {}
+        for g in self.groups:
+            formed = await _form_group({where[g]: stub(where[g])}, where[g], g, 1)
+            members[g] = (formed[0][2], formed[0][3])
+        self.home = dict(where)
+        self._started.set()
+
+        async def probe(group: str) -> None:
+            member_id, generation = members[group]
+            request = pb.HeartbeatRequest(group_id=group, member_id=member_id, generation=generation)
+            address = where[group]
+            while not self._stop:
+                try:
+                    answer = await stub(address).Heartbeat(request, timeout=1)
+                    code = answer.error.code
+                    hint = answer.error.coordinator_hint
+                except grpc.aio.AioRpcError:
+                    code, hint = -1, ""
+                now = time.monotonic()
+                if code == pb.NONE:
+                    if group in self.refused and group not in self.answered and address != self.home[group]:
+                        self.answered[group] = now
+                        self.home[group] = address
+                elif code in (pb.NOT_COORDINATOR, pb.COORDINATOR_LOAD_IN_PROGRESS, pb.COORDINATOR_NOT_AVAILABLE, -1):
+                    if code != pb.COORDINATOR_LOAD_IN_PROGRESS:
+                        self.refused.setdefault(group, now)
+                        address = hint or await self._find(group, address)
+                else:
+                    self.unexpected.append(f"{group}: {pb.ErrorCode.Name(code)}")
+                await asyncio.sleep(0.01)
+
+        await asyncio.gather(*(probe(g) for g in self.groups))
+
+    async def _find(self, group: str, current: str) -> str:
+        for address in self.addresses:
+            try:
+                found = (await _leaders(address, [group]))[group]
+                return found
+            except (grpc.aio.AioRpcError, RuntimeError):
+                continue
+        return current
+
+    def wait(self, groups: list[str], timeout: float) -> list[float]:
+        wait_until(lambda: all(g in self.answered for g in groups), timeout, "every moved shard answered")
+        return [self.answered[g] - self.refused[g] for g in groups]
+
+    def close(self) -> None:
+        self._stop = True
+        self._thread.join(10)
+
+
+def moves_and_failover(zk: ZooKeeperServer, workdir: Path, joins: int) -> tuple[list[float], list[float]]:
+    cluster = Cluster(workdir / "moves", zk, "/scale/moves", shards=SHARDS, zk_session_s=ZK_SESSION_S,
+                      coordinator_section="group_initial_rebalance_delay_ms = 0\n", log_level="warning")
+    (workdir / "moves").mkdir(parents=True, exist_ok=True)
+    live = [cluster.start(), cluster.start()]
+    probes: Probes | None = None
+    try:
+        cluster.wait_balanced(live, timeout=120)
+        probes = Probes(live)
+        move_times: list[float] = []
+        for _ in range(joins):
+            before = cluster.leaders(live[0])
+            probes.reset()
+            probes.addresses.append(cluster.start())
+            live.append(probes.addresses[-1])
+            after = cluster.wait_balanced(live, timeout=120)
+            moved = [g for g in probes.groups if after[shard_of(g, SHARDS)][0] != before[shard_of(g, SHARDS)][0]]
+            move_times += probes.wait(moved, 60)
+        # failover: SIGKILL the first coordinator; per shard it led, kill -> first answer elsewhere
+        victim = live[0]
+        leaders = cluster.wait_balanced(live, timeout=120)
+        led = [g for g in probes.groups if leaders[shard_of(g, SHARDS)][0] == victim]
+        probes.reset()
+        killed = time.monotonic()
+        cluster.proc_of(victim).kill()
+        probes.addresses.remove(victim)
+        wait_until(lambda: all(g in probes.answered for g in led), 60, "the killed coordinator's shards answered")
+        failover = [probes.answered[g] - killed for g in led]
+        if probes.unexpected:
+            raise RuntimeError(f"probe members were told to re-join: {probes.unexpected[:5]}")
+        return move_times, failover
+    finally:
+        if probes is not None:
+            probes.close()
+        stop_processes(cluster.procs)
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))] if ordered else float("nan")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--generators", type=int, default=2, help="load generator processes")
+    parser.add_argument("--steps", default="", help="comma-separated member counts (default by size)")
+    args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stopped: still end ZooKeeper and the servers
+    steps = ([int(s) for s in args.steps.split(",")] if args.steps else
+             [100, 200] if args.quick else [250, 500, 1000, 1500, 2000, 3000, 4000, 5000, 6000, 7000])
+    seconds = 4.0 if args.quick else 10.0
+    load_avg = os.getloadavg()
+    print(f"cpus: {os.cpu_count()}  load average: {load_avg[0]:.2f} {load_avg[1]:.2f} {load_avg[2]:.2f}  "
+          f"python {sys.version.split()[0]}  grpcio {grpc.__version__}")
+    print(f"{SHARDS} shards; members heartbeat once a second, {MEMBERS_PER_GROUP} per group; "
+          f"{args.generators} load generator processes; {seconds:g} s per step (2 s warm-up)\n")
+    workdir = Path(tempfile.mkdtemp(prefix="groupcoord-scale-"))
+    with ZooKeeperServer() as zk:
+        print("capacity (p99 < 100 ms, every answer NONE); CPU as a share of all the machine's cores:")
+        best: dict[tuple[str, int], int] = {}
+        shares: dict[tuple[str, int], float] = {}
+        cost: dict[tuple[str, int], float] = {}
+        for kind in ("noop", "coordinator"):
+            for n in (1, 2):
+                best[kind, n], rows = capacity(kind, n, steps, seconds, args.generators, zk, workdir)
+                shares[kind, n] = max(r["gen_share"] for r in rows)
+                cost[kind, n] = statistics.median(r["cpu_ms_per_1k"] for r in rows)
+        move_times, failover = moves_and_failover(zk, workdir, 1 if args.quick else 2)
+    print("\n| servers | capacity (members) | x vs 1 process | generators' CPU at most | server CPU ms per 1k hb |")
+    print("|---|---:|---:|---:|---:|")
+    for kind in ("noop", "coordinator"):
+        for n in (1, 2):
+            ratio = best[kind, n] / best[kind, 1] if best[kind, 1] else float("nan")
+            print(f"| {n} {'no-op server' if kind == 'noop' else 'coordinator'}{'s' if n > 1 else ''} "
+                  f"| {best[kind, n]} | {ratio:.2f} | {shares[kind, n]:.0%} | {cost[kind, n]:.0f} |")
+    two = best["coordinator", 2] / best["coordinator", 1] if best["coordinator", 1] else float("nan")
+    print(f"\ntarget: 2 coordinator processes >= 1.8x one: {two:.2f}x -> {'met' if two >= 1.8 else 'NOT met'}")
+    print(f"shard move (resign -> first answer from the new leader), {len(move_times)} moves: "
+          f"p50 {pct(move_times, 0.5) * 1000:.0f} ms, p99 {pct(move_times, 0.99) * 1000:.0f} ms, "
+          f"max {max(move_times, default=float('nan')) * 1000:.0f} ms")
+    print(f"failover per shard (SIGKILL -> first answer from the new leader; ZooKeeper session {ZK_SESSION_S:g} s), "
+          f"{len(failover)} shards: p50 {statistics.median(failover) if failover else float('nan'):.2f} s, "
+          f"p99 {pct(failover, 0.99):.2f} s")
+    load_avg = os.getloadavg()
+    print(f"load average at the end: {load_avg[0]:.2f} {load_avg[1]:.2f} {load_avg[2]:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

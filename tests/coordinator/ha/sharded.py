@@ -1,0 +1,128 @@
+"""Shared parts of the sharded-cluster tests: ``groupcoord serve --sharded`` processes on one
+ZooKeeper root, and the raw calls a client makes to find and reach a group's shard leader.
+
+    cluster = Cluster(tmp_path, zk, "/groupcoord/t", shards=64)
+    a, b = cluster.start(), cluster.start()
+    cluster.wait_balanced([a, b])
+    c = cluster.start(zk_hosts=proxy.address)   # its ZooKeeper traffic goes through a fault proxy
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+
+from groupcoord.v1 import groupcoord_pb2 as pb
+from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
+from tests.chaos.cluster import env_with_tree
+from tests.zookeeper_server import ZooKeeperServer, free_port, wait_until
+
+__all__ = ["RETRY", "Cluster", "call", "find", "find_many", "until_answered"]
+
+RETRY = {pb.NOT_COORDINATOR, pb.COORDINATOR_LOAD_IN_PROGRESS, pb.COORDINATOR_NOT_AVAILABLE}
+
+
+@dataclass
+class Cluster:
+    """Coordinator processes of one test on their own ZooKeeper root."""
+
+    tmp: Path
+    zk: ZooKeeperServer
+    root: str
+    shards: int = 12
+    zk_session_s: float = 2.0
+    coordinator_section: str = "group_min_session_timeout_ms = 500\ngroup_initial_rebalance_delay_ms = 0\n"
+    log_level: str = "info"
+    addresses: list[str] = field(default_factory=list)
+    procs: list[subprocess.Popen[str]] = field(default_factory=list)
+
+    def start(self, shards: int | None = None, *, zk_hosts: str = "") -> str:
+        """Start one more coordinator (``zk_hosts``: where it reaches ZooKeeper, e.g. through a proxy)."""
+        port = free_port()
+        address = f"127.0.0.1:{port}"
+        name = f"c{len(self.procs)}"
+        config = self.tmp / f"{name}.toml"
+        config.write_text(
+            "[server]\n"
+            f'store = "zookeeper"\nzk = "{zk_hosts or self.zk.hosts}"\nzk_session_timeout_s = {self.zk_session_s}\n'
+            f'zk_root = "{self.root}"\nsharded = true\nshards = {shards or self.shards}\n'
+            "[coordinator]\n" + self.coordinator_section)
+        log = open(self.tmp / f"{name}.log", "w")  # noqa: SIM115 - the child writes to it for its whole life
+        self.procs.append(subprocess.Popen(
+            [sys.executable, "-m", "groupcoord.cli", "--log-level", self.log_level, "serve", "--config", str(config),
+             "--listen", address, "--advertise", address, "--data-dir", str(self.tmp / name)],
+            stdout=log, stderr=subprocess.STDOUT, text=True, env=env_with_tree()))
+        self.addresses.append(address)
+        return address
+
+    def proc_of(self, address: str) -> subprocess.Popen[str]:
+        return self.procs[self.addresses.index(address)]
+
+    def log_of(self, address: str) -> str:
+        return (self.tmp / f"c{self.addresses.index(address)}.log").read_text()
+
+    def describe(self, address: str) -> pb.DescribeClusterResponse | None:
+        with grpc.insecure_channel(address) as channel:
+            try:
+                answer: pb.DescribeClusterResponse = pb_grpc.GroupAdminStub(channel).DescribeCluster(
+                    pb.DescribeClusterRequest(), timeout=2)
+                return answer
+            except grpc.RpcError:
+                return None
+
+    def leaders(self, address: str) -> dict[int, tuple[str, int]]:
+        """shard -> (leader, epoch) as ``address`` sees it (leaderless shards left out)."""
+        answer = self.describe(address)
+        if answer is None:
+            return {}
+        return {s.shard: (s.leader, s.epoch) for s in answer.shard_infos if s.leader}
+
+    def balanced(self, live: list[str]) -> bool:
+        """Every shard led by a live coordinator, each leading shards // n or one more, as all of them see it."""
+        views = [self.leaders(a) for a in live]
+        if any(len(v) != self.shards for v in views) or any(v != views[0] for v in views):
+            return False
+        counts = [sum(1 for leader, _ in views[0].values() if leader == a) for a in live]
+        return sum(counts) == self.shards and max(counts) - min(counts) <= 1
+
+    def wait_balanced(self, live: list[str], timeout: float = 60) -> dict[int, tuple[str, int]]:
+        wait_until(lambda: self.balanced(live), timeout, f"shards balanced over {live}")
+        return self.leaders(live[0])
+
+
+def call(address: str, method: str, request: object, timeout: float = 5) -> object:
+    """One raw call (GroupAdmin for the admin RPCs, GroupCoordinator otherwise) on a fresh channel."""
+    with grpc.insecure_channel(address) as channel:
+        admin = method in ("PutTasks", "DescribeGroup", "ListGroups", "DescribeCluster")
+        stub = pb_grpc.GroupAdminStub(channel) if admin else pb_grpc.GroupCoordinatorStub(channel)
+        return getattr(stub, method)(request, timeout=timeout)
+
+
+def find_many(address: str, group_ids: list[str]) -> list[pb.CoordinatorLocation]:
+    answer = call(address, "FindCoordinator", pb.FindCoordinatorRequest(group_ids=group_ids))
+    assert isinstance(answer, pb.FindCoordinatorResponse)
+    return list(answer.coordinators)
+
+
+def find(address: str, group_id: str) -> pb.CoordinatorLocation:
+    return find_many(address, [group_id])[0]
+
+
+def until_answered(ask: Callable[[str], object], bootstrap: str, group_id: str, timeout: float = 30) -> object:
+    """``ask(leader address)`` until it answers something other than a retriable coordinator error,
+    rediscovering the leader each time, as a client does."""
+    deadline = time.monotonic() + timeout
+    while True:
+        where = find(bootstrap, group_id)
+        if where.error.code == pb.NONE:
+            answer = ask(where.address)
+            if answer.error.code not in RETRY:  # type: ignore[attr-defined]
+                return answer
+        assert time.monotonic() < deadline, f"group {group_id}: no answer from its coordinator"
+        time.sleep(0.05)  # a client's retry backoff
