@@ -1,5 +1,5 @@
 """Real WorkerClient and AsyncWorkerClient members of a sharded cluster: ``groupcoord serve --sharded``
-processes on a real ZooKeeper (the cluster helper of tests/coordinator/ha/test_sharded_cluster.py).
+processes on a real ZooKeeper (the cluster helper of tests/coordinator/ha/sharded.py).
 
 One group per shard, so whichever shards move, groups move with them. Each worker is given a
 bootstrap list that does not include its shard's leader: it must find it with FindCoordinator.
@@ -23,11 +23,13 @@ from groupcoord.assignors.base import TaskReplica
 from groupcoord.coordinator.runtime.shard_map import shard_of
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.worker import AsyncWorkerClient, WorkerClient, WorkerConfig, WorkerState
-from tests.coordinator.ha.test_sharded_cluster import SHARDS, Cluster
+from tests.coordinator.ha.sharded import Cluster
 from tests.processes import stop_processes
 from tests.zookeeper_server import ZooKeeperServer, wait_until
 
 pytestmark = pytest.mark.slow
+
+SHARDS = 12
 
 # one group for each shard
 GROUPS = sorted({shard_of(g, SHARDS): g for g in (f"orders-{i}" for i in range(200))}.values(),
@@ -43,7 +45,7 @@ def zk() -> Iterator[ZooKeeperServer]:
 
 @pytest.fixture
 def cluster(tmp_path: Path, zk: ZooKeeperServer, request: pytest.FixtureRequest) -> Iterator[Cluster]:
-    made = Cluster(tmp_path, zk, f"/groupcoord/{request.node.name}")
+    made = Cluster(tmp_path, zk, f"/groupcoord/{request.node.name}", shards=SHARDS, zk_session_s=2.0)
     try:
         yield made
     finally:
