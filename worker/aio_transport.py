@@ -130,7 +130,11 @@ class AsyncTransport:
             errors.raise_for(response.error)
             entry = response.coordinators[0]
             if route.wants_identity(asked, entry):
-                route.identified(asked, await self._identity(asked, each))
+                who = await self._identity(asked, each)
+                if who is None:  # it answered, then did not: as unreachable as any address that fails
+                    failures.append(f"{asked}: DescribeCluster failed")
+                    continue
+                route.identified(asked, who)
             verdict = route.answered(asked, entry)
             if verdict is True:
                 return
@@ -140,12 +144,13 @@ class AsyncTransport:
         if unusable is not None:
             raise unusable
 
-    async def _identity(self, address: str, timeout: float) -> str:
+    async def _identity(self, address: str, timeout: float) -> str | None:
+        """Who ``address`` is ("" when it cannot say: an older coordinator); None when it did not answer."""
         try:
             response: pb.DescribeClusterResponse = await self._ask(
                 address, "DescribeCluster", pb.DescribeClusterRequest(), timeout, admin=True)
-        except grpc.RpcError:
-            return ""
+        except grpc.RpcError as rpc_error:
+            return "" if status_of(rpc_error) is grpc.StatusCode.UNIMPLEMENTED else None
         return advertised_self(response)
 
     async def _ask(self, address: str, method: str, request: Message, timeout: float, *, admin: bool = False) -> Any:
