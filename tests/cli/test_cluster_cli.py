@@ -1,0 +1,100 @@
+"""``groupcoord cluster describe`` and the cluster-wide ``groups list``: against a standalone coordinator
+(one shard), against real sharded coordinators on a real ZooKeeper (each group's calls at its shard's
+leader, every coordinator listed), with one coordinator down, and with bad addresses."""
+
+from __future__ import annotations
+
+import json
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from groupcoord.admin import AdminClient
+from groupcoord.coordinator.rpc.server import ServerThread
+from groupcoord.coordinator.runtime.shard_map import shard_of
+from groupcoord.v1 import groupcoord_pb2 as pb
+from tests.cli.test_cli import run, run_here
+from tests.coordinator.ha.sharded import Cluster
+from tests.processes import stop_processes
+from tests.zookeeper_server import ZooKeeperServer, wait_until
+
+SHARDS = 8
+
+
+def test_a_standalone_coordinator_is_one_shard(server: ServerThread, capsys: pytest.CaptureFixture[str]) -> None:
+    AdminClient(server.address).put_tasks("g1", ["t"])
+    result = run_here(capsys, "cluster", "describe", "--coordinator", server.address, "--json")
+    assert result.returncode == 0, result.stderr
+    view = json.loads(result.stdout)
+    assert (view["mode"], view["shards"], view["failed"], view["moves"]) == ("standalone", 1, {}, [])
+    assert view["coordinators"] == [{"address": server.address, "shards_led": 1, "answered": True}]
+    assert view["shard_infos"] == [{"shard": 0, "leader": server.address, "epoch": 0, "state": "active",
+                                    "groups": 1, "members": 0}]
+    table = run_here(capsys, "cluster", "describe", "--coordinator", server.address)
+    assert table.returncode == 0 and "standalone, 1 shard(s), 1 coordinator(s), 1 group(s)" in table.stdout
+
+
+@pytest.mark.parametrize(("address", "status", "message"), [
+    ("nohost", 2, "is not HOST:PORT"),
+    ("127.0.0.1:1", 1, "no active coordinator answered at 127.0.0.1:1 (unavailable)"),
+])
+def test_a_bad_or_unreachable_address_is_one_line(address: str, status: int, message: str,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    for command in (("cluster", "describe"), ("groups", "list")):
+        result = run_here(capsys, *command, "--coordinator", address)
+        assert result.returncode == status and message in result.stderr, result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1 and not result.stdout
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    with ZooKeeperServer() as zk:
+        # a long ZooKeeper session: a killed coordinator stays listed long enough to be seen down
+        made = Cluster(tmp_path, zk, "/groupcoord/cli", shards=SHARDS, zk_session_s=20.0)
+        try:
+            yield made
+        finally:
+            stop_processes(made.procs)
+
+
+@pytest.mark.slow
+def test_groups_of_every_coordinator_are_listed_and_a_dead_one_is_named(
+        cluster: Cluster, cli_env: dict[str, str]) -> None:
+    a, b = cluster.start(), cluster.start()
+    leaders = cluster.wait_balanced([a, b])
+    groups = [f"g{i}" for i in range(8)]
+    on_b = [g for g in groups if leaders[shard_of(g, SHARDS)][0] == b]
+    assert on_b and len(on_b) < len(groups), "groups on both coordinators: a weak test otherwise"
+    with AdminClient(a) as admin:  # only a given: each group's calls go to its shard's leader
+        for group in groups:
+            admin.put_tasks(group, ["t0", "t1"])
+        assert all(admin.describe_group(g).group_id == g for g in groups)
+    with AdminClient(b) as on_its_own:  # b lists only its own shards' groups
+        assert sorted(g.group_id for g in on_its_own.describe_cluster(b).shard_infos and
+                      on_its_own._rpc(b, "ListGroups", pb.ListGroupsRequest()).groups) == sorted(on_b)
+
+    listed = run(cli_env, "groups", "list", "--coordinator", a, "--json")
+    assert listed.returncode == 0 and listed.stderr == "", listed.stderr
+    assert sorted(g["group"] for g in json.loads(listed.stdout)) == groups
+    described = run(cli_env, "cluster", "describe", "--coordinator", a, "--json")
+    view = json.loads(described.stdout)
+    assert view["mode"] == "sharded" and view["shards"] == SHARDS and not view["failed"]
+    assert sum(s["groups"] for s in view["shard_infos"]) == len(groups)  # each shard counted by its leader
+    assert {c["address"]: c["shards_led"] for c in view["coordinators"]} == {a: SHARDS // 2, b: SHARDS // 2}
+
+    cluster.procs[1].send_signal(signal.SIGKILL)
+    cluster.procs[1].wait(10)
+    listed = run(cli_env, "groups", "list", "--coordinator", a)
+    assert listed.returncode == 0, (listed.stderr, cluster.log_of(a)[-3000:])  # a's log: why it did not answer
+    assert f"coordinator {b} did not answer" in listed.stderr and len(listed.stderr.splitlines()) == 1
+    assert sorted(line.split("\t")[0] for line in listed.stdout.splitlines()) == sorted(set(groups) - set(on_b))
+    described = run(cli_env, "cluster", "describe", "--coordinator", f"{b},{a}")  # b first: the next is asked
+    assert described.returncode == 0, described.stderr
+    assert f"coordinator {b} did not answer" in described.stderr
+    row = next(line for line in described.stdout.splitlines() if line.startswith(b))
+    assert row.split()[-1] == "no"
+    assert run(cli_env, "groups", "list", "--coordinator", b).returncode == 1  # nobody answers there
+    wait_until(lambda: b not in run(cli_env, "cluster", "describe", "--coordinator", a).stdout, 60,
+               "b's session to end and a to lead every shard")
