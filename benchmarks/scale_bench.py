@@ -276,7 +276,7 @@ def load(servers: Servers, members: list[Member], seconds: float, generators: in
     cores = os.cpu_count() or 1
     answered = len(latencies)
     return {"members": len(members), "rate": answered / measured,
-            "cpu_ms_per_1k": server_cpu / answered * 1e6 if answered else float("nan"),
+            "cpu_us_per_hb": server_cpu / answered * 1e6 if answered else float("nan"),
             "p99_ms": latencies[int(len(latencies) * 0.99) - 1] * 1000 if latencies else float("nan"),
             "codes": codes, "gen_share": gen_cpu / (measured * cores), "server_share": server_cpu / (measured * cores)}
 
@@ -293,7 +293,7 @@ def capacity(kind: str, n: int, steps: list[int], seconds: float, generators: in
             rows.append(row)
             ok = row["p99_ms"] < 100 and set(row["codes"]) <= {pb.NONE}
             print(f"  {kind} x{n:<3}{members:>7} members {row['rate']:>8.0f} hb/s  p99 {row['p99_ms']:>8.1f} ms  "
-                  f"server CPU {row['server_share']:>4.0%} ({row['cpu_ms_per_1k']:.0f} ms/1k hb)  "
+                  f"server CPU {row['server_share']:>4.0%} ({row['cpu_us_per_hb']:.0f} us/hb)  "
                   f"generators CPU {row['gen_share']:>4.0%}  "
                   f"{_codes(row['codes'])}", flush=True)
             if not ok:
@@ -475,9 +475,9 @@ def main() -> int:
             for n in (1, 2):
                 best[kind, n], rows = capacity(kind, n, steps, seconds, args.generators, zk, workdir)
                 shares[kind, n] = max(r["gen_share"] for r in rows)
-                cost[kind, n] = statistics.median(r["cpu_ms_per_1k"] for r in rows)
+                cost[kind, n] = statistics.median(r["cpu_us_per_hb"] for r in rows)
         move_times, failover = moves_and_failover(zk, workdir, 1 if args.quick else 2)
-    print("\n| servers | capacity (members) | x vs 1 process | generators' CPU at most | server CPU ms per 1k hb |")
+    print("\n| servers | capacity (members) | x vs 1 process | generators' CPU at most | server CPU per heartbeat (us) |")
     print("|---|---:|---:|---:|---:|")
     for kind in ("noop", "coordinator"):
         for n in (1, 2):
