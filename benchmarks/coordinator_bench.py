@@ -472,9 +472,11 @@ def model_rebalance(members: int, profile: Any = None) -> dict[str, float]:
     SyncGroup request. ``profile``: a ``cProfile.Profile`` enabled in the coordinator's parts only."""
     from groupcoord.assignors.registry import get_assignor
     from groupcoord.coordinator.config import CoordinatorConfig
+    from groupcoord.coordinator.runtime.heap import pace_collector
     from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
     from groupcoord.wire import context_from_join, sync_request_from_assignment
 
+    pace_collector()  # as a server's runtime does when it attaches to its loop
     runtime = CoordinatorRuntime(CoordinatorConfig(group_initial_rebalance_delay_ms=0, group_min_session_timeout_ms=100))
     ids = _form_group_in_model(runtime, members, tasks=10 * members)
     generation = runtime.groups[GROUP].generation
