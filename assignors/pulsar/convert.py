@@ -66,10 +66,11 @@ _RESOURCES = tuple((r, attrgetter(usage_column(r), limit_column(r))) for r in RE
 
 
 def _local_broker_data(worker: WorkerLoadStats | None) -> LocalBrokerData:
-    if worker is None:
-        return LocalBrokerData()
-    # each resource's usage built once, not a default replaced (10,000 members a round)
-    return LocalBrokerData(**{resource: ResourceUsage(*usage_and_limit(worker)) for resource, usage_and_limit in _RESOURCES})
+    local = LocalBrokerData()
+    if worker is not None:
+        for resource, usage_and_limit in _RESOURCES:
+            setattr(local, resource, ResourceUsage(*usage_and_limit(worker)))
+    return local
 
 
 def _bundle_stats(bd: BundleData, stats: TaskLoadStats | None) -> NamespaceBundleStats:
