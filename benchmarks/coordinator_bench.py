@@ -28,6 +28,7 @@ import random
 import statistics
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -451,19 +452,19 @@ def rebalance_latency(port: int, members: int, heartbeat_s: float, processes: in
                 proc.terminate()
 
 
-def bench_rebalance(sizes: list[int], processes: int | None = None, rate: float = 3333) -> list[dict[str, float]]:
-    rows = []
+def bench_rebalance(sizes: list[int], processes: int | None = None, rate: float = 3333) -> Iterator[dict[str, Any]]:
+    """One row per size, as each is measured (a size that fails leaves the rows before it printed)."""
     for n in sizes:
         proc, port, _, _ = start_server_process("coordinator", 0)
         try:
             heartbeat_s = heartbeat_interval(n, rate)
             count = processes or max(2, min(8, n // 1500))
             row = rebalance_latency(port, n, heartbeat_s, count, proc.pid)
-            rows.append({"n": n, "processes": count, "heartbeat": heartbeat_s, **row, "load": _load()})
+            measured = {"n": n, "processes": count, "heartbeat": heartbeat_s, **row, "load": _load()}
         finally:
             proc.terminate()
             proc.join(10)
-    return rows
+        yield measured
 
 
 def model_rebalance(members: int, profile: Any = None) -> dict[str, float]:
@@ -617,7 +618,8 @@ def rebalance_table(sizes: list[int], rate: float) -> None:
           "  load average")
     for row in bench_rebalance(sizes, rate=rate):
         print(f"{row['n']:>7}{row['processes']:>7}{row['heartbeat']:>13.2f}{row['formed']:>9.2f}{row['latency']:>9.3f}"
-              f"{row['idle']:>16.0%}{row['server']:>12.0%}{row['waited']:>15.0%}{row['leader']:>10.3f}  {row['load']}")
+              f"{row['idle']:>16.0%}{row['server']:>12.0%}{row['waited']:>15.0%}{row['leader']:>10.3f}  {row['load']}",
+              flush=True)
     print("join s: targets < 0.5 s at 1,000 and < 5 s at 10,000; a member hears of the rebalance at its next "
           "heartbeat, so the interval bounds it from below; generator idle: the least idle generator process's "
           "share of wall time not spent on CPU while the newcomer joined (near 0%: the generator was the limit); server CPU: the coordinator process's CPU time over the same window, "
