@@ -50,10 +50,16 @@ def join_and_sync(bootstrap: str, group_id: str) -> Member:
     put = until_answered(lambda address: call(address, "PutTasks", pb.PutTasksRequest(
         group_id=group_id, tasks=[pb.Task(task_id="t")])), bootstrap, group_id)
     assert isinstance(put, pb.PutTasksResponse) and put.error.code == pb.NONE, put
-    first = until_answered(join(""), bootstrap, group_id)
-    assert isinstance(first, pb.JoinGroupResponse) and first.error.code == pb.MEMBER_ID_REQUIRED
-    joined = until_answered(join(first.member_id), bootstrap, group_id)
-    assert isinstance(joined, pb.JoinGroupResponse) and joined.error.code == pb.NONE, joined
+    for _ in range(5):
+        first = until_answered(join(""), bootstrap, group_id)
+        assert isinstance(first, pb.JoinGroupResponse) and first.error.code == pb.MEMBER_ID_REQUIRED
+        joined = until_answered(join(first.member_id), bootstrap, group_id)
+        assert isinstance(joined, pb.JoinGroupResponse)
+        if joined.error.code != pb.UNKNOWN_MEMBER_ID:
+            break
+        # the shard moved between the two joins: a pending id is not stored (nor is it in Kafka), so the
+        # new leader does not know it and the client starts over with no id, as a worker does
+    assert joined.error.code == pb.NONE, joined
     synced = until_answered(lambda address: call(address, "SyncGroup", pb.SyncGroupRequest(
         group_id=group_id, member_id=joined.member_id, generation=joined.generation, protocol_name="round-robin",
         assignments=[pb.MemberAssignment(member_id=joined.member_id, tasks=[pb.TaskReplica(task_id="t")])])),
