@@ -76,7 +76,9 @@ class TaskSpec:
     attributes: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
 
     def replica_ids(self) -> tuple[TaskReplica, ...]:
-        return tuple(TaskReplica(self.task_id, r) for r in range(self.replicas))
+        if self.replicas == 1:  # the common case, asked for once per task per assignment
+            return (TaskReplica(self.task_id, 0),)
+        return tuple([TaskReplica(self.task_id, r) for r in range(self.replicas)])
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,10 +8,14 @@ coordinator and (b) a no-op server with the same service and message types,
 one after the other in the same run; the server runs in its own process, the
 load generator in this one. Reported: requests/s, p99 latency, and the ratio.
 
-Rebalance latency: N simulated members (asyncio, real gRPC, real protocol:
-two-step join, sync, heartbeats every 50 ms; the leader runs the round-robin
-assignor over 10·N tasks) form a Stable group; then one more member joins and
-we time until every member holds the new generation's assignment.
+Rebalance, the coordinator's own share (``--parts model``): the same rebalance driven through
+the runtime in this process, no network; CPU and wall time of the coordinator's steps alone.
+
+Rebalance latency (``--parts rebalance``): N simulated members (asyncio, real gRPC, real
+protocol: two-step join, sync, heartbeats every N/3,333 s, as members of a group that size
+would; spread over several generator processes; the leader runs the round-robin assignor over
+10·N tasks) form a Stable group; then one more member joins and we time until every member
+holds the new generation's assignment. Load averages are taken as each row ends.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import random
 import statistics
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -447,19 +452,19 @@ def rebalance_latency(port: int, members: int, heartbeat_s: float, processes: in
                 proc.terminate()
 
 
-def bench_rebalance(sizes: list[int], processes: int | None = None, rate: float = 3333) -> list[dict[str, float]]:
-    rows = []
+def bench_rebalance(sizes: list[int], processes: int | None = None, rate: float = 3333) -> Iterator[dict[str, Any]]:
+    """One row per size, as each is measured (a size that fails leaves the rows before it printed)."""
     for n in sizes:
         proc, port, _, _ = start_server_process("coordinator", 0)
         try:
             heartbeat_s = heartbeat_interval(n, rate)
             count = processes or max(2, min(8, n // 1500))
             row = rebalance_latency(port, n, heartbeat_s, count, proc.pid)
-            rows.append({"n": n, "processes": count, "heartbeat": heartbeat_s, **row})
+            measured = {"n": n, "processes": count, "heartbeat": heartbeat_s, **row, "load": _load()}
         finally:
             proc.terminate()
             proc.join(10)
-    return rows
+        yield measured
 
 
 def model_rebalance(members: int, profile: Any = None) -> dict[str, float]:
@@ -472,9 +477,11 @@ def model_rebalance(members: int, profile: Any = None) -> dict[str, float]:
     SyncGroup request. ``profile``: a ``cProfile.Profile`` enabled in the coordinator's parts only."""
     from groupcoord.assignors.registry import get_assignor
     from groupcoord.coordinator.config import CoordinatorConfig
+    from groupcoord.coordinator.runtime.heap import pace_collector
     from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
     from groupcoord.wire import context_from_join, sync_request_from_assignment
 
+    pace_collector()  # as a server's runtime does when it attaches to its loop
     runtime = CoordinatorRuntime(CoordinatorConfig(group_initial_rebalance_delay_ms=0, group_min_session_timeout_ms=100))
     ids = _form_group_in_model(runtime, members, tasks=10 * members)
     generation = runtime.groups[GROUP].generation
@@ -611,7 +618,8 @@ def rebalance_table(sizes: list[int], rate: float) -> None:
           "  load average")
     for row in bench_rebalance(sizes, rate=rate):
         print(f"{row['n']:>7}{row['processes']:>7}{row['heartbeat']:>13.2f}{row['formed']:>9.2f}{row['latency']:>9.3f}"
-              f"{row['idle']:>16.0%}{row['server']:>12.0%}{row['waited']:>15.0%}{row['leader']:>10.3f}  {_load()}")
+              f"{row['idle']:>16.0%}{row['server']:>12.0%}{row['waited']:>15.0%}{row['leader']:>10.3f}  {row['load']}",
+              flush=True)
     print("join s: targets < 0.5 s at 1,000 and < 5 s at 10,000; a member hears of the rebalance at its next "
           "heartbeat, so the interval bounds it from below; generator idle: the least idle generator process's "
           "share of wall time not spent on CPU while the newcomer joined (near 0%: the generator was the limit); server CPU: the coordinator process's CPU time over the same window, "

@@ -23,8 +23,8 @@ BENCHMARKS = {
     "balance_sim": "balance_sim.py",  # strategies side by side, plots in benchmarks/out (issue 4)
     "stats": "stats_bench.py",  # Spark job vs single-process reference (issue 5)
     "downtime": "downtime_bench.py",  # task downtime: rolling restart, scale-out; eager vs cooperative (issue 12)
-    "worker_footprint": "worker_footprint_bench.py",
-    "scale": "scale_bench.py",  # 1 vs 2 sharded coordinators' capacity, shard move and failover times (issue 23)  # CPU and memory: threaded vs asyncio client, 1 and 100 members (issue 24)
+    "worker_footprint": "worker_footprint_bench.py",  # CPU and memory: threaded vs asyncio client, 1, 100 and 1,000 members (issues 24, 27)
+    "scale": "scale_bench.py",  # 1 vs 2 sharded coordinators' capacity, shard move and failover times (issue 23)
 }
 
 

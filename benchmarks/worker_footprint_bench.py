@@ -1,9 +1,9 @@
 """What a worker client costs its service: CPU and memory of WorkerClient vs AsyncWorkerClient.
 
-    python benchmarks/worker_footprint_bench.py [--window 30] [--sizes 1,100] [--quick]
+    python benchmarks/worker_footprint_bench.py [--window 30] [--sizes 1,100,1000] [--quick]
 
-A coordinator runs in its own process. For each client (threaded, asyncio) and each size (1 and
-100 members in one process, one group, 100 tasks), a fresh process starts the members, waits
+A coordinator runs in its own process. For each client (threaded, asyncio) and each size (1, 100
+and 1,000 members in one process, one group, 100 tasks: at 1,000 most members hold no task), a fresh process starts the members, waits
 until the group is Stable, then measures over ``--window`` seconds of Stable (heartbeat 3 s,
 session 10 s): the process's CPU time (user + system, as a share of one core), its resident
 memory and its threads. The baseline, in the same run, is a process that imported the same
@@ -138,7 +138,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--window", type=float, default=30.0, help="seconds of Stable measured per row")
     parser.add_argument("--quick", action="store_true", help="a 10 s window")
-    parser.add_argument("--sizes", default="1,100", help="members per process, comma-separated")
+    parser.add_argument("--sizes", default="1,100,1000", help="members per process, comma-separated")
     parser.add_argument("--child", nargs=3, metavar=("KIND", "MEMBERS", "ADDRESS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     window = 10.0 if args.quick else args.window

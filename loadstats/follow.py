@@ -109,12 +109,17 @@ def _snapshot_created_ms(out_path: str) -> int | None:
 
 def _quiet_query_errors(spark: SparkSession) -> None:
     """Leave a failed query's report to our one line: Spark logs it again at ERROR with the whole
-    Java and Python stack (kept with ``--log-level debug``)."""
+    Java and Python stack, and PySpark prints more (all kept with ``--log-level debug``)."""
     jvm = spark.sparkContext._jvm
     assert jvm is not None
     jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
         "org.apache.spark.sql.execution.streaming", jvm.org.apache.logging.log4j.Level.OFF
     )
+    # PySpark's accumulator server (a socketserver) prints a traceback when the JVM's end of its
+    # socket closes, e.g. when the JVM is killed: one debug line instead
+    server = getattr(spark.sparkContext, "_accumulatorServer", None)
+    if server is not None:
+        server.handle_error = lambda _request, address: log.debug("accumulator connection from %s lost", address)
 
 
 def _failure_kind(exc: BaseException, spark: SparkSession | None, state_root: str) -> str:
@@ -154,7 +159,10 @@ def follow(
     are raised, not retried.
     """
     stop = stop_event or threading.Event()
-    logging.getLogger("py4j").setLevel(logging.WARNING)  # its INFO lines are per callback, not per refresh
+    if not log.isEnabledFor(logging.DEBUG):
+        # py4j logs a failed foreachBatch (ERROR) and a lost gateway (INFO) with whole tracebacks:
+        # the failure's one line below says what happened
+        logging.getLogger("py4j").setLevel(logging.CRITICAL)
     state_root = os.path.abspath(state_path or default_state_path(out_path))
     store = StateStore(state_root)
     previous: dict[signal.Signals, Any] = {}

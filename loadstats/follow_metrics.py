@@ -86,9 +86,13 @@ class FollowMetrics:
         self._snapshot_ms = int(created_ms)
 
     def refreshed(self, batch: Mapping[str, Any]) -> None:
-        """One committed micro-batch: ``rows_read``, ``rows_rejected`` (by reason), ``rows_late``, ``seconds``."""
-        self.refreshes.inc()
-        self.refresh_seconds.observe(float(batch["seconds"]))
+        """``loadstats.stream``'s ``on_batch`` event: rows when the state committed them (so a crash
+        before the snapshot cannot lose them, and a batch skipped on re-run is not counted again),
+        the refresh and its seconds once the snapshot is written."""
+        if batch["stage"] == "published":
+            self.refreshes.inc()
+            self.refresh_seconds.observe(float(batch["seconds"]))
+            return
         self.refresh_rows.set(int(batch["rows_read"]))
         self.rows.inc(int(batch["rows_read"]))
         for reason, n in dict(batch.get("rows_rejected", {})).items():

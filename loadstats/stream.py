@@ -201,6 +201,8 @@ class _BatchFolder:
             self.before_commit(batch_id)
         with self._failing_as("state_dir"):
             committed = self.store.commit(batch_id, tmp, meta)
+        if self.on_batch is not None:  # now, not after the snapshot: a crash in between must not lose the count
+            self.on_batch({"stage": "committed", "batch_id": batch_id, **delta})
         self.run_counters = _add(self.run_counters, delta)
         self.batches += 1
         if delta["rows_late"]:
@@ -212,7 +214,7 @@ class _BatchFolder:
             with self._failing_as("snapshot_dir"):
                 self.on_state(committed)
         if self.on_batch is not None:
-            self.on_batch({"batch_id": batch_id, **delta, "seconds": time.monotonic() - started})
+            self.on_batch({"stage": "published", "batch_id": batch_id, "seconds": time.monotonic() - started})
 
 
 def _add(base: dict[str, Any], more: Any) -> dict[str, Any]:
@@ -343,8 +345,10 @@ def run_incremental(
     ``ValueError`` (reset, or run ``--full``). Once mode returns when the files present at the
     start are folded in; follow mode (``follow_every_s``) runs until SIGINT/SIGTERM (when
     called from the main thread) or ``stop_event`` is set, and calls ``on_snapshot(meta)`` per
-    published snapshot and ``on_batch(counts)`` per committed micro-batch (its ``rows_read``,
-    ``rows_rejected``, ``rows_duplicate``, ``rows_late`` and ``seconds``). A failed micro-batch
+    published snapshot. ``on_batch(event)`` is called twice per micro-batch: right after the
+    state's commit (``stage="committed"``: ``rows_read``, ``rows_rejected``, ``rows_duplicate``,
+    ``rows_late``) and after its snapshot (``stage="published"``: ``seconds`` for the whole
+    refresh). A failed micro-batch
     or snapshot raises :class:`RefreshFailed` (its kind) when the query stops on it.
     """
     if short_samples < 1 or long_samples < 1:

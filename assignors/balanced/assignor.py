@@ -39,6 +39,7 @@ from groupcoord.assignors.balanced.config import BalancedConfig
 from groupcoord.assignors.balanced.model import LoadEstimator
 from groupcoord.assignors.balanced.optimizer import Bands, Move, PoolPlan, place_unowned, rebalance
 from groupcoord.assignors.base import Assignment, AssignmentContext, TaskReplica, TaskSpec
+from groupcoord.assignors.collector import collector_paused
 
 __all__ = ["BalancedAssignor"]
 
@@ -100,6 +101,12 @@ class BalancedAssignor:
             pool_size[m.pool] = pool_size.get(m.pool, 0) + 1
         owners: dict[TaskReplica, str] = {}
         for task in context.tasks:
+            if task.replicas == 1:  # the common case, without the per-task set and slice (100,000 tasks)
+                replica = TaskReplica(task.task_id)
+                member = members.get(previous.get(replica, ""))
+                if member is not None and member.pool == task.pool:
+                    owners[replica] = member.member_id
+                continue
             used: set[str] = set()
             # A replica beyond the pool's size is never kept: it would take a lower one's place.
             for replica in task.replica_ids()[: pool_size.get(task.pool, 0)]:
@@ -118,7 +125,7 @@ class BalancedAssignor:
             members = [m for m in context.members if m.pool == pool]
             tasks: list[TaskSpec] = [t for t in context.tasks if t.pool == pool]
             view = state.estimator.view(members, tasks, use_load=context.load_snapshot is not None)
-            replicas = [r for t in tasks for r in t.replica_ids()]
+            replicas = [r for t in tasks for r in (t.replica_ids() if t.replicas != 1 else (TaskReplica(t.task_id),))]
             owned = {r: owners[r] for r in replicas if r in owners}
             plan = PoolPlan(view, [m.member_id for m in members], owned)
             out[pool] = (plan, [r for r in replicas if r not in owned])
@@ -164,6 +171,10 @@ class BalancedAssignor:
 
     # ---- the contract ----------------------------------------------------------------------------
     def assign(self, context: AssignmentContext) -> Assignment:
+        with collector_paused():  # millions of short-lived objects at 10k x 100k (``assignors.collector``)
+            return self._assign(context)
+
+    def _assign(self, context: AssignmentContext) -> Assignment:
         state = self._group(context)
         member_ids = frozenset(m.member_id for m in context.members)
         changed = state.members != member_ids

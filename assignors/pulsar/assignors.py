@@ -37,6 +37,7 @@ from dataclasses import replace
 from typing import cast
 
 from groupcoord.assignors.base import Assignment, AssignmentContext
+from groupcoord.assignors.collector import collector_paused
 from groupcoord.assignors.pulsar.config import LoadBalancerConfig
 from groupcoord.assignors.pulsar.data import BundleData, LoadData
 from groupcoord.assignors.pulsar.placement import (
@@ -140,6 +141,10 @@ class PulsarAssignor:
 
     # ---- the contract ---------------------------------------------------------------------------
     def assign(self, context: AssignmentContext) -> Assignment:
+        with collector_paused():  # millions of short-lived objects at 10k x 100k (``assignors.collector``)
+            return self._assign(context)
+
+    def _assign(self, context: AssignmentContext) -> Assignment:
         conf = self.config
         state = self._group(context.group_id)
         stats = RoundStats()

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from operator import attrgetter
+from functools import reduce
+from operator import add, attrgetter
 
 from groupcoord.assignors.pulsar.config import LoadBalancerConfig
 from groupcoord.figures import LONG, SHORT, TASK_RATES
@@ -253,17 +254,20 @@ class TimeAverageBrokerData:
         self, bundles: Iterable[str], data: Mapping[str, BundleData], default_stats: NamespaceBundleStats
     ) -> None:
         """Recompute from ``bundles``; a task without data counts with ``default_stats`` (Pulsar's reset)."""
-        short = [0.0] * len(TASK_RATES)
-        long = [0.0] * len(TASK_RATES)
+        shorts: list[tuple[float, ...]] = []
+        longs: list[tuple[float, ...]] = []
         for bundle in bundles:
             bd = data.get(bundle)
             if bd is None:
                 s = lg = rates_of(default_stats)
             else:
                 s, lg = rates_of(bd.short_term_data), rates_of(bd.long_term_data)
-            for i in range(len(TASK_RATES)):
-                short[i] += s[i]
-                long[i] += lg[i]
+            shorts.append(s)
+            longs.append(lg)
+        # column totals in the bundles' order, from 0.0, by plain addition (not ``sum``, which
+        # compensates rounding from Python 3.12): the same floats as adding them one by one
+        short = [reduce(add, column, 0.0) for column in zip(*shorts)] if shorts else [0.0] * len(TASK_RATES)
+        long = [reduce(add, column, 0.0) for column in zip(*longs)] if longs else [0.0] * len(TASK_RATES)
         for term, totals in ((SHORT, short), (LONG, long)):
             for name, total in zip(_TERM_TOTALS[term], totals, strict=True):
                 setattr(self, name, total)

@@ -87,8 +87,9 @@ def check_assignment(config: CoordinatorConfig, inputs: AssignmentInputs,
     assignment: dict[str, list[pb.TaskReplica]] = {}
     responses: dict[str, pb.SyncGroupResponse] = {}
     for a in request.assignments:
-        replicas = assignment[a.member_id] = [r for start in range(0, len(a.tasks), SLICE)
-                                              for r in a.tasks[start:start + SLICE]]
+        held = a.tasks
+        replicas = assignment[a.member_id] = list(held) if len(held) <= SLICE else \
+            [r for start in range(0, len(held), SLICE) for r in held[start:start + SLICE]]
         response = responses[a.member_id] = pb.SyncGroupResponse(
             error=OK, generation=inputs.generation, protocol=inputs.protocol, user_data=a.user_data,
             rejoin=bool(revoking))

@@ -21,13 +21,14 @@ class CatalogSnapshot:
     (a dict of references), read by other threads (records, large answers, request checks).
     Anything derived from it is computed at most once, by whichever thread asks first."""
 
-    __slots__ = ("_in_order", "_serialised", "tasks", "version")
+    __slots__ = ("_in_order", "_serialised", "_weights", "tasks", "version")
 
     def __init__(self, version: int, tasks: dict[str, pb.Task]) -> None:
         self.version = version
         self.tasks = dict(tasks)  # the catalog's entries are replaced, never changed in place
         self._in_order: list[pb.Task] | None = None
         self._serialised: list[str] | None = None
+        self._weights: tuple[dict[str, float] | None] | None = None
 
     def in_order(self) -> list[pb.Task]:
         """The tasks sorted by id (how answers list them)."""
@@ -43,3 +44,12 @@ class CatalogSnapshot:
         if done is None:
             done = self._serialised = [b64(task) for task in self.in_order()]
         return done
+
+    def weights(self) -> dict[str, float] | None:
+        """Each task's weight (unset counts 1.0), or None when every weight is 1.0: what
+        ``assignors.metrics.balance`` takes, so a catalog of plain tasks is counted, not weighed."""
+        done = self._weights
+        if done is None:
+            weights = {task_id: (task.weight or 1.0) for task_id, task in self.tasks.items()}
+            done = self._weights = (None if all(w == 1.0 for w in weights.values()) else weights,)
+        return done[0]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import cast
 
 from groupcoord.assignors.metrics import Members, balance
@@ -27,6 +28,7 @@ from groupcoord.coordinator.model.states import GroupState
 __all__ = ["RebalanceWatch", "Rebalance", "Seen"]
 
 S = GroupState
+_task_id, _replica = attrgetter("task_id"), attrgetter("replica")
 _REBALANCING = (S.PREPARING_REBALANCE, S.AWAITING_SYNC)
 
 
@@ -74,9 +76,13 @@ class RebalanceWatch:
         elif state is S.STABLE and (seen.state is not S.STABLE or seen.generation != group.generation):
             owners = _owners(group)
             moved = None
-            if seen.owners is not None:
-                moved = sum(1 for replica, owner in owners.items() if seen.owners.get(replica, owner) != owner)
-                owners = {**{r: o for r, o in seen.owners.items() if r[0] in group.tasks}, **owners}
+            before = seen.owners
+            if before is not None:
+                last = before.get
+                moved = sum([last(replica, owner) != owner for replica, owner in owners.items()])
+                # replicas without an owner now keep their last one while their task is in the catalog
+                tasks = group.tasks
+                owners.update({r: before[r] for r in before.keys() - owners.keys() if r[0] in tasks})
             seen.owners = owners
             seen.imbalance = _imbalance(group)
             self._finish(group, seen, "stable", moved)
@@ -110,14 +116,12 @@ def _owners(group: Group) -> dict[tuple[str, int], str]:
     for member_id, replicas in group.assignment.items():
         member = members.get(member_id)
         owner = (member.instance_id or member_id) if member is not None else member_id
-        for replica in replicas:
-            owners[(replica.task_id, replica.replica)] = owner
+        owners.update(dict.fromkeys(zip(map(_task_id, replicas), map(_replica, replicas)), owner))
     return owners
 
 
 def _imbalance(group: Group) -> tuple[float, float]:
     # ``balance`` reads only ``task_id`` and the list lengths: the wire replicas do, without a copy
     assignment = cast(Members, group.assignment)
-    weights = {task_id: (task.weight or 1.0) for task_id, task in group.tasks.items()}
-    figures = balance(assignment, weights)
+    figures = balance(assignment, group.catalog_snapshot().weights())
     return figures.count_max_over_mean, figures.weight_max_over_mean

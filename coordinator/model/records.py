@@ -15,7 +15,8 @@ changes them in place.
 from __future__ import annotations
 
 import base64
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from operator import attrgetter
 from typing import Any
 
 from groupcoord.coordinator.model.catalog_snapshot import CatalogSnapshot, b64
@@ -81,10 +82,7 @@ def finish_record(draft: Mapping[str, Any]) -> dict[str, Any]:
     record["members"] = [
         {**m, "metadata": b64(m["metadata"])} if not isinstance(m["metadata"], str) else m for m in record["members"]
     ]
-    record["assignment"] = {
-        member_id: [r if isinstance(r, list) else [r.task_id, r.replica] for r in replicas]
-        for member_id, replicas in record["assignment"].items()
-    }
+    record["assignment"] = {member_id: _as_pairs(replicas) for member_id, replicas in record["assignment"].items()}
     owners = record["owners"]
     if isinstance(owners, dict):
         record["owners"] = [[t, r, sorted(who)] for (t, r), who in sorted(owners.items())]
@@ -92,6 +90,21 @@ def finish_record(draft: Mapping[str, Any]) -> dict[str, Any]:
     if snapshot is not None and not isinstance(snapshot, str):
         record["load_snapshot"] = b64(snapshot)
     return record
+
+
+_task_id, _replica = attrgetter("task_id"), attrgetter("replica")
+
+
+def _as_pairs(replicas: Sequence[Any]) -> list[list[Any]]:
+    """A member's replicas as ``[task id, replica]`` pairs (a draft holds the messages, a finished
+    record the pairs). Whole-list operations for a draft: a record of 100,000 replicas is finished
+    once per rebalance, twice in fact (the phase's start and its end)."""
+    if replicas and not isinstance(replicas[0], list):
+        try:
+            return list(map(list, zip(map(_task_id, replicas), map(_replica, replicas), strict=True)))
+        except AttributeError:
+            pass  # pairs and messages mixed: one at a time below
+    return [r if isinstance(r, list) else [r.task_id, r.replica] for r in replicas]
 
 
 def group_from_record(draft: Mapping[str, Any]) -> Group:

@@ -48,6 +48,7 @@ from groupcoord.coordinator.model.model import CoordinatorModel
 from groupcoord.coordinator.model.records import finish_record
 from groupcoord.coordinator.runtime.byte_budget import ByteBudget
 from groupcoord.coordinator.runtime.checkers import CheckerPool
+from groupcoord.coordinator.runtime.heap import pace_collector
 from groupcoord.coordinator.runtime.lag import LagMonitor
 from groupcoord.coordinator.runtime.metrics import CoordinatorMetrics
 from groupcoord.coordinator.runtime.office import Office, Standalone
@@ -375,6 +376,7 @@ class CoordinatorRuntime:
         and the office's changes are looked at there at once."""
         if isinstance(self.writer, InlineWriter):
             self.writer = ThreadWriter(loop.call_soon_threadsafe)
+        pace_collector()  # a server may hold large groups (``coordinator.runtime.heap``)
         self._loop = loop
         self.lag.start(loop)
         self.metrics.attach(loop)

@@ -60,6 +60,9 @@ def test_bad_input_is_one_line_and_a_non_zero_exit(server: ServerThread, capsys:
         (("stats", "--samples", "s", "--out", "o", "--max-sample-age-s", "-1"), 2, "finite number >= 0"),
         (("stats", "--samples", "s", "--out", "o", "--max-sample-age-s", "nan"), 2, "finite number >= 0"),
         (("stats", "--samples", "/nonexistent/samples", "--out", "o"), 2, "does not exist"),
+        (("stats", "--samples", "s", "--out", "o", "--conf", "spark.executor.memory"), 2, "is not KEY=VALUE"),
+        (("stats", "--samples", "s", "--out", "o", "--follow", "--metrics-listen", "nope"), 2, "is not HOST:PORT"),
+        (("stats", "--samples", "s", "--out", "o", "--metrics-listen", "127.0.0.1:0"), 2, "add --follow"),
     ]
     for args, status, message in cases:
         try:

@@ -53,13 +53,13 @@ def test_the_job_runs_on_a_standalone_cluster_and_equals_local(spark, tmp_path: 
         submit = [str(spark_home() / "bin" / "spark-submit"), "--master", cluster.master_url, "--driver-memory",
                   "512m", *conf, str(ROOT / "loadstats" / "job.py"), "--samples", str(samples), "--out",
                   str(tmp_path / "shared" / "full")]
-        done = subprocess.run(submit, cwd=tmp_path, env=spark_env(), capture_output=True, text=True, timeout=180,
+        done = subprocess.run(submit, cwd=tmp_path, env=spark_env(), capture_output=True, text=True, timeout=300,
                               check=False)
         assert done.returncode == 0, done.stderr[-3000:] + cluster.logs_tail()
         # the incremental job (state + snapshot) through the CLI, with the cluster as its master
         stats = [sys.executable, "-m", "groupcoord.cli", "stats", "--master", cluster.master_url,
                  "--samples", str(samples), "--out", str(tmp_path / "shared" / "inc"), *conf]
-        inc = subprocess.run(stats, cwd=tmp_path, env=spark_env(), capture_output=True, text=True, timeout=180,
+        inc = subprocess.run(stats, cwd=tmp_path, env=spark_env(), capture_output=True, text=True, timeout=300,
                              check=False)
         assert inc.returncode == 0, inc.stderr[-3000:] + cluster.logs_tail()
         status = cluster.state()

@@ -36,7 +36,7 @@ from tests.zookeeper_server import free_port
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
-_DEADLINE_S = 120.0
+_DEADLINE_S = 240.0  # generous: a loaded 2-core machine; about 60 s in all when quiet
 
 
 def _scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -96,7 +96,7 @@ def test_follow_survives_failures_counts_once_and_stops_on_sigterm(spark, tmp_pa
     metrics_port, coordinator_port = free_port(), free_port()
     coordinator = f"127.0.0.1:{coordinator_port}"  # nothing listens there yet
     log = tmp_path / "follow.log"
-    command = [sys.executable, "-m", "groupcoord.cli", "--log-level", "info", "stats", "--follow", "--every", "1s",
+    command = [sys.executable, "-m", "groupcoord.cli", "stats", "--follow", "--every", "1s",
                "--samples", str(samples), "--out", str(out), "--master", "local[1]",
                "--metrics-listen", f"127.0.0.1:{metrics_port}", "--coordinator", coordinator,
                "--publish-attempts", "2", "--conf", "spark.ui.enabled=false", "--conf", "spark.driver.memory=1g",

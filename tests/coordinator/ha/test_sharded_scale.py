@@ -42,11 +42,13 @@ SHARDS = 64
 GROUPS = [f"g{i}" for i in range(100)]
 HOSTS = 4  # member-host processes; group i has a member in hosts i % 4 and (i + 1) % 4
 TASKS = 2
-ZK_SESSION_S = 2.0
+# a coordinator paused over half its ZooKeeper session drops every shard: 4 s keeps the 4 xdist workers'
+# scheduling stalls on 2 cores under that, so only the fault moves shards
+ZK_SESSION_S = 4.0
 SESSION_MS = 10_000  # the members'
 HEARTBEAT_MS = 1_000
 REBALANCE_MS = 10_000
-BUDGET_S = 60  # bringing the fleet to rest, 4 such tests at once on 2 cores
+BUDGET_S = 120  # bringing the fleet to rest or the shards to balance: 4 such tests at once on 2 cores, shared
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +97,7 @@ class Fleet:
                 os.close(fd)
                 err.close()
 
-    def describe(self, address: str, group: str, timeout: float = 2.0) -> pb.DescribeGroupResponse | None:
+    def describe(self, address: str, group: str, timeout: float = 5.0) -> pb.DescribeGroupResponse | None:
         if address not in self._channels:
             self._channels[address] = grpc.insecure_channel(address)
         try:
@@ -172,7 +174,7 @@ class Fleet:
 
 def bring_up(cluster: Cluster, fleet: Fleet, coordinators: list[str]) -> dict[str, Seen]:
     """Balance the shards, put each group's tasks at its leader, start the members; wait for rest."""
-    cluster.wait_balanced(coordinators)
+    cluster.wait_balanced(coordinators, BUDGET_S)
     where = fleet.locate(coordinators)
     assert sorted(where) == sorted(GROUPS), "every shard has a leader once balanced"
     for group in GROUPS:
@@ -278,7 +280,7 @@ def test_a_fourth_coordinator_takes_shards_without_a_rebalance(cluster: Cluster,
     before = bring_up(cluster, fleet, [a, b, c])
     since = time.time()
     d = cluster.start()
-    cluster.wait_balanced([a, b, c, d])
+    cluster.wait_balanced([a, b, c, d], BUDGET_S)
     after = fleet.rest([a, b, c, d])
     moved = [g for g in GROUPS if after[g].address == d]
     assert moved, "no group moved to the fourth coordinator: a weak test"
@@ -318,7 +320,7 @@ def test_a_coordinator_paused_past_its_zookeeper_session_serves_nothing_it_lost(
                 leader, epoch = cluster.leaders(a)[shard_of(group, SHARDS)]
                 assert leader == b and epoch > taken[shard_of(group, SHARDS)][1], (group, answer)
     assert "stops leading shards" in cluster.log_of(b)
-    cluster.wait_balanced([a, b, c])
+    cluster.wait_balanced([a, b, c], BUDGET_S)
     after = fleet.rest([a, b, c])
     assert_no_rebalance(fleet, before, after, since)
 
@@ -353,5 +355,5 @@ def test_a_coordinator_cut_off_from_zookeeper_stops_acting_and_others_take_over(
         print(f"ZooKeeper cut: c stopped acting after {max(stopped.values()):.2f}s; its {len(on_c)} groups "
               f"Stable elsewhere after {max(back.values()):.2f}s at most")
         proxy.heal()
-        cluster.wait_balanced([a, b, c])
+        cluster.wait_balanced([a, b, c], BUDGET_S)
         stop_processes(cluster.procs)  # while c still reaches ZooKeeper: it leaves at once
