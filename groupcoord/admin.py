@@ -196,6 +196,11 @@ class AdminClient:
             except _Unimplemented:
                 self._lookup = False
                 return None
+            except errors.CoordinatorNotAvailableError:  # no address answered: again, until the deadline
+                if self._monotonic() >= deadline:
+                    raise
+                self._sleep(self._backoff_s)
+                continue
             failure = errors.error_for(entry.error)
             if failure is None:
                 self._located[group_id] = entry.address
