@@ -135,15 +135,21 @@ def _ui_time(text: str) -> float:
 
 
 def stage_profile(spark: Any, after_job: int) -> tuple[list[tuple[str, float, float, int, float, float]], int]:
-    """Per job description (the job's passes, see ``loadstats.job``), from the Spark UI's REST API:
-    wall seconds (first stage submitted to last completed), task seconds (executor run time),
-    input records, shuffle written and read (MB). Returns the rows and the newest job id."""
+    """Per job description (the job's passes, see ``loadstats.job``) and side (map: writes a
+    shuffle; reduce: reads one; scan: neither), from the Spark UI's REST API: wall seconds (first
+    stage submitted to last completed), task seconds (executor run time), input records, shuffle
+    written and read (MB). Returns the rows and the newest job id."""
     jobs = [j for j in _spark_api(spark, "jobs") if j["jobId"] > after_job]
     stages = {s["stageId"]: s for s in _spark_api(spark, "stages?status=complete")}
     by_pass: dict[str, list[dict[str, Any]]] = {}
     for job in jobs:
-        name = job.get("description") or job.get("name", "?")
-        by_pass.setdefault(name, []).extend(stages[i] for i in job["stageIds"] if i in stages)
+        name = (job.get("description") or job.get("name", "?")).removeprefix("loadstats: ")
+        for i in job["stageIds"]:
+            if i not in stages:
+                continue
+            side = ("map" if stages[i]["shuffleWriteBytes"] else "reduce" if stages[i]["shuffleReadBytes"]
+                    else "scan")
+            by_pass.setdefault(f"{name}: {side}", []).append(stages[i])
     rows = []
     for name, ss in by_pass.items():
         if not ss:
@@ -157,7 +163,7 @@ def stage_profile(spark: Any, after_job: int) -> tuple[list[tuple[str, float, fl
 
 
 def print_profile(rows: list[tuple[str, float, float, int, float, float]]) -> None:
-    print(f"    {'pass':<28} {'wall s':>7} {'task s':>7} {'input rows':>12} {'shuffle w MB':>12} {'shuffle r MB':>12}")
+    print(f"    {'pass: side':<28} {'wall s':>7} {'task s':>7} {'input rows':>12} {'shuffle w MB':>12} {'shuffle r MB':>12}")
     for name, wall, task, records, written, read in rows:
         print(f"    {name[:28]:<28} {wall:>7.2f} {task:>7.2f} {records:>12,} {written:>12.1f} {read:>12.1f}")
 
