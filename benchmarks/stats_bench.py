@@ -135,9 +135,9 @@ def _ui_time(text: str) -> float:
 
 
 def stage_profile(spark: Any, after_job: int) -> tuple[list[tuple[str, float, float, int, float, float]], int]:
-    """Per job description (the job's passes, see ``loadstats.job``) and side (map: writes a
-    shuffle; reduce: reads one; scan: neither), from the Spark UI's REST API: wall seconds (first
-    stage submitted to last completed), task seconds (executor run time), input records, shuffle
+    """Per job description (the job's passes, see ``loadstats.job``) and side (reduce: reads a
+    shuffle; map: writes one; scan: neither), from the Spark UI's REST API: wall seconds (each
+    stage's submission to completion, summed), task seconds (executor run time), input records, shuffle
     written and read (MB). Returns the rows and the newest job id."""
     jobs = [j for j in _spark_api(spark, "jobs") if j["jobId"] > after_job]
     stages = {s["stageId"]: s for s in _spark_api(spark, "stages?status=complete")}
@@ -147,16 +147,15 @@ def stage_profile(spark: Any, after_job: int) -> tuple[list[tuple[str, float, fl
         for i in job["stageIds"]:
             if i not in stages:
                 continue
-            side = ("map" if stages[i]["shuffleWriteBytes"] else "reduce" if stages[i]["shuffleReadBytes"]
+            side = ("reduce" if stages[i]["shuffleReadBytes"] else "map" if stages[i]["shuffleWriteBytes"]
                     else "scan")
             by_pass.setdefault(f"{name}: {side}", []).append(stages[i])
     rows = []
     for name, ss in by_pass.items():
         if not ss:
             continue
-        start = min(_ui_time(x["submissionTime"]) for x in ss)
-        end = max(_ui_time(x["completionTime"]) for x in ss)
-        rows.append((name, end - start, sum(x["executorRunTime"] for x in ss) / 1000.0,
+        wall = sum(_ui_time(x["completionTime"]) - _ui_time(x["submissionTime"]) for x in ss)
+        rows.append((name, wall, sum(x["executorRunTime"] for x in ss) / 1000.0,
                      sum(x["inputRecords"] for x in ss), sum(x["shuffleWriteBytes"] for x in ss) / 1e6,
                      sum(x["shuffleReadBytes"] for x in ss) / 1e6))
     return rows, max((j["jobId"] for j in jobs), default=after_job)
