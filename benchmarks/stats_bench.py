@@ -135,29 +135,34 @@ def _ui_time(text: str) -> float:
 
 
 def stage_profile(spark: Any, after_job: int) -> tuple[list[tuple[str, float, float, int, float, float]], int]:
-    """Per job description (the job's passes, see ``loadstats.job``), from the Spark UI's REST API:
-    wall seconds (first stage submitted to last completed), task seconds (executor run time),
-    input records, shuffle written and read (MB). Returns the rows and the newest job id."""
+    """Per job description (the job's passes, see ``loadstats.job``) and side (reduce: reads a
+    shuffle; map: writes one; scan: neither), from the Spark UI's REST API: wall seconds (each
+    stage's submission to completion, summed), task seconds (executor run time), input records, shuffle
+    written and read (MB). Returns the rows and the newest job id."""
     jobs = [j for j in _spark_api(spark, "jobs") if j["jobId"] > after_job]
     stages = {s["stageId"]: s for s in _spark_api(spark, "stages?status=complete")}
     by_pass: dict[str, list[dict[str, Any]]] = {}
     for job in jobs:
-        name = job.get("description") or job.get("name", "?")
-        by_pass.setdefault(name, []).extend(stages[i] for i in job["stageIds"] if i in stages)
+        name = (job.get("description") or job.get("name", "?")).removeprefix("loadstats: ")
+        for i in job["stageIds"]:
+            if i not in stages:
+                continue
+            side = ("reduce" if stages[i]["shuffleReadBytes"] else "map" if stages[i]["shuffleWriteBytes"]
+                    else "scan")
+            by_pass.setdefault(f"{name}: {side}", []).append(stages[i])
     rows = []
     for name, ss in by_pass.items():
         if not ss:
             continue
-        start = min(_ui_time(x["submissionTime"]) for x in ss)
-        end = max(_ui_time(x["completionTime"]) for x in ss)
-        rows.append((name, end - start, sum(x["executorRunTime"] for x in ss) / 1000.0,
+        wall = sum(_ui_time(x["completionTime"]) - _ui_time(x["submissionTime"]) for x in ss)
+        rows.append((name, wall, sum(x["executorRunTime"] for x in ss) / 1000.0,
                      sum(x["inputRecords"] for x in ss), sum(x["shuffleWriteBytes"] for x in ss) / 1e6,
                      sum(x["shuffleReadBytes"] for x in ss) / 1e6))
     return rows, max((j["jobId"] for j in jobs), default=after_job)
 
 
 def print_profile(rows: list[tuple[str, float, float, int, float, float]]) -> None:
-    print(f"    {'pass':<28} {'wall s':>7} {'task s':>7} {'input rows':>12} {'shuffle w MB':>12} {'shuffle r MB':>12}")
+    print(f"    {'pass: side':<28} {'wall s':>7} {'task s':>7} {'input rows':>12} {'shuffle w MB':>12} {'shuffle r MB':>12}")
     for name, wall, task, records, written, read in rows:
         print(f"    {name[:28]:<28} {wall:>7.2f} {task:>7.2f} {records:>12,} {written:>12.1f} {read:>12.1f}")
 
