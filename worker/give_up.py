@@ -17,11 +17,17 @@ While our call is unanswered we cannot tell whether it arrived, so the earliest 
 Waiting for the call's own deadline (rebalance timeout plus request timeout) instead left a
 task on two workers for most of a minute (issue 26). The rule is a pure function so the
 threaded client and an asyncio client compute the same deadline.
+
+The worker gives up a margin *before* that time (``give_up_margin``): the coordinator's removal
+is never early, but the worker's own wake-up can be late (a loaded machine, a busy interpreter),
+and stopping a task takes time too. Giving up exactly at the earliest removal lost that race
+when the coordinator re-assigned the tasks within a few milliseconds of removing us (seen in CI
+with coordinator and workers in one process).
 """
 
 from __future__ import annotations
 
-__all__ = ["give_up_at"]
+__all__ = ["give_up_at", "give_up_margin"]
 
 
 def give_up_at(*, last_answer: float, sent: float, session_timeout_s: float, rebalance_timeout_s: float) -> float:
@@ -36,3 +42,15 @@ def give_up_at(*, last_answer: float, sent: float, session_timeout_s: float, reb
     110.5
     """
     return min(last_answer + session_timeout_s, sent + rebalance_timeout_s)
+
+
+def give_up_margin(*, session_timeout_s: float, heartbeat_interval_s: float) -> float:
+    """How long before the earliest removal the worker gives up: a heartbeat interval, or a tenth of
+    the session if that is longer (the session is what the coordinator counts).
+
+    >>> give_up_margin(session_timeout_s=45.0, heartbeat_interval_s=3.0)
+    4.5
+    >>> give_up_margin(session_timeout_s=4.0, heartbeat_interval_s=0.2)
+    0.4
+    """
+    return max(heartbeat_interval_s, session_timeout_s / 10)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from groupcoord import errors
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.worker.config import WorkerConfig
-from groupcoord.worker.give_up import give_up_at
+from groupcoord.worker.give_up import give_up_at, give_up_margin
 from groupcoord.worker.rules import ErrorRule, StableAction, rule_for
 
 __all__ = ["HeartbeatVerdict", "Membership"]
@@ -141,14 +141,16 @@ class Membership:
 
     def give_up_in(self, sent: float, running_tasks: bool) -> float | None:
         """While a JoinGroup or SyncGroup sent at ``sent`` is unanswered, cooperative tasks run on only
-        until the coordinator could have removed us (``worker.give_up``): the seconds from now until
-        they must be lost, or None when nothing needs giving up (eager, or nothing runs)."""
+        until a margin before the coordinator could have removed us (``worker.give_up``): the seconds
+        from now until they must be lost, or None when nothing needs giving up (eager, or nothing runs)."""
         if not self.cooperative() or not running_tasks:
             return None
         cfg = self.config
-        at = give_up_at(last_answer=self.last_heartbeat_ok, sent=sent, session_timeout_s=cfg.session_timeout_ms / 1000,
+        session_s = cfg.session_timeout_ms / 1000
+        at = give_up_at(last_answer=self.last_heartbeat_ok, sent=sent, session_timeout_s=session_s,
                         rebalance_timeout_s=cfg.rebalance_timeout_ms / 1000)
-        return at - self._monotonic()
+        margin = give_up_margin(session_timeout_s=session_s, heartbeat_interval_s=cfg.heartbeat_interval_ms / 1000)
+        return at - margin - self._monotonic()
 
     def next_heartbeat_s(self) -> float:
         """A heartbeat interval; after heartbeats the coordinator did not answer, sooner (the retry
