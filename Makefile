@@ -21,7 +21,7 @@ demo: $(STAMP)
 # (each test isolated: free ports, its own tmp_path, one Spark session per worker process).
 TEST_WORKERS ?= 4
 test: $(STAMP)
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal --durations=25
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal -m "not slow"
