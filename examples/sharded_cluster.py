@@ -58,12 +58,13 @@ def free_address() -> str:
         return f"127.0.0.1:{probe.getsockname()[1]}"
 
 
-def wait(predicate: Callable[[], bool], timeout: float, what: str) -> float:
-    """Seconds until ``predicate`` held (polled); SystemExit naming ``what`` after ``timeout``."""
+def wait(predicate: Callable[[], bool], timeout: float, what: str, detail: Callable[[], str] | None = None) -> float:
+    """Seconds until ``predicate`` held (polled); SystemExit naming ``what`` (and ``detail()``) after ``timeout``."""
     start = time.monotonic()
     while not predicate():
         if time.monotonic() - start > timeout:
-            raise SystemExit(f"sharded_cluster: timed out after {timeout:.0f}s waiting for {what}")
+            more = f": {detail()}" if detail is not None else ""
+            raise SystemExit(f"sharded_cluster: timed out after {timeout:.0f}s waiting for {what}{more}")
         time.sleep(0.05)
     return time.monotonic() - start
 
@@ -141,6 +142,13 @@ class Members:
         """Every member Stable at its group's coordinator."""
         return self.stable() and all(c.coordinator_address == leaders[g] for g, c in self.clients.items())
 
+    def elsewhere(self, leaders: dict[str, str]) -> str:
+        """The members not yet Stable at their group's coordinator, for a timeout's message."""
+        late = [f"{g}: {c.state.value} at {c.coordinator_address} (coordinator {leaders.get(g)})"
+                for g, c in self.clients.items()
+                if not (c.state is WorkerState.STABLE and c.assigned_tasks and c.coordinator_address == leaders.get(g))]
+        return "; ".join(late[:5]) + (f" (+{len(late) - 5} more)" if len(late) > 5 else "")
+
     def unchanged(self) -> list[str]:
         """What changed since ``identity`` was taken: nothing, when no member rebalanced."""
         changed = []
@@ -192,7 +200,11 @@ def run(args: argparse.Namespace, workdir: Path) -> int:
         leaders = leaders_of(cluster, groups)
         for index, group in enumerate(groups):  # a bootstrap list without the group's coordinator
             members.start(group, [a for a in cluster.live() if a != leaders[group]], asyncio_client=index % 2 == 1)
-        seconds = wait(lambda: members.at(leaders), 60, "every worker Stable at its group's coordinator")
+        # asked again at each look: a shard may still move while the three settle
+        seconds = wait(lambda: members.at(leaders_of(cluster, groups)), 60,
+                       "every worker Stable at its group's coordinator",
+                       lambda: members.elsewhere(leaders_of(cluster, groups)))
+        leaders = leaders_of(cluster, groups)
         members.identity = {g: (c.member_id, c.generation) for g, c in members.clients.items()}
         ok = report(cluster, members, "three coordinators", seconds)
 
@@ -201,14 +213,16 @@ def run(args: argparse.Namespace, workdir: Path) -> int:
         print(f"\n== SIGKILL {busiest} (it led {list(leaders.values()).count(busiest)} of the groups)")
         start = time.monotonic()
         wait(cluster.balanced, 60, "the live coordinators leading every shard")
-        wait(lambda: members.at(leaders_of(cluster, groups)), 60, "every worker at its group's new coordinator")
+        wait(lambda: members.at(leaders_of(cluster, groups)), 60, "every worker at its group's new coordinator",
+             lambda: members.elsewhere(leaders_of(cluster, groups)))
         ok = report(cluster, members, "after the kill", time.monotonic() - start) and ok
 
         fourth = cluster.start()
         print(f"\n== a fourth coordinator: {fourth}")
         start = time.monotonic()
         wait(cluster.balanced, 60, "the fourth coordinator leading shards")
-        wait(lambda: members.at(leaders_of(cluster, groups)), 60, "every worker at its group's coordinator")
+        wait(lambda: members.at(leaders_of(cluster, groups)), 60, "every worker at its group's coordinator",
+             lambda: members.elsewhere(leaders_of(cluster, groups)))
         ok = report(cluster, members, "after the fourth joined", time.monotonic() - start) and ok
         return 0 if ok else 1
     finally:
