@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import pytest
 
@@ -139,6 +139,10 @@ class Log:
                 assert running.pop(task, None) == name, f"{name} stopped {task}, which it did not run"
 
 
+def stable_in(generation: int) -> Callable[[WorkerClient], bool]:
+    return lambda c: c.state is WorkerState.STABLE and c.generation == generation
+
+
 @pytest.mark.slow
 def test_a_worker_added_to_a_cooperative_group_stops_nothing_that_stays(server: ServerThread) -> None:
     admin = AdminClient(server.address)
@@ -152,8 +156,17 @@ def test_a_worker_added_to_a_cooperative_group_stops_nothing_that_stays(server: 
 
     workers = [worker(f"w{i}").start() for i in range(8)]
     try:
-        before = admin.wait_for(G, lambda d: d.state == pb.STABLE and len(d.members) == 8
-                                and sum(len(m.assigned) for m in d.members) == 40, 30)
+        # settled: Stable with every task placed, and every worker in that generation (a worker that had
+        # tasks revoked re-joins once more after the group first looks Stable from outside)
+        deadline = time.monotonic() + 60
+        while True:
+            before = admin.wait_for(G, lambda d: d.state == pb.STABLE and len(d.members) == 8
+                                    and sum(len(m.assigned) for m in d.members) == 40, 30)
+            generation = before.generation
+            if all(w.wait_until(stable_in(generation), 5) for w in workers) \
+                    and admin.describe_group(G).generation == generation:
+                break
+            assert time.monotonic() < deadline, "the eight workers never settled in one generation"
         owned_before = {w.config.client_id: set(w.assigned_tasks) for w in workers}
         mark = len(log.entries)
         newcomer = worker("w8").start()
