@@ -122,16 +122,19 @@ def members() -> Iterator[tuple[list[Member], AsyncMembers]]:
 
 def join_every_group(cluster: Cluster, leaders: dict[int, tuple[str, int]], made: list[Member],
                      aio: AsyncMembers) -> None:
-    """One member per group, threaded for even shards and asyncio for odd ones, each bootstrapped
-    with the coordinators that do not lead its shard; every member Stable with its task."""
+    """One member per group, threaded and asyncio in turn among the groups of each coordinator (so
+    every coordinator that leads two shards or more has both kinds, however the shards fell), each
+    bootstrapped with the coordinators that do not lead its shard; every member Stable with its task."""
     with AdminClient(cluster.addresses[0]) as admin:
         for group in GROUPS:
             admin.put_tasks(group, ["t0"])
+    seen_at: dict[str, int] = {}
     for group in GROUPS:
         shard = shard_of(group, SHARDS)
         bootstrap = [a for a in cluster.addresses if a != leaders[shard][0]]
         events = Events()
-        if shard % 2 == 0:
+        turn = seen_at[leaders[shard][0]] = seen_at.get(leaders[shard][0], -1) + 1
+        if turn % 2 == 0:
             client: Any = WorkerClient(config(group, bootstrap, f"t{shard}"), events).start()
         else:
             client = aio.start(config(group, bootstrap, f"a{shard}"), events)
