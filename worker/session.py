@@ -176,11 +176,19 @@ class Membership:
         once a session has passed since the coordinator last confirmed it, it may have removed us and
         given them away. Returns the part of a ``seconds`` backoff after which the tasks are lost
         (then sleep that, lose them, sleep the rest), or None when the backoff ends first."""
-        left = self.session_left()
+        left = self.tasks_left()
         if self.cooperative() and running_tasks and left < seconds:
             return max(0.0, left)
         return None
 
     def session_over(self, running_tasks: bool) -> bool:
         """True when cooperative tasks must be given up before the next attempt (see ``backoff_split``)."""
-        return self.cooperative() and running_tasks and self.session_left() <= 0
+        return self.cooperative() and running_tasks and self.tasks_left() <= 0
+
+    def tasks_left(self) -> float:
+        """Seconds that cooperative tasks may still run through a re-join: the session left, less the
+        margin the worker keeps for its own late wake-up (``worker.give_up.give_up_margin``)."""
+        cfg = self.config
+        margin = give_up_margin(session_timeout_s=cfg.session_timeout_ms / 1000,
+                                heartbeat_interval_s=cfg.heartbeat_interval_ms / 1000)
+        return self.session_left() - margin
