@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo test test-fast lint bench chaos docs proto clean
+.PHONY: venv demo test test-heavy test-all test-fast lint bench chaos docs proto clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,12 +19,22 @@ demo: $(STAMP)
 
 # The suite waits on timers and child processes more than it computes: TEST_WORKERS pytest-xdist processes
 # (each test isolated: free ports, its own tmp_path, one Spark session per worker process).
+# `make test` is the contributor's loop (every test but the heavy ones, a few minutes); `make test-heavy` runs the
+# heavy ones (fleets of processes, chaos, soak, benchmark smokes, a Spark cluster: most of the suite's CPU);
+# CI runs both, one after the other. `make test-all` is both in one run.
 TEST_WORKERS ?= 4
+PYTEST := $(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal --durations=15
 test: $(STAMP)
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal --durations=25
+	$(PYTEST) -m "not heavy"
+
+test-heavy: $(STAMP)
+	$(PYTEST) -m heavy
+
+test-all: $(STAMP)
+	$(PYTEST)
 
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal -m "not slow"
+	$(PYTEST) -m "not slow"
 
 # ruff, mypy and the import contracts (config in pyproject.toml); runs all three, fails if any fails.
 lint: $(STAMP)

@@ -12,6 +12,7 @@ from tests.paths import ROOT
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_downtime_bench_quick_prints_every_row(cli_env: dict[str, str]) -> None:
     # a 1 s heartbeat: each rebalance waits for heartbeats, and this keeps the run well under a minute
     done = subprocess.run(

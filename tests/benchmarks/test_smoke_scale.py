@@ -13,6 +13,7 @@ from tests.zookeeper_server import require_zookeeper
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 @pytest.mark.zookeeper
 def test_scale_bench_quick_prints_every_row(cli_env: dict[str, str]) -> None:
     require_zookeeper()

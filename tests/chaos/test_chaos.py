@@ -13,6 +13,7 @@ from tests.zookeeper_server import require_zookeeper
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 @pytest.mark.zookeeper
 def test_50_seeded_faults_keep_ownership(tmp_path: Path) -> None:
     require_zookeeper()
@@ -23,6 +24,7 @@ def test_50_seeded_faults_keep_ownership(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 @pytest.mark.zookeeper
 def test_sharded_faults_keep_ownership(tmp_path: Path) -> None:
     """Three sharded coordinators: SIGKILL, SIGSTOP past the ZooKeeper session, ZooKeeper cut off

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.heavy]
 
 
 def test_demo_moves_load_off_the_hot_member_checks_it_and_draws_it(tmp_path: Path, cli_env: dict[str, str]) -> None:

@@ -28,7 +28,7 @@ from tests.paths import ROOT
 from tests.processes import stop_processes
 from tests.zookeeper_server import ZooKeeperServer, free_port, wait_until
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]
 
 PAGE = ROOT / "docs" / "scaling.md"
 README = ROOT / "README.md"

@@ -24,7 +24,7 @@ from tests.loadstats.standalone import StandaloneCluster, spark_env, spark_home
 from tests.loadstats.test_incremental import _assert_same_snapshot
 from tests.paths import ROOT
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.heavy]
 
 #: Executors as small as the job allows: the workers offer 1 core and 1 GiB each.
 _EXECUTOR_CONF = ("spark.executor.memory=512m", "spark.executor.cores=1", "spark.ui.enabled=false",

@@ -34,7 +34,7 @@ from tests.loadstats.test_incremental import _assert_same_snapshot, _in_order_ch
 from tests.processes import stop_processes
 from tests.zookeeper_server import free_port
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.heavy]
 
 _DEADLINE_S = 240.0  # generous: a loaded 2-core machine; about 60 s in all when quiet
 

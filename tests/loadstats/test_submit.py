@@ -16,7 +16,7 @@ from groupcoord.loadstats.snapshot_io import read_meta, read_snapshots
 from tests.loadstats.loadstats_testdata import make_reports, rows_of
 from tests.paths import ROOT
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.heavy]
 
 
 

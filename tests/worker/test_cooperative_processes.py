@@ -65,6 +65,7 @@ def start_worker(address: str, name: str, env: dict[str, str], log: OwnershipLog
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_a_worker_added_to_50_stops_no_task_that_stays(server: ServerThread, cli_env: dict[str, str]) -> None:
     admin = AdminClient(server.address, timeout_s=10)
     admin.put_tasks(G, TASKS)

@@ -37,7 +37,7 @@ from tests.coordinator.ha.sharded import Cluster, call, find_many
 from tests.processes import stop_processes
 from tests.zookeeper_server import ZooKeeperServer, wait_until
 
-pytestmark = [pytest.mark.slow, pytest.mark.zookeeper]
+pytestmark = [pytest.mark.slow, pytest.mark.zookeeper, pytest.mark.heavy]
 
 SHARDS = 64
 GROUPS = [f"g{i}" for i in range(100)]

@@ -97,6 +97,19 @@ def join(r: ShardRouter, group: str, member_id: str = "") -> Pending:
     return pending
 
 
+def wait_for_member_id(coordinator: pb_grpc.GroupCoordinatorStub, group: str) -> pb.JoinGroupResponse:
+    """The first JoinGroup answer that hands out a member id, once the group's shard has loaded."""
+    answers: list[pb.JoinGroupResponse] = []
+
+    def loaded() -> bool:
+        answers.append(coordinator.JoinGroup(join_request(group), timeout=5))
+        return answers[-1].error.code != pb.COORDINATOR_LOAD_IN_PROGRESS
+
+    wait_until(loaded, 10, f"{group}'s shard loaded")
+    assert answers[-1].member_id, answers[-1]
+    return answers[-1]
+
+
 @pytest.fixture
 def stub_of() -> Iterator[Callable[[ServerThread], tuple[pb_grpc.GroupCoordinatorStub, pb_grpc.GroupAdminStub]]]:
     channels: list[grpc.Channel] = []
@@ -144,6 +157,7 @@ def test_a_loading_shard_answers_load_in_progress_while_the_others_serve(stub_of
     offices = [FakeOffice(term=1), FakeOffice(in_office=False, term=0)]
     with ServerThread(router(offices, [MemoryStore(), slow])) as server:
         coordinator, _ = stub_of(server)
+        wait_for_member_id(coordinator, IN_0)  # shard 0 has loaded: its answers below are the served ones
         slow.gate.clear()
         offices[1].change(in_office=True, term=7)  # elected: loads off the loop, stuck in the store
         assert slow.waiting.wait(10)
@@ -161,7 +175,8 @@ def test_a_hand_over_is_drained_only_once_the_shards_writes_have_landed(stub_of:
     offices = [HandOverOffice(term=1), HandOverOffice(term=1)]
     with ServerThread(router(offices, [MemoryStore(), slow])) as server:
         coordinator, _ = stub_of(server)
-        first = coordinator.JoinGroup(join_request(IN_1), timeout=5)
+        # the shard loads in the background: under load its first answers can still be LOAD_IN_PROGRESS
+        first = wait_for_member_id(coordinator, IN_1)
         slow.gate.clear()
         slow.waiting.clear()
         answer = coordinator.JoinGroup.future(join_request(IN_1, first.member_id), timeout=10)  # its write waits
@@ -200,7 +215,7 @@ def test_list_groups_covers_every_shard_this_process_leads(stub_of: Any) -> None
     with ServerThread(router(offices, [MemoryStore(), MemoryStore()])) as server:
         coordinator, admin = stub_of(server)
         for group in (IN_0, IN_1):
-            coordinator.JoinGroup(join_request(group), timeout=5)
+            wait_for_member_id(coordinator, group)
         assert {g.group_id for g in admin.ListGroups(pb.ListGroupsRequest(), timeout=5).groups} == {IN_0, IN_1}
         offices[0].change(in_office=False)
         wait_until(lambda: {g.group_id for g in admin.ListGroups(pb.ListGroupsRequest(), timeout=5).groups} == {IN_1},
