@@ -28,7 +28,7 @@ TRACER = "handshaker"
 # absl's prefix: severity, MMDD hh:mm:ss.micros, thread id, file:line]
 _PREFIX = re.compile(r"^([IWEF])\d{4} \d\d:\d\d:\d\d\.\d{6}\s+(\d+) ([\w.\-/]+):(\d+)\] ?(.*)$")
 _PEER = re.compile(r"grpc\.internal\.endpoint_peer_address=([^,}\s]+)")
-_ERROR = re.compile(r"CallNextHandshakerLocked: error=(.*?)(?:\n=== Source Location Trace: ===| shutdown=)", re.S)
+_ERROR = re.compile(r"CallNextHandshakerLocked: error=(.*?)(?:\n=== Source Location Trace: ===| shutdown=)", re.DOTALL)
 _SOURCE = re.compile(r"^src/\S+:\d+$")  # a status's source location, below "=== Source Location Trace: ==="
 
 # what the failure most likely was, by the OpenSSL reason or the C core's words (a metric label:
@@ -69,8 +69,7 @@ def reason_of(error: str) -> str:
 def _detail(error: str) -> str:
     """The error without gRPC's status wrapping: the OpenSSL part when there is one."""
     error = error.strip()
-    if error.endswith(": OK"):
-        error = error[:-4]
+    error = error.removesuffix(": OK")
     start = error.find("SSL_ERROR_")
     if start >= 0:
         error = error[start:]
@@ -133,21 +132,21 @@ class _Record:
 
 @dataclass
 class GrpcLogReader:
-    """Turns stderr lines into outputs. ``traced``: the ``handshaker`` trace is on because we asked
-    for it, so its lines are ours to drop; with the operator's own trace they pass unchanged.
+    """Turns stderr lines into outputs. ``traced``: the ``handshaker`` trace is on; ``drop_trace``:
+    because we asked for it, so its lines are ours to drop (the operator's own trace passes).
 
     A record ends at the next prefixed line or when ``flush`` finds it idle. The OpenSSL line
-    ("Handshake failed with error ...") is held until the handshaker's line of the same thread
+    ("Handshake failed with error ...") is held until a handshaker line repeats its text and
     names the peer: a server-side failure is then one ``HandshakeFailure`` and nothing else; a
-    client-side one (this process dialling out) lets the held line through as gRPC wrote it.
-    Without the trace there is no handshaker line, and the OpenSSL line alone becomes a failure
-    with no peer."""
+    client-side one (this process dialling out) lets the held line through as gRPC wrote it, and
+    so does ``hold_s`` passing without a pair. Without the trace there is no handshaker line, and
+    the OpenSSL line alone becomes a failure with no peer."""
 
     traced: bool = True
     drop_trace: bool = True
     hold_s: float = 1.0
     _record: _Record | None = None
-    _held: dict[str, _Record] = field(default_factory=dict)
+    _held: list[_Record] = field(default_factory=list)
 
     def feed(self, line: str, now: float) -> list[Output]:
         """One line (with its newline) read at ``now``."""
@@ -166,10 +165,13 @@ class GrpcLogReader:
         """The record in progress (the writer has gone quiet, or the stream ended), and the held
         OpenSSL lines older than ``hold_s`` (every one at the ``end``)."""
         out = self._finish()
-        for thread, held in list(self._held.items()):
+        keep = []
+        for held in self._held:
             if end or now - held.at >= self.hold_s:
-                del self._held[thread]
                 out.append(self._unpaired(held))
+            else:
+                keep.append(held)
+        self._held = keep
         return out
 
     def _finish(self) -> list[Output]:
@@ -187,9 +189,8 @@ class GrpcLogReader:
         if record.file == "ssl_transport_security.cc" and record.message.startswith("Handshake failed"):
             if not self.traced:
                 return [HandshakeFailure(None, reason_of(record.message), _detail(record.message))]
-            previous = self._held.pop(record.thread, None)
-            self._held[record.thread] = record
-            return [Passthrough(previous.text)] if previous is not None else []
+            self._held.append(record)
+            return []
         if record.file == "handshaker.cc" and record.message.startswith("CallNextHandshakerLocked: error="):
             return self._handshaker_step(record)
         if record.file == "trace.cc" and record.message == f"gRPC Tracers: {TRACER}":
@@ -198,6 +199,15 @@ class GrpcLogReader:
             return [] if self.drop_trace else [Passthrough(record.text)]
         return [Passthrough(record.text)]
 
+    def _pair(self, error: str) -> _Record | None:
+        """The held OpenSSL line this handshaker error repeats (the C core may log the two on
+        different threads, so they pair by text; equal texts are interchangeable)."""
+        for index, held in enumerate(self._held):
+            said = held.message.removeprefix("Handshake failed with error ").strip()
+            if said and said in error:
+                return self._held.pop(index)
+        return None
+
     def _handshaker_step(self, record: _Record) -> list[Output]:
         text = record.text
         out: list[Output] = [] if self.drop_trace else [Passthrough(text)]
@@ -205,7 +215,7 @@ class GrpcLogReader:
         error = error_match.group(1).strip() if error_match else ""
         if not error or error == "OK":
             return out
-        held = self._held.pop(record.thread, None)
+        held = self._pair(error)
         peer = _PEER.search(text)
         if peer is None or "grpc.default_authority=" in text:  # a connection this process made
             return ([Passthrough(held.text)] if held is not None else []) + out

@@ -51,7 +51,7 @@ def current() -> StderrRelay | None:
 def start_relay(environ: MutableMapping[str, str], *, max_lines: int = 10_000, idle_s: float = 0.1) -> StderrRelay:
     """Ask gRPC for the handshaker trace (in ``environ``, read when gRPC is first imported: call this
     before) and take over file descriptor 2. One per process."""
-    global _current  # noqa: PLW0603 - one stderr per process, so one relay
+    global _current
     if _current is not None:
         return _current
     changes = handshake_trace_env(environ)
@@ -98,7 +98,7 @@ class StderrRelay:
 
     def stop(self, timeout_s: float = 2.0) -> None:
         """Give descriptor 2 back (the pipe then ends) and write out what was still in it."""
-        global _current  # noqa: PLW0603
+        global _current
         os.dup2(self._real_fd, 2)  # closes the pipe's write end: the reader sees the end
         self._reader.join(timeout_s)
         self._writer.join(timeout_s)

@@ -38,6 +38,6 @@ if _launched_command() == "serve" and "grpc" not in sys.modules:  # once gRPC is
 
     atexit.register(start_relay(os.environ).stop)
 
-from groupcoord.cli.main import main  # noqa: E402 - after the relay, which must come before gRPC
+from groupcoord.cli.main import main  # after the relay, which must come before gRPC
 
 __all__ = ["main"]
