@@ -30,7 +30,16 @@ from collections import Counter
 from collections.abc import Callable, MutableMapping
 from typing import TextIO
 
-from groupcoord.coordinator.process.grpc_log import GrpcLogReader, HandshakeFailure, Output, handshake_trace_env
+from prometheus_client import CollectorRegistry
+from prometheus_client import Counter as Metric
+
+from groupcoord.coordinator.process.grpc_log import (
+    REASONS,
+    GrpcLogReader,
+    HandshakeFailure,
+    Output,
+    handshake_trace_env,
+)
 
 __all__ = ["StderrRelay", "current", "start_relay"]
 
@@ -95,6 +104,19 @@ class StderrRelay:
         self._writer = threading.Thread(target=self._write, name="stderr-relay-write", daemon=True)
         self._reader.start()
         self._writer.start()
+
+    def count_in(self, registry: CollectorRegistry) -> None:
+        """Count failures by reason (``groupcoord_tls_handshake_failures_total``) and dropped lines
+        (``groupcoord_stderr_lines_dropped_total``) on ``registry`` from now on."""
+        failures = Metric("groupcoord_tls_handshake_failures", "TLS handshakes that failed, by what most likely "
+                          "went wrong (not_tls, no_client_certificate, untrusted_client_certificate, ...)",
+                          ["reason"], registry=registry)
+        for reason in sorted(REASONS):
+            failures.labels(reason)  # every series from the start, at 0
+        dropped = Metric("groupcoord_stderr_lines_dropped", "Lines of the process's stderr the relay dropped "
+                         "because its queue was full", registry=registry)
+        self.on_failure = lambda failure: failures.labels(failure.reason).inc()
+        self.on_drop = dropped.inc
 
     def stop(self, timeout_s: float = 2.0) -> None:
         """Give descriptor 2 back (the pipe then ends) and write out what was still in it."""
