@@ -19,6 +19,7 @@ drains what is left.
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import fcntl
 import logging
 import os
@@ -41,7 +42,7 @@ from groupcoord.coordinator.process.grpc_log import (
     handshake_trace_env,
 )
 
-__all__ = ["StderrRelay", "current", "start_relay"]
+__all__ = ["StderrRelay", "current", "relay_metrics", "start_relay"]
 
 log = logging.getLogger("groupcoord.tls")
 
@@ -71,6 +72,19 @@ def start_relay(environ: MutableMapping[str, str], *, max_lines: int = 10_000, i
     return _current
 
 
+def relay_metrics(registry: CollectorRegistry) -> tuple[Metric, Metric]:
+    """The relay's counters on ``registry``: failed handshakes by reason (every reason at 0 from
+    the start) and stderr lines dropped."""
+    failures = Metric("groupcoord_tls_handshake_failures", "TLS handshakes that failed, by what most likely "
+                      "went wrong (not_tls, no_client_certificate, untrusted_client_certificate, "
+                      "client_refused_server_certificate, closed, timeout, other)", ["reason"], registry=registry)
+    for reason in sorted(REASONS):
+        failures.labels(reason)
+    dropped = Metric("groupcoord_stderr_lines_dropped", "Lines of the serve process's stderr its relay dropped "
+                     "because its queue was full", registry=registry)
+    return failures, dropped
+
+
 class StderrRelay:
     """Owns descriptor 2 while it runs; see the module's docstring."""
 
@@ -97,6 +111,8 @@ class StderrRelay:
         os.close(write_fd)
         self._read_fd = read_fd
         sys.stderr = self.real
+        if faulthandler.is_enabled():  # a crash report must not go into a pipe whose reader dies with us
+            faulthandler.enable(file=self.real)
         for handler in logging.getLogger().handlers:  # handlers made before the swap
             if isinstance(handler, logging.StreamHandler) and handler.stream is self._old_stderr:
                 handler.setStream(self.real)
@@ -106,15 +122,8 @@ class StderrRelay:
         self._writer.start()
 
     def count_in(self, registry: CollectorRegistry) -> None:
-        """Count failures by reason (``groupcoord_tls_handshake_failures_total``) and dropped lines
-        (``groupcoord_stderr_lines_dropped_total``) on ``registry`` from now on."""
-        failures = Metric("groupcoord_tls_handshake_failures", "TLS handshakes that failed, by what most likely "
-                          "went wrong (not_tls, no_client_certificate, untrusted_client_certificate, ...)",
-                          ["reason"], registry=registry)
-        for reason in sorted(REASONS):
-            failures.labels(reason)  # every series from the start, at 0
-        dropped = Metric("groupcoord_stderr_lines_dropped", "Lines of the process's stderr the relay dropped "
-                         "because its queue was full", registry=registry)
+        """Count failures and dropped lines (``relay_metrics``) on ``registry`` from now on."""
+        failures, dropped = relay_metrics(registry)
         self.on_failure = lambda failure: failures.labels(failure.reason).inc()
         self.on_drop = dropped.inc
 
