@@ -183,7 +183,7 @@ def test_a_plaintext_client_is_one_failure_with_its_address_and_nothing_else() -
 
 def test_the_operators_own_trace_passes_through_beside_the_event() -> None:
     out = _read(GrpcLogReader(drop_trace=False), PLAINTEXT)
-    assert [o for o in out if isinstance(o, HandshakeFailure)][0].peer == "127.0.0.1:50744"
+    assert next(o for o in out if isinstance(o, HandshakeFailure)).peer == "127.0.0.1:50744"
     passed = "".join(o.text for o in out if isinstance(o, Passthrough))
     assert "gRPC Tracers: handshaker" in passed and "CallNextHandshakerLocked: error=UNKNOWN" in passed
     assert "ssl_transport_security" not in passed  # the event says it
