@@ -210,3 +210,34 @@ def test_the_trace_is_asked_for_once_and_the_operators_tracers_are_kept() -> Non
     assert handshake_trace_env({"GRPC_TRACE": "api, tcp"}) == {"GRPC_TRACE": "api,tcp,handshaker"}
     assert handshake_trace_env({"GRPC_TRACE": "handshaker"}) is None
     assert handshake_trace_env({"GRPC_TRACE": "all"}) is None
+
+
+# A process whose real stderr nobody reads: the relay's writer blocks on it, its queue fills, and
+# the reader must drop and count rather than stop draining the pipe gRPC writes to.
+_STUCK_STDERR = """
+import os, sys, time
+from groupcoord.coordinator.process.stderr_relay import start_relay
+unread, stuck = os.pipe()
+os.dup2(stuck, 2)  # the relay's "real" stderr: a 64 KiB pipe no one reads
+relay = start_relay(os.environ, max_lines=50)
+refused = 0
+for n in range(5000):
+    try:
+        os.write(2, b"I1127 00:00:00.000000 1 some.cc:1] line %05d %s\\n" % (n, b"x" * 150))
+    except BlockingIOError:
+        refused += 1  # the relay's own pipe full: gRPC's write fails, it never waits
+deadline = time.monotonic() + 20
+while relay.dropped == 0 and time.monotonic() < deadline:
+    time.sleep(0.01)
+print(relay.dropped, refused, flush=True)
+os._exit(0)
+"""
+
+
+def test_a_stuck_stderr_makes_the_relay_drop_and_count_never_block_the_writer(cli_env: dict[str, str]) -> None:
+    done = subprocess.run([sys.executable, "-c", _STUCK_STDERR], check=False, env=cli_env, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    dropped, refused = map(int, done.stdout.split())
+    assert dropped > 0  # counted, while all 5000 writes returned
+    assert dropped + refused < 5000  # and what fitted was read, not lost
