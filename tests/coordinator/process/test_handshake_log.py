@@ -44,7 +44,12 @@ class _Stderr:
         self._queue: queue.Queue[str] = queue.Queue()
         self.seen: list[str] = []
         stream = proc.stderr
-        self._thread = threading.Thread(target=lambda: [self._queue.put(line) for line in stream], daemon=True)
+
+        def pump() -> None:
+            for line in stream:
+                self._queue.put(line)
+
+        self._thread = threading.Thread(target=pump, daemon=True)
         self._thread.start()
 
     def until(self, done: object, timeout_s: float = 30) -> None:
