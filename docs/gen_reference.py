@@ -43,6 +43,7 @@ from groupcoord.coordinator.config import CoordinatorConfig
 from groupcoord.coordinator.model import states as group_states
 from groupcoord.coordinator.process.print_config import options_as_dict, render_options
 from groupcoord.coordinator.process.serve import ServeOptions
+from groupcoord.coordinator.process.stderr_relay import relay_metrics
 from groupcoord.coordinator.runtime.metrics import CoordinatorMetrics
 from groupcoord.coordinator.runtime.office import Standalone
 from groupcoord.coordinator.runtime.router import ShardRouter
@@ -298,6 +299,7 @@ def metric_rows(registry: CollectorRegistry) -> list[list[str]]:
 def coordinator_registry() -> CollectorRegistry:
     registry = CollectorRegistry()
     CoordinatorMetrics(registry)
+    relay_metrics(registry)  # `groupcoord serve` adds its stderr relay's counters
     return registry
 
 

@@ -65,6 +65,7 @@ from groupcoord.coordinator.ha.shard_election import ShardElections, ensure_clus
 from groupcoord.coordinator.ha.zk_security import load_zk_security
 from groupcoord.coordinator.ha.zk_store import ZooKeeperStore
 from groupcoord.coordinator.ha.zk_trust import check_znodes, own_identity
+from groupcoord.coordinator.process import stderr_relay
 from groupcoord.coordinator.process.load_reports import sample_sink
 from groupcoord.coordinator.process.process_tuning import tune_process
 from groupcoord.coordinator.process.snapshot_watch import watch_snapshots
@@ -358,6 +359,9 @@ def run_coordinator(options: ServeOptions) -> int:
             runtime = CoordinatorRuntime(options.coordinator, store=backing.store, office=backing.office,
                                          on_load_report=sample_sink(samples))
             owner_of = runtime.model.member_principal
+        relay = stderr_relay.current()
+        if relay is not None:  # `groupcoord serve` reads its own stderr: count what it finds there
+            relay.count_in(runtime.metrics.registry)
         guard = Guard(policy, owner_of=owner_of) if policy.enabled else None
         try:
             asyncio.run(_serve(runtime, options, backing, credentials, guard))

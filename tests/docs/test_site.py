@@ -29,6 +29,7 @@ from groupcoord.assignors.pulsar.config import LoadBalancerConfig
 from groupcoord.cli.main import _parser
 from groupcoord.coordinator.config import CoordinatorConfig
 from groupcoord.coordinator.process import serve
+from groupcoord.coordinator.process.stderr_relay import relay_metrics
 from groupcoord.coordinator.runtime.metrics import CoordinatorMetrics
 from groupcoord.loadstats.follow_metrics import FollowMetrics
 from groupcoord.worker.config import WorkerConfig
@@ -81,6 +82,7 @@ def _missing_cli(html: str) -> list[str]:
 def _missing_metrics(html: str) -> list[str]:
     coordinator, worker, stats = CollectorRegistry(), CollectorRegistry(), CollectorRegistry()
     CoordinatorMetrics(coordinator)
+    relay_metrics(coordinator)
     worker.register(WorkerCollector())
     FollowMetrics(stats)
     families = [f for registry in (coordinator, worker, stats) for f in registry.collect()]
