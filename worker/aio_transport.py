@@ -21,12 +21,10 @@ from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
 from groupcoord.worker.lookup import Route
 from groupcoord.worker.transport import (
-    advertised_self,
     describe_rpc_error,
     failure_for_response,
     failure_for_rpc_error,
-    lookup_timeout,
-    status_of,
+    lookup_round,
 )
 
 __all__ = ["AioChannelFactory", "AsyncTransport"]
@@ -109,49 +107,18 @@ class AsyncTransport:
     # ------------------------------------------------------------------ finding the coordinator
 
     async def _locate(self, timeout: float) -> None:
-        """One FindCoordinator round over the bootstrap addresses (``worker.lookup`` decides)."""
-        route = self._route
-        order = route.ask_order()
-        each = lookup_timeout(timeout, len(order))
-        request = pb.FindCoordinatorRequest(group_ids=[self._group_id])
-        failures: list[str] = []
-        for asked in order:
+        """One FindCoordinator round (``lookup_round`` decides; this makes its calls)."""
+        round_ = lookup_round(self._route, self._group_id, timeout)
+        reply: Any = None
+        while True:
             try:
-                response: pb.FindCoordinatorResponse = await self._ask(asked, "FindCoordinator", request, each)
-            except grpc.RpcError as rpc_error:
-                if status_of(rpc_error) is grpc.StatusCode.UNIMPLEMENTED:
-                    route.lookup_unsupported(asked)
-                    return
-                failure, move = failure_for_rpc_error("FindCoordinator", asked, rpc_error)
-                if not move:
-                    raise failure from rpc_error
-                failures.append(f"{asked}: {status_of(rpc_error).name}")
-                continue
-            errors.raise_for(response.error)
-            entry = response.coordinators[0]
-            if route.wants_identity(asked, entry):
-                who = await self._identity(asked, each)
-                if who is None:  # it answered, then did not: as unreachable as any address that fails
-                    failures.append(f"{asked}: DescribeCluster failed")
-                    continue
-                route.identified(asked, who)
-            verdict = route.answered(asked, entry)
-            if verdict is True:
+                call = round_.send(reply)
+            except StopIteration:
                 return
-            if verdict is not False:
-                raise verdict
-        unusable = route.round_failed(failures)
-        if unusable is not None:
-            raise unusable
-
-    async def _identity(self, address: str, timeout: float) -> str | None:
-        """Who ``address`` is ("" when it cannot say: an older coordinator); None when it did not answer."""
-        try:
-            response: pb.DescribeClusterResponse = await self._ask(
-                address, "DescribeCluster", pb.DescribeClusterRequest(), timeout, admin=True)
-        except grpc.RpcError as rpc_error:
-            return "" if status_of(rpc_error) is grpc.StatusCode.UNIMPLEMENTED else None
-        return advertised_self(response)
+            try:
+                reply = await self._ask(call.address, call.method, call.request, call.timeout, admin=call.admin)
+            except grpc.RpcError as rpc_error:
+                reply = rpc_error
 
     async def _ask(self, address: str, method: str, request: Message, timeout: float, *, admin: bool = False) -> Any:
         """One call to ``address``, on the worker's channel if it goes there, else on one opened for it."""

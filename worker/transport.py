@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
@@ -31,7 +32,8 @@ from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
 from groupcoord.worker.lookup import CoordinatorList, Route
 
 __all__ = ["ChannelFactory", "CoordinatorList", "GiveUp", "Transport", "WorkerClosedError", "advertised_self",
-           "describe_rpc_error", "failure_for_response", "failure_for_rpc_error", "lookup_timeout", "status_of"]
+           "LookupCall", "describe_rpc_error", "failure_for_response", "failure_for_rpc_error", "lookup_round",
+           "lookup_timeout", "status_of"]
 
 log = logging.getLogger("groupcoord.worker")
 
@@ -97,6 +99,59 @@ def advertised_self(response: pb.DescribeClusterResponse) -> str:
 
 def status_of(rpc_error: grpc.RpcError) -> grpc.StatusCode:
     return rpc_error.code() if hasattr(rpc_error, "code") else grpc.StatusCode.UNKNOWN
+
+
+@dataclass(frozen=True)
+class LookupCall:
+    """One call a FindCoordinator round asks its transport to make (to the coordinator or admin service)."""
+
+    address: str
+    method: str
+    request: Message
+    timeout: float
+    admin: bool = False
+
+
+LookupRound = Generator[LookupCall, Any, None]
+"""Yields the calls to make; is sent each one's response, or the ``grpc.RpcError`` it failed with."""
+
+
+def lookup_round(route: Route, group_id: str, timeout: float) -> LookupRound:
+    """One FindCoordinator round over the bootstrap addresses, without I/O: ``worker.lookup`` decides,
+    the threaded and the asyncio transport each make the calls it yields (``drive_lookup``). Returns
+    once the route knows where to go; raises the error the group request would fail with."""
+    order = route.ask_order()
+    each = lookup_timeout(timeout, len(order))
+    request = pb.FindCoordinatorRequest(group_ids=[group_id])
+    failures: list[str] = []
+    for asked in order:
+        response = yield LookupCall(asked, "FindCoordinator", request, each)
+        if isinstance(response, grpc.RpcError):
+            if status_of(response) is grpc.StatusCode.UNIMPLEMENTED:
+                route.lookup_unsupported(asked)
+                return
+            failure, move = failure_for_rpc_error("FindCoordinator", asked, response)
+            if not move:
+                raise failure from response
+            failures.append(f"{asked}: {status_of(response).name}")
+            continue
+        errors.raise_for(response.error)
+        entry = response.coordinators[0]
+        if route.wants_identity(asked, entry):
+            who = yield LookupCall(asked, "DescribeCluster", pb.DescribeClusterRequest(), each, admin=True)
+            if isinstance(who, grpc.RpcError) and status_of(who) is not grpc.StatusCode.UNIMPLEMENTED:
+                failures.append(f"{asked}: DescribeCluster failed")  # it answered, then did not: unreachable
+                continue
+            # an older coordinator without DescribeCluster cannot say who it is ("")
+            route.identified(asked, "" if isinstance(who, grpc.RpcError) else advertised_self(who))
+        verdict = route.answered(asked, entry)
+        if verdict is True:
+            return
+        if verdict is not False:
+            raise verdict
+    unusable = route.round_failed(failures)
+    if unusable is not None:
+        raise unusable
 
 
 class Transport:
@@ -188,49 +243,18 @@ class Transport:
     # ------------------------------------------------------------------ finding the coordinator
 
     def _locate(self, timeout: float) -> None:
-        """One FindCoordinator round over the bootstrap addresses (``worker.lookup`` decides)."""
-        route = self._route
-        order = route.ask_order()
-        each = lookup_timeout(timeout, len(order))
-        request = pb.FindCoordinatorRequest(group_ids=[self._group_id])
-        failures: list[str] = []
-        for asked in order:
+        """One FindCoordinator round (``lookup_round`` decides; this makes its calls)."""
+        round_ = lookup_round(self._route, self._group_id, timeout)
+        reply: Any = None
+        while True:
             try:
-                response: pb.FindCoordinatorResponse = self._ask(asked, "FindCoordinator", request, each)
-            except grpc.RpcError as rpc_error:
-                if status_of(rpc_error) is grpc.StatusCode.UNIMPLEMENTED:
-                    route.lookup_unsupported(asked)
-                    return
-                failure, move = failure_for_rpc_error("FindCoordinator", asked, rpc_error)
-                if not move:
-                    raise failure from rpc_error
-                failures.append(f"{asked}: {status_of(rpc_error).name}")
-                continue
-            errors.raise_for(response.error)
-            entry = response.coordinators[0]
-            if route.wants_identity(asked, entry):
-                who = self._identity(asked, each)
-                if who is None:  # it answered, then did not: as unreachable as any address that fails
-                    failures.append(f"{asked}: DescribeCluster failed")
-                    continue
-                route.identified(asked, who)
-            verdict = route.answered(asked, entry)
-            if verdict is True:
+                call = round_.send(reply)
+            except StopIteration:
                 return
-            if verdict is not False:
-                raise verdict
-        unusable = route.round_failed(failures)
-        if unusable is not None:
-            raise unusable
-
-    def _identity(self, address: str, timeout: float) -> str | None:
-        """Who ``address`` is ("" when it cannot say: an older coordinator); None when it did not answer."""
-        try:
-            response: pb.DescribeClusterResponse = self._ask(
-                address, "DescribeCluster", pb.DescribeClusterRequest(), timeout, admin=True)
-        except grpc.RpcError as rpc_error:
-            return "" if status_of(rpc_error) is grpc.StatusCode.UNIMPLEMENTED else None
-        return advertised_self(response)
+            try:
+                reply = self._ask(call.address, call.method, call.request, call.timeout, admin=call.admin)
+            except grpc.RpcError as rpc_error:
+                reply = rpc_error
 
     def _ask(self, address: str, method: str, request: Message, timeout: float, *, admin: bool = False) -> Any:
         """One call to ``address``, on the worker's channel if it goes there, else on one opened for it."""
