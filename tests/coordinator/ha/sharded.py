@@ -1,10 +1,10 @@
 """Shared parts of the sharded-cluster tests: ``groupcoord serve --sharded`` processes on one
 ZooKeeper root, and the raw calls a client makes to find and reach a group's shard leader.
 
-    cluster = Cluster(tmp_path, zk, "/groupcoord/t", shards=64)
-    a, b = cluster.start(), cluster.start()
-    cluster.wait_balanced([a, b])
-    c = cluster.start(zk_hosts=proxy.address)   # its ZooKeeper traffic goes through a fault proxy
+    with Cluster(tmp_path, zk, "/groupcoord/t", shards=64) as cluster:   # every process stopped at the end
+        a, b = cluster.start(), cluster.start()
+        cluster.wait_balanced([a, b])
+        c = cluster.start(zk_hosts=proxy.address)   # its ZooKeeper traffic goes through a fault proxy
 """
 
 from __future__ import annotations
@@ -15,12 +15,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Self
 
 import grpc
 
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
 from tests.chaos.cluster import env_with_tree
+from tests.processes import stop_processes
 from tests.zookeeper_server import ZooKeeperServer, free_port, wait_until
 
 __all__ = ["RETRY", "Cluster", "call", "find", "find_many", "until_answered"]
@@ -60,6 +62,12 @@ class Cluster:
             stdout=log, stderr=subprocess.STDOUT, text=True, env=env_with_tree()))
         self.addresses.append(address)
         return address
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        stop_processes(self.procs)
 
     def proc_of(self, address: str) -> subprocess.Popen[str]:
         return self.procs[self.addresses.index(address)]

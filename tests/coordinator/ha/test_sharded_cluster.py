@@ -18,7 +18,6 @@ import pytest
 from groupcoord.coordinator.runtime.shard_map import shard_of
 from groupcoord.v1 import groupcoord_pb2 as pb
 from tests.coordinator.ha.sharded import Cluster, call, until_answered
-from tests.processes import stop_processes
 from tests.zookeeper_server import ZooKeeperServer, wait_until
 
 pytestmark = pytest.mark.slow
@@ -78,11 +77,8 @@ def still_member(bootstrap: str, member: Member) -> None:
 
 @pytest.fixture
 def cluster(tmp_path: Path, zk: ZooKeeperServer, request: pytest.FixtureRequest) -> Iterator[Cluster]:
-    made = Cluster(tmp_path, zk, f"/groupcoord/{request.node.name}", shards=SHARDS, zk_session_s=ZK_SESSION_S)
-    try:
+    with Cluster(tmp_path, zk, f"/groupcoord/{request.node.name}", shards=SHARDS, zk_session_s=ZK_SESSION_S) as made:
         yield made
-    finally:
-        stop_processes(made.procs)
 
 
 def test_shards_spread_and_a_joiner_takes_its_share_without_a_rebalance(cluster: Cluster) -> None:

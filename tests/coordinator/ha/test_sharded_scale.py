@@ -188,11 +188,8 @@ def bring_up(cluster: Cluster, fleet: Fleet, coordinators: list[str]) -> dict[st
 
 @pytest.fixture
 def cluster(tmp_path: Path, zk: ZooKeeperServer, request: pytest.FixtureRequest) -> Iterator[Cluster]:
-    made = Cluster(tmp_path, zk, f"/groupcoord/{request.node.name}", shards=SHARDS, zk_session_s=ZK_SESSION_S)
-    try:
+    with Cluster(tmp_path, zk, f"/groupcoord/{request.node.name}", shards=SHARDS, zk_session_s=ZK_SESSION_S) as made:
         yield made
-    finally:
-        stop_processes(made.procs)
 
 
 @pytest.fixture
