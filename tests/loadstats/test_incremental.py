@@ -126,7 +126,9 @@ def _run_and_kill(tmp_path: Any, samples: str, out: str, *, batch: int, hook: st
     marker = str(tmp_path / f"killed-{hook}-{batch}")
     code = _CHILD.format(root=ROOT, batch=batch, hook=hook, marker=marker, samples=samples, out=out, short=SHORT,
                          long=LONG)
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
+    # the child's JVM lives seconds: C1 only and the serial collector, as the tests' own session (conftest.py)
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1",
+           "JAVA_TOOL_OPTIONS": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}
     child = subprocess.Popen([sys.executable, "-c", code], env=env, start_new_session=True,
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
