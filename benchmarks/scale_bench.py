@@ -1,22 +1,28 @@
 """Scale-out: heartbeat capacity with 1 and 2 sharded coordinator processes, shard move and failover times.
 
-    python benchmarks/scale_bench.py [--quick]
+    python benchmarks/scale_bench.py [--quick] [--generator h2load|python] [--steps N,N,...]
 
 A real ZooKeeper (Debian's package) and real ``groupcoord serve --sharded`` processes (64 shards).
 
-1. Capacity, as ``load_bench.py`` defines it: the most members, heartbeating once a second each (a
-   closed loop per member), at which the heartbeat p99 stays under 100 ms with every answer NONE.
-   Measured in the same run for 1 and 2 no-op gRPC servers (the groups spread over them by shard,
-   as the coordinators spread them) and for 1 and 2 coordinator processes. The members are formed
-   over the wire before the load starts (50 a group, one generation, session 10 min so members a
-   step does not use stay), and each member heartbeats to its group's shard leader. The load
-   comes from ``--generators`` processes; their CPU is reported as a share of the machine (when it
-   is large, the generators, not the servers, set the limit: they share the same cores).
+1. Capacity: the most heartbeats a second (members at a 1 s heartbeat) answered at the rate asked,
+   with a p99 under 100 ms and every answer OK. Measured in the same run for 1 and 2 no-op gRPC
+   servers and for 1 and 2 coordinator processes, each step at a higher rate until one fails.
+   - ``--generator h2load`` (the default): ``h2load`` (C, Debian's nghttp2-client; installed when
+     missing and root) sends hand-made gRPC heartbeats at a fixed rate (``h2load_gen.py``), one
+     h2load process per server, each repeating the heartbeat of one real member formed over the
+     wire in a group that server leads. It costs a tenth of the server's CPU per heartbeat or less,
+     so two servers on two cores can show twice one. The answers are checked by size (h2load cannot
+     see grpc-status) and by a real client's heartbeat of each member in the middle of every step
+     (NONE: no rebalance, generation unchanged).
+   - ``--generator python``: ``--generators`` Python processes, every member a closed loop of real
+     gRPC calls, 50 members a group formed over the wire. A Python client costs about what the
+     server does per heartbeat, so on two cores the generators, not the servers, set the limit.
+   Both report the generators' CPU (share of the machine, and per heartbeat) beside the servers'.
 2. Shard move: 2 coordinators, one single-member group per shard probed every 10 ms at its leader;
    a third (and, full size, a fourth) coordinator joins and takes its share. Per moved shard: from
    the old leader's first NOT_COORDINATOR (it resigned) to the first answer from the new leader.
 3. Failover: 3 coordinators; one is SIGKILLed. Per shard it led: from the kill to the first answer
-   from the new leader (bounded below by the ZooKeeper session timeout, 2 s here).
+   from the new leader (bounded below by the ZooKeeper session timeout).
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import os
 import random
 import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -37,9 +44,11 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import grpc
 import psutil
+from h2load_gen import CLIENTS, Target, ensure_h2load, run_step
 
 from groupcoord.coordinator.runtime.shard_map import shard_of
 from groupcoord.v1 import groupcoord_pb2 as pb
@@ -277,6 +286,7 @@ def load(servers: Servers, members: list[Member], seconds: float, generators: in
     answered = len(latencies)
     return {"members": len(members), "rate": answered / measured,
             "cpu_us_per_hb": server_cpu / answered * 1e6 if answered else float("nan"),
+            "gen_us_per_hb": gen_cpu / answered * 1e6 if answered else float("nan"),
             "p99_ms": latencies[int(len(latencies) * 0.99) - 1] * 1000 if latencies else float("nan"),
             "codes": codes, "gen_share": gen_cpu / (measured * cores), "server_share": server_cpu / (measured * cores)}
 
@@ -299,6 +309,96 @@ def capacity(kind: str, n: int, steps: list[int], seconds: float, generators: in
             if not ok:
                 break
             best = members
+    finally:
+        servers.close()
+    return best, rows
+
+
+# ------------------------------------------------------------------ capacity with h2load
+
+
+def h2load_targets(servers: Servers) -> list[tuple[Target, Member]]:
+    """One real member per server, in a group that server leads (a no-op server answers any member),
+    with the size of its OK answer as a real client sees it."""
+    n = len(servers.addresses)
+    if servers.kind == "noop":
+        members: list[Member] = []
+        for index, address in enumerate(servers.addresses):
+            group = next(f"h{i}" for i in range(10_000) if shard_of(f"h{i}", SHARDS) % n == index)
+            members.append((address, group, "m0", 1))
+    else:
+        async def main() -> list[Member]:
+            where = await _leaders(servers.addresses[0], [f"h{i}" for i in range(400)])
+            chosen = {a: next(g for g, at in where.items() if at == a) for a in servers.addresses}
+            channels = {a: grpc.aio.insecure_channel(a) for a in servers.addresses}
+            stubs = {a: pb_grpc.GroupCoordinatorStub(c) for a, c in channels.items()}
+            formed = await asyncio.gather(*(_form_group(stubs, a, g, 1) for a, g in chosen.items()))
+            for channel in channels.values():
+                await channel.close()
+            return [group[0] for group in formed]
+
+        members = asyncio.run(main())
+    targets = []
+    for member in members:
+        answer = _heartbeat(member)
+        if answer.error.code != pb.NONE:
+            raise RuntimeError(f"{member[1]}: heartbeat answered {pb.ErrorCode.Name(answer.error.code)}")
+        request = pb.HeartbeatRequest(group_id=member[1], member_id=member[2], generation=member[3])
+        targets.append((Target(member[0], request.SerializeToString(), 5 + answer.ByteSize()), member))
+    return targets
+
+
+def _heartbeat(member: Member) -> pb.HeartbeatResponse:
+    """One heartbeat of ``member`` by a real client."""
+    address, group, member_id, generation = member
+    with grpc.insecure_channel(address) as channel:
+        answer: pb.HeartbeatResponse = pb_grpc.GroupCoordinatorStub(channel).Heartbeat(
+            pb.HeartbeatRequest(group_id=group, member_id=member_id, generation=generation), timeout=10)
+    return answer
+
+
+def _still_members(members: list[Member]) -> list[str]:
+    """A real client's heartbeat of each member, in the middle of a step: anything but NONE means the
+    member was dropped, its group rebalanced (a new generation) or its shard moved."""
+    problems = []
+    for member in members:
+        try:
+            code = _heartbeat(member).error.code
+        except grpc.RpcError as failure:
+            problems.append(f"{member[1]} at {member[0]}: real client's heartbeat failed ({failure.code().name})")
+            continue
+        if code != pb.NONE:
+            problems.append(f"{member[1]} at {member[0]}: real client's heartbeat answered {pb.ErrorCode.Name(code)}")
+    return problems
+
+
+def capacity_h2load(kind: str, n: int, rates: list[int], seconds: float, warm: float, h2load: str,
+                    zk: ZooKeeperServer, workdir: Path) -> tuple[int, list[dict[str, Any]]]:
+    """The highest rate of ``rates`` answered as asked (rate within 5 %, p99 < 100 ms, every answer OK)."""
+    servers = Servers(kind, n, zk, workdir / f"{kind}{n}")
+    rows: list[dict[str, Any]] = []
+    best = 0
+    cores = os.cpu_count() or 1
+    try:
+        pairs = h2load_targets(servers)
+        targets, members = [t for t, _ in pairs], [m for _, m in pairs]
+        for rate in rates:
+            server_cpu = servers.cpu_seconds()
+            step = run_step(h2load, targets, rate, seconds, warm, seconds / 2, lambda: _still_members(members))
+            server_cpu = servers.cpu_seconds() - server_cpu
+            answered = max(step.answered, 1)
+            row = {"members": rate, "rate": step.rate, "p99_ms": step.p99_ms,
+                   "cpu_us_per_hb": server_cpu / answered * 1e6, "gen_us_per_hb": step.generator_cpu_s / answered * 1e6,
+                   "gen_share": step.generator_cpu_s / (seconds * cores), "server_share": server_cpu / (seconds * cores)}
+            rows.append(row)
+            ok = step.p99_ms < 100 and step.rate >= 0.95 * rate and not step.problems
+            print(f"  {kind} x{n:<3}{rate:>7} hb/s asked {step.rate:>8.0f} answered  p99 {step.p99_ms:>8.1f} ms  "
+                  f"server CPU {row['server_share']:>4.0%} ({row['cpu_us_per_hb']:.0f} us/hb)  "
+                  f"h2load CPU {row['gen_share']:>4.0%} ({row['gen_us_per_hb']:.0f} us/hb)"
+                  + ("" if not step.problems else "  " + "; ".join(step.problems[:3])), flush=True)
+            if not ok:
+                break
+            best = rate
     finally:
         servers.close()
     return best, rows
@@ -473,37 +573,64 @@ def pct(values: list[float], q: float) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--generators", type=int, default=2, help="load generator processes")
-    parser.add_argument("--steps", default="", help="comma-separated member counts (default by size)")
+    parser.add_argument("--generator", choices=("h2load", "python"), default="h2load",
+                        help="h2load (C, at a fixed rate) or Python gRPC clients (closed loops)")
+    parser.add_argument("--generators", type=int, default=2, help="Python load generator processes")
+    parser.add_argument("--steps", default="", help="comma-separated heartbeats a second (= members at 1 hb/s)")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stopped: still end ZooKeeper and the servers
-    steps = ([int(s) for s in args.steps.split(",")] if args.steps else
-             [100, 200] if args.quick else [250, 500, 1000, 1500, 2000, 3000, 4000, 5000, 6000, 7000])
-    seconds = 4.0 if args.quick else 10.0
+    h2load = ""
+    if args.generator == "h2load":
+        h2load = ensure_h2load() or ""
+        if not h2load:
+            print("scale_bench: h2load not found: install it with `sudo apt-get install nghttp2-client` "
+                  "(or run with --generator python)", file=sys.stderr)
+            return 2
+    if args.steps:
+        steps = [int(s) for s in args.steps.split(",")]
+    elif h2load:
+        steps = ([500] if args.quick else
+                 [1000, 2000, 3000, 4000, 5000, 6000, 7000, 8000, 9000, 10000, 12000, 14000, 16000, 18000, 20000])
+    else:
+        steps = [100, 200] if args.quick else [250, 500, 1000, 1500, 2000, 3000, 4000, 5000, 6000, 7000]
+    seconds = (2.0 if args.quick else 6.0) if h2load else (4.0 if args.quick else 10.0)
+    warm = 0.5 if args.quick else 1.0
     load_avg = os.getloadavg()
     print(f"cpus: {os.cpu_count()}  load average: {load_avg[0]:.2f} {load_avg[1]:.2f} {load_avg[2]:.2f}  "
           f"python {sys.version.split()[0]}  grpcio {grpc.__version__}")
-    print(f"{SHARDS} shards; members heartbeat once a second, {MEMBERS_PER_GROUP} per group; "
-          f"{args.generators} load generator processes; {seconds:g} s per step (2 s warm-up)\n")
+    if h2load:
+        version = subprocess.run([h2load, "--version"], check=False, capture_output=True, text=True).stdout.strip()
+        print(f"{SHARDS} shards; load from {version}: one process per server, {CLIENTS} connections each, a fixed "
+              f"rate; {seconds:g} s per step ({warm:g} s warm-up)\n")
+    else:
+        print(f"{SHARDS} shards; members heartbeat once a second, {MEMBERS_PER_GROUP} per group; "
+              f"{args.generators} Python load generator processes; {seconds:g} s per step (2 s warm-up)\n")
     workdir = Path(tempfile.mkdtemp(prefix="groupcoord-scale-"))
     with ZooKeeperServer() as zk:
-        print("capacity (p99 < 100 ms, every answer NONE); CPU as a share of all the machine's cores:")
+        print("capacity (p99 < 100 ms, every answer OK); CPU as a share of all the machine's cores:")
         best: dict[tuple[str, int], int] = {}
         shares: dict[tuple[str, int], float] = {}
         cost: dict[tuple[str, int], float] = {}
+        gen_cost: dict[tuple[str, int], float] = {}
         for kind in ("noop", "coordinator"):
             for n in (1, 2):
-                best[kind, n], rows = capacity(kind, n, steps, seconds, args.generators, zk, workdir)
+                if h2load:
+                    best[kind, n], rows = capacity_h2load(kind, n, steps, seconds, warm, h2load, zk, workdir)
+                else:
+                    best[kind, n], rows = capacity(kind, n, steps, seconds, args.generators, zk, workdir)
                 shares[kind, n] = max(r["gen_share"] for r in rows)
                 cost[kind, n] = statistics.median(r["cpu_us_per_hb"] for r in rows)
+                gen_cost[kind, n] = statistics.median(r["gen_us_per_hb"] for r in rows)
         move_times, failover = moves_and_failover(zk, workdir, 1 if args.quick else 2)
-    print("\n| servers | capacity (members) | x vs 1 process | generators' CPU at most | server CPU per heartbeat (us) |")
-    print("|---|---:|---:|---:|---:|")
+    print(f"\n| servers | capacity (hb/s = members at 1 s) | x vs 1 process | {args.generator} CPU at most "
+          "| server CPU per heartbeat (us) | generator CPU per heartbeat (us) |")
+    print("|---|---:|---:|---:|---:|---:|")
     for kind in ("noop", "coordinator"):
         for n in (1, 2):
             ratio = best[kind, n] / best[kind, 1] if best[kind, 1] else float("nan")
             print(f"| {n} {'no-op server' if kind == 'noop' else 'coordinator'}{'s' if n > 1 else ''} "
-                  f"| {best[kind, n]} | {ratio:.2f} | {shares[kind, n]:.0%} | {cost[kind, n]:.0f} |")
+                  f"| {best[kind, n]} | {ratio:.2f} | {shares[kind, n]:.0%} | {cost[kind, n]:.0f} "
+                  f"| {gen_cost[kind, n]:.0f} |")
     two = best["coordinator", 2] / best["coordinator", 1] if best["coordinator", 1] else float("nan")
     print(f"\ntarget: 2 coordinator processes >= 1.8x one: {two:.2f}x -> {'met' if two >= 1.8 else 'NOT met'}")
     print(f"shard move (resign -> first answer from the new leader), {len(move_times)} moves: "
