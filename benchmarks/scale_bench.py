@@ -57,7 +57,8 @@ from tests.coordinator.ha.sharded import Cluster
 from tests.processes import stop_processes
 from tests.zookeeper_server import ZooKeeperServer, wait_until
 
-SHARDS = 64
+SHARDS = 64  # full size; --quick: QUICK_SHARDS (fewer hand-overs before 2 coordinators are balanced)
+QUICK_SHARDS = 12
 MEMBERS_PER_GROUP = 50
 SESSION_MS = 600_000  # members a step leaves idle stay members
 ZK_SESSION_S = 4.0  # moves and failover: short, so failover is quick to measure, yet twice a loaded stall
@@ -86,10 +87,14 @@ def _noop_server(queue: Any) -> None:
 
 
 class Servers:
-    """``n`` no-op servers or ``n`` sharded coordinators, with the CPU their processes used."""
+    """``n`` no-op servers or ``n`` sharded coordinators of ``shards`` shards, with the CPU their processes
+    used. ``initial_delay_ms``: the coordinators' initial rebalance delay (long enough for a group's
+    members to join in one generation)."""
 
-    def __init__(self, kind: str, n: int, zk: ZooKeeperServer, workdir: Path) -> None:
+    def __init__(self, kind: str, n: int, zk: ZooKeeperServer, workdir: Path, shards: int,
+                 initial_delay_ms: int = 3000) -> None:
         self.kind = kind
+        self.shards = shards
         self.pids: list[int] = []
         self._noops: list[Any] = []
         self.cluster: Cluster | None = None
@@ -104,8 +109,9 @@ class Servers:
             self.addresses = [f"127.0.0.1:{queue.get(timeout=60)}" for _ in range(n)]
             return
         workdir.mkdir(parents=True, exist_ok=True)
-        self.cluster = Cluster(workdir, zk, f"/scale/{workdir.name}", shards=SHARDS, zk_session_s=CAPACITY_ZK_SESSION_S,
-                               coordinator_section="group_initial_rebalance_delay_ms = 3000\n", log_level="warning")
+        self.cluster = Cluster(workdir, zk, f"/scale/{workdir.name}", shards=shards, zk_session_s=CAPACITY_ZK_SESSION_S,
+                               coordinator_section=f"group_initial_rebalance_delay_ms = {initial_delay_ms}\n",
+                               log_level="warning")
         self.addresses = [self.cluster.start() for _ in range(n)]
         self.cluster.wait_balanced(self.addresses, timeout=120)
         self.pids = [p.pid for p in self.cluster.procs]
@@ -179,7 +185,7 @@ def form(servers: Servers, members: int) -> list[Member]:
     groups = [f"g{i}" for i in range(-(-members // MEMBERS_PER_GROUP))]
     if servers.kind == "noop":
         n = len(servers.addresses)
-        return [(servers.addresses[shard_of(g, SHARDS) % n], g, f"m{j}", 1)
+        return [(servers.addresses[shard_of(g, servers.shards) % n], g, f"m{j}", 1)
                 for g in groups for j in range(MEMBERS_PER_GROUP)][:members]
 
     async def main() -> list[Member]:
@@ -292,8 +298,8 @@ def load(servers: Servers, members: list[Member], seconds: float, generators: in
 
 
 def capacity(kind: str, n: int, steps: list[int], seconds: float, generators: int, zk: ZooKeeperServer,
-             workdir: Path) -> tuple[int, list[dict[str, Any]]]:
-    servers = Servers(kind, n, zk, workdir / f"{kind}{n}")
+             workdir: Path, shards: int) -> tuple[int, list[dict[str, Any]]]:
+    servers = Servers(kind, n, zk, workdir / f"{kind}{n}", shards)
     rows: list[dict[str, Any]] = []
     best = 0
     try:
@@ -324,7 +330,7 @@ def h2load_targets(servers: Servers) -> list[tuple[Target, Member]]:
     if servers.kind == "noop":
         members: list[Member] = []
         for index, address in enumerate(servers.addresses):
-            group = next(f"h{i}" for i in range(10_000) if shard_of(f"h{i}", SHARDS) % n == index)
+            group = next(f"h{i}" for i in range(10_000) if shard_of(f"h{i}", servers.shards) % n == index)
             members.append((address, group, "m0", 1))
     else:
         async def main() -> list[Member]:
@@ -373,9 +379,9 @@ def _still_members(members: list[Member]) -> list[str]:
 
 
 def capacity_h2load(kind: str, n: int, rates: list[int], seconds: float, warm: float, h2load: str,
-                    zk: ZooKeeperServer, workdir: Path) -> tuple[int, list[dict[str, Any]]]:
+                    zk: ZooKeeperServer, workdir: Path, shards: int) -> tuple[int, list[dict[str, Any]]]:
     """The highest rate of ``rates`` answered as asked (rate within 5 %, p99 < 100 ms, every answer OK)."""
-    servers = Servers(kind, n, zk, workdir / f"{kind}{n}")
+    servers = Servers(kind, n, zk, workdir / f"{kind}{n}", shards, initial_delay_ms=0)  # groups of one member
     rows: list[dict[str, Any]] = []
     best = 0
     cores = os.cpu_count() or 1
@@ -416,22 +422,23 @@ def _codes(codes: dict[int, int]) -> str:
 # ------------------------------------------------------------------ shard moves and failover
 
 
-def probe_groups() -> list[str]:
+def probe_groups(shards: int) -> list[str]:
     """One group name per shard."""
     names: dict[int, str] = {}
     i = 0
-    while len(names) < SHARDS:
-        names.setdefault(shard_of(f"p{i}", SHARDS), f"p{i}")
+    while len(names) < shards:
+        names.setdefault(shard_of(f"p{i}", shards), f"p{i}")
         i += 1
-    return [names[s] for s in range(SHARDS)]
+    return [names[s] for s in range(shards)]
 
 
 class Probes:
     """One single-member group per shard, heartbeating every 10 ms at its leader on a thread of its own
     event loop; records, per group, when its coordinator first refused it and when a new one answered."""
 
-    def __init__(self, addresses: list[str]) -> None:
-        self.groups = probe_groups()
+    def __init__(self, addresses: list[str], shards: int) -> None:
+        self.shards = shards
+        self.groups = probe_groups(shards)
         self.addresses = list(addresses)
         self.refused: dict[str, float] = {}  # group -> monotonic time of the first NOT_COORDINATOR / failure
         self.answered: dict[str, float] = {}  # group -> first NONE from a new address after that
@@ -464,7 +471,7 @@ class Probes:
                 # a shard whose leader drops it meanwhile (a stall on a loaded machine) fails the formation:
                 # take another name of the same shard
                 names = (n for n in (f"{first}.{i}" if i else first for i in range(1000))
-                         if shard_of(n, SHARDS) == shard)
+                         if shard_of(n, self.shards) == shard)
                 for attempt in range(5):
                     name = next(names)
                     try:
@@ -528,15 +535,15 @@ class Probes:
         self._thread.join(10)
 
 
-def moves_and_failover(zk: ZooKeeperServer, workdir: Path, joins: int) -> tuple[list[float], list[float]]:
-    cluster = Cluster(workdir / "moves", zk, "/scale/moves", shards=SHARDS, zk_session_s=ZK_SESSION_S,
+def moves_and_failover(zk: ZooKeeperServer, workdir: Path, joins: int, shards: int) -> tuple[list[float], list[float]]:
+    cluster = Cluster(workdir / "moves", zk, "/scale/moves", shards=shards, zk_session_s=ZK_SESSION_S,
                       coordinator_section="group_initial_rebalance_delay_ms = 0\n", log_level="warning")
     (workdir / "moves").mkdir(parents=True, exist_ok=True)
     live = [cluster.start(), cluster.start()]
     probes: Probes | None = None
     try:
         cluster.wait_balanced(live, timeout=120)
-        probes = Probes(live)
+        probes = Probes(live, shards)
         move_times: list[float] = []
         for _ in range(joins):
             before = cluster.leaders(live[0])
@@ -544,12 +551,12 @@ def moves_and_failover(zk: ZooKeeperServer, workdir: Path, joins: int) -> tuple[
             probes.addresses.append(cluster.start())
             live.append(probes.addresses[-1])
             after = cluster.wait_balanced(live, timeout=120)
-            moved = [g for g in probes.groups if after[shard_of(g, SHARDS)][0] != before[shard_of(g, SHARDS)][0]]
+            moved = [g for g in probes.groups if after[shard_of(g, shards)][0] != before[shard_of(g, shards)][0]]
             move_times += probes.wait(moved, 60)
         # failover: SIGKILL the first coordinator; per shard it led, kill -> first answer elsewhere
         victim = live[0]
         leaders = cluster.wait_balanced(live, timeout=120)
-        led = [g for g in probes.groups if leaders[shard_of(g, SHARDS)][0] == victim]
+        led = [g for g in probes.groups if leaders[shard_of(g, shards)][0] == victim]
         probes.reset()
         killed = time.monotonic()
         cluster.proc_of(victim).kill()
@@ -570,13 +577,23 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))] if ordered else float("nan")
 
 
+def _steps(text: str) -> list[int]:
+    try:
+        steps = [int(s) for s in text.split(",")]
+    except ValueError:
+        steps = []
+    if not steps or min(steps) <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of positive whole numbers")
+    return steps
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--generator", choices=("h2load", "python"), default="h2load",
                         help="h2load (C, at a fixed rate) or Python gRPC clients (closed loops)")
     parser.add_argument("--generators", type=int, default=2, help="Python load generator processes")
-    parser.add_argument("--steps", default="", help="comma-separated heartbeats a second (= members at 1 hb/s)")
+    parser.add_argument("--steps", type=_steps, default=[], help="comma-separated heartbeats a second (= members at 1 hb/s)")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stopped: still end ZooKeeper and the servers
     h2load = ""
@@ -587,7 +604,7 @@ def main() -> int:
                   "(or run with --generator python)", file=sys.stderr)
             return 2
     if args.steps:
-        steps = [int(s) for s in args.steps.split(",")]
+        steps = args.steps
     elif h2load:
         steps = ([500] if args.quick else
                  [1000, 2000, 3000, 4000, 5000, 6000, 7000, 8000, 9000, 10000, 12000, 14000, 16000, 18000, 20000])
@@ -595,15 +612,16 @@ def main() -> int:
         steps = [100, 200] if args.quick else [250, 500, 1000, 1500, 2000, 3000, 4000, 5000, 6000, 7000]
     seconds = (2.0 if args.quick else 6.0) if h2load else (4.0 if args.quick else 10.0)
     warm = 0.5 if args.quick else 1.0
+    shards = QUICK_SHARDS if args.quick else SHARDS
     load_avg = os.getloadavg()
     print(f"cpus: {os.cpu_count()}  load average: {load_avg[0]:.2f} {load_avg[1]:.2f} {load_avg[2]:.2f}  "
           f"python {sys.version.split()[0]}  grpcio {grpc.__version__}")
     if h2load:
         version = subprocess.run([h2load, "--version"], check=False, capture_output=True, text=True).stdout.strip()
-        print(f"{SHARDS} shards; load from {version}: one process per server, {CLIENTS} connections each, a fixed "
+        print(f"{shards} shards; load from {version}: one process per server, {CLIENTS} connections each, a fixed "
               f"rate; {seconds:g} s per step ({warm:g} s warm-up)\n")
     else:
-        print(f"{SHARDS} shards; members heartbeat once a second, {MEMBERS_PER_GROUP} per group; "
+        print(f"{shards} shards; members heartbeat once a second, {MEMBERS_PER_GROUP} per group; "
               f"{args.generators} Python load generator processes; {seconds:g} s per step (2 s warm-up)\n")
     workdir = Path(tempfile.mkdtemp(prefix="groupcoord-scale-"))
     with ZooKeeperServer() as zk:
@@ -615,13 +633,13 @@ def main() -> int:
         for kind in ("noop", "coordinator"):
             for n in (1, 2):
                 if h2load:
-                    best[kind, n], rows = capacity_h2load(kind, n, steps, seconds, warm, h2load, zk, workdir)
+                    best[kind, n], rows = capacity_h2load(kind, n, steps, seconds, warm, h2load, zk, workdir, shards)
                 else:
-                    best[kind, n], rows = capacity(kind, n, steps, seconds, args.generators, zk, workdir)
+                    best[kind, n], rows = capacity(kind, n, steps, seconds, args.generators, zk, workdir, shards)
                 shares[kind, n] = max(r["gen_share"] for r in rows)
                 cost[kind, n] = statistics.median(r["cpu_us_per_hb"] for r in rows)
                 gen_cost[kind, n] = statistics.median(r["gen_us_per_hb"] for r in rows)
-        move_times, failover = moves_and_failover(zk, workdir, 1 if args.quick else 2)
+        move_times, failover = moves_and_failover(zk, workdir, 1 if args.quick else 2, shards)
     print(f"\n| servers | capacity (hb/s = members at 1 s) | x vs 1 process | {args.generator} CPU at most "
           "| server CPU per heartbeat (us) | generator CPU per heartbeat (us) |")
     print("|---|---:|---:|---:|---:|---:|")
