@@ -389,19 +389,26 @@ def capacity_h2load(kind: str, n: int, rates: list[int], seconds: float, warm: f
         pairs = h2load_targets(servers)
         targets, members = [t for t, _ in pairs], [m for _, m in pairs]
         for rate in rates:
-            server_cpu = servers.cpu_seconds()
-            step = run_step(h2load, targets, rate, seconds, warm, seconds / 2, lambda: _still_members(members))
-            server_cpu = servers.cpu_seconds() - server_cpu
-            answered = max(step.answered, 1)
-            row = {"members": rate, "rate": step.rate, "p99_ms": step.p99_ms,
-                   "cpu_us_per_hb": server_cpu / answered * 1e6, "gen_us_per_hb": step.generator_cpu_s / answered * 1e6,
-                   "gen_share": step.generator_cpu_s / (seconds * cores), "server_share": server_cpu / (seconds * cores)}
-            rows.append(row)
-            ok = step.p99_ms < 100 and step.rate >= 0.95 * rate and not step.problems
-            print(f"  {kind} x{n:<3}{rate:>7} hb/s asked {step.rate:>8.0f} answered  p99 {step.p99_ms:>8.1f} ms  "
-                  f"server CPU {row['server_share']:>4.0%} ({row['cpu_us_per_hb']:.0f} us/hb)  "
-                  f"h2load CPU {row['gen_share']:>4.0%} ({row['gen_us_per_hb']:.0f} us/hb)"
-                  + ("" if not step.problems else "  " + "; ".join(step.problems[:3])), flush=True)
+            # a step that misses only the rate or the p99 is run once more before the ramp stops: on a shared
+            # machine one neighbour's burst should not end it (an answer not OK ends it at once)
+            for attempt in (1, 2):
+                server_cpu = servers.cpu_seconds()
+                step = run_step(h2load, targets, rate, seconds, warm, seconds / 2, lambda: _still_members(members))
+                server_cpu = servers.cpu_seconds() - server_cpu
+                answered = max(step.answered, 1)
+                row = {"members": rate, "rate": step.rate, "p99_ms": step.p99_ms,
+                       "cpu_us_per_hb": server_cpu / answered * 1e6,
+                       "gen_us_per_hb": step.generator_cpu_s / answered * 1e6,
+                       "gen_share": step.generator_cpu_s / (seconds * cores), "server_share": server_cpu / (seconds * cores)}
+                rows.append(row)
+                ok = step.p99_ms < 100 and step.rate >= 0.95 * rate and not step.problems
+                print(f"  {kind} x{n:<3}{rate:>7} hb/s asked {step.rate:>8.0f} answered  p99 {step.p99_ms:>8.1f} ms  "
+                      f"server CPU {row['server_share']:>4.0%} ({row['cpu_us_per_hb']:.0f} us/hb)  "
+                      f"h2load CPU {row['gen_share']:>4.0%} ({row['gen_us_per_hb']:.0f} us/hb)  "
+                      f"load {os.getloadavg()[0]:.1f}"
+                      + ("" if not step.problems else "  " + "; ".join(step.problems[:3])), flush=True)
+                if ok or step.problems:
+                    break
             if not ok:
                 break
             best = rate
@@ -607,7 +614,8 @@ def main() -> int:
         steps = args.steps
     elif h2load:
         steps = ([500] if args.quick else
-                 [1000, 2000, 3000, 4000, 5000, 6000, 7000, 8000, 9000, 10000, 12000, 14000, 16000, 18000, 20000])
+                 [250, 500, 1000, 1500, 2000, 2500, 3000, 3500, 4000, 5000, 6000, 7000, 8000, 9000, 10000, 12000,
+                  14000, 16000])
     else:
         steps = [100, 200] if args.quick else [250, 500, 1000, 1500, 2000, 3000, 4000, 5000, 6000, 7000]
     seconds = (2.0 if args.quick else 6.0) if h2load else (4.0 if args.quick else 10.0)
