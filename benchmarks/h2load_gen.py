@@ -78,7 +78,7 @@ class Step:
 
 def _command(h2load: str, target: Target, rate: float, seconds: float, body: Path, log: Path) -> list[str]:
     return [h2load, "-t1", f"-c{CLIENTS}", f"-m{STREAMS}", f"--rps={max(rate / CLIENTS, 0.1):.3f}",
-            f"-D{seconds:g}", f"--log-file={log}", f"-d{body}",
+            f"-D{round(seconds * 1000)}ms", f"--log-file={log}", f"-d{body}",
             "-H", "content-type: application/grpc", "-H", "te: trailers",
             f"http://{target.address}{PATH}"]
 

@@ -4,13 +4,19 @@ and a SIGKILL failover."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
 import sys
+from types import ModuleType
 
+import grpc
 import pytest
 
+from groupcoord.coordinator.rpc.server import ServerThread
+from groupcoord.v1 import groupcoord_pb2 as pb
+from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
 from tests.paths import ROOT
 from tests.zookeeper_server import require_zookeeper
 
@@ -51,3 +57,42 @@ def test_scale_bench_refuses_bad_steps_in_one_line(cli_env: dict[str, str]) -> N
     assert done.returncode == 2
     assert "Traceback" not in done.stderr
     assert "--steps: '100,x' is not a comma-separated list of positive whole numbers" in done.stderr
+
+
+def _h2load_gen(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    spec = importlib.util.spec_from_file_location("h2load_gen", ROOT / "benchmarks" / "h2load_gen.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "h2load_gen", module)  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_h2load_step_tells_ok_answers_from_errors(server: ServerThread, monkeypatch: pytest.MonkeyPatch) -> None:
+    """h2load cannot read grpc-status: the generator tells OK answers by their size. A real member's
+    heartbeats pass; a member the coordinator does not know is answered UNKNOWN_MEMBER_ID and flagged."""
+    gen = _h2load_gen(monkeypatch)
+    h2load = gen.ensure_h2load()
+    if h2load is None:
+        pytest.skip("h2load not installed (apt-get install nghttp2-client)")
+    with grpc.insecure_channel(server.address) as channel:
+        stub = pb_grpc.GroupCoordinatorStub(channel)
+        join = pb.JoinGroupRequest(group_id="g", client_id="c", session_timeout_ms=60_000,
+                                   rebalance_timeout_ms=10_000, protocols=["round-robin"])
+        member_id = stub.JoinGroup(join, timeout=10).member_id
+        join.member_id = member_id
+        joined = stub.JoinGroup(join, timeout=10)
+        assert joined.error.code == pb.NONE
+        synced = stub.SyncGroup(pb.SyncGroupRequest(group_id="g", member_id=member_id, generation=joined.generation,
+                                                    protocol_name="round-robin"), timeout=10)
+        assert synced.error.code == pb.NONE
+        member = pb.HeartbeatRequest(group_id="g", member_id=member_id, generation=joined.generation)
+        ok = stub.Heartbeat(member, timeout=10)
+        assert ok.error.code == pb.NONE
+    ok_bytes = 5 + ok.ByteSize()
+    good = gen.run_step(h2load, [gen.Target(server.address, member.SerializeToString(), ok_bytes)],
+                        100, 1.5, 0.3)
+    assert good.problems == [] and good.answered > 0 and good.not_ok == 0, good
+    stranger = pb.HeartbeatRequest(group_id="g", member_id="nobody", generation=joined.generation)
+    bad = gen.run_step(h2load, [gen.Target(server.address, stranger.SerializeToString(), ok_bytes)], 100, 1.5, 0.3)
+    assert bad.answered > 0 and any("some answers were not OK" in p for p in bad.problems), bad
