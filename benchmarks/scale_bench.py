@@ -379,19 +379,22 @@ def _still_members(members: list[Member]) -> list[str]:
 
 
 def capacity_h2load(kind: str, n: int, rates: list[int], seconds: float, warm: float, h2load: str,
-                    zk: ZooKeeperServer, workdir: Path, shards: int) -> tuple[int, list[dict[str, Any]]]:
-    """The highest rate of ``rates`` answered as asked (rate within 5 %, p99 < 100 ms, every answer OK)."""
+                    zk: ZooKeeperServer, workdir: Path, shards: int) -> tuple[int, int, list[dict[str, Any]]]:
+    """Two ceilings over the ramp ``rates``: capacity, the highest rate answered as asked (within 5 %)
+    with a p99 under 100 ms; throughput, the highest rate answered as asked whatever the p99 (on a
+    shared machine the neighbours set the p99 long before the servers run out of CPU). Every answer
+    must be OK for either."""
     servers = Servers(kind, n, zk, workdir / f"{kind}{n}", shards, initial_delay_ms=0)  # groups of one member
     rows: list[dict[str, Any]] = []
-    best = 0
+    best = peak = 0
     cores = os.cpu_count() or 1
     try:
         pairs = h2load_targets(servers)
         targets, members = [t for t, _ in pairs], [m for _, m in pairs]
         for rate in rates:
-            # a step that misses only the rate or the p99 is run once more before the ramp stops: on a shared
-            # machine one neighbour's burst should not end it (an answer not OK ends it at once)
-            for attempt in (1, 2):
+            # while the p99 holds, a step that misses it (or the rate) runs once more before the capacity is
+            # settled: one neighbour's burst should not decide it. An answer not OK ends the ramp at once.
+            for _attempt in (1, 2) if best == peak else (1,):
                 server_cpu = servers.cpu_seconds()
                 step = run_step(h2load, targets, rate, seconds, warm, seconds / 2, lambda: _still_members(members))
                 server_cpu = servers.cpu_seconds() - server_cpu
@@ -401,7 +404,8 @@ def capacity_h2load(kind: str, n: int, rates: list[int], seconds: float, warm: f
                        "gen_us_per_hb": step.generator_cpu_s / answered * 1e6,
                        "gen_share": step.generator_cpu_s / (seconds * cores), "server_share": server_cpu / (seconds * cores)}
                 rows.append(row)
-                ok = step.p99_ms < 100 and step.rate >= 0.95 * rate and not step.problems
+                kept = step.rate >= 0.95 * rate and not step.problems
+                ok = kept and step.p99_ms < 100
                 print(f"  {kind} x{n:<3}{rate:>7} hb/s asked {step.rate:>8.0f} answered  p99 {step.p99_ms:>8.1f} ms  "
                       f"server CPU {row['server_share']:>4.0%} ({row['cpu_us_per_hb']:.0f} us/hb)  "
                       f"h2load CPU {row['gen_share']:>4.0%} ({row['gen_us_per_hb']:.0f} us/hb)  "
@@ -409,12 +413,14 @@ def capacity_h2load(kind: str, n: int, rates: list[int], seconds: float, warm: f
                       + ("" if not step.problems else "  " + "; ".join(step.problems[:3])), flush=True)
                 if ok or step.problems:
                     break
-            if not ok:
+            if not kept:
                 break
-            best = rate
+            if ok and best == peak:
+                best = rate
+            peak = rate
     finally:
         servers.close()
-    return best, rows
+    return best, peak, rows
 
 
 def _codes(codes: dict[int, int]) -> str:
@@ -635,30 +641,39 @@ def main() -> int:
     with ZooKeeperServer() as zk:
         print("capacity (p99 < 100 ms, every answer OK); CPU as a share of all the machine's cores:")
         best: dict[tuple[str, int], int] = {}
+        peak: dict[tuple[str, int], int] = {}  # h2load only: the rate kept whatever the p99
         shares: dict[tuple[str, int], float] = {}
         cost: dict[tuple[str, int], float] = {}
         gen_cost: dict[tuple[str, int], float] = {}
         for kind in ("noop", "coordinator"):
             for n in (1, 2):
                 if h2load:
-                    best[kind, n], rows = capacity_h2load(kind, n, steps, seconds, warm, h2load, zk, workdir, shards)
+                    best[kind, n], peak[kind, n], rows = capacity_h2load(kind, n, steps, seconds, warm, h2load, zk,
+                                                                         workdir, shards)
                 else:
                     best[kind, n], rows = capacity(kind, n, steps, seconds, args.generators, zk, workdir, shards)
                 shares[kind, n] = max(r["gen_share"] for r in rows)
                 cost[kind, n] = statistics.median(r["cpu_us_per_hb"] for r in rows)
                 gen_cost[kind, n] = statistics.median(r["gen_us_per_hb"] for r in rows)
         move_times, failover = moves_and_failover(zk, workdir, 1 if args.quick else 2, shards)
-    print(f"\n| servers | capacity (hb/s = members at 1 s) | x vs 1 process | {args.generator} CPU at most "
+    print(f"\n| servers | capacity, p99 < 100 ms (hb/s = members at 1 s) | x vs 1 process "
+          f"| throughput, any p99 (hb/s) | x vs 1 process | {args.generator} CPU at most "
           "| server CPU per heartbeat (us) | generator CPU per heartbeat (us) |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+
+    def ratio(figures: dict[tuple[str, int], int], kind: str, n: int) -> float:
+        return figures[kind, n] / figures[kind, 1] if figures.get((kind, 1)) else float("nan")
+
     for kind in ("noop", "coordinator"):
         for n in (1, 2):
-            ratio = best[kind, n] / best[kind, 1] if best[kind, 1] else float("nan")
+            through = f"{peak[kind, n]} | {ratio(peak, kind, n):.2f}" if peak else "- | -"
             print(f"| {n} {'no-op server' if kind == 'noop' else 'coordinator'}{'s' if n > 1 else ''} "
-                  f"| {best[kind, n]} | {ratio:.2f} | {shares[kind, n]:.0%} | {cost[kind, n]:.0f} "
-                  f"| {gen_cost[kind, n]:.0f} |")
-    two = best["coordinator", 2] / best["coordinator", 1] if best["coordinator", 1] else float("nan")
-    print(f"\ntarget: 2 coordinator processes >= 1.8x one: {two:.2f}x -> {'met' if two >= 1.8 else 'NOT met'}")
+                  f"| {best[kind, n]} | {ratio(best, kind, n):.2f} | {through} | {shares[kind, n]:.0%} "
+                  f"| {cost[kind, n]:.0f} | {gen_cost[kind, n]:.0f} |")
+    two = ratio(best, "coordinator", 2)
+    print(f"\ntarget: 2 coordinator processes >= 1.8x one: {two:.2f}x -> {'met' if two >= 1.8 else 'NOT met'}"
+          + (f" (throughput whatever the p99: {ratio(peak, 'coordinator', 2):.2f}x; no-op servers "
+             f"{ratio(best, 'noop', 2):.2f}x and {ratio(peak, 'noop', 2):.2f}x)" if peak else ""))
     print(f"shard move (resign -> first answer from the new leader), {len(move_times)} moves: "
           f"p50 {pct(move_times, 0.5) * 1000:.0f} ms, p99 {pct(move_times, 0.99) * 1000:.0f} ms, "
           f"max {max(move_times, default=float('nan')) * 1000:.0f} ms")
