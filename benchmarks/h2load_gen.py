@@ -31,8 +31,8 @@ __all__ = ["Step", "Target", "ensure_h2load", "grpc_frame", "run_step"]
 
 PATH = "/groupcoord.v1.GroupCoordinator/Heartbeat"
 CLIENTS = 16  # connections per server: the rate is spread over them (h2load's --rps is per client)
-# in flight per connection, at most: grpcio cancels the streams a connection opens beyond 100 at once
-# (trailers-only CANCELLED answers, which the size check caught with 200 here); 16 x 100 in flight
+# in flight per connection, at most: with 200 the no-op server answered some CANCELLED (trailers-only,
+# caught by the size check), with 100 none; 16 x 100 in flight
 # hold the rate asked while answers take up to 1,600 / rate seconds (0.2 s at 8,000 a second)
 STREAMS = 100
 
