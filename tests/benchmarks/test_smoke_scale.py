@@ -40,8 +40,9 @@ def test_scale_bench_quick_prints_every_row(cli_env: dict[str, str]) -> None:
     assert "target: 2 coordinator processes >= 1.8x one:" in done.stdout
     if generator == "h2load":
         steps = [line for line in lines if " hb/s asked " in line]
-        assert [line.split()[0:2] for line in steps] == [
-            ["noop", "x1"], ["noop", "x2"], ["coordinator", "x1"], ["coordinator", "x2"]], done.stdout
+        # a step that misses the p99 on a loaded machine is run twice: one line each
+        assert list(dict.fromkeys(tuple(line.split()[0:2]) for line in steps)) == [
+            ("noop", "x1"), ("noop", "x2"), ("coordinator", "x1"), ("coordinator", "x2")], done.stdout
         # every answer OK by size, and the real client's heartbeat of each member NONE mid-step
         assert not [line for line in steps if "not OK" in line or "real client" in line], done.stdout
         assert all(float(line.split(" hb/s asked ")[1].split()[0]) > 0 for line in steps), done.stdout
