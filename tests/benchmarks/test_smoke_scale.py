@@ -73,7 +73,7 @@ def test_h2load_step_tells_ok_answers_from_errors(server: ServerThread, monkeypa
     """h2load cannot read grpc-status: the generator tells OK answers by their size. A real member's
     heartbeats pass; a member the coordinator does not know is answered UNKNOWN_MEMBER_ID and flagged."""
     gen = _h2load_gen(monkeypatch)
-    h2load = gen.ensure_h2load()
+    h2load = shutil.which("h2load")  # a unit test installs nothing; the benchmark does, as root
     if h2load is None:
         pytest.skip("h2load not installed (apt-get install nghttp2-client)")
     with grpc.insecure_channel(server.address) as channel:
