@@ -74,7 +74,7 @@ class Step:
     rate: float  # answered per second, started in the measured window
     p99_ms: float
     answered: int  # every answer of the run (warm-up included), for CPU per heartbeat
-    not_ok: int  # answers not OK: HTTP status other than 200, or data that is not the OK answer's
+    not_ok: int  # answers with an HTTP status other than 200 (gRPC errors show in the data size: problems)
     generator_cpu_s: float
     problems: list[str]
 
