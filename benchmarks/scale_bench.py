@@ -29,9 +29,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
 import multiprocessing as mp
 import os
 import random
+import shutil
 import signal
 import statistics
 import subprocess
@@ -640,6 +642,7 @@ def main() -> int:
         print(f"{shards} shards; members heartbeat once a second, {MEMBERS_PER_GROUP} per group; "
               f"{args.generators} Python load generator processes; {seconds:g} s per step (2 s warm-up)\n")
     workdir = Path(tempfile.mkdtemp(prefix="groupcoord-scale-"))
+    atexit.register(shutil.rmtree, workdir, True)  # coordinators' data and logs: gone at exit, even on SIGTERM
     with ZooKeeperServer() as zk:
         print("capacity (p99 < 100 ms, every answer OK); CPU as a share of all the machine's cores:")
         best: dict[tuple[str, int], int] = {}
@@ -651,8 +654,8 @@ def main() -> int:
         for kind in ("noop", "coordinator"):
             for n in (1, 2):
                 if h2load:
-                    best[kind, n], peak[kind, n], peak_share[kind, n], rows = capacity_h2load(kind, n, steps, seconds, warm, h2load, zk,
-                                                                         workdir, shards)
+                    best[kind, n], peak[kind, n], peak_share[kind, n], rows = capacity_h2load(
+                        kind, n, steps, seconds, warm, h2load, zk, workdir, shards)
                 else:
                     best[kind, n], rows = capacity(kind, n, steps, seconds, args.generators, zk, workdir, shards)
                 shares[kind, n] = max(r["gen_share"] for r in rows)
