@@ -212,7 +212,13 @@ def maybe_complete_join(m: Model, out: Outbox, group: Group) -> None:
 def complete_join(m: Model, out: Outbox, group: Group) -> None:
     """End the join phase: drop dynamic members that did not re-join (static ones stay until their
     session expires), start the next generation, answer every held JoinGroup (the leader's with
-    members, tasks and load) and expect a SyncGroup from every member within the rebalance timeout."""
+    members, tasks and load) and expect a SyncGroup from every member within the rebalance timeout.
+    It touches every member once, as ``Model.bulk`` expects."""
+    with m.bulk():
+        _complete_join(m, out, group)
+
+
+def _complete_join(m: Model, out: Outbox, group: Group) -> None:
     out.cancel(join_key(group.group_id))
     group.in_initial_delay = False
     for member in [mb for mb in group.members.values() if mb.join_token is None and not mb.is_static]:
@@ -275,14 +281,17 @@ def _running(m: Model, out: Outbox, group: Group) -> Owners:
     """Who may still run each replica as the next generation begins (``coordinator.model.ownership``):
     the coordinator's record of each member, narrowed by what a re-joined member says it runs.
     Claims beyond the record are ignored: one log line per member and generation, and counted."""
+    claims = {mb.member_id: (mb.metadata.owned if mb.join_token is not None else None)
+              for mb in group.members.values()}
+    # a member that re-joined claiming nothing may run nothing, whatever its record says (``running``
+    # keeps record ∩ claim): its record is not worth building (eager members, which stop everything
+    # before they re-join, claim nothing: 100,000 replicas not turned into pairs at each rebalance)
     before = by_member(group.owners)
     records = {
         mb.member_id: record_of(group.assignment.get(mb.member_id, ()), before.get(mb.member_id, set()),
                                 confirmed=mb.join_token is not None and mb.member_id in group.synced)
-        for mb in group.members.values()
+        for mb in group.members.values() if claims[mb.member_id] is None or claims[mb.member_id]
     }
-    claims = {mb.member_id: (mb.metadata.owned if mb.join_token is not None else None)
-              for mb in group.members.values()}
     owners, ignored = running(records, claims)
     for member_id, replicas in ignored.items():
         shown = ", ".join(f"{t}#{r}" for t, r in replicas[:5]) + (" ..." if len(replicas) > 5 else "")
