@@ -16,6 +16,7 @@ it to its new member): those replicas are returned as "revoking".
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import chain
 from operator import attrgetter
 
 from groupcoord.v1 import groupcoord_pb2 as pb
@@ -82,13 +83,14 @@ def _plainly_valid(member_pools: Mapping[str, str], tasks: Mapping[str, pb.Task]
     replica, each assigned exactly once to a member of its pool, nothing reported unassigned. False
     says nothing either way: ``_validate_closely`` then decides, and names what is wrong.
 
-    The common case at scale (100,000 replicas): whole-list operations per member instead of a
-    dozen interpreted steps per replica, each replica read from the request once."""
+    The common case at scale (100,000 replicas): whole-list operations instead of a dozen
+    interpreted steps per replica, each replica read from the request once, and the catalog
+    compared with the assigned ids as one set; pools are looked at only when some member or task
+    has one."""
     if any(task.replicas > 1 for task in tasks.values()):
         return False
     seen: set[str] = set()
-    assigned: list[str] = []
-    find = tasks.get
+    assigned: list[tuple[str, list[str]]] = []  # (the member's pool, its task ids)
     for index, assignment in enumerate(assignments):
         member_id = assignment.member_id
         pool = member_pools.get(member_id)
@@ -98,13 +100,15 @@ def _plainly_valid(member_pools: Mapping[str, str], tasks: Mapping[str, pb.Task]
         replicas = held[index] if held is not None else list(assignment.tasks)
         if any(map(_replica_index, replicas)):
             return False
-        task_ids = list(map(_task_id, replicas))
-        found = list(map(find, task_ids))
-        if None in found or set(map(_pool, found)) - {pool}:
-            return False
-        assigned += task_ids
-    # every replica names a catalog task: as many distinct ones as the catalog has means all of them, once each
-    return len(assigned) == len(tasks) and len(set(assigned)) == len(assigned)
+        assigned.append((pool, list(map(_task_id, replicas))))
+    # as many ids as the catalog has tasks, and the same set: each task exactly once, nothing else
+    every_id = list(chain.from_iterable(task_ids for _, task_ids in assigned))
+    if len(every_id) != len(tasks) or set(every_id) != tasks.keys():
+        return False
+    if not any(member_pools.values()) and not any(map(_pool, tasks.values())):
+        return True  # no pools anywhere: every member may run every task
+    find = tasks.get
+    return not any(set(map(_pool, map(find, task_ids))) - {pool} for pool, task_ids in assigned)
 
 
 def _validate_closely(
