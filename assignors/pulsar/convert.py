@@ -74,11 +74,11 @@ def _local_broker_data(worker: WorkerLoadStats | None) -> LocalBrokerData:
 
 
 def _bundle_stats(bd: BundleData, stats: TaskLoadStats | None) -> NamespaceBundleStats:
-    """A task's latest stats as its member would report them: the short-term rates, the counts
-    (built in one call, fields in declaration order: one per owned task each round)."""
-    if stats is None:
-        return NamespaceBundleStats(*rates_of(bd.short_term_data))
-    return NamespaceBundleStats(*rates_of(bd.short_term_data), stats.topics, stats.producers, stats.consumers)
+    """A task's latest stats as its member would report them: the short-term rates, the counts."""
+    latest = NamespaceBundleStats(*rates_of(bd.short_term_data))
+    if stats is not None:
+        latest.topics, latest.producer_count, latest.consumer_count = stats.topics, stats.producers, stats.consumers
+    return latest
 
 
 def load_data_from_snapshot(
