@@ -66,6 +66,8 @@ few percent per sample never gets there within a window)."""
 
 def _robust(samples: deque[float]) -> float:
     """The mean of the window's samples that are not spikes."""
+    if len(samples) == 1:  # every task of the first snapshot a leader sees (100,000 at scale)
+        return 0.0 + samples[0]  # what ``sum`` / 1 gives, to the bit
     low = min(samples)
     kept = [x for x in samples if x <= SPIKE * low] if low > 0 else list(samples)
     return sum(kept) / len(kept)
@@ -148,8 +150,9 @@ class LoadEstimator:
             for member in members:
                 out.capacity[member.member_id] = max(member.capacity, 1e-9)
             return out
-        known = [t.task_id for t in tasks if t.task_id in self._tasks]
-        loads = {t: self._k * _robust(self._tasks[t].samples) for t in known}
+        k, histories = self._k, self._tasks
+        loads = {t.task_id: k * _robust(seen.samples) for t in tasks
+                 if (seen := histories.get(t.task_id)) is not None}
         typical = statistics.median(loads.values()) if loads else 1.0
         for task in tasks:
             out.task_load[task.task_id] = loads.get(task.task_id, typical)

@@ -294,7 +294,7 @@ def _best_move(
         giver_after = (giver_load - load) / giver_cap
         holding = holders.get(replica.task_id, _NOBODY)
         for receiver, receiver_load, receiver_cap in targets:
-            if receiver in holding or not allowed(replica.task_id, receiver):
+            if receiver in holding:
                 continue
             receiver_after = (receiver_load + load) / receiver_cap
             if receiver_after > ceiling:
@@ -302,7 +302,9 @@ def _best_move(
             peak = max(giver_after, receiver_after)
             if start - peak < min_gain:
                 continue
+            # the no-return rule (a call) last, and only for a move that would be the best so far:
+            # every test is a filter, so the best move that passes them all is the same
             key = (peak, load, replica, receiver)
-            if best is None or key < best:
+            if (best is None or key < best) and allowed(replica.task_id, receiver):
                 best = key
     return None if best is None else (best[2], best[3])

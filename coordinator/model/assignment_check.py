@@ -10,6 +10,7 @@ the loop directly: the same function, the same answers.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from groupcoord.coordinator.config import CoordinatorConfig
@@ -79,23 +80,31 @@ def check_assignment(config: CoordinatorConfig, inputs: AssignmentInputs,
     out_of_bounds = _bounds(config, len(inputs.tasks), request)
     if out_of_bounds:
         return verdict(out_of_bounds)
+    # each member's replicas read from the request once, for the check and for what the group keeps
+    held = [_listed(a.tasks) for a in request.assignments]
     try:
         tasks = apply_splits(inputs.tasks, request.splits)
-        revoking = validate_assignment(inputs.pools, tasks, request.assignments, request.unassigned, inputs.owners)
+        revoking = validate_assignment(inputs.pools, tasks, request.assignments, request.unassigned, inputs.owners,
+                                       held=held)
     except AssignmentRejected as rejected:
         return verdict(str(rejected))
     assignment: dict[str, list[pb.TaskReplica]] = {}
     responses: dict[str, pb.SyncGroupResponse] = {}
-    for a in request.assignments:
-        held = a.tasks
-        replicas = assignment[a.member_id] = list(held) if len(held) <= SLICE else \
-            [r for start in range(0, len(held), SLICE) for r in held[start:start + SLICE]]
+    for a, replicas in zip(request.assignments, held, strict=True):
+        assignment[a.member_id] = replicas
         response = responses[a.member_id] = pb.SyncGroupResponse(
             error=OK, generation=inputs.generation, protocol=inputs.protocol, user_data=a.user_data,
             rejoin=bool(revoking))
         extend_in_slices(response.tasks, replicas)
     return AssignmentCheck(inputs.generation, inputs.catalog_version, inputs.pools, "", tasks, revoking,
                            assignment, responses)
+
+
+def _listed(replicas: Sequence[pb.TaskReplica]) -> list[pb.TaskReplica]:
+    """A repeated field as a list, a slice at a time (``coordinator.model.slices``: the loop may wait)."""
+    if len(replicas) <= SLICE:
+        return list(replicas)
+    return [r for start in range(0, len(replicas), SLICE) for r in replicas[start:start + SLICE]]
 
 
 def _bounds(config: CoordinatorConfig, catalog_size: int, request: pb.SyncGroupRequest) -> str:

@@ -7,6 +7,7 @@ other way round.
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from typing import Protocol
 
 from groupcoord.coordinator.clock import Clock
@@ -24,6 +25,11 @@ class Model(Protocol):
 
     def lateness(self) -> float:
         """Seconds this coordinator could not run (its event loop ran late), accumulated."""
+        ...
+
+    def bulk(self) -> AbstractContextManager[None]:
+        """Around a step's part that touches every member of a group once (a phase's completion):
+        whatever the runtime does for such bursts (it holds the cycle collector off), else nothing."""
         ...
 
     def new_group(self, group_id: str, creator: str = "") -> Group:

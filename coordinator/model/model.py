@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, TypeVar
 
 from groupcoord.coordinator.clock import Clock, SystemClock
@@ -51,17 +52,23 @@ class CoordinatorModel:
     """Every group of this process; each method returns the effects of one step."""
 
     def __init__(self, config: CoordinatorConfig | None = None, *, clock: Clock | None = None,
-                 lateness: Callable[[], float] | None = None) -> None:
+                 lateness: Callable[[], float] | None = None,
+                 bulk: Callable[[], AbstractContextManager[None]] | None = None) -> None:
         self.config = config or CoordinatorConfig()
         self.clock = clock or SystemClock()
         self.groups: dict[str, Group] = {}
         self._created: dict[str, set[str]] = {}  # principal -> ids of the groups it created (its quotas)
         self._machine = new_machine()
         self._lateness = lateness or (lambda: 0.0)
+        self._bulk = bulk or nullcontext
 
     def lateness(self) -> float:
         """Seconds the runtime measured this process unable to run (see ``coordinator.runtime.lag``)."""
         return self._lateness()
+
+    def bulk(self) -> AbstractContextManager[None]:
+        """What the runtime wraps a phase's completion in (``bulk``; nothing by default)."""
+        return self._bulk()
 
     # ------------------------------------------------------------------ requests
 

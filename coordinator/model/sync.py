@@ -75,7 +75,8 @@ def _in_awaiting_sync(m: Model, out: Outbox, group: Group, member: Member,
     group.pending_sync.discard(member.member_id)
     phases.arm_session(m, out, group, member)
     if member.member_id == group.leader_id:
-        _accept_leader_sync(m, out, group, request, checked)
+        with m.bulk():  # the assignment checked, kept and handed to every member
+            _accept_leader_sync(m, out, group, request, checked)
 
 
 def _in_other(m: Model, out: Outbox, group: Group, member: Member,

@@ -16,6 +16,7 @@ it to its new member): those replicas are returned as "revoking".
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import chain
 from operator import attrgetter
 
 from groupcoord.v1 import groupcoord_pb2 as pb
@@ -61,41 +62,53 @@ def validate_assignment(
     assignments: Iterable[pb.MemberAssignment],
     unassigned: Iterable[pb.UnassignedReplica],
     owners: Mapping[tuple[str, int], frozenset[str]] | None = None,
+    *,
+    held: Sequence[Sequence[pb.TaskReplica]] | None = None,
 ) -> set[tuple[str, int]]:
     """Raise AssignmentRejected unless the assignment is complete and consistent; returns the
-    replicas being revoked (cooperative: ``owners`` says who may still run each replica)."""
-    if owners is None and not unassigned and _plainly_valid(member_pools, tasks, assignments):
+    replicas being revoked (cooperative: ``owners`` says who may still run each replica).
+
+    ``held``: each assignment's replicas as a list, in the assignments' order, when the caller
+    keeps them anyway (``assignment_check``): reading a protobuf repeated field makes a Python
+    object per element each time, so one read that every pass shares is 2-3 times cheaper."""
+    if owners is None and not unassigned and _plainly_valid(member_pools, tasks, assignments, held):
         return set()
-    return _validate_closely(member_pools, tasks, assignments, unassigned, owners)
+    return _validate_closely(member_pools, tasks, assignments, unassigned, owners, held)
 
 
 def _plainly_valid(member_pools: Mapping[str, str], tasks: Mapping[str, pb.Task],
-                   assignments: Iterable[pb.MemberAssignment]) -> bool:
+                   assignments: Iterable[pb.MemberAssignment],
+                   held: Sequence[Sequence[pb.TaskReplica]] | None = None) -> bool:
     """True when the assignment is of the plain kind and right: an eager generation, every task of one
     replica, each assigned exactly once to a member of its pool, nothing reported unassigned. False
     says nothing either way: ``_validate_closely`` then decides, and names what is wrong.
 
-    The common case at scale (100,000 replicas): whole-list operations per member instead of a
-    dozen interpreted steps per replica, about five times faster than the close look."""
+    The common case at scale (100,000 replicas): whole-list operations instead of a dozen
+    interpreted steps per replica, each replica read from the request once, and the catalog
+    compared with the assigned ids as one set; pools are looked at only when some member or task
+    has one."""
     if any(task.replicas > 1 for task in tasks.values()):
         return False
     seen: set[str] = set()
-    assigned = 0
-    for assignment in assignments:
+    assigned: list[tuple[str, list[str]]] = []  # (the member's pool, its task ids)
+    for index, assignment in enumerate(assignments):
         member_id = assignment.member_id
         pool = member_pools.get(member_id)
         if pool is None or member_id in seen:
             return False
         seen.add(member_id)
-        replicas = assignment.tasks
+        replicas = held[index] if held is not None else list(assignment.tasks)
         if any(map(_replica_index, replicas)):
             return False
-        found = list(map(tasks.get, map(_task_id, replicas)))
-        if None in found or set(map(_pool, found)) - {pool}:
-            return False
-        assigned += len(found)
-    # every replica names a distinct catalog task: as many as the catalog has means all of them, once each
-    return assigned == len(tasks) and len({r.task_id for a in assignments for r in a.tasks}) == assigned
+        assigned.append((pool, list(map(_task_id, replicas))))
+    # as many ids as the catalog has tasks, and the same set: each task exactly once, nothing else
+    every_id = list(chain.from_iterable(task_ids for _, task_ids in assigned))
+    if len(every_id) != len(tasks) or set(every_id) != tasks.keys():
+        return False
+    if not any(member_pools.values()) and not any(map(_pool, tasks.values())):
+        return True  # no pools anywhere: every member may run every task
+    find = tasks.get
+    return not any(set(map(_pool, map(find, task_ids))) - {pool} for pool, task_ids in assigned)
 
 
 def _validate_closely(
@@ -104,6 +117,7 @@ def _validate_closely(
     assignments: Iterable[pb.MemberAssignment],
     unassigned: Iterable[pb.UnassignedReplica],
     owners: Mapping[tuple[str, int], frozenset[str]] | None,
+    held: Sequence[Sequence[pb.TaskReplica]] | None = None,
 ) -> set[tuple[str, int]]:
     """Every rule, replica by replica (any assignment; the only one that explains a refusal)."""
     # one pass over the request's replicas, then one over the catalog: O(request + catalog), with
@@ -112,7 +126,8 @@ def _validate_closely(
     owner: dict[tuple[str, int], str] = {}
     members_of_task: dict[str, set[str]] = {}  # tasks of several replicas only
     seen_members: set[str] = set()
-    for assignment in assignments:
+    pairs = zip(assignments, held) if held is not None else ((a, a.tasks) for a in assignments)
+    for assignment, replicas in pairs:
         member_id = assignment.member_id
         if member_id not in member_pools:
             raise AssignmentRejected(f"assignment names {member_id!r}, which is not a member of this generation")
@@ -120,7 +135,7 @@ def _validate_closely(
             raise AssignmentRejected(f"member {member_id!r} appears twice in the assignment")
         seen_members.add(member_id)
         member_pool = member_pools[member_id]
-        for replica in assignment.tasks:
+        for replica in replicas:
             task_id, index = replica.task_id, replica.replica
             task = tasks.get(task_id)
             if task is None:

@@ -48,7 +48,7 @@ from groupcoord.coordinator.model.model import CoordinatorModel
 from groupcoord.coordinator.model.records import finish_record
 from groupcoord.coordinator.runtime.byte_budget import ByteBudget
 from groupcoord.coordinator.runtime.checkers import CheckerPool
-from groupcoord.coordinator.runtime.heap import pace_collector
+from groupcoord.coordinator.runtime.heap import BULK_EFFECTS, bulk_job, in_bulk, pace_collector
 from groupcoord.coordinator.runtime.lag import LagMonitor
 from groupcoord.coordinator.runtime.metrics import CoordinatorMetrics
 from groupcoord.coordinator.runtime.office import Office, Standalone
@@ -99,7 +99,7 @@ class CoordinatorRuntime:
         """``lag`` and ``checkers`` may be shared by the runtimes of several shards (``ShardRouter``)."""
         clock = clock or SystemClock()
         self.lag = lag or LagMonitor(clock.now)
-        self.model = CoordinatorModel(config, clock=clock, lateness=self.lag.lost)
+        self.model = CoordinatorModel(config, clock=clock, lateness=self.lag.lost, bulk=in_bulk)
         self.config = self.model.config
         self.clock = self.model.clock
         self.timers: TimerQueue[TimerKey] = TimerQueue(self.clock)
@@ -194,7 +194,15 @@ class CoordinatorRuntime:
 
     def carry_out(self, effects: list[Effect]) -> None:
         """Carry out one step's effects. Writes start last, once the step's replies are queued
-        behind them, so even a writer that finishes at once (tests) answers nobody early."""
+        behind them, so even a writer that finishes at once (tests) answers nobody early. A phase's
+        completion in a large group is carried out as a burst (``coordinator.runtime.heap``)."""
+        if len(effects) >= BULK_EFFECTS:
+            with in_bulk():
+                self._carry_out(effects)
+        else:
+            self._carry_out(effects)
+
+    def _carry_out(self, effects: list[Effect]) -> None:
         starting: list[_Writes] = []
         for effect in effects:
             if isinstance(effect, ArmTimer):  # the commonest: every heartbeat arms its session
@@ -283,7 +291,7 @@ class CoordinatorRuntime:
         else:
             def job() -> None:
                 store.delete(write.group_id)
-        timed = self.metrics.timed_write("save" if isinstance(write, Persist) else "delete", job)
+        timed = self.metrics.timed_write("save" if isinstance(write, Persist) else "delete", bulk_job(job))
         self.in_flight += 1
 
         def done(failure: BaseException | None) -> None:

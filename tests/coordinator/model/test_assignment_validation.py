@@ -4,7 +4,8 @@
 assignment of single-replica tasks) and falls back to ``_validate_closely`` (every rule, replica by
 replica, the one that names what is wrong). Hypothesis breaks plain assignments in every way a
 leader could (a replica dropped, doubled, moved to another pool, an unknown task or member, a
-second replica index, a member named twice) and checks both paths give the same verdict.
+second replica index, a member named twice, a task given twice or an unknown one in place of another) and checks
+both paths give the same verdict.
 """
 
 from __future__ import annotations
@@ -22,13 +23,17 @@ from groupcoord.coordinator.model.validation import (
 from groupcoord.v1 import groupcoord_pb2 as pb
 
 BREAKS = ("none", "drop", "double", "other_pool", "unknown_task", "unknown_member", "replica_1", "member_twice",
-          "two_replicas_task")
+          "two_replicas_task", "twice_instead", "unknown_instead")
 
 
 def plain_case(members: int, tasks: int, pools: int) -> tuple[dict[str, str], dict[str, pb.Task], pb.SyncGroupRequest]:
-    """Members spread over ``pools`` pools, tasks too, each task given round-robin within its pool."""
-    member_pools = {f"m{i}": f"p{i % pools}" for i in range(members)}
-    catalog = {f"t{j}": pb.Task(task_id=f"t{j}", pool=f"p{j % pools}") for j in range(tasks)}
+    """Members spread over ``pools`` pools, tasks too, each task given round-robin within its pool; the
+    first pool is the default one ("": with one pool, no member or task names a pool at all)."""
+    def pool(i: int) -> str:
+        return f"p{i % pools}" if i % pools else ""
+
+    member_pools = {f"m{i}": pool(i) for i in range(members)}
+    catalog = {f"t{j}": pb.Task(task_id=f"t{j}", pool=pool(j)) for j in range(tasks)}
     request = pb.SyncGroupRequest()
     by_member = {m: request.assignments.add(member_id=m) for m in member_pools}
     in_pool = {p: [m for m, q in member_pools.items() if q == p] for p in set(member_pools.values())}
@@ -67,6 +72,10 @@ def test_quick_and_close_agree(members: int, tasks: int, pools: int, broken: str
             stranger.tasks.add(task_id=replica.task_id)
     elif broken == "unknown_task":
         victim.tasks.add(task_id="nowhere")
+    elif broken in ("twice_instead", "unknown_instead"):  # as many replicas as tasks, but not each task once
+        other = next((r for a in busy for r in a.tasks if r.task_id != replica.task_id), None)
+        if other is not None:
+            other.task_id = replica.task_id if broken == "twice_instead" else "nowhere"
     elif broken == "unknown_member":
         request.assignments.add(member_id="ghost")
     elif broken == "replica_1":
