@@ -159,7 +159,7 @@ def rebuild_from_archive(
     gone = covered - present.keys()
     if gone:
         log.info("full rebuild: %d sample file(s) of the archive are gone from the log (e.g. %s): reading the "
-                 "whole log", len(gone), sorted(gone)[0])
+                 "whole log", len(gone), min(gone))
         return None
     buckets = int(archive.get("buckets", BUCKETS))
     segment_dirs = [os.path.join(store.segments, s.name) for s in segments]

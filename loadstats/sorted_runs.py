@@ -140,5 +140,5 @@ def fold_bucket(
         *sums(w_long),
     ]
     arrays = [c if not isinstance(c, np.ndarray) else pa.array(c) for c in columns]
-    table = pa.Table.from_arrays(arrays, schema=schema)  # type: ignore[arg-type]
+    table = pa.Table.from_arrays(arrays, schema=schema)
     return BucketResult(table, duplicates, unknown)

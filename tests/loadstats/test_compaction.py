@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-import groupcoord.loadstats.stream as stream
+from groupcoord.loadstats import stream
 from groupcoord.loadstats.job import run
 from groupcoord.loadstats.state import StateStore
 from groupcoord.loadstats.stream import default_state_path, run_incremental
