@@ -25,6 +25,7 @@ import os
 import shutil
 import time
 import uuid
+import warnings
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -122,7 +123,9 @@ def _fold_buckets(
 
     ids = spark.range(0, buckets, 1, numPartitions=buckets)
     ddl = ", ".join(f"{f.name} {_ddl_type(f.type)}" for f in out_schema)
-    return ids.mapInArrow(fold, ddl)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # pyspark's notice about pandas 3 (no pandas is used)
+        return ids.mapInArrow(fold, ddl)
 
 
 def _ddl_type(t: pa.DataType) -> str:
