@@ -179,7 +179,7 @@ def rebuild_from_archive(
             os.makedirs(stage)
             newest = _read_files(spark, [f for f in new.values() if f in parquet_files],
                                  [f for f in new.values() if f not in parquet_files])
-            segment = write_segment(tag_rejects(newest), stage, -1, list(new))
+            segment = write_segment(tag_rejects(newest), stage, -1, list(new), buckets=buckets)
             segment_dirs.append(os.path.join(stage, segment.name))
             rows_read += segment.rows_read
             rejected = {r: rejected[r] + int(segment.rejected.get(r, 0)) for r in REJECT_REASONS}
