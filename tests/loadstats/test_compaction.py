@@ -10,6 +10,7 @@ import pytest
 
 from groupcoord.loadstats import stream
 from groupcoord.loadstats.job import run
+from groupcoord.loadstats.rebuild import rebuild_from_archive
 from groupcoord.loadstats.state import StateStore
 from groupcoord.loadstats.stream import default_state_path, run_incremental
 from tests.loadstats.loadstats_testdata import make_reports, rows_of
@@ -35,70 +36,56 @@ def _same_result(a: Any, b: Any) -> None:
     )
 
 
-def test_the_rebuild_from_the_archive_equals_the_rebuild_from_the_log(spark, tmp_path) -> None:
+def test_the_rebuild_from_the_archive_equals_the_log_and_a_crash_in_compaction_loses_nothing(
+    spark, tmp_path, monkeypatch,
+) -> None:
     rows = _rows()
     parts = [rows[i::4] for i in range(4)]
     samples, out = str(tmp_path / "samples"), str(tmp_path / "snap")
-    for i, part in enumerate(parts[:3]):  # three incremental runs: three segments, merged as they come
-        repeat = [parts[0][0]] if i == 2 else []  # a retried report, in another file than the first
-        _write(samples, f"samples-{i:03d}.jsonl", part + repeat, ("not json",) if i == 1 else ())
-        run_incremental(samples, out, spark=spark, short_samples=SHORT, long_samples=LONG)
     store = StateStore(default_state_path(out))
-    listed = store.current().meta["compacted"]["segments"]  # type: ignore[union-attr]
-    assert sorted(os.listdir(store.segments)) == sorted(listed)  # merged-away segments are gone
-    _write(samples, "samples-003.jsonl", parts[3])  # newer than the state: read from the log
 
-    archived = run(samples, str(tmp_path / "a"), spark=spark, short_samples=SHORT, long_samples=LONG,
-                   state_path=store.root)
-    logged = run(samples, str(tmp_path / "b"), spark=spark, short_samples=SHORT, long_samples=LONG, use_archive=False,
-                 state_path=store.root)
-    assert archived.extra["source"] == "archive" and archived.extra["new_files"] == 1
-    assert logged.extra["source"] == "log"
-    _same_result(archived, logged)
-    assert archived.rows_rejected["malformed"] == 1 and archived.rows_rejected["unknown_worker"] >= 1
-    assert archived.rows_duplicate >= 1
-    _assert_same_snapshot(str(tmp_path / "a"), str(tmp_path / "b"))
+    def rebuilds(name: str) -> Any:
+        """The rebuild from the archive and from the log, compared; returns the archive's."""
+        archived = run(samples, str(tmp_path / f"{name}-a"), spark=spark, short_samples=SHORT, long_samples=LONG,
+                       state_path=store.root)
+        logged = run(samples, str(tmp_path / f"{name}-b"), spark=spark, short_samples=SHORT, long_samples=LONG,
+                     use_archive=False)
+        assert archived.extra["source"] == "archive" and logged.extra["source"] == "log"
+        _same_result(archived, logged)
+        _assert_same_snapshot(str(tmp_path / f"{name}-a"), str(tmp_path / f"{name}-b"))
+        return archived
 
-    # a file the archive holds is gone from the log (retention): the archive would count it, the log not
-    os.remove(os.path.join(samples, "samples-000.jsonl"))
-    fallback = run(samples, str(tmp_path / "a"), spark=spark, short_samples=SHORT, long_samples=LONG,
-                   state_path=store.root)
-    assert fallback.extra["source"] == "log"
-
-
-def test_a_crash_during_compaction_loses_nothing_and_counts_nothing_twice(spark, tmp_path, monkeypatch) -> None:
-    rows = _rows()
-    samples, out = str(tmp_path / "samples"), str(tmp_path / "snap")
-    _write(samples, "samples-000.jsonl", rows[::2])
+    _write(samples, "samples-000.jsonl", parts[0], ("not json",))
     run_incremental(samples, out, spark=spark, short_samples=SHORT, long_samples=LONG)
-    _write(samples, "samples-001.jsonl", rows[1::2])
-    store = StateStore(default_state_path(out))
     before = store.current()
 
-    def crash(*_: Any) -> list[str]:  # the batch's segment is written and renamed into place, then the process dies
+    # a crash after the batch's segment is written and renamed into place, before the state's commit
+    def crash(*_: Any) -> list[str]:
         raise OSError("simulated crash after the segment, before the state's commit")
 
+    _write(samples, "samples-001.jsonl", [*parts[1], parts[0][0]])  # a retried report, in another file
     monkeypatch.setattr(stream, "add_segment", crash)
     with pytest.raises(Exception, match="simulated crash"):
         run_incremental(samples, out, spark=spark, short_samples=SHORT, long_samples=LONG)
     monkeypatch.undo()
-    assert store.current() == before  # not committed
-    assert len(os.listdir(store.segments)) == 2  # the listed segment and the orphan
-    # the rebuild now: the orphan does not count, and the second file is read from the log
-    early = run(samples, str(tmp_path / "early"), spark=spark, short_samples=SHORT, long_samples=LONG,
-                state_path=store.root)
-    assert early.extra["source"] == "archive" and early.extra["new_files"] == 1
-    assert early.rows_read == len(rows)
+    assert store.current() == before and len(os.listdir(store.segments)) == 2  # the listed one and the orphan
+    early = rebuilds("early")  # the orphan does not count; the second file comes from the log
+    assert early.extra["new_files"] == 1 and early.rows_read == len(parts[0]) + 1 + len(parts[1]) + 1
+    assert early.rows_rejected["malformed"] == 1 and early.rows_duplicate >= 1
 
-    resumed = run_incremental(samples, out, spark=spark, short_samples=SHORT, long_samples=LONG)
-    assert resumed.extra["batches"] == 1
-    assert sorted(os.listdir(store.segments)) == sorted(store.current().meta["compacted"]["segments"])  # type: ignore[union-attr]
-    archived = run(samples, str(tmp_path / "a"), spark=spark, short_samples=SHORT, long_samples=LONG,
-                   state_path=store.root)
-    logged = run(samples, str(tmp_path / "b"), spark=spark, short_samples=SHORT, long_samples=LONG, use_archive=False)
-    assert archived.extra["source"] == "archive" and archived.extra["new_files"] == 0
-    _same_result(archived, logged)
-    _same_result(early, logged)
-    assert archived.rows_read == len(rows)
-    _assert_same_snapshot(str(tmp_path / "a"), str(tmp_path / "b"))
-    _assert_same_snapshot(str(tmp_path / "early"), str(tmp_path / "b"))
+    # the re-run folds file 1 again (batch 1) and file 2 (batch 2, larger than each before it: the
+    # three segments merge into one), and the orphan is gone; file 3 is newer than the state
+    half = len(parts[3]) // 2
+    _write(samples, "samples-002.jsonl", parts[2] + parts[3][:half])
+    run_incremental(samples, out, spark=spark, short_samples=SHORT, long_samples=LONG)
+    listed = store.current().meta["compacted"]["segments"]  # type: ignore[union-attr]
+    assert len(listed) == 1 and os.listdir(store.segments) == listed
+    _write(samples, "samples-003.jsonl", parts[3][half:])
+    late = rebuilds("late")
+    assert late.extra["new_files"] == 1 and late.rows_read == len(rows) + 2
+    assert late.rows_rejected["unknown_worker"] >= 1
+
+    # a file the archive holds is gone from the log (retention): the archive would count it, the log not
+    os.remove(os.path.join(samples, "samples-000.jsonl"))
+    assert rebuild_from_archive(spark, samples, out, short_samples=SHORT, long_samples=LONG,
+                                max_sample_age_s=None) is None
