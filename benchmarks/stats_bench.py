@@ -418,6 +418,16 @@ def throughput(args: argparse.Namespace) -> int:
     return 0
 
 
+def _remove_snapshot_or_dir(path: str) -> None:
+    """A directory, or a snapshot (a symlink into ``.NAME.versions`` beside it) with its versions."""
+    if os.path.islink(path):
+        os.unlink(path)
+        parent, name = os.path.split(path)
+        shutil.rmtree(os.path.join(parent, f".{name}.versions"), ignore_errors=True)
+    else:
+        shutil.rmtree(path, ignore_errors=True)
+
+
 def _archive_rebuilds(spark: Any, args: argparse.Namespace, data: str, log_out: str, n: int) -> tuple[float, ...]:
     """Fold 7/8 of ``data`` incrementally (the archive), then time the rebuild with the last 1/8 new
     and, after folding it too, with nothing new. Returns fold s, both rebuild times and their diffs."""
@@ -451,7 +461,7 @@ def _archive_rebuilds(spark: Any, args: argparse.Namespace, data: str, log_out: 
         timings += [result.wall_time_s, max_relative_difference(log_out, out)]
     if not args.keep:
         for path in (samples, state, out + "-inc", out):
-            shutil.rmtree(path, ignore_errors=True)
+            _remove_snapshot_or_dir(path)
     return tuple(timings)
 
 
