@@ -14,7 +14,12 @@ snapshots agree (largest relative difference of any figure).
     python benchmarks/stats_bench.py --hours 1 6 --master local[1]
 
 **Throughput mode** (``--throughput``, issue 5): N shuffled samples (10 M, 20 M) through the full
-rebuild next to the single-process reference (pyarrow sort + numpy recurrence).
+rebuild next to the single-process reference (pyarrow sort + numpy recurrence). Then the rebuild
+from the compacted archive (issue 25): an incremental run folds 7 of the 8 files (writing the
+archive, timed as "fold 7/8"), the 8th arrives, and the full rebuild reads the archive plus that
+file from the log ("archive + 1/8 new"); one more incremental run folds it, and the rebuild reads
+the archive alone ("archive only"). Both are checked against the rebuild from the log (largest
+relative difference of any figure).
 
 Times exclude the JVM start (the session is created once and warmed up first). The machine's
 load average is printed with the table: the cores may be shared.
@@ -348,6 +353,7 @@ def throughput(args: argparse.Namespace) -> int:
     startup = time.perf_counter() - t0
     cores = spark.sparkContext.defaultParallelism
     rows_out = []
+    archive_out: list[tuple[Any, ...]] = []
     try:
         # warm-up on a small set: the JVM compiles the job's hot code once, not inside the first point
         warm = os.path.join(args.cache_dir, "warm-up")
@@ -373,6 +379,7 @@ def throughput(args: argparse.Namespace) -> int:
                 read_s, ref_s, ref_tasks = time_reference(data)
                 assert ref_tasks == result.tasks, (ref_tasks, result.tasks)
             rows_out.append((n, total, result.tasks, result.workers, gen_s, job_s, read_s, ref_s))
+            archive_out.append((n, *_archive_rebuilds(spark, args, data, out, n)))
     finally:
         spark.stop()
 
@@ -393,7 +400,69 @@ def throughput(args: argparse.Namespace) -> int:
             f"{read_s:>10.2f} {ref_s:>7.2f} {ref_rate:>14,.0f} | {ref_s / job_s:>7.2f}"
         )
     print("samples = task rows; rows = samples + worker rows. job/ref > 1: the job is faster.")
+    print()
+    print("full rebuild from the compacted archive (same samples; diff: largest relative difference to the "
+          "rebuild from the log)")
+    header = (
+        f"{'samples':>11} | {'fold 7/8 s':>10} | {'archive+1/8 new s':>17} {'samples/s':>11} {'diff':>8} | "
+        f"{'archive only s':>14} {'samples/s':>11} {'diff':>8}"
+    )
+    print(header)
+    print("-" * len(header))
+    for n, fold_s, mixed_s, mixed_diff, only_s, only_diff in archive_out:
+        print(
+            f"{n:>11,} | {fold_s:>10.2f} | {mixed_s:>17.2f} {n / mixed_s:>11,.0f} {mixed_diff:>8.1e} | "
+            f"{only_s:>14.2f} {n / only_s:>11,.0f} {only_diff:>8.1e}"
+        )
+    print(f"load average at the end: {os.getloadavg()}")
     return 0
+
+
+def _remove_snapshot_or_dir(path: str) -> None:
+    """A directory, or a snapshot (a symlink into ``.NAME.versions`` beside it) with its versions."""
+    if os.path.islink(path):
+        os.unlink(path)
+        parent, name = os.path.split(path)
+        shutil.rmtree(os.path.join(parent, f".{name}.versions"), ignore_errors=True)
+    else:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _archive_rebuilds(spark: Any, args: argparse.Namespace, data: str, log_out: str, n: int) -> tuple[float, ...]:
+    """Fold 7/8 of ``data`` incrementally (the archive), then time the rebuild with the last 1/8 new
+    and, after folding it too, with nothing new. Returns fold s, both rebuild times and their diffs."""
+    from groupcoord.loadstats.job import run
+    from groupcoord.loadstats.stream import run_incremental
+
+    parts = sorted(f for f in os.listdir(data) if f.endswith(".parquet"))
+    samples = os.path.join(args.cache_dir, f"archive-n{n}")
+    out = os.path.join(args.cache_dir, f"out-archive-n{n}")
+    state = os.path.join(args.cache_dir, f"state-archive-n{n}")
+    for path in (samples, state):
+        shutil.rmtree(path, ignore_errors=True)
+    os.makedirs(samples)
+    for f in parts[:-1]:  # hard links: the same files, no copy
+        os.link(os.path.join(data, f), os.path.join(samples, f))
+    t0 = time.perf_counter()
+    run_incremental(samples, out + "-inc", spark=spark, state_path=state)
+    fold_s = time.perf_counter() - t0
+    os.link(os.path.join(data, parts[-1]), os.path.join(samples, parts[-1]))
+    timings: list[float] = [fold_s]
+    for label in ("archive + 1/8 new", "archive only"):
+        if label == "archive only":
+            run_incremental(samples, out + "-inc", spark=spark, state_path=state)
+        last_job = max((j["jobId"] for j in _spark_api(spark, "jobs")), default=-1) if args.profile else -1
+        result = run(samples, out, spark=spark, state_path=state)
+        assert result.extra["source"] == "archive", result.extra
+        if args.profile:
+            profile, _ = stage_profile(spark, last_job)
+            print(f"  {n:,} samples, rebuild from the {label}: {result.wall_time_s:.2f} s")
+            print_profile(profile)
+        timings += [result.wall_time_s, max_relative_difference(log_out, out)]
+    if not args.keep:
+        for path in (samples, state, out + "-inc", out):
+            _remove_snapshot_or_dir(path)
+    return tuple(timings)
 
 
 def main(argv: list[str] | None = None) -> int:

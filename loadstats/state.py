@@ -7,6 +7,8 @@ Layout (``STATE`` defaults to ``OUT.state`` beside the snapshot)::
                                  has applied, its version directory, the caps and the counters
       versions/<batch_id>/       tasks/ and workers/ Parquet (loadstats.incremental's columns)
       checkpoint/                Spark Structured Streaming's checkpoint (which files, which batch)
+      segments/<batch_id>-<id>/  the compacted archive: the folded rows as Parquet clustered by
+                                 task (loadstats.compaction), the ones CURRENT lists count
 
 Why a pointer: a micro-batch writes a whole new version and then swaps ``CURRENT``; a crash
 before the swap leaves the old state, a crash after it leaves the new one, never a mix. Spark's
@@ -38,6 +40,7 @@ __all__ = ["StateStore", "StateView", "task_state_ddl", "worker_state_ddl"]
 _CURRENT = "CURRENT"
 _VERSIONS = "versions"
 _CHECKPOINT = "checkpoint"
+_SEGMENTS = "segments"
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,11 @@ class StateStore:
     @property
     def checkpoint(self) -> str:
         return os.path.join(self.root, _CHECKPOINT)
+
+    @property
+    def segments(self) -> str:
+        """The compacted archive's segments (``loadstats.compaction``), listed in ``CURRENT``."""
+        return os.path.join(self.root, _SEGMENTS)
 
     def current(self) -> StateView | None:
         """The state's pointer, or None before the first batch."""

@@ -35,6 +35,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
+from groupcoord.loadstats.compaction import BUCKETS, add_segment, batch_files, prune_segments, write_segment
 from groupcoord.loadstats.incremental import (
     classify_new_rows,
     merge_tasks,
@@ -56,7 +57,7 @@ from groupcoord.loadstats.state import StateStore, StateView, task_state_ddl, wo
 from groupcoord.loadstats.transforms import CORRUPT, REJECT_REASONS, SplitThresholds, split_candidates, tag_rejects
 
 __all__ = ["RefreshFailed", "default_state_path", "one_line", "read_sample_stream", "run_incremental",
-           "write_state_snapshot"]
+           "write_snapshot_from_state", "write_state_snapshot"]
 
 log = logging.getLogger(__name__)
 
@@ -133,8 +134,9 @@ class _BatchFolder:
     def __init__(self, spark: SparkSession, store: StateStore, short_samples: int, long_samples: int,
                  after_commit: BatchHook | None, on_state: Callable[[StateView], None] | None,
                  before_commit: BatchHook | None = None,
-                 on_batch: Callable[[dict[str, Any]], None] | None = None) -> None:
+                 on_batch: Callable[[dict[str, Any]], None] | None = None, samples_path: str = "") -> None:
         self.spark, self.store = spark, store
+        self.samples_path = samples_path
         self.short, self.long = short_samples, long_samples
         self.after_commit, self.on_state, self.before_commit = after_commit, on_state, before_commit
         self.on_batch = on_batch
@@ -186,6 +188,7 @@ class _BatchFolder:
                 "file://" + os.path.join(tmp, "tasks")
             )
             classified.unpersist()
+            archive = self._compact(tagged, batch_id, view, reasons)
         finally:
             batch.unpersist()
         delta = {
@@ -196,11 +199,12 @@ class _BatchFolder:
         }
         before = dict(view.meta) if view is not None else {}
         meta = _add(_add(_empty_counters(), before), delta)
-        meta.update(short_samples_max=self.short, long_samples_max=self.long)
+        meta.update(short_samples_max=self.short, long_samples_max=self.long, compacted=archive)
         if self.before_commit is not None:
             self.before_commit(batch_id)
         with self._failing_as("state_dir"):
             committed = self.store.commit(batch_id, tmp, meta)
+        prune_segments(self.store.segments, archive["segments"])
         if self.on_batch is not None:  # now, not after the snapshot: a crash in between must not lose the count
             self.on_batch({"stage": "committed", "batch_id": batch_id, **delta})
         self.run_counters = _add(self.run_counters, delta)
@@ -215,6 +219,25 @@ class _BatchFolder:
                 self.on_state(committed)
         if self.on_batch is not None:
             self.on_batch({"stage": "published", "batch_id": batch_id, "seconds": time.monotonic() - started})
+
+
+    def _compact(self, tagged: DataFrame, batch_id: int, view: StateView | None, reasons: Mapping[str | None, int]
+                 ) -> dict[str, Any]:
+        """Write the batch's rows as a segment of the compacted archive; return the archive's
+        entry for ``CURRENT`` (listed only when the state commits, see ``loadstats.compaction``)."""
+        before = dict(view.meta.get("compacted") or {}) if view is not None else {}
+        listed = list(before.get("segments", []))
+        buckets = int(before.get("buckets", BUCKETS))
+        if before.get("samples_path", self.samples_path) != self.samples_path:
+            listed = []  # the state now follows another log: start the archive again
+        # row-level counts: a task row of a worker unknown *now* is valid here (the rebuild decides)
+        counts = {r: c for r, c in reasons.items() if r != "unknown_worker"}
+        counts[None] = counts.get(None, 0) + reasons.get("unknown_worker", 0)
+        os.makedirs(self.store.segments, exist_ok=True)
+        files = batch_files(self.store.checkpoint, batch_id)
+        segment = write_segment(tagged, self.store.segments, batch_id, files, counts=counts, buckets=buckets)
+        segments = add_segment(self.store.segments, listed, segment, buckets)
+        return {"buckets": buckets, "samples_path": self.samples_path, "segments": segments}
 
 
 def _add(base: dict[str, Any], more: Any) -> dict[str, Any]:
@@ -240,13 +263,37 @@ def write_state_snapshot(
     thresholds: SplitThresholds | None = None,
 ) -> dict[str, Any]:
     """Write the snapshot (the full job's layout, swapped in atomically) from a state version; return its meta."""
+    tasks0, workers0 = _state_frames(spark, view)
+    counters = _add(_empty_counters(), view.meta if view is not None else {})
+    return write_snapshot_from_state(
+        tasks0, workers0, out_path,
+        {"mode": "incremental", "samples_path": samples_path,
+         "state_batch_id": view.batch_id if view is not None else -1, **counters},
+        short_samples=short_samples, long_samples=long_samples, max_sample_age_s=max_sample_age_s,
+        thresholds=thresholds,
+    )
+
+
+def write_snapshot_from_state(
+    tasks0: DataFrame,
+    workers0: DataFrame,
+    out_path: str,
+    meta_fields: Mapping[str, Any],
+    *,
+    short_samples: int,
+    long_samples: int,
+    max_sample_age_s: float | None,
+    thresholds: SplitThresholds | None = None,
+) -> dict[str, Any]:
+    """Write a snapshot from state-shaped task and worker tables (``loadstats.incremental``'s
+    columns), swapped in atomically; ``meta_fields`` (mode, counters, ...) go into its meta."""
+    spark = tasks0.sparkSession
     max_age_ms = int(max_sample_age_s * 1000) if max_sample_age_s else None
     created_ms = time.time_ns() // 1_000_000
     snapshot_id = f"{created_ms:015d}-{uuid.uuid4().hex[:8]}"
     parent, name = os.path.split(out_path)
     os.makedirs(parent or ".", exist_ok=True)
     tmp_dir = os.path.join(parent, f".{name}.tmp-{snapshot_id}")
-    tasks0, workers0 = _state_frames(spark, view)
     try:
         tasks = split_candidates(state_snapshot_tasks(tasks0, workers0, short_samples, long_samples, max_age_ms), thresholds)
         tasks.repartition(1).sortWithinPartitions("group_id", "task_id").write.parquet(
@@ -258,14 +305,10 @@ def write_state_snapshot(
             "file://" + os.path.join(tmp_dir, "workers")
         )
         t, w = _counts(os.path.join(tmp_dir, "tasks"), os.path.join(tmp_dir, "workers"))
-        counters = _add(_empty_counters(), view.meta if view is not None else {})
         meta: dict[str, Any] = {
             "format_version": 1,
-            "mode": "incremental",
             "snapshot_id": snapshot_id,
             "created_ms": created_ms,
-            "samples_path": samples_path,
-            "state_batch_id": view.batch_id if view is not None else -1,
             "short_samples_max": short_samples,
             "long_samples_max": long_samples,
             "max_sample_age_s": max_sample_age_s or None,
@@ -273,7 +316,7 @@ def write_state_snapshot(
                 k: getattr(thresholds or SplitThresholds(), k)
                 for k in ("max_topics", "max_sessions", "max_msg_rate", "max_bandwidth_mbytes", "min_topics")
             },
-            **counters,
+            **meta_fields,
             "tasks": t["n"],
             "workers": w["n"],
             "groups": w["g"],
@@ -386,7 +429,7 @@ def run_incremental(
             on_snapshot(last_meta)
 
     folder = _BatchFolder(session, store, short_samples, long_samples, after_commit,
-                          publish if follow_every_s else None, before_commit, on_batch)
+                          publish if follow_every_s else None, before_commit, on_batch, samples_path)
     try:
         writer = read_sample_stream(session, samples_path, max_files_per_trigger).writeStream.foreachBatch(folder)
         writer = writer.option("checkpointLocation", store.checkpoint).queryName(f"loadstats-{uuid.uuid4().hex[:6]}")
