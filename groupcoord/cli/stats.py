@@ -122,7 +122,7 @@ def run_stats(args: argparse.Namespace) -> int:
 
     try:
         if args.full:
-            result = run(args.samples, args.out, **common)
+            result = run(args.samples, args.out, state_path=args.state, **common)  # the state's archive, if any
         elif args.follow:
             return _follow(args, common)
         else:
