@@ -25,7 +25,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from groupcoord.loadstats.follow_metrics import FollowMetrics
-from groupcoord.loadstats.job import DEFAULT_MAX_SAMPLE_AGE_S, _is_local_path, _local, build_session
+from groupcoord.loadstats.session import DEFAULT_MAX_SAMPLE_AGE_S, _is_local_path, _local, build_session
 from groupcoord.loadstats.state import StateStore
 from groupcoord.loadstats.stream import RefreshFailed, default_state_path, one_line, run_incremental
 from groupcoord.loadstats.transforms import SplitThresholds

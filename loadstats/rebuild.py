@@ -42,8 +42,8 @@ from groupcoord.loadstats.compaction import (
     read_segment,
     write_segment,
 )
-from groupcoord.loadstats.job import JobResult
 from groupcoord.loadstats.samples import SAMPLE_COLUMNS, sample_spark_schema
+from groupcoord.loadstats.session import JobResult
 from groupcoord.loadstats.sorted_runs import TASK_ROW_COLUMNS, fold_bucket, state_task_schema, worker_key
 from groupcoord.loadstats.state import StateStore
 from groupcoord.loadstats.stream import default_state_path, write_snapshot_from_state

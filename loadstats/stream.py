@@ -44,7 +44,8 @@ from groupcoord.loadstats.incremental import (
     state_snapshot_workers,
     tag_unknown_workers,
 )
-from groupcoord.loadstats.job import (
+from groupcoord.loadstats.samples import SAMPLE_COLUMNS, sample_spark_schema
+from groupcoord.loadstats.session import (
     DEFAULT_MAX_SAMPLE_AGE_S,
     JobResult,
     _is_local_path,
@@ -52,7 +53,6 @@ from groupcoord.loadstats.job import (
     _swap_into_place,
     build_session,
 )
-from groupcoord.loadstats.samples import SAMPLE_COLUMNS, sample_spark_schema
 from groupcoord.loadstats.state import StateStore, StateView, task_state_ddl, worker_state_ddl
 from groupcoord.loadstats.transforms import CORRUPT, REJECT_REASONS, SplitThresholds, split_candidates, tag_rejects
 
