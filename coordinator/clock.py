@@ -33,6 +33,10 @@ class SystemClock:
 class FakeClock:
     """A clock that stands still until told to move."""
 
+    stands_still = True
+    """No event loop runs late against it: a jump of ``advance`` is the test's, not a stalled loop's, so
+    nothing measures lag on it (``runtime.lag``)."""
+
     def __init__(self, start: float = 1000.0, wall_start_ms: int = 1_700_000_000_000) -> None:
         self._now = start
         self._wall_offset_ms = wall_start_ms - int(start * 1000)

@@ -14,14 +14,19 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-__all__ = ["LagMonitor"]
+from groupcoord.coordinator.clock import Clock
+
+__all__ = ["LagMonitor", "lag_monitor_for"]
 
 log = logging.getLogger("groupcoord.lag")
 
 
 class LagMonitor:
-    def __init__(self, monotonic: Callable[[], float], *, interval_s: float = 0.05, slack_s: float = 0.02) -> None:
+    def __init__(self, monotonic: Callable[[], float], *, interval_s: float = 0.05, slack_s: float = 0.02,
+                 ticking: bool = True) -> None:
+        """``ticking=False``: never start the tick (a clock that only tests move; ``note`` still counts)."""
         self._monotonic = monotonic
+        self._ticking = ticking
         self.interval_s = interval_s
         self.slack_s = slack_s
         self._lost = 0.0
@@ -41,7 +46,7 @@ class LagMonitor:
                 log.warning("the coordinator's event loop ran %.1fs late: sessions are extended by that much", late_s)
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
-        if self._task is None:
+        if self._task is None and self._ticking:
             self._task = loop.create_task(self._run(), name="lag-monitor")
 
     async def stop(self) -> None:
@@ -57,3 +62,9 @@ class LagMonitor:
             now = self._monotonic()
             self.note(now - expected)
             expected = now + self.interval_s
+
+
+def lag_monitor_for(clock: Clock) -> LagMonitor:
+    """The monitor of a runtime on ``clock``; on a clock that stands still until a test moves it
+    (``FakeClock``), a moved clock would read as a stalled loop, and sessions would be extended."""
+    return LagMonitor(clock.now, ticking=not getattr(clock, "stands_still", False))

@@ -23,7 +23,7 @@ from groupcoord.coordinator.config import CoordinatorConfig
 from groupcoord.coordinator.model.effects import error
 from groupcoord.coordinator.model.group import Group
 from groupcoord.coordinator.runtime.checkers import CheckerPool
-from groupcoord.coordinator.runtime.lag import LagMonitor
+from groupcoord.coordinator.runtime.lag import lag_monitor_for
 from groupcoord.coordinator.runtime.metrics import CoordinatorMetrics, ShardCollector, ShardFigures
 from groupcoord.coordinator.runtime.office import HandOver, Office
 from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime, SampleSink
@@ -79,7 +79,7 @@ class ShardRouter:
               on_load_report: SampleSink | None = None) -> ShardRouter:
         """One runtime per (office, store) pair, sharing one clock, lag monitor, checker pool and metrics."""
         clock = clock or SystemClock()
-        lag, checkers, metrics = LagMonitor(clock.now), CheckerPool(), CoordinatorMetrics()
+        lag, checkers, metrics = lag_monitor_for(clock), CheckerPool(), CoordinatorMetrics()
         runtimes = [CoordinatorRuntime(config, store=store, clock=clock, office=office, on_load_report=on_load_report,
                                        metrics=metrics, lag=lag, checkers=checkers)
                     for office, store in zip(offices, stores, strict=True)]

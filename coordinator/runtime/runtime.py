@@ -49,7 +49,7 @@ from groupcoord.coordinator.model.records import finish_record
 from groupcoord.coordinator.runtime.byte_budget import ByteBudget
 from groupcoord.coordinator.runtime.checkers import CheckerPool
 from groupcoord.coordinator.runtime.heap import BULK_EFFECTS, bulk_job, in_bulk, pace_collector
-from groupcoord.coordinator.runtime.lag import LagMonitor
+from groupcoord.coordinator.runtime.lag import LagMonitor, lag_monitor_for
 from groupcoord.coordinator.runtime.metrics import CoordinatorMetrics
 from groupcoord.coordinator.runtime.office import Office, Standalone
 from groupcoord.coordinator.runtime.timers import TimerQueue
@@ -98,7 +98,7 @@ class CoordinatorRuntime:
     ) -> None:
         """``lag`` and ``checkers`` may be shared by the runtimes of several shards (``ShardRouter``)."""
         clock = clock or SystemClock()
-        self.lag = lag or LagMonitor(clock.now)
+        self.lag = lag or lag_monitor_for(clock)
         self.model = CoordinatorModel(config, clock=clock, lateness=self.lag.lost, bulk=in_bulk)
         self.config = self.model.config
         self.clock = self.model.clock

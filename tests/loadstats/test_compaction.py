@@ -16,7 +16,7 @@ from groupcoord.loadstats.stream import default_state_path, run_incremental
 from tests.loadstats.loadstats_testdata import make_reports, rows_of
 from tests.loadstats.test_incremental import _assert_same_snapshot, _write
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.heavy]
 
 SHORT, LONG = 3, 12
 

@@ -142,6 +142,7 @@ def _run_and_kill(tmp_path: Any, samples: str, out: str, *, batch: int, hook: st
         child.wait()
 
 
+@pytest.mark.heavy  # two child JVMs started and SIGKILLed, then two runs: over a minute of CPU
 def test_a_crash_between_batches_loses_nothing_and_counts_nothing_twice(spark, tmp_path) -> None:
     rows = rows_of(make_reports(seed=9, groups=("g",), reports_per_worker=24, ts_range=3000))
     samples, out, clean = str(tmp_path / "samples"), str(tmp_path / "snap"), str(tmp_path / "clean")
