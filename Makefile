@@ -27,11 +27,18 @@ PYTEST := $(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal --durations=15
 test: $(STAMP)
 	$(PYTEST) -m "not heavy"
 
+# The soak and the memory bound measure the machine (RSS, heartbeat latency): they run by themselves, after the rest.
 test-heavy: $(STAMP)
-	$(PYTEST) -m heavy
+	@status=0; \
+	$(PYTEST) -m "heavy and not alone" || status=1; \
+	$(PY) -m pytest -q -m "heavy and alone" || status=1; \
+	exit $$status
 
 test-all: $(STAMP)
-	$(PYTEST)
+	@status=0; \
+	$(PYTEST) -m "not alone" || status=1; \
+	$(PY) -m pytest -q -m alone || status=1; \
+	exit $$status
 
 test-fast: $(STAMP)
 	$(PYTEST) -m "not slow"

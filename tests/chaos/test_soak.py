@@ -19,6 +19,7 @@ MEMBERS = 400
 
 @pytest.mark.slow
 @pytest.mark.heavy
+@pytest.mark.alone  # measures RSS and heartbeat latency: no neighbours
 def test_one_minute_soak(tmp_path: Path) -> None:
     result = soak(1.0, members=MEMBERS, workdir=tmp_path, print_curve=False)
     print(report(result))

@@ -109,6 +109,7 @@ def _settled_rss(process: psutil.Process) -> int:
 
 @pytest.mark.slow
 @pytest.mark.heavy
+@pytest.mark.alone  # measures RSS and heartbeat latency: no neighbours
 def test_rss_stays_bounded_under_every_limit(tmp_path: Path, cli_env: dict[str, str]) -> None:
     port = free_port()
     coordinator = serve(tmp_path / "data", port, cli_env)
