@@ -31,7 +31,7 @@ import os
 import shutil
 import urllib.parse
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,13 +90,11 @@ def normalize_file(uri: str) -> str:
     return uri
 
 
-def batch_files(checkpoint: str, batch_id: int) -> list[str]:
-    """The sample files Spark's file source gave micro-batch ``batch_id`` (from its checkpoint log).
-
-    Spark logs them before the batch runs (``CHECKPOINT/sources/<n>/<batch>``, folded into
-    ``<batch>.compact`` every tenth batch); a batch's own DataFrame does not list them.
-    """
-    files: set[str] = set()
+def source_log_entries(checkpoint: str) -> Iterator[dict[str, Any]]:
+    """Every file entry of Spark's file-source checkpoint logs (``CHECKPOINT/sources/<n>/<batch>``: a
+    ``v1`` line, then one JSON object per file with ``path`` and ``batchId``; every tenth log folded
+    into ``<batch>.compact``). An internal Spark format, read here only: by the archive (which files
+    a batch took) and by follow mode (how many files no batch has taken yet)."""
     for entry in glob.glob(os.path.join(checkpoint, "sources", "*", "*")):
         try:
             with open(entry, encoding="utf-8") as f:
@@ -108,8 +106,20 @@ def batch_files(checkpoint: str, batch_id: int) -> list[str]:
                 item = json.loads(line)
             except ValueError:
                 continue
-            if int(item.get("batchId", -1)) == batch_id and "path" in item:
-                files.add(normalize_file(item["path"]))
+            if isinstance(item, dict):
+                yield item
+
+
+def batch_files(checkpoint: str, batch_id: int) -> list[str]:
+    """The sample files Spark's file source gave micro-batch ``batch_id`` (from its checkpoint log).
+
+    Spark logs them before the batch runs (``CHECKPOINT/sources/<n>/<batch>``, folded into
+    ``<batch>.compact`` every tenth batch); a batch's own DataFrame does not list them.
+    """
+    files: set[str] = set()
+    for item in source_log_entries(checkpoint):
+        if int(item.get("batchId", -1)) == batch_id and "path" in item:
+            files.add(normalize_file(item["path"]))
     return sorted(files)
 
 

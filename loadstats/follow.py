@@ -12,7 +12,6 @@ This module is the ``groupcoord[stats]`` extra's: it imports PySpark (through ``
 
 from __future__ import annotations
 
-import glob
 import json
 import logging
 import os
@@ -24,6 +23,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from groupcoord.loadstats.compaction import source_log_entries
 from groupcoord.loadstats.follow_metrics import FollowMetrics
 from groupcoord.loadstats.session import DEFAULT_MAX_SAMPLE_AGE_S, _is_local_path, _local, build_session
 from groupcoord.loadstats.state import StateStore
@@ -52,19 +52,9 @@ def files_behind(samples_path: str, checkpoint: str, applied_batch: int) -> int:
     except FileNotFoundError:
         return 0
     taken: set[str] = set()
-    for entry in glob.glob(os.path.join(checkpoint, "sources", "*", "*")):
-        try:
-            with open(entry, encoding="utf-8") as f:
-                lines = f.read().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            try:
-                item = json.loads(line)
-            except ValueError:
-                continue
-            if int(item.get("batchId", 1 << 62)) <= applied_batch:
-                taken.add(os.path.basename(urllib.parse.unquote(urllib.parse.urlparse(item["path"]).path)))
+    for item in source_log_entries(checkpoint):
+        if int(item.get("batchId", 1 << 62)) <= applied_batch and "path" in item:
+            taken.add(os.path.basename(urllib.parse.unquote(urllib.parse.urlparse(item["path"]).path)))
     return len(present - taken)
 
 
