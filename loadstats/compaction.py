@@ -32,6 +32,7 @@ import shutil
 import urllib.parse
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -144,9 +145,7 @@ def write_segment(
     listed anywhere (see the module docstring).
     """
     name = f"{batch_id:012d}-{uuid.uuid4().hex[:8]}"
-    tmp = os.path.join(segments_root, f".tmp-{name}")
-    os.makedirs(tmp)
-    try:
+    with _unpublished(segments_root, name) as tmp:
         if counts is None:
             counts = {r["_reject"]: int(r["count"]) for r in tagged.groupBy("_reject").count().collect()}
         valid = F.col("_reject").isNull()
@@ -169,12 +168,26 @@ def write_segment(
             rejected={r: int(counts.get(r, 0)) for r in REJECT_REASONS if r != "unknown_worker"},
             files=tuple(sorted(normalize_file(f) for f in files)),
         )
-        _write_meta(tmp, segment)
-        os.replace(tmp, os.path.join(segments_root, name))
+        _publish(segments_root, tmp, segment)
+    return segment
+
+
+@contextmanager
+def _unpublished(segments_root: str, name: str) -> Iterator[str]:
+    """A hidden directory to build segment ``name`` in; removed if building it fails."""
+    tmp = os.path.join(segments_root, f".tmp-{name}")
+    os.makedirs(tmp)
+    try:
+        yield tmp
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return segment
+
+
+def _publish(segments_root: str, tmp: str, segment: Segment) -> None:
+    """Its metadata, then the whole segment renamed into place at once (still listed nowhere)."""
+    _write_meta(tmp, segment)
+    os.replace(tmp, os.path.join(segments_root, segment.name))
 
 
 def _write_meta(directory: str, segment: Segment) -> None:
@@ -220,9 +233,8 @@ def latest_workers_table(segment_dirs: Iterable[str]) -> pa.Table:
 def _merge(segments_root: str, older: Segment, newer: Segment, buckets: int) -> Segment:
     """One segment holding both, each bucket's rows sorted again (on the driver, with pyarrow)."""
     name = f"{newer.name.split('-')[0]}-{uuid.uuid4().hex[:8]}"
-    tmp = os.path.join(segments_root, f".tmp-{name}")
     dirs = [os.path.join(segments_root, s.name) for s in (older, newer)]
-    try:
+    with _unpublished(segments_root, name) as tmp:
         for b in range(buckets):
             table = _read_tables([p for d in dirs for p in bucket_files(d, b)], TASK_ROW_COLUMNS)
             if table is None:
@@ -238,11 +250,7 @@ def _merge(segments_root: str, older: Segment, newer: Segment, buckets: int) -> 
             rejected={r: int(older.rejected.get(r, 0)) + int(newer.rejected.get(r, 0)) for r in older.rejected},
             files=tuple(sorted({*older.files, *newer.files})),
         )
-        _write_meta(tmp, merged)
-        os.replace(tmp, os.path.join(segments_root, name))
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        _publish(segments_root, tmp, merged)
     return merged
 
 
