@@ -50,6 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import grpc
 import psutil
+from cpu_cap import CpuCaps
 from h2load_gen import CLIENTS, Target, ensure_h2load, run_step
 
 from groupcoord.coordinator.runtime.shard_map import shard_of
@@ -94,11 +95,12 @@ class Servers:
     members to join in one generation)."""
 
     def __init__(self, kind: str, n: int, zk: ZooKeeperServer, workdir: Path, shards: int,
-                 initial_delay_ms: int = 3000) -> None:
+                 initial_delay_ms: int = 3000, caps: CpuCaps | None = None) -> None:
         self.kind = kind
         self.shards = shards
         self.pids: list[int] = []
         self._noops: list[Any] = []
+        self._caps = caps
         self.cluster: Cluster | None = None
         if kind == "noop":
             ctx = mp.get_context("spawn")
@@ -109,6 +111,7 @@ class Servers:
                 self._noops.append(proc)
                 self.pids.append(proc.pid)
             self.addresses = [f"127.0.0.1:{queue.get(timeout=60)}" for _ in range(n)]
+            self._cap()
             return
         workdir.mkdir(parents=True, exist_ok=True)
         self.cluster = Cluster(workdir, zk, f"/scale/{workdir.name}", shards=shards, zk_session_s=CAPACITY_ZK_SESSION_S,
@@ -117,6 +120,12 @@ class Servers:
         self.addresses = [self.cluster.start() for _ in range(n)]
         self.cluster.wait_balanced(self.addresses, timeout=120)
         self.pids = [p.pid for p in self.cluster.procs]
+        self._cap()
+
+    def _cap(self) -> None:
+        if self._caps is not None:
+            for pid in self.pids:
+                self._caps.cap(pid)
 
     def cpu_seconds(self) -> float:
         total = 0.0
@@ -134,6 +143,8 @@ class Servers:
             proc.join(10)
         if self.cluster is not None:
             stop_processes(self.cluster.procs)
+        if self._caps is not None:
+            self._caps.close()
 
 
 # ------------------------------------------------------------------ forming groups over the wire
@@ -300,8 +311,8 @@ def load(servers: Servers, members: list[Member], seconds: float, generators: in
 
 
 def capacity(kind: str, n: int, steps: list[int], seconds: float, generators: int, zk: ZooKeeperServer,
-             workdir: Path, shards: int) -> tuple[int, list[dict[str, Any]]]:
-    servers = Servers(kind, n, zk, workdir / f"{kind}{n}", shards)
+             workdir: Path, shards: int, caps: CpuCaps | None = None) -> tuple[int, list[dict[str, Any]]]:
+    servers = Servers(kind, n, zk, workdir / f"{kind}{n}", shards, caps=caps)
     rows: list[dict[str, Any]] = []
     best = 0
     try:
@@ -381,13 +392,14 @@ def _still_members(members: list[Member]) -> list[str]:
 
 
 def capacity_h2load(kind: str, n: int, rates: list[int], seconds: float, warm: float, h2load: str,
-                    zk: ZooKeeperServer, workdir: Path, shards: int) -> tuple[int, int, float, list[dict[str, Any]]]:
+                    zk: ZooKeeperServer, workdir: Path, shards: int,
+                    caps: CpuCaps | None = None) -> tuple[int, int, float, list[dict[str, Any]]]:
     """Two ceilings over the ramp ``rates``: capacity, the highest rate answered as asked (within 5 %)
     with a p99 under 100 ms; throughput, the highest rate answered as asked whatever the p99 (on a
     shared machine the neighbours set the p99 long before the servers run out of CPU). Every answer
     must be OK for either. Also the servers' CPU at the throughput ceiling, as a share of the machine
     (what the neighbours left them)."""
-    servers = Servers(kind, n, zk, workdir / f"{kind}{n}", shards, initial_delay_ms=0)  # groups of one member
+    servers = Servers(kind, n, zk, workdir / f"{kind}{n}", shards, initial_delay_ms=0, caps=caps)  # groups of one member
     rows: list[dict[str, Any]] = []
     best = peak = 0
     peak_share = float("nan")
@@ -594,6 +606,25 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))] if ordered else float("nan")
 
 
+def _geometric(first: int, last: int, factor: float) -> list[int]:
+    """Rates from ``first`` to ``last``, each ``factor`` times the one before, rounded to tens."""
+    steps, rate = [], float(first)
+    while rate <= last:
+        steps.append(int(round(rate, -1)))
+        rate *= factor
+    return steps
+
+
+def _cores(text: str) -> list[float]:
+    try:
+        values = [float(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of core counts: {text!r}") from None
+    if not values or any(not 0 <= v <= (os.cpu_count() or 1) for v in values):
+        raise argparse.ArgumentTypeError(f"each budget must be between 0 and {os.cpu_count()} cores: {text!r}")
+    return values
+
+
 def _steps(text: str) -> list[int]:
     try:
         steps = [int(s) for s in text.split(",")]
@@ -611,6 +642,10 @@ def main() -> int:
                         help="h2load (C, at a fixed rate) or Python gRPC clients (closed loops)")
     parser.add_argument("--generators", type=int, default=2, help="Python load generator processes")
     parser.add_argument("--steps", type=_steps, default=[], help="comma-separated heartbeats a second (= members at 1 hb/s)")
+    parser.add_argument("--cap", type=_cores, default=None,
+                        help="comma-separated CPU budgets per server process, in cores (a cgroup quota; 0: none). "
+                             "Default 0.5,0: two servers at half a core each leave a core to the generators, so the "
+                             "pair is compared fairly with one; then unbounded, as the machine allows (--quick: 0.5 only)")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stopped: still end ZooKeeper and the servers
     h2load = ""
@@ -623,9 +658,8 @@ def main() -> int:
     if args.steps:
         steps = args.steps
     elif h2load:
-        steps = ([500] if args.quick else
-                 [250, 500, 1000, 1500, 2000, 2500, 3000, 3500, 4000, 5000, 6000, 7000, 8000, 9000, 10000, 12000,
-                  14000, 16000])
+        # 10 % apart: the ratio of two capacities is read to within about a tenth
+        steps = [500] if args.quick else _geometric(250, 16_000, 1.1)
     else:
         steps = [100, 200] if args.quick else [250, 500, 1000, 1500, 2000, 3000, 4000, 5000, 6000, 7000]
     seconds = (2.0 if args.quick else 6.0) if h2load else (4.0 if args.quick else 10.0)
@@ -643,44 +677,59 @@ def main() -> int:
               f"{args.generators} Python load generator processes; {seconds:g} s per step (2 s warm-up)\n")
     workdir = Path(tempfile.mkdtemp(prefix="groupcoord-scale-"))
     atexit.register(shutil.rmtree, workdir, True)  # coordinators' data and logs: gone at exit, even on SIGTERM
+    budgets: list[tuple[float, CpuCaps | None]] = []
+    for cores in args.cap if args.cap is not None else [0.5] if args.quick else [0.5, 0.0]:
+        caps, why = CpuCaps.open(cores) if cores else (None, "")
+        if cores and caps is None:
+            print(f"no CPU budget of {cores:g} core per server: {why}; measured without one")
+            continue
+        budgets.append((cores, caps))
     with ZooKeeperServer() as zk:
         print("capacity (p99 < 100 ms, every answer OK); CPU as a share of all the machine's cores:")
-        best: dict[tuple[str, int], int] = {}
-        peak: dict[tuple[str, int], int] = {}  # h2load only: the rate kept whatever the p99
-        peak_share: dict[tuple[str, int], float] = {}  # h2load only: the servers' CPU share at that rate
-        shares: dict[tuple[str, int], float] = {}
-        cost: dict[tuple[str, int], float] = {}
-        gen_cost: dict[tuple[str, int], float] = {}
-        for kind in ("noop", "coordinator"):
-            for n in (1, 2):
-                if h2load:
-                    best[kind, n], peak[kind, n], peak_share[kind, n], rows = capacity_h2load(
-                        kind, n, steps, seconds, warm, h2load, zk, workdir, shards)
-                else:
-                    best[kind, n], rows = capacity(kind, n, steps, seconds, args.generators, zk, workdir, shards)
-                shares[kind, n] = max(r["gen_share"] for r in rows)
-                cost[kind, n] = statistics.median(r["cpu_us_per_hb"] for r in rows)
-                gen_cost[kind, n] = statistics.median(r["gen_us_per_hb"] for r in rows)
+        best: dict[tuple[float, str, int], int] = {}
+        peak: dict[tuple[float, str, int], int] = {}  # h2load only: the rate kept whatever the p99
+        peak_share: dict[tuple[float, str, int], float] = {}  # h2load only: the servers' CPU share at that rate
+        shares: dict[tuple[float, str, int], float] = {}
+        cost: dict[tuple[float, str, int], float] = {}
+        gen_cost: dict[tuple[float, str, int], float] = {}
+        for cores, caps in budgets:
+            print(f" each server {'held to ' + format(cores, 'g') + ' core (a cgroup CPU quota)' if cores else 'unbounded'}:")
+            for kind in ("noop", "coordinator"):
+                for n in (1, 2):
+                    key = (cores, kind, n)
+                    if h2load:
+                        best[key], peak[key], peak_share[key], rows = capacity_h2load(
+                            kind, n, steps, seconds, warm, h2load, zk, workdir, shards, caps)
+                    else:
+                        best[key], rows = capacity(kind, n, steps, seconds, args.generators, zk, workdir, shards, caps)
+                    shares[key] = max(r["gen_share"] for r in rows)
+                    cost[key] = statistics.median(r["cpu_us_per_hb"] for r in rows)
+                    gen_cost[key] = statistics.median(r["gen_us_per_hb"] for r in rows)
         move_times, failover = moves_and_failover(zk, workdir, 1 if args.quick else 2, shards)
-    print(f"\n| servers | capacity, p99 < 100 ms (hb/s = members at 1 s) | x vs 1 process "
+    print(f"\n| CPU per server | servers | capacity, p99 < 100 ms (hb/s = members at 1 s) | x vs 1 process "
           f"| throughput, any p99 (hb/s) | x vs 1 process | server CPU there | {args.generator} CPU at most "
           "| server CPU per heartbeat (us) | generator CPU per heartbeat (us) |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 
-    def ratio(figures: dict[tuple[str, int], int], kind: str, n: int) -> float:
-        return figures[kind, n] / figures[kind, 1] if figures.get((kind, 1)) else float("nan")
+    def ratio(figures: dict[tuple[float, str, int], int], cores: float, kind: str, n: int) -> float:
+        return figures[cores, kind, n] / figures[cores, kind, 1] if figures.get((cores, kind, 1)) else float("nan")
 
-    for kind in ("noop", "coordinator"):
-        for n in (1, 2):
-            through = (f"{peak[kind, n]} | {ratio(peak, kind, n):.2f} | {peak_share[kind, n]:.0%}" if peak
-                       else "- | - | -")
-            print(f"| {n} {'no-op server' if kind == 'noop' else 'coordinator'}{'s' if n > 1 else ''} "
-                  f"| {best[kind, n]} | {ratio(best, kind, n):.2f} | {through} | {shares[kind, n]:.0%} "
-                  f"| {cost[kind, n]:.0f} | {gen_cost[kind, n]:.0f} |")
-    two = ratio(best, "coordinator", 2)
-    print(f"\ntarget: 2 coordinator processes >= 1.8x one: {two:.2f}x -> {'met' if two >= 1.8 else 'NOT met'}"
-          + (f" (throughput whatever the p99: {ratio(peak, 'coordinator', 2):.2f}x; no-op servers "
-             f"{ratio(best, 'noop', 2):.2f}x and {ratio(peak, 'noop', 2):.2f}x)" if peak else ""))
+    for cores, _caps in budgets:
+        for kind in ("noop", "coordinator"):
+            for n in (1, 2):
+                key = (cores, kind, n)
+                through = (f"{peak[key]} | {ratio(peak, cores, kind, n):.2f} | {peak_share[key]:.0%}" if peak
+                           else "- | - | -")
+                print(f"| {format(cores, 'g') + ' core' if cores else 'unbounded'} "
+                      f"| {n} {'no-op server' if kind == 'noop' else 'coordinator'}{'s' if n > 1 else ''} "
+                      f"| {best[key]} | {ratio(best, cores, kind, n):.2f} | {through} | {shares[key]:.0%} "
+                      f"| {cost[key]:.0f} | {gen_cost[key]:.0f} |")
+    for cores, _caps in budgets:
+        two = ratio(best, cores, "coordinator", 2)
+        print(f"\ntarget ({format(cores, 'g') + ' core per server' if cores else 'servers unbounded'}): "
+              f"2 coordinator processes >= 1.8x one: {two:.2f}x -> {'met' if two >= 1.8 else 'NOT met'}"
+              + (f" (throughput whatever the p99: {ratio(peak, cores, 'coordinator', 2):.2f}x; no-op servers "
+                 f"{ratio(best, cores, 'noop', 2):.2f}x and {ratio(peak, cores, 'noop', 2):.2f}x)" if peak else ""))
     print(f"shard move (resign -> first answer from the new leader), {len(move_times)} moves: "
           f"p50 {pct(move_times, 0.5) * 1000:.0f} ms, p99 {pct(move_times, 0.99) * 1000:.0f} ms, "
           f"max {max(move_times, default=float('nan')) * 1000:.0f} ms")

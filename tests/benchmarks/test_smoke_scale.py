@@ -36,9 +36,13 @@ def test_scale_bench_quick_prints_every_row(cli_env: dict[str, str]) -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
-    rows = [line.split("|")[1].strip() for line in lines if line.startswith("| ") and "---" not in line]
-    assert rows == ["servers", "1 no-op server", "2 no-op servers", "1 coordinator", "2 coordinators"], done.stdout
-    assert "target: 2 coordinator processes >= 1.8x one:" in done.stdout
+    rows = [[cell.strip() for cell in line.split("|")[1:3]] for line in lines if line.startswith("| ") and "---" not in line]
+    # --quick measures with one budget: half a core per server (a cgroup quota), unbounded where cgroups are not writable
+    budget = rows[1][0] if len(rows) > 1 else ""
+    assert budget in ("0.5 core", "unbounded"), done.stdout
+    assert rows == [["CPU per server", "servers"], [budget, "1 no-op server"], [budget, "2 no-op servers"],
+                    [budget, "1 coordinator"], [budget, "2 coordinators"]], done.stdout
+    assert "2 coordinator processes >= 1.8x one:" in done.stdout
     if generator == "h2load":
         steps = [line for line in lines if " hb/s asked " in line]
         # a step that misses the p99 on a loaded machine is run twice: one line each
@@ -51,6 +55,14 @@ def test_scale_bench_quick_prints_every_row(cli_env: dict[str, str]) -> None:
     assert " 0 moves" not in moves and "p50 nan" not in moves, moves
     failover = next(line for line in lines if line.startswith("failover per shard"))
     assert " 0 shards" not in failover, failover
+
+
+def test_scale_bench_refuses_bad_budgets_in_one_line(cli_env: dict[str, str]) -> None:
+    done = subprocess.run([sys.executable, str(BENCH), "--cap", "0.5,9"], check=False, cwd=ROOT,
+                          capture_output=True, text=True, timeout=60, env=cli_env)
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    assert "--cap: each budget must be between 0 and" in done.stderr
 
 
 def test_scale_bench_refuses_bad_steps_in_one_line(cli_env: dict[str, str]) -> None:
