@@ -173,7 +173,9 @@ class _BatchFolder:
         # Spark's Observation never completes inside foreachBatch (the batch runs in the stream's
         # own session), so counts are explicit aggregates; the input is cached once for the passes.
         batch = batch.persist(StorageLevel.MEMORY_AND_DISK)
+        describe = self.spark.sparkContext.setJobDescription  # the Spark UI tells the state's passes from the archive's
         try:
+            describe("loadstats: fold: state")
             tagged = tag_rejects(batch)
             merge_workers(workers0, tagged.where(F.col("task_id").isNull())).write.parquet(
                 "file://" + os.path.join(tmp, "workers")
@@ -188,8 +190,10 @@ class _BatchFolder:
                 "file://" + os.path.join(tmp, "tasks")
             )
             classified.unpersist()
+            describe("loadstats: fold: archive")
             archive = self._compact(tagged, batch_id, view, reasons)
         finally:
+            describe(None)  # type: ignore[arg-type]  # PySpark clears the description with None
             batch.unpersist()
         delta = {
             "rows_read": sum(reasons.values()),
