@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from groupcoord.assignors.balanced.config import BalancedConfig
 from groupcoord.assignors.balanced.model import LoadEstimator
 from groupcoord.assignors.balanced.optimizer import Bands, Move, PoolPlan, place_unowned, rebalance
-from groupcoord.assignors.base import Assignment, AssignmentContext, TaskReplica, TaskSpec
+from groupcoord.assignors.base import Assignment, AssignmentContext, TaskReplica, TaskSpec, replica_of
 from groupcoord.assignors.collector import collector_paused
 
 __all__ = ["BalancedAssignor"]
@@ -102,7 +102,7 @@ class BalancedAssignor:
         owners: dict[TaskReplica, str] = {}
         for task in context.tasks:
             if task.replicas == 1:  # the common case, without the per-task set and slice (100,000 tasks)
-                replica = TaskReplica(task.task_id)
+                replica = replica_of((task.task_id, 0))
                 member = members.get(previous.get(replica, ""))
                 if member is not None and member.pool == task.pool:
                     owners[replica] = member.member_id
@@ -125,7 +125,8 @@ class BalancedAssignor:
             members = [m for m in context.members if m.pool == pool]
             tasks: list[TaskSpec] = [t for t in context.tasks if t.pool == pool]
             view = state.estimator.view(members, tasks, use_load=context.load_snapshot is not None)
-            replicas = [r for t in tasks for r in (t.replica_ids() if t.replicas != 1 else (TaskReplica(t.task_id),))]
+            replicas = [r for t in tasks
+                        for r in (t.replica_ids() if t.replicas != 1 else (replica_of((t.task_id, 0)),))]
             owned = {r: owners[r] for r in replicas if r in owners}
             plan = PoolPlan(view, [m.member_id for m in members], owned)
             out[pool] = (plan, [r for r in replicas if r not in owned])

@@ -14,7 +14,15 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from groupcoord.assignors.base import Assignment, AssignmentContext, MemberInfo, TaskReplica, TaskSpec, TaskSplit
+from groupcoord.assignors.base import (
+    Assignment,
+    AssignmentContext,
+    MemberInfo,
+    TaskReplica,
+    TaskSpec,
+    TaskSplit,
+    replica_of,
+)
 from groupcoord.assignors.pulsar.config import LoadBalancerConfig
 from groupcoord.assignors.pulsar.convert import load_data_from_context
 from groupcoord.assignors.pulsar.data import BundleData, LoadData
@@ -113,8 +121,14 @@ def sticky_owners(context: AssignmentContext, tasks: tuple[TaskSpec, ...]) -> di
     members = {m.member_id: m for m in context.members}
     owners: dict[TaskReplica, str] = {}
     for task in tasks:
+        if task.replicas <= 1:  # the common case, without the per-task set (100,000 tasks at scale)
+            replica = replica_of((task.task_id, 0))
+            member = members.get(previous.get(replica, ""))
+            if member is not None and member.pool == task.pool:
+                owners[replica] = member.member_id
+            continue
         used: set[str] = set()
-        for replica in task.replica_ids() if task.replicas > 1 else (TaskReplica(task.task_id),):
+        for replica in task.replica_ids():
             member = members.get(previous.get(replica, ""))
             if member is not None and member.pool == task.pool and member.member_id not in used:
                 owners[replica] = member.member_id
