@@ -57,20 +57,17 @@ def test_scale_bench_quick_prints_every_row(cli_env: dict[str, str]) -> None:
     assert " 0 shards" not in failover, failover
 
 
-def test_scale_bench_refuses_bad_budgets_in_one_line(cli_env: dict[str, str]) -> None:
-    done = subprocess.run([sys.executable, str(BENCH), "--cap", "0.5,9"], check=False, cwd=ROOT,
+@pytest.mark.parametrize(("args", "message"), [
+    (["--steps", "100,x"], "--steps: '100,x' is not a comma-separated list of positive whole numbers"),
+    (["--cap", "0.5,9"], "--cap: each budget must be between 0 and"),
+    (["--cap", "half"], "--cap: not a list of core counts: 'half'"),
+])
+def test_scale_bench_refuses_bad_input_in_one_line(cli_env: dict[str, str], args: list[str], message: str) -> None:
+    done = subprocess.run([sys.executable, str(BENCH), *args], check=False, cwd=ROOT,
                           capture_output=True, text=True, timeout=60, env=cli_env)
     assert done.returncode == 2
     assert "Traceback" not in done.stderr
-    assert "--cap: each budget must be between 0 and" in done.stderr
-
-
-def test_scale_bench_refuses_bad_steps_in_one_line(cli_env: dict[str, str]) -> None:
-    done = subprocess.run([sys.executable, str(BENCH), "--steps", "100,x"], check=False, cwd=ROOT,
-                          capture_output=True, text=True, timeout=60, env=cli_env)
-    assert done.returncode == 2
-    assert "Traceback" not in done.stderr
-    assert "--steps: '100,x' is not a comma-separated list of positive whole numbers" in done.stderr
+    assert message in done.stderr
 
 
 def _h2load_gen(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
