@@ -61,9 +61,17 @@ def _serve(kind: str, members: int, port_queue: Any, store: str, secure: str = "
             folder = Path(secure)
             credentials = grpc.ssl_server_credentials(
                 [((folder / "server.key").read_bytes(), (folder / "server.pem").read_bytes())])
-        if kind == "noop":
+        if kind in ("noop", "noop-handlers"):
             server = grpc.aio.server()
-            pb_grpc.add_GroupCoordinatorServicer_to_server(NoopCoordinator(), server)
+            if kind == "noop":
+                pb_grpc.add_GroupCoordinatorServicer_to_server(NoopCoordinator(), server)
+            else:  # registered as the coordinator registers its servicers: parsers, serializer, _guarded
+                from groupcoord.coordinator.rpc.service import _guarded, add_servicer
+
+                class GuardedNoop(NoopCoordinator):
+                    Heartbeat = _guarded(NoopCoordinator.Heartbeat)
+
+                add_servicer(server, "GroupCoordinator", GuardedNoop(), None)
             port = (server.add_secure_port("127.0.0.1:0", credentials) if credentials is not None
                     else server.add_insecure_port("127.0.0.1:0"))
             await server.start()
@@ -85,6 +93,19 @@ def _serve(kind: str, members: int, port_queue: Any, store: str, secure: str = "
             CoordinatorConfig(group_initial_rebalance_delay_ms=0, group_min_session_timeout_ms=100), store=backing
         )
         ids = _form_group_in_model(coordinator, members) if members else []
+        if kind == "servicer":  # the servicer and runtime alone, on a plain server (no health, reflection, timers)
+            from groupcoord.coordinator.rpc.service import CoordinatorServicer, add_servicer
+            from groupcoord.coordinator.runtime.router import ShardRouter
+
+            router = ShardRouter([coordinator])
+            router.attach(asyncio.get_running_loop())
+            plain = grpc.aio.server()
+            add_servicer(plain, "GroupCoordinator", CoordinatorServicer(router), router)
+            port = plain.add_insecure_port("127.0.0.1:0")
+            await plain.start()
+            port_queue.put((port, ids, coordinator.groups[GROUP].generation))
+            await plain.wait_for_termination()
+            return
         interceptors = None
         if secure:
             import tomllib
@@ -268,6 +289,81 @@ def bench_heartbeats(
          sum(e for _, _, e, _ in runs), statistics.median(c for _, _, _, c in runs))
         for name, runs in samples.items()
     ]
+
+
+LAYERS = (
+    ("noop", "no-op server"),
+    ("noop-handlers", "+ our handlers"),
+    ("servicer", "+ servicer and runtime"),
+    ("coordinator", "+ the rest of the server"),
+)
+"""Heartbeat servers built up from the no-op one, a layer at a time: the no-op servicer registered as
+ours are (request parsers, response serializer, ``_guarded``); our servicer and runtime on a plain
+``grpc.aio`` server; the whole server (``start_server``: health, reflection, admin, timers)."""
+
+
+def bench_layers(members: int, seconds: float, in_flight: int, rounds: int) -> list[tuple[str, float, float]]:
+    """Median req/s and server CPU us per request of each layer, over interleaved rounds."""
+    samples: dict[str, list[tuple[float, float]]] = {}
+    for _ in range(rounds):
+        for kind, name in LAYERS:
+            proc, port, ids, generation = start_server_process(kind, members)
+            try:
+                rate, _, _, cpu = asyncio.run(heartbeat_load(port, ids, generation, seconds, in_flight,
+                                                             server_pid=proc.pid))
+            finally:
+                proc.terminate()
+                proc.join(10)
+            samples.setdefault(name, []).append((rate, cpu))
+    return [(name, statistics.median(r for r, _ in runs), statistics.median(c for _, c in runs))
+            for name, runs in samples.items()]
+
+
+def servicer_in_process(members: int, calls: int) -> float:
+    """CPU us per heartbeat of the servicer's own path, awaited directly (no gRPC): router, runtime,
+    model step, effects, metrics."""
+    from groupcoord.coordinator.config import CoordinatorConfig
+    from groupcoord.coordinator.rpc.service import CoordinatorServicer
+    from groupcoord.coordinator.runtime.router import ShardRouter
+    from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
+
+    class Context:
+        def peer(self) -> str:
+            return "ipv4:127.0.0.1:1"
+
+    async def run() -> float:
+        runtime = CoordinatorRuntime(CoordinatorConfig(group_initial_rebalance_delay_ms=0,
+                                                       group_min_session_timeout_ms=100))
+        ids = _form_group_in_model(runtime, members)
+        router = ShardRouter([runtime])
+        router.attach(asyncio.get_running_loop())
+        servicer, context = CoordinatorServicer(router), Context()
+        generation = runtime.groups[GROUP].generation
+        requests = [pb.HeartbeatRequest(group_id=GROUP, member_id=m, generation=generation) for m in ids]
+        for request in requests:  # warm
+            await servicer.Heartbeat(request, context)  # type: ignore[arg-type]
+        start = time.process_time()
+        for i in range(calls):
+            await servicer.Heartbeat(requests[i % len(requests)], context)  # type: ignore[arg-type]
+        return (time.process_time() - start) / calls * 1e6
+
+    return asyncio.run(run())
+
+
+def layers_table(members: int, seconds: float, quick: bool) -> None:
+    rounds = 1 if quick else 3
+    print(f"\nHeartbeat cost layer by layer: {members} members, {seconds:.0f} s per server and round, 256 calls in "
+          f"flight, plaintext; load average {_load()}")
+    print(f"{'layer':<28}{'req/s':>10}{'server CPU us/req':>19}{'+ us/req':>10}")
+    before = None
+    for name, rate, cpu in bench_layers(members, seconds, 256, rounds):
+        added = "" if before is None else f"{cpu - before:>+10.1f}"
+        print(f"{name:<28}{rate:>10.0f}{cpu:>19.1f}{added}")
+        before = cpu
+    inline = servicer_in_process(members, 2_000 if quick else 20_000)
+    print(f"{'servicer path in-process':<28}{'':>10}{inline:>19.1f}   (awaited directly, no gRPC)")
+    print(("medians of interleaved rounds" if not quick else "one round (--quick)") +
+          f"; load average after: {_load()}. + us/req: the server CPU a layer adds to the one above it")
 
 
 # ---------------------------------------------------------------- rebalance latency
@@ -545,15 +641,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
     parser.add_argument("--stores", default="memory,sqlite", help="coordinator stores to measure heartbeats with")
-    parser.add_argument("--parts", default="heartbeats,model,rebalance",
-                        help="comma-separated subset of: heartbeats, model, rebalance")
+    parser.add_argument("--parts", default="heartbeats,layers,model,rebalance",
+                        help="comma-separated subset of: heartbeats, layers, model, rebalance")
     parser.add_argument("--heartbeat-rate", type=float, default=3333,
                         help="end to end: heartbeats/s of the whole group (interval N/rate; default 3,333: 3 s at 10,000)")
     parser.add_argument("--no-tls", action="store_true", help="skip the heartbeat comparison over TLS")
     parser.add_argument("--sizes", default="", help="group sizes for model and rebalance (default 1000,3000,10000)")
     args = parser.parse_args(argv)
     parts = {p for p in args.parts.split(",") if p}
-    unknown = parts - {"heartbeats", "model", "rebalance"}
+    unknown = parts - {"heartbeats", "layers", "model", "rebalance"}
     if unknown:
         parser.error(f"unknown part(s): {', '.join(sorted(unknown))}")
     logging_off()
@@ -563,6 +659,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"cpus: {os.cpu_count()}  python {sys.version.split()[0]}  grpcio {grpc.__version__}")
     if "heartbeats" in parts:
         heartbeat_table(members, seconds, stores, args.quick, not args.no_tls)
+    if "layers" in parts:
+        layers_table(members, seconds, args.quick)
     sizes = [int(n) for n in args.sizes.split(",") if n] or ([50, 200] if args.quick else [1000, 3000, 10000])
     if "model" in parts:
         model_table(sizes)

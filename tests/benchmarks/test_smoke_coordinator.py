@@ -1,4 +1,4 @@
-"""The coordinator benchmark's rebalance tables run end to end at toy size."""
+"""The coordinator benchmark's rebalance and heartbeat-layer tables run end to end at toy size."""
 
 from __future__ import annotations
 
@@ -26,6 +26,16 @@ def _run(*args: str) -> str:
 def test_model_share_table() -> None:
     out = _run("--parts", "model", "--sizes", "20,60")
     assert "coordinator share 60 / 20" in out and "JoinGroup bytes" in out
+
+
+@pytest.mark.slow
+def test_heartbeat_layers_table() -> None:
+    out = _run("--parts", "layers", "--quick")
+    rows = [line for line in out.splitlines() if line.startswith(("no-op server", "+ ", "servicer path"))]
+    assert [row[:28].strip() for row in rows] == [
+        "no-op server", "+ our handlers", "+ servicer and runtime", "+ the rest of the server", "servicer path in-process"
+    ], out
+    assert all(float(row[38:57]) > 0 for row in rows), out  # each layer's server CPU per request
 
 
 @pytest.mark.slow
