@@ -52,6 +52,16 @@ class NoopCoordinator(pb_grpc.GroupCoordinatorServicer):
         return pb.HeartbeatResponse()
 
 
+def bench_runtime(store: Any = None) -> Any:
+    """The runtime every part of this benchmark measures: no initial rebalance delay (a group forms at
+    once), sessions as short as 100 ms allowed; ``store`` None: in memory."""
+    from groupcoord.coordinator.config import CoordinatorConfig
+    from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
+
+    return CoordinatorRuntime(CoordinatorConfig(group_initial_rebalance_delay_ms=0, group_min_session_timeout_ms=100),
+                              store=store)
+
+
 def _serve(kind: str, members: int, port_queue: Any, store: str, secure: str = "") -> None:
     """``secure``: a folder of ``make_security``'s files; TLS on both servers, and on the coordinator
     bearer tokens and ACLs too."""
@@ -78,9 +88,7 @@ def _serve(kind: str, members: int, port_queue: Any, store: str, secure: str = "
             port_queue.put((port, [f"m{i}" for i in range(members)], 1))
             await server.wait_for_termination()
             return
-        from groupcoord.coordinator.config import CoordinatorConfig
         from groupcoord.coordinator.rpc.server import start_server
-        from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
 
         backing: Any = None
         if store == "sqlite":
@@ -89,9 +97,7 @@ def _serve(kind: str, members: int, port_queue: Any, store: str, secure: str = "
             from groupcoord.coordinator.storage.sqlite_store import SqliteStore
 
             backing = SqliteStore(Path(tempfile.mkdtemp(prefix="bench-")) / "groups.db")
-        coordinator = CoordinatorRuntime(
-            CoordinatorConfig(group_initial_rebalance_delay_ms=0, group_min_session_timeout_ms=100), store=backing
-        )
+        coordinator = bench_runtime(store=backing)
         ids = _form_group_in_model(coordinator, members) if members else []
         if kind == "servicer":  # the servicer and runtime alone, on a plain server (no health, reflection, timers)
             from groupcoord.coordinator.rpc.service import CoordinatorServicer, add_servicer
@@ -322,18 +328,15 @@ def bench_layers(members: int, seconds: float, in_flight: int, rounds: int) -> l
 def servicer_in_process(members: int, calls: int) -> float:
     """CPU us per heartbeat of the servicer's own path, awaited directly (no gRPC): router, runtime,
     model step, effects, metrics."""
-    from groupcoord.coordinator.config import CoordinatorConfig
     from groupcoord.coordinator.rpc.service import CoordinatorServicer
     from groupcoord.coordinator.runtime.router import ShardRouter
-    from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
 
     class Context:
         def peer(self) -> str:
             return "ipv4:127.0.0.1:1"
 
     async def run() -> float:
-        runtime = CoordinatorRuntime(CoordinatorConfig(group_initial_rebalance_delay_ms=0,
-                                                       group_min_session_timeout_ms=100))
+        runtime = bench_runtime()
         ids = _form_group_in_model(runtime, members)
         router = ShardRouter([runtime])
         router.attach(asyncio.get_running_loop())
@@ -573,13 +576,11 @@ def model_rebalance(members: int, profile: Any = None) -> dict[str, float]:
     assignor, its SyncGroup), timed apart; the answer sizes are the leader's JoinGroup answer and its
     SyncGroup request. ``profile``: a ``cProfile.Profile`` enabled in the coordinator's parts only."""
     from groupcoord.assignors.registry import get_assignor
-    from groupcoord.coordinator.config import CoordinatorConfig
     from groupcoord.coordinator.runtime.heap import pace_collector
-    from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
     from groupcoord.wire import context_from_join, sync_request_from_assignment
 
     pace_collector()  # as a server's runtime does when it attaches to its loop
-    runtime = CoordinatorRuntime(CoordinatorConfig(group_initial_rebalance_delay_ms=0, group_min_session_timeout_ms=100))
+    runtime = bench_runtime()
     ids = _form_group_in_model(runtime, members, tasks=10 * members)
     generation = runtime.groups[GROUP].generation
 
