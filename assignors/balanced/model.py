@@ -98,20 +98,17 @@ class LoadEstimator:
         # one pass over the tasks (100,000 at scale): each one's newest sample, summed per worker
         rate_of: dict[str, float] = {}
         observe_task, rate_so_far = self._observe_task, rate_of.get
-        if not self._tasks:  # the first snapshot seen: every task is new (``_observe_task``'s first sight, inlined)
-            tasks, size = self._tasks, self.window
-            for task_id, row in snapshot.tasks.items():
+        tasks, size = self._tasks, self.window
+        first = not tasks  # the first snapshot seen: every task is new (``_observe_task``'s first sight, inlined)
+        for task_id, row in snapshot.tasks.items():
+            if first:
                 sample = row.short_msg_rate_in + row.short_msg_rate_out  # ``_rate``, inlined
                 tasks[task_id] = _TaskHistory(sample, row.short_samples, row.long_samples, deque((sample,), size))
-                wid = row.worker_id
-                if wid:
-                    rate_of[wid] = rate_so_far(wid, 0.0) + sample
-        else:
-            for task_id, row in snapshot.tasks.items():
+            else:
                 sample = observe_task(task_id, row)
-                wid = row.worker_id
-                if wid:
-                    rate_of[wid] = rate_so_far(wid, 0.0) + sample
+            wid = row.worker_id
+            if wid:
+                rate_of[wid] = rate_so_far(wid, 0.0) + sample
         for gone in self._tasks.keys() - snapshot.tasks.keys():
             del self._tasks[gone]
         ratios = []
