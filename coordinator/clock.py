@@ -23,8 +23,7 @@ class Clock(Protocol):
 
 
 class SystemClock:
-    def now(self) -> float:
-        return time.monotonic()
+    now = staticmethod(time.monotonic)  # not a method around it: every heartbeat reads it twice
 
     def wall_ms(self) -> int:
         return int(time.time() * 1000)

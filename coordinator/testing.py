@@ -156,8 +156,15 @@ class Harness:
         return self.run(lambda token: self.model.sync(request, token), pb.SyncGroupResponse)
 
     def heartbeat(self, group_id: str, member_id: str, generation: int, instance_id: str = "") -> int:
+        """Answered as the server answers it: at once where it can be (``CoordinatorRuntime.quick_heartbeat``;
+        ``effects`` is then empty), else by the full step."""
         request = pb.HeartbeatRequest(group_id=group_id, member_id=member_id, generation=generation,
                                       instance_id=instance_id)
+        answer = self.runtime.quick_heartbeat(request)
+        if answer is not None:
+            self.effects = []
+            self.check()
+            return int(answer.error.code)
         return self.run(lambda token: self.model.heartbeat(request, token), pb.HeartbeatResponse).code
 
     def leave(self, group_id: str, member_id: str, instance_id: str = "") -> int:

@@ -12,13 +12,13 @@ import logging
 
 from groupcoord.coordinator.model import limits, phases
 from groupcoord.coordinator.model.context import Model
-from groupcoord.coordinator.model.effects import Outbox, Token, error
+from groupcoord.coordinator.model.effects import ArmTimer, Outbox, Token, error
 from groupcoord.coordinator.model.group import Group
 from groupcoord.coordinator.model.prechecks import Verdict, report_error
 from groupcoord.coordinator.model.states import GroupState
 from groupcoord.v1 import groupcoord_pb2 as pb
 
-__all__ = ["handle_heartbeat", "handle_leave", "handle_report_load", "HEARTBEAT_ANSWER"]
+__all__ = ["quick_heartbeat", "handle_heartbeat", "handle_leave", "handle_report_load", "HEARTBEAT_ANSWER"]
 
 log = logging.getLogger("groupcoord.coordinator")
 S = GroupState
@@ -31,6 +31,22 @@ HEARTBEAT_ANSWER: dict[GroupState, pb.HeartbeatResponse] = {
     S.AWAITING_SYNC: _REBALANCING,
     S.STABLE: _OK,
 }
+
+
+def quick_heartbeat(m: Model, request: pb.HeartbeatRequest) -> tuple[ArmTimer, pb.HeartbeatResponse] | None:
+    """The heartbeat of a current member of a Stable group, nearly every heartbeat there is: its
+    session renewed, answered NONE at once. Returns the session timer to arm and the answer, or None
+    for every other case, which ``handle_heartbeat`` answers. It does what that handler does in this case,
+    without an ``Outbox`` or a reply to route: the hot path's cost is in its calls and objects."""
+    group = m.groups.get(request.group_id)
+    if group is None or group.state is not S.STABLE or request.generation != group.generation:
+        return None
+    member = group.members.get(request.member_id)
+    instance_id = request.instance_id
+    if member is None or (instance_id and group.static_members.get(instance_id) != member.member_id):
+        return None
+    member.last_seen = m.clock.now()
+    return ArmTimer(*phases.renew_session(m, group, member)), _OK
 
 
 def handle_heartbeat(m: Model, out: Outbox, request: pb.HeartbeatRequest, token: Token) -> None:

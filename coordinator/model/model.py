@@ -23,10 +23,10 @@ from groupcoord.coordinator.clock import Clock, SystemClock
 from groupcoord.coordinator.config import CoordinatorConfig
 from groupcoord.coordinator.model import admin, limits, phases
 from groupcoord.coordinator.model.assignment_check import AssignmentCheck, AssignmentInputs, inputs_of
-from groupcoord.coordinator.model.effects import Effect, Outbox, Reply, TimerKey, Token, error
+from groupcoord.coordinator.model.effects import ArmTimer, Effect, Outbox, Reply, TimerKey, Token, error
 from groupcoord.coordinator.model.group import Group, Member
 from groupcoord.coordinator.model.join import handle_join
-from groupcoord.coordinator.model.membership import handle_heartbeat, handle_leave, handle_report_load
+from groupcoord.coordinator.model.membership import handle_heartbeat, handle_leave, handle_report_load, quick_heartbeat
 from groupcoord.coordinator.model.prechecks import CatalogCheck, Verdict
 from groupcoord.coordinator.model.records import group_from_record, group_to_record
 from groupcoord.coordinator.model.states import GroupState, new_machine
@@ -59,12 +59,10 @@ class CoordinatorModel:
         self.groups: dict[str, Group] = {}
         self._created: dict[str, set[str]] = {}  # principal -> ids of the groups it created (its quotas)
         self._machine = new_machine()
-        self._lateness = lateness or (lambda: 0.0)
+        #: seconds the runtime measured this process unable to run (``coordinator.runtime.lag``); the
+        #: runtime's own function, not a method around it: every heartbeat reads it
+        self.lateness: Callable[[], float] = lateness or (lambda: 0.0)
         self._bulk = bulk or nullcontext
-
-    def lateness(self) -> float:
-        """Seconds the runtime measured this process unable to run (see ``coordinator.runtime.lag``)."""
-        return self._lateness()
 
     def bulk(self) -> AbstractContextManager[None]:
         """What the runtime wraps a phase's completion in (``bulk``; nothing by default)."""
@@ -94,6 +92,11 @@ class CoordinatorModel:
 
     def heartbeat(self, request: pb.HeartbeatRequest, token: Token) -> list[Effect]:
         return self._step(handle_heartbeat, request, token)
+
+    def quick_heartbeat(self, request: pb.HeartbeatRequest) -> tuple[ArmTimer, pb.HeartbeatResponse] | None:
+        """A current member's heartbeat in a Stable group: the session timer to arm and the answer
+        (``membership.quick_heartbeat``); None: take ``heartbeat``, which answers every case."""
+        return quick_heartbeat(self, request)
 
     def leave(self, request: pb.LeaveGroupRequest, token: Token) -> list[Effect]:
         return self._step(handle_leave, request, token)

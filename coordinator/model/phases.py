@@ -37,6 +37,7 @@ __all__ = [
     "on_join_timer",
     "on_sync_timeout",
     "arm_session",
+    "renew_session",
     "on_session_expired",
     "on_pending_expired",
     "drop_member",
@@ -348,9 +349,14 @@ def on_sync_timeout(m: Model, out: Outbox, group: Group) -> None:
 
 def arm_session(m: Model, out: Outbox, group: Group, member: Member) -> None:
     """The member was heard from (or answered): its session starts again."""
+    out.arm(*renew_session(m, group, member))
+
+
+def renew_session(m: Model, group: Group, member: Member) -> tuple[TimerKey, float]:
+    """The member's session starts again: its timer's key and delay, for the caller to arm."""
     member.departed = False
     member.lost_mark = m.lateness()
-    out.arm(session_key(group.group_id, member.member_id), member.session_timeout_ms / 1000)
+    return session_key(group.group_id, member.member_id), member.session_timeout_ms / 1000
 
 
 def on_session_expired(m: Model, out: Outbox, group: Group, member_id: str) -> None:

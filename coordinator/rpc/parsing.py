@@ -65,13 +65,17 @@ def lenient_parser(message_class: Any) -> Callable[[bytes], Any]:
 
 
 def _small_parser(message_class: Any) -> Callable[[bytes], Any]:
-    parse = lenient_parser(message_class)
+    """``lenient_parser`` with a size limit, in one call (every heartbeat goes through it)."""
     name = message_class.DESCRIPTOR.full_name
+    from_string = message_class.FromString
 
     def parse_small(data: bytes) -> Any:
         if len(data) > SMALL_REQUEST_MAX_BYTES:
             return Malformed(name, f"{len(data)} bytes; at most {SMALL_REQUEST_MAX_BYTES} for this method")
-        return parse(data)
+        try:
+            return from_string(data)
+        except DecodeError as error:
+            return Malformed(name, str(error))
 
     return parse_small
 
@@ -99,13 +103,10 @@ def method_handler(service_name: str, method_name: str, behaviour: Callable[...,
         deserializer = _small_parser(message_class)
     elif runtime is not None:
         behaviour = _parsing(runtime, lenient_parser(message_class), behaviour)
+    # the answer type's own serializer, as generated code registers it (no Python call around it)
+    serializer = getattr(pb, method.output_type.name).SerializeToString
     return grpc.unary_unary_rpc_method_handler(
-        behaviour, request_deserializer=deserializer, response_serializer=_serialize)
-
-
-def _serialize(message: Any) -> bytes:
-    data: bytes = message.SerializeToString()
-    return data
+        behaviour, request_deserializer=deserializer, response_serializer=serializer)
 
 
 class ParsingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc ships no type information

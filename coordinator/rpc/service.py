@@ -131,6 +131,9 @@ class CoordinatorServicer(pb_grpc.GroupCoordinatorServicer):
     @_guarded
     async def Heartbeat(self, request: pb.HeartbeatRequest, context: grpc.aio.ServicerContext) -> Any:
         runtime = self.router.for_group(request.group_id)
+        answer = runtime.quick_heartbeat(request)  # nearly every heartbeat: answered at once, no step
+        if answer is not None:
+            return answer
         return await _ask(runtime, lambda token: runtime.model.heartbeat(request, token), pb.HeartbeatResponse)
 
     @_guarded

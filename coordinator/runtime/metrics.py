@@ -77,7 +77,7 @@ class CoordinatorMetrics:
     def __init__(self, registry: CollectorRegistry | None = None, *,
                  timer: Callable[[], float] = time.perf_counter) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
-        self._timer = timer
+        self.timer = timer  # what request latencies are measured on (an answer given without ``timed`` too)
         r = self.registry
         self.requests = RequestLatency(
             "groupcoord_request_duration_seconds",
@@ -131,23 +131,26 @@ class CoordinatorMetrics:
     # ------------------------------------------------------------------ counted as it happens
 
     def timed(self, response_type: type[Message], answer: Answer) -> Answer:
-        """``answer``, observing the request's latency and answer code when it is called. On every
-        request's path (heartbeats too): one dict lookup by type, one by code, one observe."""
-        per_code = self._by_type.get(response_type)
-        if per_code is None:
-            per_code = self._by_type[response_type] = {}
-        timer = self._timer
+        """``answer``, observing the request's latency and answer code when it is called."""
+        timer = self.timer
         started = timer()
 
         def answered(response: Message) -> None:
-            code: int = response.error.code  # type: ignore[attr-defined]  # every response has one
-            child = per_code.get(code)
-            if child is None:
-                child = per_code[code] = self._child(response_type, code)
-            child.observe(timer() - started)
+            self.observe(response_type, response.error.code, timer() - started)  # type: ignore[attr-defined]
             answer(response)
 
         return answered
+
+    def observe(self, response_type: type[Message], code: int, seconds: float) -> None:
+        """One request answered with ``code`` after ``seconds``. On every request's path (heartbeats
+        too): one dict lookup by type, one by code, one lock-free observe."""
+        per_code = self._by_type.get(response_type)
+        if per_code is None:
+            per_code = self._by_type[response_type] = {}
+        child = per_code.get(code)
+        if child is None:
+            child = per_code[code] = self._child(response_type, code)
+        child.observe(seconds)
 
     def _child(self, response_type: type[Message], code: int) -> Any:
         try:
@@ -162,7 +165,7 @@ class CoordinatorMetrics:
 
     def timed_write(self, op: str, job: Job) -> Job:
         """``job`` (a store write), timed where it runs; a failure is counted and raised on."""
-        timer, histogram = self._timer, self.store_writes.labels(op=op)
+        timer, histogram = self.timer, self.store_writes.labels(op=op)
 
         def run() -> None:
             started = timer()

@@ -148,6 +148,23 @@ class CoordinatorRuntime:
         self._answers[token] = answer
         self.carry_out(step(token))
 
+    def quick_heartbeat(self, request: pb.HeartbeatRequest) -> pb.HeartbeatResponse | None:
+        """The answer to a current member's heartbeat in a Stable group, given at once with no token,
+        step or reply to route (``CoordinatorModel.quick_heartbeat``), its latency observed as
+        ``submit``'s are. None: ``submit`` the full step, which answers every other case: out of
+        office, loading, not such a heartbeat, or a write of the group in flight (a reply waits for it)."""
+        if request.group_id in self._writes or self.refusal() is not None:
+            return None
+        timer = self.metrics.timer
+        started = timer()
+        quick = self.model.quick_heartbeat(request)
+        if quick is None:
+            return None
+        renewal, answer = quick
+        self.timers.schedule(renewal.key, renewal.delay_s, self._fire)
+        self.metrics.observe(pb.HeartbeatResponse, pb.NONE, timer() - started)
+        return answer
+
     def catalog_snapshot(self, group_id: str) -> CatalogSnapshot | None:
         """The group's catalog as of now (None: no such group), to compare a large PutTasks with off the loop."""
         group = self.model.groups.get(group_id)

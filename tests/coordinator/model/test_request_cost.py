@@ -144,6 +144,9 @@ def test_a_whole_rebalance_of_10000_costs_each_request_a_bounded_number_of_membe
     d = driver
     # Stable: heartbeats, a late SyncGroup, a newcomer's first step
     assert assert_bounded("a heartbeat in Stable", d.heartbeat(d.ids[7], 1))[0].error.code == pb.NONE
+    d.meter.reset()
+    assert d.model.quick_heartbeat(pb.HeartbeatRequest(group_id=G, member_id=d.ids[9], generation=1)) is not None
+    assert len(d.meter.touched) <= 1 and d.meter.iterated == 0, "the quick heartbeat touched other members"
     assert assert_bounded("a late SyncGroup", d.sync(d.ids[8], 1))[0].error.code == pb.NONE
     first = assert_bounded("a new member's first join", d.join())[0]
     assert first.error.code == pb.MEMBER_ID_REQUIRED
