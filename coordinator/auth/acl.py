@@ -36,10 +36,10 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["AclError", "AclEntry", "Acls", "Operation", "PatternType", "ResourceType", "WILDCARD", "parse_acls"]
+__all__ = ["DECISIONS_KEPT", "AclError", "AclEntry", "Acls", "Operation", "PatternType", "ResourceType", "WILDCARD", "parse_acls"]
 
 WILDCARD = "*"
 
@@ -95,15 +95,33 @@ class AclEntry:
         return self.operation >= operation if self.allow else self.operation <= operation
 
 
+DECISIONS_KEPT = 4096
+"""Decisions an ``Acls`` remembers (every heartbeat asks one); past that it forgets them all and
+starts again, so a caller naming ever new groups costs time, never memory."""
+
+
 @dataclass(frozen=True)
 class Acls:
-    """The whole policy: entries and super users. ``allows`` is the one decision."""
+    """The whole policy: entries and super users. ``allows`` is the one decision. It is remembered
+    per (principal, operation, group): a policy is replaced as a whole on reload, never changed."""
 
     entries: tuple[AclEntry, ...] = ()
     super_users: frozenset[str] = frozenset()
+    _decided: dict[tuple[str, Operation, str | None], bool] = field(
+        default_factory=dict, init=False, repr=False, compare=False)
 
     def allows(self, principal: str, operation: Operation, group_id: str | None) -> bool:
         """May ``principal`` do ``operation`` on ``group_id`` (None: on the cluster itself)?"""
+        key = (principal, operation, group_id)
+        decided = self._decided.get(key)
+        if decided is None:
+            decided = self._decide(principal, operation, group_id)
+            if len(self._decided) >= DECISIONS_KEPT:
+                self._decided.clear()
+            self._decided[key] = decided
+        return decided
+
+    def _decide(self, principal: str, operation: Operation, group_id: str | None) -> bool:
         if principal in self.super_users:
             return True
         relevant = [

@@ -160,6 +160,9 @@ class Guard(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc ships no 
     policy: Policy
     owner_of: OwnerLookup
     rules: dict[str, Rule] = field(default_factory=lambda: dict(RULES))
+    # method -> (its handler, the guarded one): built once per method, not per call (it reads the
+    # policy when called, so a reload needs no rebuild)
+    _guarded: dict[str, tuple[Any, Any]] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     async def intercept_service(
         self, continuation: Callable[[Any], Awaitable[Any]], details: grpc.HandlerCallDetails
@@ -170,7 +173,13 @@ class Guard(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc ships no 
         refused = self._refused_on_arrival(details)
         if refused is not None:
             return _refuse_unread(refused)
-        return _wrap(handler, self, details.method)
+        method = details.method
+        cached = self._guarded.get(method)
+        if cached is not None and cached[0] is handler:
+            return cached[1]
+        guarded = _wrap(handler, self, method)
+        self._guarded[method] = (handler, guarded)
+        return guarded
 
     def _refused_on_arrival(self, details: grpc.HandlerCallDetails) -> _Denied | None:
         """A token policy's refusal, decided from the call's metadata alone (before the body is read)."""

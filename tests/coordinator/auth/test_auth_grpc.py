@@ -4,6 +4,7 @@ nothing."""
 
 from __future__ import annotations
 
+import dataclasses
 import tomllib
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -85,7 +86,7 @@ def tokens(tmp_path_factory: pytest.TempPathFactory) -> Tokens:
 
 
 def _server(pki: Pki, *, mtls: bool, tokens: Tokens | None = None, store: GroupStore | None = None,
-            rules: dict[str, Any] | None = None) -> ServerThread:
+            rules: dict[str, Any] | None = None) -> GuardedServer:
     config = CoordinatorConfig(group_initial_rebalance_delay_ms=0, group_min_session_timeout_ms=200)
     runtime = CoordinatorRuntime(config, store=store, on_change=lambda group: group.validate())
     table = parse_tokens((tokens.root / "tokens").read_text()) if tokens is not None else None
@@ -93,7 +94,15 @@ def _server(pki: Pki, *, mtls: bool, tokens: Tokens | None = None, store: GroupS
                   owner_of=runtime.model.member_principal)
     if rules is not None:
         guard.rules = rules
-    return ServerThread(runtime, credentials=pki.server_credentials(mtls=mtls), interceptors=[guard])
+    return GuardedServer(guard, runtime, credentials=pki.server_credentials(mtls=mtls), interceptors=[guard])
+
+
+class GuardedServer(ServerThread):
+    """A server thread that keeps its guard at hand (a test replaces its policy, as SIGHUP does)."""
+
+    def __init__(self, guard: Guard, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.guard = guard
 
 
 @pytest.fixture
@@ -217,6 +226,20 @@ def test_health_is_open_and_reflection_needs_a_credential(server: ServerThread, 
 
 
 # ---------------------------------------------------------------------------------------------- ACLs
+
+
+def test_a_reloaded_policy_applies_to_the_next_call_of_a_method_already_called(pki: Pki, tokens: Tokens) -> None:
+    """The guard builds its wrapper once per method; the wrapper reads the policy at each call."""
+    with _server(pki, mtls=False, tokens=tokens) as server:
+        guard = server.guard
+        request = pb.DescribeGroupRequest(group_id="a")
+        token = tokens.tokens["ops-a"]
+        for _ in range(2):  # the second call takes the wrapper built for the first
+            assert not isinstance(rpc(server, pki, "DescribeGroup", request, token=token), grpc.RpcError)
+        guard.policy = dataclasses.replace(guard.policy, acls=parse_acls(tomllib.loads('super_users = ["User:root"]')))
+        denied(rpc(server, pki, "DescribeGroup", request, token=token), grpc.StatusCode.PERMISSION_DENIED,
+               "User:ops-a may not describe group 'a'")
+        assert not isinstance(rpc(server, pki, "DescribeGroup", request, token=tokens.tokens["root"]), grpc.RpcError)
 
 
 def test_a_worker_of_group_a_cannot_join_describe_or_change_group_b(

@@ -15,7 +15,7 @@ import pytest
 
 from groupcoord.channels import ClientSecurity
 from groupcoord.cli import main
-from groupcoord.coordinator.auth.acl import AclError, Operation, parse_acls
+from groupcoord.coordinator.auth.acl import DECISIONS_KEPT, AclError, Operation, parse_acls
 from groupcoord.coordinator.auth.principals import ANONYMOUS, Authenticated, Refused, authenticate
 from groupcoord.coordinator.auth.tokens import TokenFileError, parse_tokens
 from groupcoord.coordinator.ha.zk_security import ZkSecurity, load_zk_security
@@ -86,6 +86,20 @@ D, M, A = Operation.DESCRIBE, Operation.MEMBER, Operation.ADMIN
 ])
 def test_acl_decisions(principal: str, operation: Operation, group: str, allowed: bool) -> None:
     assert ACLS.allows(principal, operation, group) is allowed
+    assert ACLS.allows(principal, operation, group) is allowed  # the remembered decision is the same
+
+
+def test_remembered_acl_decisions_are_bounded() -> None:
+    acls = parse_acls(tomllib.loads('''
+[[acl]]
+principal = "User:w"
+group = "g-"
+pattern = "prefixed"
+operations = ["member"]
+'''))
+    for i in range(3 * DECISIONS_KEPT):  # a caller naming ever new groups
+        assert acls.allows("User:w", M, f"g-{i}") and not acls.allows("User:w", M, f"h-{i}")
+        assert len(acls._decided) <= DECISIONS_KEPT
 
 
 def test_cluster_level_admin_needs_a_cluster_entry() -> None:
