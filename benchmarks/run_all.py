@@ -14,6 +14,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 BENCHMARKS = {
     "coordinator": "coordinator_bench.py",  # heartbeat capacity, rebalance latency (issue 2, 6)
+    "heartbeat_instructions": "heartbeat_instructions.py",  # instructions per heartbeat vs a no-op server (issue 27)
     "load": "load_bench.py",  # many groups at 1 hb/s: capacity vs a no-op server, then 2x (issue 14)
     "stall": "stall_bench.py",  # another group's heartbeat while a maximal request is handled (issue 14)
     "store": "store_bench.py",  # SQLite vs memory saves (issue 6)
