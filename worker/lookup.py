@@ -11,6 +11,9 @@ The decisions of ``docs/sharding-protocol.md`` ("What a client does"), shared by
   off first): ask again. COORDINATOR_LOAD_IN_PROGRESS: stay, the caller retries with backoff;
 - an answer with a lower epoch for the shard than the one held is a stale view: the next
   bootstrap address is asked, and the stale answer used only if no address has a better one;
+  so is "the shard has no leader" (COORDINATOR_NOT_AVAILABLE): a coordinator cut off from
+  ZooKeeper says so of the shards it lost while the others name their new leader; only when no
+  address names one is it the caller's error (back off, then ask again);
 - a coordinator without FindCoordinator (UNIMPLEMENTED, an older version) turns the lookup off:
   the bootstrap list is walked in turn, following hints, as before FindCoordinator existed;
 - a bootstrap address may reach a coordinator under another name (a proxy, a NAT, a port
@@ -98,6 +101,8 @@ class Route:
         self._aliases: dict[str, str] = {}  # a coordinator's advertised address -> the bootstrap address reaching it
         self._identified: set[str] = set()  # bootstrap addresses asked who they are
         self._stale_answer: tuple[str, pb.CoordinatorLocation] | None = None
+        # "no leader right now" from an address this round: its view, which the next address may beat
+        self._no_leader: errors.GroupCoordError | None = None
 
     # ------------------------------------------------------------------ where the next call goes
 
@@ -113,6 +118,7 @@ class Route:
         """The bootstrap addresses to ask, the last one that answered first. Starts a round."""
         self.lookups += 1
         self._stale_answer = None
+        self._no_leader = None
         addresses = self._list.addresses
         return [addresses[(self._first + i) % len(addresses)] for i in range(len(addresses))]
 
@@ -137,6 +143,12 @@ class Route:
             self._stale = False
             self._go(asked)
             return True
+        if isinstance(failure, errors.CoordinatorNotAvailableError):
+            # that process sees no leader for the shard; one cut off from ZooKeeper sees none for good,
+            # while the others know the new one: ask them before backing off (Kafka's client asks
+            # another broker too)
+            self._no_leader = self._no_leader or failure
+            return False
         if failure is not None:
             return failure
         held = self.location
@@ -149,11 +161,13 @@ class Route:
 
     def round_failed(self, failures: Sequence[str]) -> errors.GroupCoordError | None:
         """Every bootstrap address was asked without a usable answer: use a stale one if there was one
-        (None), else the error to raise."""
+        (None), else the error to raise (a shard without a leader's, if one said so)."""
         if self._stale_answer is not None:
             asked, entry = self._stale_answer
             self._use(asked, entry)
             return None
+        if self._no_leader is not None:
+            return self._no_leader
         return errors.CoordinatorNotAvailableError(
             f"FindCoordinator: no coordinator answered ({', '.join(failures) or 'none asked'})")
 
