@@ -6,6 +6,12 @@ Two settings matter beyond gRPC's defaults:
   coordinator is down, so a worker could stay disconnected for seconds after a restarted
   coordinator is back and lose its session for an outage shorter than the session. Capped at
   a heartbeat interval, the worker reconnects within one interval of the coordinator's return.
+- **A subchannel of its own.** gRPC shares one connection per address among all the channels
+  of a process that have the same options. While one of them waits out its backoff to an
+  address where nothing listened, a new channel to that address failed at once, even with a
+  coordinator listening there again (a leftover client retrying a stopped coordinator's port
+  made the next coordinator given that port unreachable to a new admin client). Each client
+  connects on its own.
 - **Receive limit matching the server's.** The leader's JoinGroup answer carries the whole
   catalog; gRPC's 4 MiB default would refuse answers the server sends for groups its limits
   allow.
@@ -39,6 +45,7 @@ def channel_options(reconnect_backoff_max_ms: int = 1_000) -> list[tuple[str, in
         ("grpc.initial_reconnect_backoff_ms", min(100, cap)),
         ("grpc.min_reconnect_backoff_ms", min(100, cap)),
         ("grpc.max_reconnect_backoff_ms", cap),
+        ("grpc.use_local_subchannel_pool", 1),
     ]
 
 
