@@ -68,16 +68,18 @@ def _assert_same_snapshot(a_path: str, b_path: str) -> None:
 
 def test_incremental_runs_equal_a_full_rebuild(spark, tmp_path) -> None:
     rows = rows_of(make_reports(seed=3, groups=("g1", "g2"), reports_per_worker=30, ts_range=2000))
-    chunks = _in_order_chunks(rows, 4)
+    # three batches (each a Spark run, checked against a full rebuild): a clean one; one with a broken
+    # line and a retried report inside the file; one after the previous file's last sample sent again alone
+    chunks = _in_order_chunks(rows, 3)
     samples, out, full = str(tmp_path / "samples"), str(tmp_path / "snap"), str(tmp_path / "full")
     tasks = [r for r in rows if r["task_id"] is not None]
     for i, chunk in enumerate(chunks):
         extra: tuple[str, ...] = ("not json",) if i == 1 else ()
-        repeat = chunk[-5:] if i == 2 else []  # a retried report inside the file
+        repeat = chunk[-5:] if i == 1 else []  # a retried report inside the file
         _write(samples, f"samples-{i:03d}.jsonl", chunk + repeat, extra)
-        if i == 3:  # the last sample of the previous file sent again in a file of its own
-            last_prev = max((r for r in chunks[2] if r["task_id"] is not None), key=lambda r: r["ts_ms"])
-            _write(samples, "samples-002b.jsonl", [last_prev])
+        if i == 2:  # the last sample of the previous file sent again in a file of its own
+            last_prev = max((r for r in chunks[1] if r["task_id"] is not None), key=lambda r: r["ts_ms"])
+            _write(samples, "samples-001b.jsonl", [last_prev])
         inc = run_incremental(samples, out, spark=spark, short_samples=SHORT, long_samples=LONG)
         assert inc.extra["batches"] == 1 and inc.extra["rows_late"] == 0
         ref = run(samples, full, spark=spark, short_samples=SHORT, long_samples=LONG)
