@@ -8,6 +8,9 @@ coordinator and (b) a no-op server with the same service and message types,
 one after the other in the same run; the server runs in its own process, the
 load generator in this one. Reported: requests/s, p99 latency, and the ratio.
 
+Transport floor (``--parts transport``): the no-op server's CPU per heartbeat when each is a unary
+call (as the protocol's calls are) and when each is a message on its caller's own long-lived stream.
+
 Rebalance, the coordinator's own share (``--parts model``): the same rebalance driven through
 the runtime in this process, no network; CPU and wall time of the coordinator's steps alone.
 
@@ -15,7 +18,9 @@ Rebalance latency (``--parts rebalance``): N simulated members (asyncio, real gR
 protocol: two-step join, sync, heartbeats every N/3,333 s, as members of a group that size
 would; spread over several generator processes; the leader runs the round-robin assignor over
 10·N tasks) form a Stable group; then one more member joins and we time until every member
-holds the new generation's assignment. Load averages are taken as each row ends.
+holds the new generation's assignment. Also counted: the calls the members made meanwhile, and
+what the no-op server would spend on as many heartbeats (its CPU per call, measured first): the
+floor gRPC Python sets under the coordinator. Load averages are taken as each row ends.
 """
 
 from __future__ import annotations
@@ -52,6 +57,22 @@ class NoopCoordinator(pb_grpc.GroupCoordinatorServicer):
         return pb.HeartbeatResponse()
 
 
+#: ``--parts transport``: the same heartbeat messages on one long-lived stream per caller instead of a
+#: call each (a method of this benchmark's no-op server only; the coordinator has no such method).
+STREAM_METHOD = "/bench.Transport/Heartbeats"
+
+
+async def _noop_heartbeats(requests: Any, context: Any) -> Any:
+    async for _ in requests:
+        yield pb.HeartbeatResponse()
+
+
+def _stream_handler() -> grpc.GenericRpcHandler:
+    handler = grpc.stream_stream_rpc_method_handler(_noop_heartbeats, request_deserializer=pb.HeartbeatRequest.FromString,
+                                                    response_serializer=pb.HeartbeatResponse.SerializeToString)
+    return grpc.method_handlers_generic_handler("bench.Transport", {"Heartbeats": handler})
+
+
 def bench_runtime(store: Any = None) -> Any:
     """The runtime every part of this benchmark measures: no initial rebalance delay (a group forms at
     once), sessions as short as 100 ms allowed; ``store`` None: in memory."""
@@ -75,6 +96,7 @@ def _serve(kind: str, members: int, port_queue: Any, store: str, secure: str = "
             server = grpc.aio.server()
             if kind == "noop":
                 pb_grpc.add_GroupCoordinatorServicer_to_server(NoopCoordinator(), server)
+                server.add_generic_rpc_handlers((_stream_handler(),))
             else:  # registered as the coordinator registers its servicers: parsers, serializer, _guarded
                 from groupcoord.coordinator.rpc.service import _guarded, add_servicer
 
@@ -266,6 +288,78 @@ async def heartbeat_load(port: int, ids: list[str], generation: int, seconds: fl
     return rate, p99 * 1000, errors, 1e6 * cpu / max(1, answered)
 
 
+async def stream_load(port: int, ids: list[str], generation: int, seconds: float, in_flight: int,
+                      server_pid: int, warmup: float = 1.0) -> tuple[float, float]:
+    """``heartbeat_load`` with each of the ``in_flight`` callers sending its heartbeats on one stream of its
+    own, one at a time (send, await the answer): messages/s and the server's CPU microseconds per message."""
+    import psutil
+
+    channels = [grpc.aio.insecure_channel(f"127.0.0.1:{port}") for _ in range(4)]
+    requests = [pb.HeartbeatRequest(group_id=GROUP, member_id=m, generation=generation) for m in ids]
+    answered = 0
+    stop = warmup_end = time.perf_counter() + warmup + seconds
+    warmup_end -= seconds
+    counted_from: list[int] = []
+
+    async def caller(index: int) -> None:
+        nonlocal answered
+        call = channels[index % len(channels)].stream_stream(
+            STREAM_METHOD, request_serializer=pb.HeartbeatRequest.SerializeToString,
+            response_deserializer=pb.HeartbeatResponse.FromString)()
+        i = index
+        while time.perf_counter() < stop:
+            await call.write(requests[i % len(requests)])
+            await call.read()
+            answered += 1
+            i += in_flight
+        await call.done_writing()
+        await call.wait_for_connection()
+        assert await call.code() == grpc.StatusCode.OK
+
+    server = psutil.Process(server_pid)
+
+    async def mark() -> float:
+        await asyncio.sleep(max(0.0, warmup_end - time.perf_counter()))
+        counted_from.append(answered)
+        return sum(server.cpu_times()[:2])
+
+    marked = asyncio.create_task(mark())
+    await asyncio.gather(*(caller(i) for i in range(in_flight)))
+    cpu = sum(server.cpu_times()[:2]) - await marked
+    for channel in channels:
+        await channel.close()
+    count = answered - counted_from[0]
+    return count / seconds, 1e6 * cpu / max(1, count)
+
+
+def transport_table(members: int, seconds: float, rounds: int) -> None:
+    """The no-op server's CPU per heartbeat as a unary call and as a message on a long-lived stream."""
+    print(f"\nTransport floor: the no-op server answering {members} members' heartbeats, 256 callers, each a unary call "
+          f"or each message on its caller's own stream; {seconds:.0f} s per kind and round; load average {_load()}")
+    samples: dict[str, list[tuple[float, float]]] = {"unary call": [], "stream message": []}
+    for _ in range(rounds):
+        for name, runs in samples.items():
+            proc, port, ids, generation = start_server_process("noop", members)
+            try:
+                if name == "unary call":
+                    rate, _, _, cpu = asyncio.run(heartbeat_load(port, ids, generation, seconds, 256,
+                                                                 server_pid=proc.pid))
+                else:
+                    rate, cpu = asyncio.run(stream_load(port, ids, generation, seconds, 256, proc.pid))
+            finally:
+                proc.terminate()
+                proc.join(10)
+            runs.append((rate, cpu))
+    print(f"{'heartbeat as':<18}{'msg/s':>10}{'server CPU us/msg':>19}")
+    medians = {name: (statistics.median(r for r, _ in runs), statistics.median(c for _, c in runs))
+               for name, runs in samples.items()}
+    for name, (rate, cpu) in medians.items():
+        print(f"{name:<18}{rate:>10.0f}{cpu:>19.1f}")
+    print(f"a stream message costs the server {medians['stream message'][1] / medians['unary call'][1]:.2f} of a unary "
+          f"call; medians of {rounds} interleaved round(s); load average after: {_load()}. The end-to-end table's "
+          "no-op floor is the unary figure: the protocol's calls are unary")
+
+
 def bench_heartbeats(
     members: int, seconds: float, in_flight: int, stores: list[str], rounds: int = 3, tls: bool = False
 ) -> list[tuple[str, float, float, int, float]]:
@@ -390,6 +484,7 @@ class SimMember:
         self.tasks: list[pb.TaskReplica] = []
         self.stable = asyncio.Event()
         self.stopped = False
+        self.calls = 0  # RPCs made: the server's work in calls, whatever each costs it
         self.leader_s = 0.0  # time spent as the leader: building the context, the assignor, the SyncGroup
 
     async def run(self) -> None:
@@ -401,6 +496,7 @@ class SimMember:
             request = pb.JoinGroupRequest(group_id=GROUP, member_id=self.member_id, client_id=self.name,
                                           session_timeout_ms=60_000, rebalance_timeout_ms=120_000,
                                           protocols=["round-robin"])
+            self.calls += 1
             join = await self.stub.JoinGroup(request)
             if join.error.code == pb.MEMBER_ID_REQUIRED:
                 self.member_id = join.member_id
@@ -415,6 +511,7 @@ class SimMember:
                 self.leader_s = time.perf_counter() - started
             else:
                 sync = pb.SyncGroupRequest(group_id=GROUP, member_id=self.member_id, generation=join.generation)
+            self.calls += 1
             result = await self.stub.SyncGroup(sync)
             if result.error.code != pb.NONE:
                 continue
@@ -422,6 +519,7 @@ class SimMember:
             self.stable.set()
             while not self.stopped:
                 await asyncio.sleep(self.heartbeat_s * random.uniform(0.9, 1.1))  # as members spread out
+                self.calls += 1
                 beat = await self.stub.Heartbeat(pb.HeartbeatRequest(
                     group_id=GROUP, member_id=self.member_id, generation=self.generation))
                 if beat.error.code != pb.NONE:
@@ -430,7 +528,8 @@ class SimMember:
 
 def _generator(port: int, names: list[str], heartbeat_s: float, conn: Any) -> None:
     """One load-generator process: its share of the members, and a report to the parent whenever all
-    of them (and the newcomer, once asked for) hold one generation: (generation, replicas, busy share)."""
+    of them (and the newcomer, once asked for) hold one generation: (generation, replicas, leader s), busy
+    share and calls made, the last two since the mark."""
     logging_off()
     asyncio.run(_generate(port, names, heartbeat_s, conn))
 
@@ -442,6 +541,7 @@ async def _generate(port: int, names: list[str], heartbeat_s: float, conn: Any) 
     sims = [SimMember(stubs[i % len(stubs)], name, heartbeat_s) for i, name in enumerate(names)]
     tasks = [asyncio.create_task(s.run()) for s in sims]
     cpu0, wall0 = time.process_time(), time.perf_counter()
+    calls0 = 0
     last: Any = None
     while True:
         while conn.poll():
@@ -455,8 +555,9 @@ async def _generate(port: int, names: list[str], heartbeat_s: float, conn: Any) 
                 for channel in channels:
                     await channel.close()
                 return
-            if message == "mark":  # the measured window starts: busy share from here
+            if message == "mark":  # the measured window starts: busy share and calls from here
                 cpu0, wall0 = time.process_time(), time.perf_counter()
+                calls0 = sum(s.calls for s in sims)
             elif message == "newcomer":
                 sims.append(SimMember(stubs[0], "new", heartbeat_s))
                 tasks.append(asyncio.create_task(sims[-1].run()))
@@ -466,7 +567,7 @@ async def _generate(port: int, names: list[str], heartbeat_s: float, conn: Any) 
             state = (sims[0].generation, sum(len(s.tasks) for s in sims), max(s.leader_s for s in sims))
         if state != last:
             busy = (time.process_time() - cpu0) / max(1e-9, time.perf_counter() - wall0)
-            conn.send((state, busy))
+            conn.send((state, busy, sum(s.calls for s in sims) - calls0))
             last = state
         await asyncio.sleep(0.005)
 
@@ -486,12 +587,12 @@ def _wait_all(conns: list[Any], done: Any, timeout: float) -> list[Any]:
     """Read the generators' reports until ``done(states)`` holds; the last report of each."""
     from multiprocessing.connection import wait
 
-    latest: list[Any] = [(None, 0.0)] * len(conns)
+    latest: list[Any] = [(None, 0.0, 0)] * len(conns)
     deadline = time.perf_counter() + timeout
-    while not done([state for state, _ in latest]):
+    while not done([report[0] for report in latest]):
         left = deadline - time.perf_counter()
         if left <= 0:
-            raise TimeoutError(f"generators report {[state for state, _ in latest]}")
+            raise TimeoutError(f"generators report {[report[0] for report in latest]}")
         for conn in wait(conns, timeout=left):
             latest[conns.index(conn)] = conn.recv()
     return latest
@@ -502,7 +603,7 @@ def rebalance_latency(port: int, members: int, heartbeat_s: float, processes: in
     """N members over ``processes`` generator processes form a Stable group; then one more joins.
     Returns the seconds to form, the newcomer's latency (until every member holds the new generation's
     tasks), the generators' idle share while it ran, the server process's CPU share (of one core)
-    meanwhile, and the leader's own time."""
+    meanwhile, the calls the members made in that window, and the leader's own time."""
     import psutil
 
     server = psutil.Process(server_pid) if server_pid is not None else None
@@ -541,8 +642,9 @@ def rebalance_latency(port: int, members: int, heartbeat_s: float, processes: in
         latency = time.perf_counter() - start
         server_busy = (sum(server.cpu_times()[:2]) - server_cpu) / latency if server is not None else float("nan")
         waited = (_runqueue_wait_s(server_pid) - server_wait) / latency if server_pid is not None else float("nan")
-        return {"formed": formed, "latency": latency, "idle": 1 - max(busy for _, busy in final), "server": server_busy, "waited": waited,
-                "leader": max(state[2] for state, _ in final)}
+        return {"formed": formed, "latency": latency, "idle": 1 - max(report[1] for report in final),
+                "server": server_busy, "waited": waited, "calls": sum(report[2] for report in final),
+                "leader": max(report[0][2] for report in final)}
     finally:
         for conn in conns:
             conn.send("stop")
@@ -552,15 +654,30 @@ def rebalance_latency(port: int, members: int, heartbeat_s: float, processes: in
                 proc.terminate()
 
 
-def bench_rebalance(sizes: list[int], processes: int | None = None, rate: float = 3333) -> Iterator[dict[str, Any]]:
-    """One row per size, as each is measured (a size that fails leaves the rows before it printed)."""
+def noop_cpu_per_call(seconds: float = 3.0) -> float:
+    """The no-op gRPC server's CPU microseconds per heartbeat under load (256 in flight): what gRPC Python
+    itself costs a call on this machine, the coordinator's work aside."""
+    proc, port, ids, generation = start_server_process("noop", 1000)
+    try:
+        return asyncio.run(heartbeat_load(port, ids, generation, seconds, 256, server_pid=proc.pid))[3]
+    finally:
+        proc.terminate()
+        proc.join(10)
+
+
+def bench_rebalance(sizes: list[int], processes: int | None = None, rate: float = 3333,
+                    floor_seconds: float = 3.0) -> Iterator[dict[str, Any]]:
+    """One row per size, as each is measured (a size that fails leaves the rows before it printed).
+    ``floor``: the window's calls at the no-op server's CPU per call, in seconds of one core."""
+    noop_us = noop_cpu_per_call(floor_seconds)
     for n in sizes:
         proc, port, _, _ = start_server_process("coordinator", 0)
         try:
             heartbeat_s = heartbeat_interval(n, rate)
             count = processes or max(2, min(8, n // 1500))
             row = rebalance_latency(port, n, heartbeat_s, count, proc.pid)
-            measured = {"n": n, "processes": count, "heartbeat": heartbeat_s, **row, "load": _load()}
+            measured = {"n": n, "processes": count, "heartbeat": heartbeat_s, **row, "load": _load(),
+                        "noop_us": noop_us, "floor": row["calls"] * noop_us / 1e6}
         finally:
             proc.terminate()
             proc.join(10)
@@ -642,15 +759,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
     parser.add_argument("--stores", default="memory,sqlite", help="coordinator stores to measure heartbeats with")
-    parser.add_argument("--parts", default="heartbeats,layers,model,rebalance",
-                        help="comma-separated subset of: heartbeats, layers, model, rebalance")
+    parser.add_argument("--parts", default="heartbeats,layers,transport,model,rebalance",
+                        help="comma-separated subset of: heartbeats, layers, transport, model, rebalance")
     parser.add_argument("--heartbeat-rate", type=float, default=3333,
                         help="end to end: heartbeats/s of the whole group (interval N/rate; default 3,333: 3 s at 10,000)")
     parser.add_argument("--no-tls", action="store_true", help="skip the heartbeat comparison over TLS")
     parser.add_argument("--sizes", default="", help="group sizes for model and rebalance (default 1000,3000,10000)")
     args = parser.parse_args(argv)
     parts = {p for p in args.parts.split(",") if p}
-    unknown = parts - {"heartbeats", "layers", "model", "rebalance"}
+    unknown = parts - {"heartbeats", "layers", "transport", "model", "rebalance"}
     if unknown:
         parser.error(f"unknown part(s): {', '.join(sorted(unknown))}")
     logging_off()
@@ -662,11 +779,13 @@ def main(argv: list[str] | None = None) -> int:
         heartbeat_table(members, seconds, stores, args.quick, not args.no_tls)
     if "layers" in parts:
         layers_table(members, seconds, args.quick)
+    if "transport" in parts:
+        transport_table(members, seconds, 1 if args.quick else 3)
     sizes = [int(n) for n in args.sizes.split(",") if n] or ([50, 200] if args.quick else [1000, 3000, 10000])
     if "model" in parts:
         model_table(sizes)
     if "rebalance" in parts:
-        rebalance_table(sizes, args.heartbeat_rate)
+        rebalance_table(sizes, args.heartbeat_rate, args.quick)
     return 0
 
 
@@ -714,20 +833,27 @@ def model_table(sizes: list[int]) -> None:
           "round-robin assignor and SyncGroup; bytes: the leader's JoinGroup answer and SyncGroup request")
 
 
-def rebalance_table(sizes: list[int], rate: float) -> None:
+def rebalance_table(sizes: list[int], rate: float, quick: bool = False) -> None:
     print("\nRebalance end to end: N members in generator processes (real gRPC, two-step join, heartbeat every "
           f"N/{rate:,.0f} s, round-robin leader); one more joins; until every member holds the new generation's tasks")
-    print(f"{'N':>7}{'procs':>7}{'heartbeat s':>13}{'form s':>9}{'join s':>9}{'generator idle':>16}{'server CPU':>12}{'server waited':>15}{'leader s':>10}"
-          "  load average")
-    for row in bench_rebalance(sizes, rate=rate):
+    print(f"{'N':>7}{'procs':>7}{'heartbeat s':>13}{'form s':>9}{'join s':>9}{'generator idle':>16}{'server CPU':>12}"
+          f"{'server waited':>15}{'calls':>8}{'CPU us/call':>13}{'no-op floor s':>15}{'leader s':>10}  load average")
+    noop_us = float("nan")
+    for row in bench_rebalance(sizes, rate=rate, floor_seconds=1.0 if quick else 3.0):
+        noop_us = row["noop_us"]
+        cpu_us = 1e6 * row["server"] * row["latency"] / max(1, row["calls"])
         print(f"{row['n']:>7}{row['processes']:>7}{row['heartbeat']:>13.2f}{row['formed']:>9.2f}{row['latency']:>9.3f}"
-              f"{row['idle']:>16.0%}{row['server']:>12.0%}{row['waited']:>15.0%}{row['leader']:>10.3f}  {row['load']}",
-              flush=True)
+              f"{row['idle']:>16.0%}{row['server']:>12.0%}{row['waited']:>15.0%}{row['calls']:>8}{cpu_us:>13.0f}"
+              f"{row['floor']:>15.2f}{row['leader']:>10.3f}  {row['load']}", flush=True)
     print("join s: targets < 0.5 s at 1,000 and < 5 s at 10,000; a member hears of the rebalance at its next "
           "heartbeat, so the interval bounds it from below; generator idle: the least idle generator process's "
           "share of wall time not spent on CPU while the newcomer joined (near 0%: the generator was the limit); server CPU: the coordinator process's CPU time over the same window, "
           "as a share of one core (near 100%: the coordinator was the limit); server waited: the time its threads "
-          "were ready to run but waited for a CPU taken by other work on the machine, as a share of the same window")
+          "were ready to run but waited for a CPU taken by other work on the machine, as a share of the same window; "
+          "calls: the RPCs the members made in that window (heartbeats, joins, syncs); CPU us/call: the server's CPU "
+          f"over them; no-op floor: those calls at the no-op gRPC server's CPU per heartbeat ({noop_us:.0f} us, "
+          "measured first, 256 in flight), in seconds of one core: what gRPC Python alone takes, before any "
+          "coordination, with heartbeats as the cheapest call")
 
 
 if __name__ == "__main__":

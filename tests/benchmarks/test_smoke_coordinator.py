@@ -41,7 +41,19 @@ def test_heartbeat_layers_table() -> None:
 @pytest.mark.slow
 def test_end_to_end_table_with_generator_processes() -> None:
     out = _run("--parts", "rebalance", "--sizes", "30")
-    assert "generator idle" in out and "server CPU" in out
+    assert "generator idle" in out and "server CPU" in out and "no-op floor s" in out
+    row = next(line.split() for line in out.splitlines() if line.split()[:1] == ["30"])
+    assert int(row[8]) >= 2 * 31 and float(row[10]) > 0  # every member at least re-joined and synced
+
+
+@pytest.mark.slow
+def test_transport_table_compares_a_call_with_a_stream_message() -> None:
+    out = _run("--parts", "transport", "--quick")
+    rows = {line[:18].strip(): line.split()[-2:] for line in out.splitlines()
+            if line.startswith(("unary call", "stream message"))}
+    assert set(rows) == {"unary call", "stream message"}, out
+    assert all(float(rate) > 0 and float(cpu) > 0 for rate, cpu in rows.values()), out
+    assert "a stream message costs the server" in out
 
 
 def test_bad_part_is_one_line() -> None:
