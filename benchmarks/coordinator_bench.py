@@ -35,6 +35,7 @@ import statistics
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -223,14 +224,21 @@ def _form_group_in_model(coordinator: Any, members: int, tasks: int | None = Non
     return ids
 
 
-def start_server_process(kind: str, members: int = 0, store: str = "memory",
-                         secure: str = "") -> tuple[Any, int, list[str], int]:
+@contextmanager
+def server_process(kind: str, members: int = 0, store: str = "memory",
+                   secure: str = "") -> Iterator[tuple[int, int, list[str], int]]:
+    """A server of ``kind`` in a process of its own while the block runs: (pid, port, member ids,
+    generation)."""
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     proc = ctx.Process(target=_serve, args=(kind, members, queue, store, secure), daemon=True)
     proc.start()
-    port, ids, generation = queue.get(timeout=300)  # a busy machine can take long to spawn one
-    return proc, port, ids, generation
+    try:
+        port, ids, generation = queue.get(timeout=300)  # a busy machine can take long to spawn one
+        yield proc.pid, port, ids, generation
+    finally:
+        proc.terminate()
+        proc.join(10)
 
 
 # ---------------------------------------------------------------- heartbeat capacity
@@ -297,9 +305,8 @@ async def stream_load(port: int, ids: list[str], generation: int, seconds: float
     channels = [grpc.aio.insecure_channel(f"127.0.0.1:{port}") for _ in range(4)]
     requests = [pb.HeartbeatRequest(group_id=GROUP, member_id=m, generation=generation) for m in ids]
     answered = 0
-    stop = warmup_end = time.perf_counter() + warmup + seconds
-    warmup_end -= seconds
-    counted_from: list[int] = []
+    start = time.perf_counter() + warmup  # connections up and warm before the count starts
+    stop = start + seconds
 
     async def caller(index: int) -> None:
         nonlocal answered
@@ -313,22 +320,22 @@ async def stream_load(port: int, ids: list[str], generation: int, seconds: float
             answered += 1
             i += in_flight
         await call.done_writing()
-        await call.wait_for_connection()
         assert await call.code() == grpc.StatusCode.OK
 
     server = psutil.Process(server_pid)
 
-    async def mark() -> float:
-        await asyncio.sleep(max(0.0, warmup_end - time.perf_counter()))
-        counted_from.append(answered)
-        return sum(server.cpu_times()[:2])
+    async def counted() -> tuple[int, float]:
+        """Messages answered and server CPU seconds at the start of the counted window."""
+        await asyncio.sleep(max(0.0, start - time.perf_counter()))
+        return answered, sum(server.cpu_times()[:2])
 
-    marked = asyncio.create_task(mark())
+    at_start = asyncio.create_task(counted())
     await asyncio.gather(*(caller(i) for i in range(in_flight)))
-    cpu = sum(server.cpu_times()[:2]) - await marked
+    answered_before, cpu_before = await at_start
+    cpu = sum(server.cpu_times()[:2]) - cpu_before
     for channel in channels:
         await channel.close()
-    count = answered - counted_from[0]
+    count = answered - answered_before
     return count / seconds, 1e6 * cpu / max(1, count)
 
 
@@ -339,16 +346,11 @@ def transport_table(members: int, seconds: float, rounds: int) -> None:
     samples: dict[str, list[tuple[float, float]]] = {"unary call": [], "stream message": []}
     for _ in range(rounds):
         for name, runs in samples.items():
-            proc, port, ids, generation = start_server_process("noop", members)
-            try:
+            with server_process("noop", members) as (pid, port, ids, generation):
                 if name == "unary call":
-                    rate, _, _, cpu = asyncio.run(heartbeat_load(port, ids, generation, seconds, 256,
-                                                                 server_pid=proc.pid))
+                    rate, _, _, cpu = asyncio.run(heartbeat_load(port, ids, generation, seconds, 256, server_pid=pid))
                 else:
-                    rate, cpu = asyncio.run(stream_load(port, ids, generation, seconds, 256, proc.pid))
-            finally:
-                proc.terminate()
-                proc.join(10)
+                    rate, cpu = asyncio.run(stream_load(port, ids, generation, seconds, 256, pid))
             runs.append((rate, cpu))
     print(f"{'heartbeat as':<18}{'msg/s':>10}{'server CPU us/msg':>19}")
     medians = {name: (statistics.median(r for r, _ in runs), statistics.median(c for _, c in runs))
@@ -375,13 +377,9 @@ def bench_heartbeats(
         secure = make_security(Path(folder)) if tls else None
         for _ in range(rounds):
             for kind, store in servers:
-                proc, port, ids, generation = start_server_process(kind, members, store, folder if tls else "")
-                try:
+                with server_process(kind, members, store, folder if tls else "") as (pid, port, ids, generation):
                     measured = asyncio.run(heartbeat_load(port, ids, generation, seconds, in_flight,
-                                                          server_pid=proc.pid, secure=secure))
-                finally:
-                    proc.terminate()
-                    proc.join(10)
+                                                          server_pid=pid, secure=secure))
                 name = kind if kind == "noop" else f"coordinator ({store})"
                 samples.setdefault(f"{name} TLS" if tls else name, []).append(measured)
     return [
@@ -407,13 +405,9 @@ def bench_layers(members: int, seconds: float, in_flight: int, rounds: int) -> l
     samples: dict[str, list[tuple[float, float]]] = {}
     for _ in range(rounds):
         for kind, name in LAYERS:
-            proc, port, ids, generation = start_server_process(kind, members)
-            try:
+            with server_process(kind, members) as (pid, port, ids, generation):
                 rate, _, _, cpu = asyncio.run(heartbeat_load(port, ids, generation, seconds, in_flight,
-                                                             server_pid=proc.pid))
-            finally:
-                proc.terminate()
-                proc.join(10)
+                                                             server_pid=pid))
             samples.setdefault(name, []).append((rate, cpu))
     return [(name, statistics.median(r for r, _ in runs), statistics.median(c for _, c in runs))
             for name, runs in samples.items()]
@@ -657,12 +651,8 @@ def rebalance_latency(port: int, members: int, heartbeat_s: float, processes: in
 def noop_cpu_per_call(seconds: float = 3.0) -> float:
     """The no-op gRPC server's CPU microseconds per heartbeat under load (256 in flight): what gRPC Python
     itself costs a call on this machine, the coordinator's work aside."""
-    proc, port, ids, generation = start_server_process("noop", 1000)
-    try:
-        return asyncio.run(heartbeat_load(port, ids, generation, seconds, 256, server_pid=proc.pid))[3]
-    finally:
-        proc.terminate()
-        proc.join(10)
+    with server_process("noop", 1000) as (pid, port, ids, generation):
+        return asyncio.run(heartbeat_load(port, ids, generation, seconds, 256, server_pid=pid))[3]
 
 
 def bench_rebalance(sizes: list[int], processes: int | None = None, rate: float = 3333,
@@ -671,17 +661,12 @@ def bench_rebalance(sizes: list[int], processes: int | None = None, rate: float 
     ``floor``: the window's calls at the no-op server's CPU per call, in seconds of one core."""
     noop_us = noop_cpu_per_call(floor_seconds)
     for n in sizes:
-        proc, port, _, _ = start_server_process("coordinator", 0)
-        try:
+        with server_process("coordinator") as (pid, port, _, _):
             heartbeat_s = heartbeat_interval(n, rate)
             count = processes or max(2, min(8, n // 1500))
-            row = rebalance_latency(port, n, heartbeat_s, count, proc.pid)
-            measured = {"n": n, "processes": count, "heartbeat": heartbeat_s, **row, "load": _load(),
-                        "noop_us": noop_us, "floor": row["calls"] * noop_us / 1e6}
-        finally:
-            proc.terminate()
-            proc.join(10)
-        yield measured
+            row = rebalance_latency(port, n, heartbeat_s, count, pid)
+        yield {"n": n, "processes": count, "heartbeat": heartbeat_s, **row, "load": _load(),
+               "noop_us": noop_us, "floor": row["calls"] * noop_us / 1e6}
 
 
 def model_rebalance(members: int, profile: Any = None) -> dict[str, float]:
