@@ -14,6 +14,8 @@ __all__ = ["WorkerConfig", "parse_addresses"]
 
 @dataclass(frozen=True, kw_only=True)
 class WorkerConfig:
+    """How a worker joins its group: every setting of ``WorkerClient`` and ``AsyncWorkerClient``, by keyword."""
+
     group_id: str
     """The group to join (required)."""
     coordinators: tuple[str, ...]

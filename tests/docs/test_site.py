@@ -10,28 +10,44 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import html as html_lib
+import importlib
 import importlib.util
+import inspect
 import os
 import re
 import shutil
 import subprocess
 import sys
+import textwrap
 from collections.abc import Iterator
+from enum import Enum
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 from prometheus_client import CollectorRegistry
 
-from groupcoord import AssignmentContext, MemberInfo, TaskSpec
+from groupcoord import (
+    AssignmentContext,
+    Assignor,
+    AsyncWorkerClient,
+    MemberInfo,
+    TaskListener,
+    TaskSpec,
+    WorkerClient,
+    errors,
+)
 from groupcoord.assignors.balanced.config import BalancedConfig
 from groupcoord.assignors.pulsar.config import LoadBalancerConfig
 from groupcoord.cli.main import _parser
 from groupcoord.coordinator.config import CoordinatorConfig
+from groupcoord.coordinator.model import states as group_states
 from groupcoord.coordinator.process import serve
 from groupcoord.coordinator.process.stderr_relay import relay_metrics
 from groupcoord.coordinator.runtime.metrics import CoordinatorMetrics
 from groupcoord.loadstats.follow_metrics import FollowMetrics
+from groupcoord.worker import states as worker_states
 from groupcoord.worker.config import WorkerConfig
 from groupcoord.worker.metrics import WorkerCollector
 from tests.paths import ROOT
@@ -48,7 +64,7 @@ def _build(site: Path, config: Path = ROOT / "mkdocs.yml") -> subprocess.Complet
 
 
 def _page(site: Path, name: str) -> str:
-    return (site / name / "index.html").read_text(encoding="utf-8")
+    return (site / f"{name}.html").read_text(encoding="utf-8")  # use_directory_urls: false (opens from disk)
 
 
 def _commands(parser: argparse.ArgumentParser, path: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], argparse.Action]]:
@@ -90,12 +106,76 @@ def _missing_metrics(html: str) -> list[str]:
     return sorted(f"metric {f.name}" for f in families if f"<code>{f.name}" not in html)
 
 
+PUBLIC = ("groupcoord", "groupcoord.worker", "groupcoord.assignors")
+"""The modules whose ``__all__`` the API reference must cover."""
+
+
+def _text(html: str) -> str:
+    return " ".join(html_lib.unescape(re.sub(r"<[^>]+>", "", html)).split())
+
+
+def _api_problems(html: str) -> list[str]:
+    """Every public name has its heading (mkdocstrings' id is the path it is shown under), and the
+    clients' and contracts' docstrings are there: the page is read from the code, not written by hand."""
+    problems = []
+    for module_name in PUBLIC:
+        module = importlib.import_module(module_name)
+        for name in getattr(module, "__all__", ()):
+            if f'id="groupcoord.{name}"' not in html and f'id="{module_name}.{name}"' not in html:
+                problems.append(f"{module_name}.{name} not in the API reference")
+    text = _text(html)
+    for obj in (WorkerClient, AsyncWorkerClient, WorkerConfig, TaskListener, Assignor, AssignmentContext,
+                errors.RebalanceInProgressError):
+        first = (inspect.getdoc(obj) or "").split("\n\n")[0]
+        if " ".join(first.replace("``", "").split()) not in text:
+            problems.append(f"{obj.__qualname__}'s docstring not on the API page")
+    if 'href="states.html#worker-client"' not in html:
+        problems.append("the API reference does not link the worker's state machine")
+    return problems
+
+
+def _state_problems(html: str) -> list[str]:
+    """Each transition of the two tables is an arrow of a Mermaid diagram; no reST markup shows."""
+    diagrams = [html_lib.unescape(block) for block in re.findall(r'<pre class="mermaid"><code>(.*?)</code></pre>',
+                                                                  html, flags=re.DOTALL)]
+    problems = [] if len(diagrams) == 2 else [f"{len(diagrams)} state diagrams, not 2"]
+    for diagram, table in zip(diagrams, (group_states.TRANSITIONS, worker_states.TRANSITIONS), strict=False):
+        for trigger, sources, destination in table:
+            for source in sources if isinstance(sources, list) else [sources]:
+                if f"{source.value} --> {destination.value} : {trigger}" not in diagram:
+                    problems.append(f"no arrow {source.value} -{trigger}-> {destination.value}")
+    if "=====" in html or "``" in _text(html):
+        problems.append("reStructuredText markup on the states page")
+    return problems
+
+
+def _disk_problems(site: Path) -> list[str]:
+    """Opened from disk (file://), every link of every page names a file that is there (a directory
+    would show a folder listing), and search has its index as a script and its shim on the site."""
+    problems = []
+    for page in site.rglob("*.html"):
+        if page.name == "404.html":
+            continue  # a web server's answer to a missing page: its links are from the site's root
+        for href in re.findall(r'(?:href|src)="([^"#?]+)[^"]*"', page.read_text(encoding="utf-8")):
+            if re.match(r"[a-z]+:|//", href):
+                continue  # another site (Material's own link, an issue)
+            target = (page.parent / href).resolve()
+            if not target.is_file():
+                problems.append(f"{page.relative_to(site)} links {href}, not a file")
+    if not (site / "search" / "search_index.js").is_file():
+        problems.append("no search/search_index.js (the offline plugin's index as a script)")
+    if "unpkg.com" in (site / "index.html").read_text(encoding="utf-8"):
+        problems.append("a page loads a script from unpkg.com: it would not open without network")
+    return problems
+
+
 # ------------------------------------------------------------------------------------------ the site
 
 
 @pytest.mark.slow
-def test_the_built_site_names_every_config_key_cli_flag_and_metric(tmp_path: Path) -> None:
-    """One build (a few seconds of CPU), every check: the message lists everything that is missing."""
+def test_the_built_site_names_everything_public_and_opens_from_disk(tmp_path: Path) -> None:
+    """One build (a few seconds of CPU), every check: each config key, CLI flag and metric; each public
+    Python name in the API reference; each transition in a state diagram; every link a file."""
     site = tmp_path / "site"
     built = _build(site)
     assert built.returncode == 0, built.stdout + built.stderr
@@ -110,7 +190,10 @@ def test_the_built_site_names_every_config_key_cli_flag_and_metric(tmp_path: Pat
     nav = re.findall(r":\s*([\w/.-]+\.md)\s*$", (ROOT / "mkdocs.yml").read_text(), flags=re.MULTILINE)
     assert {"asyncio.md", "ha.md", "loadstats.md", "metrics.md", "reference/config.md"} <= set(nav)
     for page in nav:
-        assert (site / ("index.html" if page == "index.md" else page.removesuffix(".md") + "/index.html")).is_file()
+        assert (site / (page.removesuffix(".md") + ".html")).is_file()
+    problems = _api_problems(_page(site, "reference/api")) + _state_problems(_page(site, "reference/states"))
+    problems += _disk_problems(site)
+    assert not problems, problems
 
 
 @pytest.mark.slow
@@ -121,7 +204,7 @@ def test_a_broken_link_fails_the_build(tmp_path: Path) -> None:
         page.write("\nSee [the missing page](nowhere.md).\n")
     config = tmp_path / "mkdocs.yml"
     config.write_text((ROOT / "mkdocs.yml").read_text().replace("docs_dir: docs", f"docs_dir: {docs}").replace(
-        "- docs/gen_reference.py", f"- {ROOT / 'docs' / 'gen_reference.py'}"))
+        "- docs/gen_", f"- {ROOT / 'docs'}/gen_"))  # the generator scripts, from the tree
     built = _build(tmp_path / "site", config)
     assert built.returncode != 0
     assert "nowhere.md" in built.stderr
@@ -130,8 +213,8 @@ def test_a_broken_link_fails_the_build(tmp_path: Path) -> None:
 # ------------------------------------------------------------------------------------------ the generator
 
 
-def _generator() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gen_reference_under_test", ROOT / "docs" / "gen_reference.py")
+def _generator(name: str = "gen_reference") -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"{name}_under_test", ROOT / "docs" / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)  # defines the pages; writes nothing outside a build
@@ -155,6 +238,55 @@ def test_a_config_field_without_help_stops_the_generator() -> None:
 def test_help_text_lands_in_one_table_cell_as_text() -> None:
     gen = _generator()
     assert gen.cell("a | b <= 0,\n  `x<y>`") == r"a \| b &lt;= 0, `x<y>`"
+
+
+def test_a_state_diagram_has_one_arrow_per_source_of_each_transition() -> None:
+    gen = _generator("gen_states")
+
+    class Light(Enum):
+        OFF = "Off"
+        ON = "On"
+        BROKEN = "Broken"
+
+    diagram = gen.mermaid([["switch", Light.OFF, Light.ON], ["break", [Light.OFF, Light.ON], Light.BROKEN]], Light.OFF)
+    assert diagram.splitlines() == ["```mermaid", "stateDiagram-v2", "    [*] --> Off", "    Off --> On : switch",
+                                    "    Off --> Broken : break", "    On --> Broken : break", "```"]
+
+
+def test_a_docstring_table_overrunning_its_borders_reads_as_a_markdown_table() -> None:
+    """The source's reST tables: a cell one character past its border, a row continued on the next
+    line, a drawing after ``::``; the page gets a Markdown table, the words whole, no drawing."""
+    gen = _generator("gen_states")
+    doc = textwrap.dedent("""\
+        Intro with ``code``, drawn::
+
+            A --go--> B
+
+        =====  ==========  ======
+        state  answer      note
+        =====  ==========  ======
+        A      NOT_ALLOWED_X overrun
+               then B       x
+        B      fine       ok
+        =====  ==========  ======
+        """)
+    text = gen.readable(doc)
+    assert "--go-->" not in text and "drawn: the diagram above." in text
+    rows = [line for line in text.splitlines() if line.startswith("|")]
+    assert rows[0] == "| state | answer | note |"
+    assert rows[2].replace("_<wbr>", "_") == "| A | NOT_ALLOWED_X then B | overrun x |"
+    assert rows[3] == "| B | fine | ok |"
+
+
+def test_a_new_public_name_lands_in_the_api_reference_without_a_section(monkeypatch: pytest.MonkeyPatch) -> None:
+    gen = _generator("gen_api")
+    import groupcoord.worker
+
+    monkeypatch.setattr(groupcoord.worker, "__all__", [*groupcoord.worker.__all__, "brand_new"], raising=True)
+    page = gen.api_page()
+    assert "::: groupcoord.WorkerClient\n" in page and "::: groupcoord.worker.parse_addresses\n" in page
+    assert page.index("## Other public names") < page.index("::: groupcoord.worker.brand_new")
+    assert page.count("::: groupcoord.WorkerClient\n") == 1  # once, under its shortest path
 
 
 # ------------------------------------------------------------------------------------------ the README
