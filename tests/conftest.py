@@ -11,8 +11,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+# The suite runs against the installed package (`groupcoord.*`), never the tree's top-level folders under
+# bare names (`coordinator`, `worker`, ...: a second copy of every module). pytest adds no path of its own
+# (`--import-mode=importlib` in pyproject.toml: `tests` is imported as a package from its files), but
+# `python -m pytest` puts the working directory first: taken off here, before any test module is imported.
+sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != ROOT]
 
 from groupcoord.coordinator.config import CoordinatorConfig
 from groupcoord.coordinator.rpc.server import ServerThread
@@ -60,7 +63,6 @@ def server() -> Iterator[ServerThread]:
 
 @pytest.fixture(scope="session")
 def cli_env() -> dict[str, str]:
-    """Environment for running ``python -m groupcoord.cli`` in a subprocess from the repo root."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    return env
+    """Environment for running ``python -m groupcoord.cli`` in a subprocess: the installed package, as the
+    suite itself runs (no path of the tree added)."""
+    return dict(os.environ)
