@@ -70,6 +70,7 @@ chaos: $(STAMP)
 # The two variables silence MkDocs-2.0 notices that Material and a plugin print on every build.
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(VENV)/bin/mkdocs build --strict --site-dir site
+	@echo "Open site/index.html in a browser: it works from disk, search included (or: python -m http.server -d site)"
 
 # Regenerate the gRPC/protobuf stubs from proto/ (tests fail when they are stale).
 proto: $(STAMP)
