@@ -196,6 +196,31 @@ def test_the_built_site_names_everything_public_and_opens_from_disk(tmp_path: Pa
     assert not problems, problems
 
 
+def _search_from_disk(page: Path, query: str) -> int:
+    """How many pages the site's search finds for ``query``, ``page`` opened from disk (``file://``, no
+    server, no network needed) in headless Chromium; -1 if the search did not answer."""
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("no chromium (Debian's package; .ci/run installs it)")
+    done = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=15000",
+                           "--dump-dom", f"{page.as_uri()}?q={query}"], capture_output=True, text=True, timeout=120,
+                          check=False)
+    found = re.search(r'md-search-result__meta">\s*(\d+) matching document', done.stdout)
+    return int(found.group(1)) if found else -1
+
+
+@pytest.mark.slow
+@pytest.mark.heavy
+def test_the_site_searches_from_disk_in_a_browser(tmp_path: Path) -> None:
+    """What a reader gets opening ``site/index.html`` as the README says: the search answers, from a page
+    at the root and from one a folder down (the index is a script, its worker shim on the site itself)."""
+    site = tmp_path / "site"
+    built = _build(site)
+    assert built.returncode == 0, built.stdout + built.stderr
+    assert _search_from_disk(site / "index.html", "heartbeat") > 0
+    assert _search_from_disk(site / "reference" / "api.html", "AsyncWorkerClient") > 0
+
+
 @pytest.mark.slow
 def test_a_broken_link_fails_the_build(tmp_path: Path) -> None:
     docs = tmp_path / "docs"
