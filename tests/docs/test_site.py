@@ -129,6 +129,10 @@ def _api_problems(html: str) -> list[str]:
         first = (inspect.getdoc(obj) or "").split("\n\n")[0]
         if " ".join(first.replace("``", "").split()) not in text:
             problems.append(f"{obj.__qualname__}'s docstring not on the API page")
+    for protocol in (TaskListener, Assignor):  # a protocol's methods have no docstrings: listed all the same
+        members = [m for m in (*vars(protocol), *protocol.__annotations__) if not m.startswith("_")]
+        problems += [f"{protocol.__name__}.{m} not in the API reference" for m in members
+                     if f'id="groupcoord.{protocol.__name__}.{m}"' not in html]
     if 'href="states.html#worker-client"' not in html:
         problems.append("the API reference does not link the worker's state machine")
     return problems
