@@ -318,6 +318,15 @@ def test_a_new_public_name_lands_in_the_api_reference_without_a_section(monkeypa
     assert page.count("::: groupcoord.WorkerClient\n") == 1  # once, under its shortest path
 
 
+def test_the_nav_names_each_page_once() -> None:
+    """A reader tells pages apart by their nav titles: no two the same (there were two "Command line")."""
+    entries = re.findall(r'^\s*- (?:"([^"]+)"|([^:"\n]+)):\s*[\w/.-]+\.md\s*$', (ROOT / "mkdocs.yml").read_text(),
+                         flags=re.MULTILINE)
+    titles = [quoted or plain for quoted, plain in entries]
+    assert len(titles) > 20 and "Python API" in titles and "Sharding: finding a group's coordinator" in titles
+    assert sorted(t for t in set(titles) if titles.count(t) > 1) == []
+
+
 # ------------------------------------------------------------------------------------------ the README
 
 
