@@ -25,8 +25,10 @@ from groupcoord.coordinator.model.effects import Effect, Token
 from groupcoord.coordinator.model.prechecks import Verdict
 from groupcoord.coordinator.rpc import parsing
 from groupcoord.coordinator.rpc.parsing import Malformed
+from groupcoord.coordinator.runtime.office import Standalone
 from groupcoord.coordinator.runtime.router import ShardRouter
 from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
+from groupcoord.coordinator.storage.store import MemoryStore
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
 
@@ -149,6 +151,20 @@ class CoordinatorServicer(pb_grpc.GroupCoordinatorServicer):
             checked = Verdict(await runtime.checkers.run(prechecks.report_error, runtime.config, request))
         return await _ask(runtime, lambda token: runtime.model.report_load(request, token, checked),
                           pb.ReportLoadResponse)
+
+    @_guarded
+    async def GroupHeartbeat(self, request: pb.GroupHeartbeatRequest, context: grpc.aio.ServicerContext) -> Any:
+        """The consumer protocol (``coordinator.model.consumer``): not persisted yet, so served only by a
+        standalone coordinator whose groups live in memory (``groupcoord serve --store memory``)."""
+        runtime = self.router.for_group(request.group_id)
+        if not (isinstance(runtime.store, MemoryStore) and isinstance(runtime.office, Standalone)):
+            return pb.GroupHeartbeatResponse(error=pb.Error(code=pb.INVALID_REQUEST, message=(
+                "the consumer protocol (GroupHeartbeat) is not persisted yet: only a standalone coordinator with "
+                "--store memory serves it; use the classic protocol (JoinGroup) here")))
+        host = _peer_host(context)
+        principal = CURRENT_PRINCIPAL.get()
+        return await _ask(runtime, lambda token: runtime.model.group_heartbeat(request, token, host, principal),
+                          pb.GroupHeartbeatResponse)
 
     @_guarded
     async def FindCoordinator(self, request: pb.FindCoordinatorRequest, context: grpc.aio.ServicerContext) -> Any:
