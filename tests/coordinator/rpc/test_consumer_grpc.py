@@ -230,3 +230,14 @@ def test_acls_hold_for_group_heartbeat(tmp_path: Path) -> None:
         assert server.call(lambda: joined.member_id in runtime.model.consumer.groups[G].members)
         assert call("w1", pb.GroupHeartbeatRequest(group_id=G, member_id=joined.member_id,
                                                    member_epoch=-1)).member_epoch == -1
+
+
+def test_the_docs_example_runs_against_a_memory_coordinator() -> None:
+    """docs/protocol2.md's snippet, as written, against ``--store memory``'s kind of coordinator."""
+    page = (Path(__file__).resolve().parents[3] / "docs" / "protocol2.md").read_text()
+    snippet = page.split("```python\n", 1)[1].split("```", 1)[0]
+    with ServerThread(CoordinatorRuntime(CoordinatorConfig())) as server:
+        scope: dict[str, Any] = {}
+        exec(snippet.replace("127.0.0.1:9400", server.address), scope)  # noqa: S102  # our own page's example
+    assert scope["joined"].error.code == pb.NONE and scope["answer"].error.code == pb.NONE
+    assert scope["answer"].member_epoch >= scope["joined"].member_epoch >= 1
