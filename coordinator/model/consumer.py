@@ -37,6 +37,7 @@ from groupcoord.coordinator.model.consumer_group import LEAVE_EPOCH, STATIC_LEAV
 from groupcoord.coordinator.model.consumer_target import TargetInputs, assignor_exists, check_target, compute_target
 from groupcoord.coordinator.model.context import Model
 from groupcoord.coordinator.model.effects import Effect, Outbox, TimerKey, Token, error
+from groupcoord.coordinator.model.prechecks import Verdict
 from groupcoord.coordinator.model.reconcile import MemberState, Reconciled, reconcile
 from groupcoord.coordinator.model.records import group_to_record
 from groupcoord.v1 import groupcoord_pb2 as pb
@@ -90,8 +91,10 @@ class ConsumerGroups:
     # ------------------------------------------------------------------ requests
 
     def heartbeat(self, out: Outbox, request: pb.GroupHeartbeatRequest, token: Token,
-                  host: str = "", principal: str = "") -> None:
-        failure = self.m.check_group_id(request.group_id) or request_error(self.m.config, request)
+                  host: str = "", principal: str = "", checked: Verdict | None = None) -> None:
+        """``checked``: the request's bounds, when the service checked them on a thread (a long ``owned``)."""
+        bounds = checked.failure if checked is not None else request_error(self.m.config, request)
+        failure = self.m.check_group_id(request.group_id) or bounds
         classic = self.m.groups.get(request.group_id)
         if failure is None and classic is not None and (classic.members or classic.pending_members):
             failure = error(pb.INCONSISTENT_GROUP_PROTOCOL, f"group {request.group_id!r} runs the classic protocol "

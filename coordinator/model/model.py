@@ -85,10 +85,10 @@ class CoordinatorModel:
         return self._step(handle_join, request, token, host, principal)
 
     def group_heartbeat(self, request: pb.GroupHeartbeatRequest, token: Token, host: str = "",
-                        principal: str = "") -> list[Effect]:
+                        principal: str = "", checked: Verdict | None = None) -> list[Effect]:
         """The consumer protocol's one request (``coordinator.model.consumer``)."""
         out = Outbox(group_to_record)
-        self.consumer.heartbeat(out, request, token, host, principal)
+        self.consumer.heartbeat(out, request, token, host, principal, checked)
         return out.effects()
 
     def sync(self, request: pb.SyncGroupRequest, token: Token, checked: AssignmentCheck | None = None) -> list[Effect]:

@@ -19,7 +19,7 @@ import grpc
 from google.protobuf.message import Message
 
 from groupcoord.coordinator.auth.guard import CURRENT_PRINCIPAL
-from groupcoord.coordinator.model import prechecks
+from groupcoord.coordinator.model import consumer_checks, prechecks
 from groupcoord.coordinator.model.assignment_check import check_assignment
 from groupcoord.coordinator.model.effects import Effect, Token
 from groupcoord.coordinator.model.prechecks import Verdict
@@ -163,8 +163,11 @@ class CoordinatorServicer(pb_grpc.GroupCoordinatorServicer):
                 "--store memory serves it; use the classic protocol (JoinGroup) here")))
         host = _peer_host(context)
         principal = CURRENT_PRINCIPAL.get()
-        return await _ask(runtime, lambda token: runtime.model.group_heartbeat(request, token, host, principal),
-                          pb.GroupHeartbeatResponse)
+        checked = None
+        if len(request.owned.tasks) >= _CHECK_OFF_LOOP_FROM:
+            checked = Verdict(await runtime.checkers.run(consumer_checks.request_error, runtime.config, request))
+        return await _ask(runtime, lambda token: runtime.model.group_heartbeat(request, token, host, principal,
+                                                                                checked), pb.GroupHeartbeatResponse)
 
     @_guarded
     async def FindCoordinator(self, request: pb.FindCoordinatorRequest, context: grpc.aio.ServicerContext) -> Any:

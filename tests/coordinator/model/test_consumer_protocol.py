@@ -8,7 +8,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from groupcoord.assignors.base import TaskReplica
+from groupcoord.assignors.base import Assignment, AssignmentContext, AssignorError, TaskReplica
+from groupcoord.assignors.registry import get_assignor, register
 from groupcoord.coordinator.config import CoordinatorConfig
 from groupcoord.coordinator.model.effects import Offload
 from groupcoord.coordinator.model.reconcile import MemberState
@@ -288,3 +289,51 @@ def test_no_task_is_run_by_two_members_whatever_the_order(ops: list[tuple[str, i
     live = [m for m in f.members.values() if m.joined]
     if live:  # once everyone has heartbeated a few times, every task runs somewhere
         assert sum(len(m.running) for m in live) == catalog
+
+
+class Recording:
+    """An assignor that records the load snapshot it was given, then round-robins."""
+
+    name = "test-recording"
+
+    def __init__(self) -> None:
+        self.snapshots: list[object] = []
+
+    def assign(self, context: AssignmentContext) -> Assignment:
+        self.snapshots.append(context.load_snapshot)
+        return get_assignor("round-robin").assign(context)
+
+
+class Failing:
+    name = "test-failing"
+
+    def assign(self, context: AssignmentContext) -> Assignment:
+        raise AssignorError("cannot place anything today")
+
+
+def test_a_load_aware_assignor_gets_the_latest_snapshot() -> None:
+    recording = Recording()
+    register(recording, replace=True)
+    f = fleet("a")
+    snapshot = pb.LoadSnapshot(group_id=G, snapshot_id="s-1", created_ms=f.h.clock.wall_ms(),
+                               workers=[pb.WorkerLoadStats(worker_id="w", cpu_usage=1.0, cpu_limit=4.0)])
+    published = f.h.admin("publish_load_snapshot", pb.PublishLoadSnapshotRequest(snapshot=snapshot))
+    assert published.error.code == pb.NONE
+    f.join("a", assignor="test-recording")
+    f.settle()
+    assert recording.snapshots and recording.snapshots[-1].snapshot_id == "s-1"  # type: ignore[attr-defined]
+    assert len(f.running()["a"]) == 6
+
+
+def test_an_assignor_failure_keeps_the_previous_target() -> None:
+    register(Failing(), replace=True)
+    f = fleet("ab")
+    f.join("a", assignor="test-failing")
+    f.join("b", assignor="test-failing")
+    f.settle()
+    group = f.h.model.consumer.groups[G]
+    assert group.target_epoch < group.epoch and "cannot place anything today" in group.last_error
+    assert f.running() == {}
+    refused = heartbeat(f.h, pb.GroupHeartbeatRequest(group_id=G, member_epoch=0, assignor="round-robin",
+                                                      session_timeout_ms=6_000))
+    assert refused.code == pb.INCONSISTENT_GROUP_PROTOCOL and "test-failing" in refused.response.error.message

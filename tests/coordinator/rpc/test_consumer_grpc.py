@@ -241,3 +241,25 @@ def test_the_docs_example_runs_against_a_memory_coordinator() -> None:
         exec(snippet.replace("127.0.0.1:9400", server.address), scope)  # noqa: S102  # our own page's example
     assert scope["joined"].error.code == pb.NONE and scope["answer"].error.code == pb.NONE
     assert scope["answer"].member_epoch >= scope["joined"].member_epoch >= 1
+
+
+def test_a_long_owned_list_is_checked_and_bounded() -> None:
+    """1,000 entries and up are checked on a checker thread; past max_tasks_per_request, refused."""
+    runtime = CoordinatorRuntime(CoordinatorConfig(max_tasks_per_request=2_000))
+    with ServerThread(runtime) as server, grpc.insecure_channel(server.address) as channel:
+        stub = pb_grpc.GroupCoordinatorStub(channel)
+        joined = stub.GroupHeartbeat(pb.GroupHeartbeatRequest(group_id=G, member_epoch=0), timeout=10)
+
+        def beat(owned: list[pb.TaskReplica]) -> pb.GroupHeartbeatResponse:
+            request = pb.GroupHeartbeatRequest(group_id=G, member_id=joined.member_id,
+                                               member_epoch=joined.member_epoch, owned=pb.TaskReplicaList(tasks=owned))
+            answer: pb.GroupHeartbeatResponse = stub.GroupHeartbeat(request, timeout=10)
+            return answer
+
+        fine = [pb.TaskReplica(task_id=f"t{i}") for i in range(1_500)]
+        assert beat(fine).error.code == pb.NONE  # claims beyond its assignment are not believed, not refused
+        bad = beat([*fine, pb.TaskReplica(task_id="t", replica=-1)])
+        assert bad.error.code == pb.INVALID_REQUEST and "replica -1" in bad.error.message
+        many = beat([pb.TaskReplica(task_id=f"t{i}") for i in range(2_001)])
+        assert many.error.code == pb.INVALID_REQUEST and "max_tasks_per_request" in many.error.message
+        assert server.call(lambda: runtime.model.consumer.held(G)) == {}
