@@ -17,9 +17,10 @@ off the loop (``Offload``, ``coordinator.model.consumer_target``). Sessions (``c
 revocations that take longer than the member's rebalance timeout (``c-revoke``) end on timers.
 
 Beside the classic protocol: the group's catalog and load snapshot are those of the classic
-group of the same id (created, Empty, when a consumer group is; PutTasks edits it as ever); a
-group with classic members refuses consumer members and the other way round, with
-INCONSISTENT_GROUP_PROTOCOL (converting a group is a later piece). Not yet persisted.
+group of the same id (created, Empty, when a consumer group is; PutTasks edits it as ever), and
+so is its record: the consumer state is its ``consumer`` entry (``consumer_records``), written
+before a member hears of a change. A group with classic members refuses consumer members and the
+other way round, with INCONSISTENT_GROUP_PROTOCOL (converting a group is a later piece).
 """
 
 from __future__ import annotations
@@ -27,53 +28,26 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from groupcoord.assignors.base import TaskReplica
 from groupcoord.coordinator.model import phases, quotas
+from groupcoord.coordinator.model.consumer_answer import ConsumerSettings, answer
 from groupcoord.coordinator.model.consumer_checks import owned_of, request_error
 from groupcoord.coordinator.model.consumer_group import LEAVE_EPOCH, STATIC_LEAVE_EPOCH, ConsumerGroup, ConsumerMember
+from groupcoord.coordinator.model.consumer_records import consumer_from_record, member_entry, record_of
 from groupcoord.coordinator.model.consumer_target import TargetInputs, assignor_exists, check_target, compute_target
 from groupcoord.coordinator.model.context import Model
 from groupcoord.coordinator.model.effects import Effect, Outbox, TimerKey, Token, error
+from groupcoord.coordinator.model.group import Group
 from groupcoord.coordinator.model.prechecks import Verdict
 from groupcoord.coordinator.model.reconcile import MemberState, Reconciled, reconcile
-from groupcoord.coordinator.model.records import group_to_record
 from groupcoord.v1 import groupcoord_pb2 as pb
 
 __all__ = ["ConsumerGroups", "ConsumerSettings", "TIMER_KINDS"]
 
 log = logging.getLogger("groupcoord.consumer")
 TIMER_KINDS = frozenset({"c-session", "c-revoke", "c-assign"})
-
-
-@dataclass(frozen=True, kw_only=True)
-class ConsumerSettings:
-    heartbeat_interval_ms: int = 5_000
-    """How often members heartbeat; every answer says so (Kafka's group.consumer.heartbeat.interval.ms) (ms)."""
-    session_timeout_ms: int = 45_000
-    """A member's session when its join does not say (Kafka's group.consumer.session.timeout.ms) (ms)."""
-    rebalance_timeout_ms: int = 300_000
-    """How long a member may take to give tasks up when its join does not say (ms)."""
-    assignment_interval_ms: int = 100
-    """A group's target is computed at most once per this interval: changes meanwhile are batched (ms)."""
-    default_assignor: str = "sticky"
-    """The server-side assignor of a group whose members name none."""
-
-
-def _answer(member: ConsumerMember, interval_ms: int, received: int,
-            owned: frozenset[TaskReplica] | None) -> pb.GroupHeartbeatResponse:
-    """The answer to a member's heartbeat; its assignment only when the member may not have it:
-    changed since last sent, a new epoch, or what it says it runs is not what it was given."""
-    response = pb.GroupHeartbeatResponse(member_id=member.member_id, heartbeat_interval_ms=interval_ms,
-                                         member_epoch=member.epoch)
-    assigned = member.reconciled.assigned
-    if assigned != member.sent or received != member.epoch or (owned is not None and owned != assigned):
-        member.sent = assigned
-        response.assignment.tasks.extend(pb.TaskReplica(task_id=t.task_id, replica=t.replica)
-                                         for t in sorted(assigned))
-    return response
 
 
 class ConsumerGroups:
@@ -157,7 +131,8 @@ class ConsumerGroups:
         if group_id not in self.m.groups:  # the group's catalog and snapshot live in its classic record
             self.m.new_group(group_id, creator=principal)
         classic = self.m.groups[group_id]
-        group = self.groups[group_id] = ConsumerGroup(group_id, assignor, catalog_version=classic.catalog_version)
+        group = self.groups[group_id] = ConsumerGroup(group_id, assignor, catalog_version=classic.catalog_version,
+                                                      entry_of=member_entry)
         return group
 
     def _rejoin_static(self, out: Outbox, group: ConsumerGroup, request: pb.GroupHeartbeatRequest,
@@ -186,7 +161,9 @@ class ConsumerGroups:
             group.target[new_id] = group.target.pop(old.member_id)
         if request.HasField("metadata") and request.metadata != old.metadata:
             member.metadata = request.metadata
+            group.refresh(member)
             self._changed(out, group)
+        self._persist(out, group)
         return self._renewed(out, group, member, request, token)
 
     def _leave(self, out: Outbox, request: pb.GroupHeartbeatRequest, token: Token) -> pb.Error | None:
@@ -198,12 +175,14 @@ class ConsumerGroups:
         if request.member_epoch == STATIC_LEAVE_EPOCH:
             member.away = True  # its tasks wait for it; what it was giving up it has stopped (it left)
             group.hold(member, Reconciled(MemberState.STABLE, member.epoch, member.reconciled.assigned))
-            out.reply(token, "", pb.GroupHeartbeatResponse(
+            group.refresh(member)
+            self._persist(out, group)
+            out.reply(token, group.group_id, pb.GroupHeartbeatResponse(
                 member_id=member.member_id, member_epoch=STATIC_LEAVE_EPOCH,
                 heartbeat_interval_ms=self.settings.heartbeat_interval_ms))
             return None
         self._remove(out, group, member, "left the group")
-        out.reply(token, "", pb.GroupHeartbeatResponse(member_id=member.member_id, member_epoch=LEAVE_EPOCH,
+        out.reply(token, group.group_id, pb.GroupHeartbeatResponse(member_id=member.member_id, member_epoch=LEAVE_EPOCH,
                                                        heartbeat_interval_ms=self.settings.heartbeat_interval_ms))
         return None
 
@@ -222,6 +201,7 @@ class ConsumerGroups:
             return error(pb.INCONSISTENT_GROUP_PROTOCOL, f"group {group.group_id!r} uses assignor {group.assignor!r}")
         if request.HasField("metadata") and request.metadata != member.metadata:
             member.metadata, member.info = request.metadata, None
+            group.refresh(member)
             self._changed(out, group)
         return self._renewed(out, group, member, request, token)
 
@@ -247,10 +227,11 @@ class ConsumerGroups:
     def _renewed(self, out: Outbox, group: ConsumerGroup, member: ConsumerMember,
                  request: pb.GroupHeartbeatRequest, token: Token) -> pb.Error | None:
         """Renew the member's session, apply its changed timeouts, reconcile it, answer it."""
-        if request.HasField("rebalance_timeout_ms"):
-            member.rebalance_timeout_ms = request.rebalance_timeout_ms
-        if request.HasField("session_timeout_ms"):
-            member.session_timeout_ms = request.session_timeout_ms
+        if request.HasField("rebalance_timeout_ms") or request.HasField("session_timeout_ms"):
+            member.rebalance_timeout_ms = request.rebalance_timeout_ms or member.rebalance_timeout_ms
+            member.session_timeout_ms = request.session_timeout_ms or member.session_timeout_ms
+            group.refresh(member)
+            self._persist(out, group)
         member.lost_mark = self.m.lateness()
         out.arm(TimerKey("c-session", group.group_id, member.member_id), member.session_timeout_ms / 1000)
         before = member.reconciled
@@ -264,7 +245,10 @@ class ConsumerGroups:
             out.arm(revoke_key, member.rebalance_timeout_ms / 1000)
         elif before.state is MemberState.UNREVOKED_TASKS and after.state is not MemberState.UNREVOKED_TASKS:
             out.cancel(revoke_key)
-        out.reply(token, "", _answer(member, self.settings.heartbeat_interval_ms, request.member_epoch, owned))
+        if after is not before:
+            self._persist(out, group)
+        out.reply(token, group.group_id, answer(member, self.settings.heartbeat_interval_ms, request.member_epoch,
+                                                 owned))
         return None
 
     # ------------------------------------------------------------------ changes and timers
@@ -272,6 +256,7 @@ class ConsumerGroups:
     def _changed(self, out: Outbox, group: ConsumerGroup) -> None:
         """A new group epoch; its target is asked for at most once per assignment interval."""
         group.bump()
+        self._persist(out, group)
         self._ask_target(out, group)
 
     def _ask_target(self, out: Outbox, group: ConsumerGroup) -> None:
@@ -298,6 +283,7 @@ class ConsumerGroups:
         out.cancel(TimerKey("c-assign", group.group_id))
         classic = self.m.groups.get(group.group_id)
         if classic is not None:
+            out.persist(classic)  # its record without the consumer part
             phases.expire_later(self.m, out, classic)  # deleted after the retention if nothing is left
 
     def fire(self, out: Outbox, key: TimerKey) -> None:
@@ -348,13 +334,14 @@ class ConsumerGroups:
 
     def _install(self, group: ConsumerGroup, epoch: int, result: Any) -> list[Effect]:
         """A computation landed (on the loop): the target of ``epoch``, unless the group is gone."""
-        out = Outbox(group_to_record)
+        out = Outbox(self.to_record)
         if self.groups.get(group.group_id) is not group:
             return []
         group.computing = False
         if isinstance(result, dict):
             group.target = {member_id: tasks for member_id, tasks in result.items() if member_id in group.members}
             group.target_epoch, group.last_error = epoch, ""
+            self._persist(out, group)
         else:
             group.last_error = str(result)
             log.warning("group %s: no new target for epoch %d: %s", group.group_id, epoch, group.last_error,
@@ -362,6 +349,35 @@ class ConsumerGroups:
         if group.target_epoch < group.epoch and isinstance(result, dict):
             self._ask_target(out, group)  # changes came in meanwhile
         return out.effects()
+
+    # ------------------------------------------------------------------ records
+
+    def _persist(self, out: Outbox, group: ConsumerGroup) -> None:
+        """Write the group's record (its classic part and this one); answers wait for it."""
+        classic = self.m.groups.get(group.group_id)
+        if classic is None:  # its catalog holder went (never while it has members, but be whole)
+            classic = self.m.new_group(group.group_id)
+        out.persist(classic)
+
+    def to_record(self, classic: Group) -> dict[str, Any]:
+        """A group's record: the classic part, and the consumer part when the group has one."""
+        return record_of(classic, self.groups.get(classic.group_id))
+
+    def resume(self, out: Outbox, group_id: str, record: dict[str, Any] | None) -> None:
+        """After a restart or a failover: the group as stored; sessions start afresh (members go on
+        heartbeating with their epochs), as do revocation deadlines; a target behind is asked for."""
+        self.groups.pop(group_id, None)
+        classic = self.m.groups.get(group_id)
+        if not record or classic is None:
+            return
+        group = self.groups[group_id] = consumer_from_record(group_id, record, classic.catalog_version)
+        self._assignors.add(group.assignor)
+        for member in group.members.values():
+            out.arm(TimerKey("c-session", group_id, member.member_id), member.session_timeout_ms / 1000)
+            if member.reconciled.state is MemberState.UNREVOKED_TASKS:
+                out.arm(TimerKey("c-revoke", group_id, member.member_id), member.rebalance_timeout_ms / 1000)
+        if group.target_epoch < group.epoch:
+            self._ask_target(out, group)
 
     def refusal_for_classic(self, group_id: str) -> pb.Error | None:
         """A classic JoinGroup into a group with consumer-protocol members: refused for now."""

@@ -75,6 +75,10 @@ class ConsumerGroup:
     holder: dict[TaskReplica, str] = field(default_factory=dict)
     catalog_version: int | None = None  # of the group's catalog when the epoch last counted it
     computing: bool = False  # a target computation is running off the loop
+    # each member's part of the group record, rebuilt when that member changes (``refresh``), so a
+    # record copies one reference per member and reads none (``coordinator.model.consumer_records``)
+    entries: dict[str, dict[str, object]] = field(default_factory=dict)
+    entry_of: Callable[[ConsumerMember], dict[str, object]] | None = None
     last_error: str = ""  # the assignor's last failure, if its last run failed
 
     def bump(self) -> None:
@@ -85,11 +89,18 @@ class ConsumerGroup:
         self.members[member.member_id] = member
         if member.instance_id:
             self.static_members[member.instance_id] = member.member_id
+        self.refresh(member)
+
+    def refresh(self, member: ConsumerMember) -> None:
+        """The member changed (state, metadata, timeouts): its record entry is rebuilt."""
+        if self.entry_of is not None:
+            self.entries[member.member_id] = self.entry_of(member)
 
     def remove(self, member: ConsumerMember) -> None:
         """The member is gone: whatever it held is free for the next owner at once."""
         self.hold(member, Reconciled(MemberState.STABLE, member.epoch, frozenset()))
         del self.members[member.member_id]
+        self.entries.pop(member.member_id, None)
         if member.instance_id and self.static_members.get(member.instance_id) == member.member_id:
             del self.static_members[member.instance_id]
 
@@ -109,6 +120,8 @@ class ConsumerGroup:
         if reconciled.assigned != member.reconciled.assigned:
             member.info = None  # its ownership as the assignor sees it changed
         member.reconciled = reconciled
+        if member.member_id in self.members:
+            self.refresh(member)
 
     def held_elsewhere(self, member_id: str) -> Callable[[TaskReplica], bool]:
         holder = self.holder
@@ -134,6 +147,8 @@ class ConsumerGroup:
                 seen[task] = member_id
             assert member.epoch <= self.target_epoch or member.away, (member_id, member.epoch, self.target_epoch)
         assert seen == self.holder, "holder map out of step with the members"
+        if self.entry_of is not None:
+            assert self.entries == {i: self.entry_of(m) for i, m in self.members.items()}, "stale record entries"
         assert self.target_epoch <= self.epoch
         assert {i: m for i, m in self.static_members.items()} == {
             m.instance_id: m.member_id for m in self.members.values() if m.instance_id}

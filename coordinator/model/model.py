@@ -29,7 +29,7 @@ from groupcoord.coordinator.model.group import Group, Member
 from groupcoord.coordinator.model.join import handle_join
 from groupcoord.coordinator.model.membership import handle_heartbeat, handle_leave, handle_report_load, quick_heartbeat
 from groupcoord.coordinator.model.prechecks import CatalogCheck, Verdict
-from groupcoord.coordinator.model.records import group_from_record, group_to_record
+from groupcoord.coordinator.model.records import group_from_record
 from groupcoord.coordinator.model.states import GroupState, new_machine
 from groupcoord.coordinator.model.sync import handle_sync
 from groupcoord.v1 import groupcoord_pb2 as pb
@@ -74,7 +74,7 @@ class CoordinatorModel:
     # ------------------------------------------------------------------ requests
 
     def _step(self, handler: Callable[..., None], *args: Any) -> list[Effect]:
-        out = Outbox(group_to_record)
+        out = Outbox(self.consumer.to_record)
         handler(self, out, *args)
         return out.effects()
 
@@ -87,7 +87,7 @@ class CoordinatorModel:
     def group_heartbeat(self, request: pb.GroupHeartbeatRequest, token: Token, host: str = "",
                         principal: str = "", checked: Verdict | None = None) -> list[Effect]:
         """The consumer protocol's one request (``coordinator.model.consumer``)."""
-        out = Outbox(group_to_record)
+        out = Outbox(self.consumer.to_record)
         self.consumer.heartbeat(out, request, token, host, principal, checked)
         return out.effects()
 
@@ -144,15 +144,17 @@ class CoordinatorModel:
 
     def _catalog_step(self, group_id: str, handler: Callable[..., None], *args: Any) -> list[Effect]:
         """A catalog edit; a consumer-protocol group's epoch moves with its catalog."""
-        out = Outbox(group_to_record)
+        out = Outbox(self.consumer.to_record)
         handler(self, out, *args)
         self.consumer.catalog_changed(out, group_id)
         return out.effects()
 
     def fire(self, key: TimerKey) -> list[Effect]:
         """A timer's deadline passed (the runtime only fires keys the model armed)."""
+        if key.kind == "expire" and key.group_id in self.consumer.groups:
+            return []  # the catalog holder of a consumer-protocol group with members: not bare
         if key.kind in TIMER_KINDS:
-            out = Outbox(group_to_record)
+            out = Outbox(self.consumer.to_record)
             self.consumer.fire(out, key)
             return out.effects()
         group = self.groups.get(key.group_id)
@@ -164,14 +166,14 @@ class CoordinatorModel:
 
     def load(self, records: Mapping[str, dict[str, Any]]) -> list[Effect]:
         """Resume the stored groups (after a restart or on becoming active)."""
-        out = Outbox(group_to_record)
+        out = Outbox(self.consumer.to_record)
         for group_id, record in records.items():
             self._resume(out, group_id, record)
         return out.effects()
 
     def unload(self, code: pb.ErrorCode, message: str) -> list[Effect]:
         """Stop answering for every group (lost the office): held requests get ``code``."""
-        out = Outbox(group_to_record)
+        out = Outbox(self.consumer.to_record)
         for group in list(self.groups.values()):
             for member in group.members.values():
                 phases.fail_held(out, group, member, code, message)
@@ -182,7 +184,7 @@ class CoordinatorModel:
     def release_parked(self, code: pb.ErrorCode, message: str) -> list[Effect]:
         """Answer every parked JoinGroup and SyncGroup with ``code`` (the server is stopping); the
         groups stay as they are (the store has them)."""
-        out = Outbox(group_to_record)
+        out = Outbox(self.consumer.to_record)
         for group in self.groups.values():
             for member in group.members.values():
                 phases.fail_held(out, group, member, code, message)
@@ -192,7 +194,7 @@ class CoordinatorModel:
         """A write of ``group_id`` failed: put the group back as ``record`` (its last stored state;
         drop it if never stored), as a restart would: held requests fail with
         COORDINATOR_NOT_AVAILABLE (members retry), timers start afresh."""
-        out = Outbox(group_to_record)
+        out = Outbox(self.consumer.to_record)
         group = self.groups.get(group_id)
         if group is not None:
             log.warning("group %s: store write failed: back to its last stored state", group_id,
@@ -205,6 +207,7 @@ class CoordinatorModel:
                 out.cancel(phases.pending_key(group_id, member_id))
             out.cancel(phases.join_key(group_id))
             out.cancel(phases.sync_key(group_id))
+            self.consumer.groups.pop(group_id, None)  # back as stored too (``_resume``)
             self.drop_group(group)
         if record is not None:
             self._resume(out, group_id, record)
@@ -231,6 +234,7 @@ class CoordinatorModel:
             member.last_seen = now
             phases.arm_session(self, out, group, member)
         phases.expire_later(self, out, group)
+        self.consumer.resume(out, group_id, record.get("consumer"))
 
     # ------------------------------------------------------------------ shared by the handlers
 

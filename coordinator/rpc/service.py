@@ -28,7 +28,6 @@ from groupcoord.coordinator.rpc.parsing import Malformed
 from groupcoord.coordinator.runtime.office import Standalone
 from groupcoord.coordinator.runtime.router import ShardRouter
 from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
-from groupcoord.coordinator.storage.store import MemoryStore
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
 
@@ -154,13 +153,13 @@ class CoordinatorServicer(pb_grpc.GroupCoordinatorServicer):
 
     @_guarded
     async def GroupHeartbeat(self, request: pb.GroupHeartbeatRequest, context: grpc.aio.ServicerContext) -> Any:
-        """The consumer protocol (``coordinator.model.consumer``): not persisted yet, so served only by a
-        standalone coordinator whose groups live in memory (``groupcoord serve --store memory``)."""
+        """The consumer protocol (``coordinator.model.consumer``), persisted with its group's record; not yet
+        served by HA or sharded coordinators (their failover is not tested with it yet)."""
         runtime = self.router.for_group(request.group_id)
-        if not (isinstance(runtime.store, MemoryStore) and isinstance(runtime.office, Standalone)):
+        if not isinstance(runtime.office, Standalone):
             return pb.GroupHeartbeatResponse(error=pb.Error(code=pb.INVALID_REQUEST, message=(
-                "the consumer protocol (GroupHeartbeat) is not persisted yet: only a standalone coordinator with "
-                "--store memory serves it; use the classic protocol (JoinGroup) here")))
+                "the consumer protocol (GroupHeartbeat) runs only on a standalone coordinator for now (not HA or "
+                "sharded); use the classic protocol (JoinGroup) here")))
         host = _peer_host(context)
         principal = CURRENT_PRINCIPAL.get()
         checked = None

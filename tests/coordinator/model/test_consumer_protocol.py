@@ -4,6 +4,8 @@ catalog moving the group epoch, bad requests, and a property over random orders 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -13,6 +15,7 @@ from groupcoord.assignors.registry import get_assignor, register
 from groupcoord.coordinator.config import CoordinatorConfig
 from groupcoord.coordinator.model.effects import Offload
 from groupcoord.coordinator.model.reconcile import MemberState
+from groupcoord.coordinator.storage.sqlite_store import SqliteStore
 from groupcoord.coordinator.testing import Harness
 from groupcoord.v1 import groupcoord_pb2 as pb
 from tests.coordinator.model.consumer_sim import Fleet, G, heartbeat, tasks_of
@@ -337,3 +340,43 @@ def test_an_assignor_failure_keeps_the_previous_target() -> None:
     refused = heartbeat(f.h, pb.GroupHeartbeatRequest(group_id=G, member_epoch=0, assignor="round-robin",
                                                       session_timeout_ms=6_000))
     assert refused.code == pb.INCONSISTENT_GROUP_PROTOCOL and "test-failing" in refused.response.error.message
+
+
+def _state(h: Harness) -> tuple[object, ...]:
+    group = h.model.consumer.groups[G]
+    members = {i: (m.reconciled, m.previous_epoch, m.away, m.instance_id, m.metadata.rack)
+               for i, m in group.members.items()}
+    return group.epoch, group.target_epoch, group.assignor, group.target, group.holder, members
+
+
+def test_a_restarted_coordinator_resumes_the_group_where_it_was(tmp_path: Path) -> None:
+    """Persisted with the group's record: a new process on the same SQLite file goes on from the same
+    epochs, targets and holders; no member is fenced, and a task being handed over still waits."""
+    path = tmp_path / "groups.db"
+    first_store = SqliteStore(path)
+    h = Harness(CoordinatorConfig(), store=first_store)
+    assert h.put_tasks(G, *(f"t{i}" for i in range(6))) == pb.NONE
+    f = Fleet(h, ["a", "b", "c"], static=True)
+    f.join("a", metadata=pb.MemberMetadata(rack="r1"))
+    f.join("b")
+    f.settle()
+    f.join("c")
+    f.h.advance(0.2)
+    f.beat("a", report=False)  # a is asked to give a task up: mid-handover when the process stops
+    f.leave("b", epoch=-2)  # b away, its tasks kept for it
+    before = _state(h)
+    assert any(m[0].state is MemberState.UNREVOKED_TASKS for m in before[5].values())  # type: ignore[index]
+
+    first_store.close()  # the first process stops
+    f.h = restarted = Harness(CoordinatorConfig(), store=SqliteStore(path))
+    assert restarted.runtime.load() == 1  # a standalone start-up loads its store
+    assert _state(restarted) == before
+    c_answer = f.beat("c")
+    assert c_answer.error.code == pb.NONE and not tasks_of(c_answer) & f.members["a"].running
+    f.assert_no_task_run_twice()
+    back = f.join("b")
+    assert back.error.code == pb.NONE and tasks_of(back)
+    f.settle()
+    assert all(m.joined for m in f.members.values())  # nobody fenced by the restart
+    assert sum(map(len, f.running().values())) == 6
+    f.assert_no_task_run_twice()

@@ -3,6 +3,11 @@
 The members of a group of 2,000 report every read; a join, a heartbeat (with or without a change of
 target), a static leave and a leave touch only their own member and iterate no member table. Only
 the target's computation (once per group per interval, not per request) reads every member.
+
+A request that changes the group's state writes the group's record: it copies one kept entry per
+member (``ConsumerGroup.entries``, rebuilt only for the member that changed) and reads no other
+member. That copy is O(members) references (per-member records would make it O(1): a later piece);
+a heartbeat that changes nothing writes nothing.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ from typing import Any
 
 from groupcoord.coordinator.clock import FakeClock
 from groupcoord.coordinator.model.consumer_group import ConsumerMember
-from groupcoord.coordinator.model.effects import Effect, Offload, Reply, TimerKey
+from groupcoord.coordinator.model.effects import Effect, Offload, Persist, Reply, TimerKey
 from groupcoord.coordinator.model.model import CoordinatorModel
 from groupcoord.v1 import groupcoord_pb2 as pb
 
@@ -84,10 +89,18 @@ def test_each_request_touches_its_own_member_only_in_a_group_of_2000() -> None:
         beat(model, **fields)
         return len(meter.touched), meter.iterated
 
+    def writes(**fields: Any) -> list[Persist]:
+        request = pb.GroupHeartbeatRequest(group_id=G, **fields)
+        return [e for e in model.group_heartbeat(request, 1) if isinstance(e, Persist)]
+
     first = group.members[ids[0]]
     assert cost(member_id=ids[0], member_epoch=first.epoch) == (1, 0)  # reconciled to the target: its task
     assert len(first.reconciled.assigned) == 1
     assert cost(member_id=ids[0], member_epoch=first.epoch) == (1, 0)  # a plain heartbeat
+    assert writes(member_id=ids[0], member_epoch=first.epoch) == []  # ... writes nothing
+    second = group.members[ids[3]]
+    [write] = writes(member_id=ids[3], member_epoch=second.epoch)  # reconciled: one record, every entry copied
+    assert len(write.record["consumer"]["members"]) == N
     assert cost(member_epoch=0, client_id="new", assignor="round-robin")[0] <= BOUND  # a join
     assert cost(member_id=ids[1], member_epoch=-2, instance_id="i1") == (1, 0)  # a static member away
     assert cost(member_id=ids[2], member_epoch=-1)[0] <= BOUND  # a leave
