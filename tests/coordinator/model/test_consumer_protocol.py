@@ -16,7 +16,8 @@ from groupcoord.coordinator.config import CoordinatorConfig
 from groupcoord.coordinator.model.effects import Offload
 from groupcoord.coordinator.model.reconcile import MemberState
 from groupcoord.coordinator.storage.sqlite_store import SqliteStore
-from groupcoord.coordinator.testing import Harness
+from groupcoord.coordinator.storage.store import MemoryStore
+from groupcoord.coordinator.testing import FailingStore, Harness
 from groupcoord.v1 import groupcoord_pb2 as pb
 from tests.coordinator.model.consumer_sim import Fleet, G, heartbeat, tasks_of
 
@@ -380,3 +381,20 @@ def test_a_restarted_coordinator_resumes_the_group_where_it_was(tmp_path: Path) 
     assert all(m.joined for m in f.members.values())  # nobody fenced by the restart
     assert sum(map(len, f.running().values())) == 6
     f.assert_no_task_run_twice()
+
+
+def test_a_failed_write_puts_the_group_back_and_the_member_hears_nothing_of_it() -> None:
+    store = FailingStore(MemoryStore())
+    h = Harness(CoordinatorConfig(), store=store)
+    assert h.put_tasks(G, *(f"t{i}" for i in range(4))) == pb.NONE
+    f = Fleet(h, ["a", "b"])
+    f.join("a")
+    f.settle()
+    before = _state(h)
+    store.fail_next_save()
+    refused = f.join("b")  # its join is written first: the write fails, so does the answer
+    assert refused.error.code == pb.COORDINATOR_NOT_AVAILABLE
+    assert _state(h) == before and f.members["b"].member_id == ""
+    f.join("b")
+    f.settle()
+    assert len(f.running()["a"]) == len(f.running()["b"]) == 2
