@@ -56,7 +56,11 @@ class ConsumerGroups:
     def __init__(self, model: Model, settings: ConsumerSettings | None = None,
                  new_member_id: Callable[[str], str] | None = None) -> None:
         self.m = model
-        self.settings = settings or ConsumerSettings()
+        config = model.config
+        self.settings = settings or ConsumerSettings(
+            heartbeat_interval_ms=config.consumer_heartbeat_interval_ms,
+            session_timeout_ms=config.consumer_session_timeout_ms,
+            assignment_interval_ms=config.consumer_assignment_interval_ms)
         self.groups: dict[str, ConsumerGroup] = {}
         self._new_member_id = new_member_id or (lambda prefix: f"{prefix}-{uuid.uuid4()}")
         self._assignors: set[str] = set()  # names known to resolve

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from groupcoord.assignors.base import Assignment, AssignmentContext, AssignorError, TaskReplica
 from groupcoord.assignors.registry import get_assignor, register
-from groupcoord.coordinator.config import CoordinatorConfig
+from groupcoord.coordinator.config import ConfigError, CoordinatorConfig
 from groupcoord.coordinator.model.effects import Offload
 from groupcoord.coordinator.model.reconcile import MemberState
 from groupcoord.coordinator.storage.sqlite_store import SqliteStore
@@ -398,3 +398,16 @@ def test_a_failed_write_puts_the_group_back_and_the_member_hears_nothing_of_it()
     f.join("b")
     f.settle()
     assert len(f.running()["a"]) == len(f.running()["b"]) == 2
+
+
+def test_the_server_sets_the_cadence_from_its_config_and_checks_its_relations() -> None:
+    h = Harness(CoordinatorConfig(consumer_heartbeat_interval_ms=1_000, consumer_session_timeout_ms=8_000))
+    joined = heartbeat(h, pb.GroupHeartbeatRequest(group_id=G, member_epoch=0)).response
+    assert joined.heartbeat_interval_ms == 1_000
+    assert h.model.consumer.groups[G].members[joined.member_id].session_timeout_ms == 8_000
+    with pytest.raises(ConfigError, match="consumer_heartbeat_interval_ms"):
+        CoordinatorConfig(consumer_heartbeat_interval_ms=45_000)
+    with pytest.raises(ConfigError, match="consumer_session_timeout_ms"):
+        CoordinatorConfig(consumer_session_timeout_ms=1_000)
+    with pytest.raises(ConfigError, match="consumer_assignment_interval_ms"):
+        CoordinatorConfig.from_mapping({"consumer_assignment_interval_ms": -1})
