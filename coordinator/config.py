@@ -38,6 +38,15 @@ class CoordinatorConfig:
     group_empty_retention_ms: int = 600_000
     """A group with no members, no pending ids and no tasks is deleted after being so this long
     (Kafka deletes empty groups once their offsets expire); a catalog keeps a group (ms)."""
+    consumer_heartbeat_interval_ms: int = 5_000
+    """Consumer protocol (GroupHeartbeat): how often members heartbeat; every answer says so (Kafka's
+    group.consumer.heartbeat.interval.ms) (ms)."""
+    consumer_session_timeout_ms: int = 45_000
+    """Consumer protocol: a member's session when its join does not ask for one; within the min/max
+    allowed session timeouts (Kafka's group.consumer.session.timeout.ms) (ms)."""
+    consumer_assignment_interval_ms: int = 100
+    """Consumer protocol: a group's target is computed at most once per this interval; changes
+    meanwhile are batched into the next computation (ms)."""
     max_metadata_bytes: int = 1_048_576
     """Largest serialised MemberMetadata a JoinGroup may carry (bytes)."""
     max_id_length: int = 255
@@ -99,6 +108,12 @@ class CoordinatorConfig:
             raise ConfigError("group_departed_member_grace_ms must be >= 0")
         if self.group_initial_rebalance_delay_ms < 0:
             raise ConfigError("group_initial_rebalance_delay_ms must be >= 0")
+        if not self.group_min_session_timeout_ms <= self.consumer_session_timeout_ms <= self.group_max_session_timeout_ms:
+            raise ConfigError("consumer_session_timeout_ms must be within the group min/max session timeouts")
+        if not 0 < self.consumer_heartbeat_interval_ms < self.consumer_session_timeout_ms:
+            raise ConfigError("consumer_heartbeat_interval_ms must be > 0 and < consumer_session_timeout_ms")
+        if self.consumer_assignment_interval_ms < 0:
+            raise ConfigError("consumer_assignment_interval_ms must be >= 0")
         if self.max_request_bytes_in_flight < self.max_message_bytes:
             raise ConfigError("max_request_bytes_in_flight must be >= max_message_bytes")
         if self.http2_bdp_probe not in ("auto", "on", "off"):

@@ -10,7 +10,8 @@ the root class carrying the numeric code, so an old client never fails on it.
     │   └── RebalanceInProgressError     REBALANCE_IN_PROGRESS
     ├── ResetNeeded                      join again as a new member
     │   ├── UnknownMemberIdError         UNKNOWN_MEMBER_ID
-    │   └── IllegalGenerationError       ILLEGAL_GENERATION
+    │   ├── IllegalGenerationError       ILLEGAL_GENERATION
+    │   └── FencedMemberEpochError       FENCED_MEMBER_EPOCH (consumer protocol: stop every task, epoch 0)
     ├── CoordinatorMovedError            rediscover the coordinator, then retry
     │   ├── NotCoordinatorError          NOT_COORDINATOR (.coordinator_hint)
     │   ├── CoordinatorNotAvailableError COORDINATOR_NOT_AVAILABLE
@@ -22,6 +23,7 @@ the root class carrying the numeric code, so an old client never fails on it.
         ├── InconsistentGroupProtocolError, GroupMaxSizeReachedError,
         ├── GroupIdNotFoundError, DuplicateTaskError, UnknownTaskError,
         │   NonEmptyGroupError, FencedInstanceIdError,
+        ├── UnreleasedInstanceIdError, UnsupportedAssignorError (consumer protocol)
         ├── GroupAuthorizationFailedError GROUP_AUTHORIZATION_FAILED (a FindCoordinator entry)
         └── AccessDenied                 gRPC status, not an ErrorCode: fix the credentials or the ACLs
             ├── NotAuthenticatedError    UNAUTHENTICATED: no credential, or one that does not verify
@@ -50,6 +52,7 @@ __all__ = [
     "ResetNeeded",
     "UnknownMemberIdError",
     "IllegalGenerationError",
+    "FencedMemberEpochError",
     "CoordinatorMovedError",
     "NotCoordinatorError",
     "CoordinatorNotAvailableError",
@@ -67,6 +70,8 @@ __all__ = [
     "UnknownTaskError",
     "NonEmptyGroupError",
     "FencedInstanceIdError",
+    "UnreleasedInstanceIdError",
+    "UnsupportedAssignorError",
     "GroupAuthorizationFailedError",
     "AccessDenied",
     "NotAuthenticatedError",
@@ -97,6 +102,9 @@ class ErrorCode(IntEnum):
     NON_EMPTY_GROUP = pb.NON_EMPTY_GROUP
     COORDINATOR_LOAD_IN_PROGRESS = pb.COORDINATOR_LOAD_IN_PROGRESS
     GROUP_AUTHORIZATION_FAILED = pb.GROUP_AUTHORIZATION_FAILED
+    FENCED_MEMBER_EPOCH = pb.FENCED_MEMBER_EPOCH
+    UNRELEASED_INSTANCE_ID = pb.UNRELEASED_INSTANCE_ID
+    UNSUPPORTED_ASSIGNOR = pb.UNSUPPORTED_ASSIGNOR
 
 
 def code_name(code: int) -> str:
@@ -165,6 +173,13 @@ class IllegalGenerationError(ResetNeeded):
     """ILLEGAL_GENERATION from the coordinator."""
 
     code = ErrorCode.ILLEGAL_GENERATION
+
+
+class FencedMemberEpochError(ResetNeeded):
+    """FENCED_MEMBER_EPOCH (consumer protocol): the member's epoch is stale; it must stop every task and
+    join again with member epoch 0."""
+
+    code = ErrorCode.FENCED_MEMBER_EPOCH
 
 
 # ------------------------------------------------------------------ find the active coordinator
@@ -280,6 +295,18 @@ class FencedInstanceIdError(RequestError):
     code = ErrorCode.FENCED_INSTANCE_ID
 
 
+class UnreleasedInstanceIdError(RequestError):
+    """UNRELEASED_INSTANCE_ID (consumer protocol): another live member holds this instance id."""
+
+    code = ErrorCode.UNRELEASED_INSTANCE_ID
+
+
+class UnsupportedAssignorError(RequestError):
+    """UNSUPPORTED_ASSIGNOR (consumer protocol): the coordinator has no assignor of that name."""
+
+    code = ErrorCode.UNSUPPORTED_ASSIGNOR
+
+
 class GroupAuthorizationFailedError(RequestError):
     """GROUP_AUTHORIZATION_FAILED: FindCoordinator will not locate a group the caller may not describe."""
 
@@ -325,6 +352,9 @@ ERRORS_BY_CODE: Mapping[int, type[GroupCoordError]] = MappingProxyType({
         NonEmptyGroupError,
         FencedInstanceIdError,
         GroupAuthorizationFailedError,
+        FencedMemberEpochError,
+        UnreleasedInstanceIdError,
+        UnsupportedAssignorError,
     )
 })
 """The one ``{code: class}`` registry; a code missing here falls back to ``GroupCoordError``."""

@@ -128,6 +128,7 @@ RULES: dict[str, Rule] = {
     _COORDINATOR + "Heartbeat": _MEMBER,
     _COORDINATOR + "LeaveGroup": Rule(Operation.MEMBER, _group_id, _leaving),
     _COORDINATOR + "ReportLoad": _MEMBER,
+    _COORDINATOR + "GroupHeartbeat": _MEMBER,
     # batched: any authenticated principal may ask; the answer is filtered per group (describe)
     _COORDINATOR + "FindCoordinator": Rule(filter_response=_only_locatable),
     _ADMIN + "ListGroups": Rule(filter_response=_only_describable),

@@ -41,6 +41,7 @@ __all__ = [
     "CancelTimer",
     "RecordLoad",
     "Count",
+    "Offload",
     "Effect",
     "Outbox",
     "error",
@@ -106,7 +107,17 @@ class Count:
     amount: int = 1
 
 
-Effect = Reply | Persist | Forget | ArmTimer | CancelTimer | RecordLoad | Count
+@dataclass(frozen=True, slots=True)
+class Offload:
+    """Work too heavy for the event loop (a consumer group's server-side assignor): the runtime runs
+    ``job`` on a checker thread, then ``then(its result, or the exception it raised)`` back on the
+    loop and carries out the effects that returns. Dropped if the runtime's term ended meanwhile."""
+
+    job: Callable[[], Any]
+    then: Callable[[Any], list[Effect]]
+
+
+Effect = Reply | Persist | Forget | ArmTimer | CancelTimer | RecordLoad | Count | Offload
 
 
 def error(code: pb.ErrorCode, message: str = "", hint: str = "") -> pb.Error:
@@ -161,6 +172,9 @@ class Outbox:
 
     def count(self, what: str, amount: int = 1) -> None:
         self._loads.append(Count(what, amount))
+
+    def offload(self, job: Callable[[], Any], then: Callable[[Any], list[Effect]]) -> None:
+        self._loads.append(Offload(job, then))
 
     def effects(self) -> list[Effect]:
         if not self._dirty and not self._forget and not self._loads:  # a heartbeat: a timer and a reply

@@ -23,12 +23,13 @@ from groupcoord.coordinator.clock import Clock, SystemClock
 from groupcoord.coordinator.config import CoordinatorConfig
 from groupcoord.coordinator.model import admin, limits, phases
 from groupcoord.coordinator.model.assignment_check import AssignmentCheck, AssignmentInputs, inputs_of
-from groupcoord.coordinator.model.effects import ArmTimer, Effect, Outbox, Reply, TimerKey, Token, error
+from groupcoord.coordinator.model.consumer import TIMER_KINDS, ConsumerGroups
+from groupcoord.coordinator.model.effects import ArmTimer, Effect, Outbox, Reply, TimerKey, Token, error, error_response
 from groupcoord.coordinator.model.group import Group, Member
 from groupcoord.coordinator.model.join import handle_join
 from groupcoord.coordinator.model.membership import handle_heartbeat, handle_leave, handle_report_load, quick_heartbeat
 from groupcoord.coordinator.model.prechecks import CatalogCheck, Verdict
-from groupcoord.coordinator.model.records import group_from_record, group_to_record
+from groupcoord.coordinator.model.records import group_from_record
 from groupcoord.coordinator.model.states import GroupState, new_machine
 from groupcoord.coordinator.model.sync import handle_sync
 from groupcoord.v1 import groupcoord_pb2 as pb
@@ -63,6 +64,8 @@ class CoordinatorModel:
         #: runtime's own function, not a method around it: every heartbeat reads it
         self.lateness: Callable[[], float] = lateness or (lambda: 0.0)
         self._bulk = bulk or nullcontext
+        #: the groups of the consumer protocol (KIP-848, ``coordinator.model.consumer``)
+        self.consumer = ConsumerGroups(self)
 
     def bulk(self) -> AbstractContextManager[None]:
         """What the runtime wraps a phase's completion in (``bulk``; nothing by default)."""
@@ -71,12 +74,22 @@ class CoordinatorModel:
     # ------------------------------------------------------------------ requests
 
     def _step(self, handler: Callable[..., None], *args: Any) -> list[Effect]:
-        out = Outbox(group_to_record)
+        out = Outbox(self.consumer.to_record)
         handler(self, out, *args)
         return out.effects()
 
     def join(self, request: pb.JoinGroupRequest, token: Token, host: str = "", principal: str = "") -> list[Effect]:
+        refusal = self.consumer.refusal_for_classic(request.group_id)
+        if refusal is not None:
+            return [Reply(token, "", error_response(pb.JoinGroupResponse, refusal))]
         return self._step(handle_join, request, token, host, principal)
+
+    def group_heartbeat(self, request: pb.GroupHeartbeatRequest, token: Token, host: str = "",
+                        principal: str = "", checked: Verdict | None = None) -> list[Effect]:
+        """The consumer protocol's one request (``coordinator.model.consumer``)."""
+        out = Outbox(self.consumer.to_record)
+        self.consumer.heartbeat(out, request, token, host, principal, checked)
+        return out.effects()
 
     def sync(self, request: pb.SyncGroupRequest, token: Token, checked: AssignmentCheck | None = None) -> list[Effect]:
         return self._step(handle_sync, request, token, checked)
@@ -112,20 +125,38 @@ class CoordinatorModel:
 
     def put_tasks(self, request: pb.PutTasksRequest, token: Token, checked: CatalogCheck | None = None,
                   principal: str = "") -> list[Effect]:
-        return self._step(admin.put_tasks, request, token, checked, principal)
+        return self._catalog_step(request.group_id, admin.put_tasks, request, token, checked, principal)
 
     def delete_tasks(self, request: pb.DeleteTasksRequest, token: Token) -> list[Effect]:
-        return self._step(admin.delete_tasks, request, token)
+        return self._catalog_step(request.group_id, admin.delete_tasks, request, token)
 
     def publish_load_snapshot(self, request: pb.PublishLoadSnapshotRequest, token: Token,
                               checked: Verdict | None = None) -> list[Effect]:
         return self._step(admin.publish_load_snapshot, request, token, checked)
 
     def delete_group(self, request: pb.DeleteGroupRequest, token: Token) -> list[Effect]:
+        consumer = self.consumer.groups.get(request.group_id)
+        if consumer is not None:
+            return [Reply(token, "", pb.DeleteGroupResponse(error=error(
+                pb.NON_EMPTY_GROUP, f"group {request.group_id!r} has {len(consumer.members)} consumer-protocol "
+                "members")))]
         return self._step(admin.delete_group, request, token)
+
+    def _catalog_step(self, group_id: str, handler: Callable[..., None], *args: Any) -> list[Effect]:
+        """A catalog edit; a consumer-protocol group's epoch moves with its catalog."""
+        out = Outbox(self.consumer.to_record)
+        handler(self, out, *args)
+        self.consumer.catalog_changed(out, group_id)
+        return out.effects()
 
     def fire(self, key: TimerKey) -> list[Effect]:
         """A timer's deadline passed (the runtime only fires keys the model armed)."""
+        if key.kind == "expire" and key.group_id in self.consumer.groups:
+            return []  # the catalog holder of a consumer-protocol group with members: not bare
+        if key.kind in TIMER_KINDS:
+            out = Outbox(self.consumer.to_record)
+            self.consumer.fire(out, key)
+            return out.effects()
         group = self.groups.get(key.group_id)
         if group is None:
             return []
@@ -135,24 +166,25 @@ class CoordinatorModel:
 
     def load(self, records: Mapping[str, dict[str, Any]]) -> list[Effect]:
         """Resume the stored groups (after a restart or on becoming active)."""
-        out = Outbox(group_to_record)
+        out = Outbox(self.consumer.to_record)
         for group_id, record in records.items():
             self._resume(out, group_id, record)
         return out.effects()
 
     def unload(self, code: pb.ErrorCode, message: str) -> list[Effect]:
         """Stop answering for every group (lost the office): held requests get ``code``."""
-        out = Outbox(group_to_record)
+        out = Outbox(self.consumer.to_record)
         for group in list(self.groups.values()):
             for member in group.members.values():
                 phases.fail_held(out, group, member, code, message)
             self.drop_group(group)
+        self.consumer.groups.clear()  # not persisted yet: their members join again wherever the group goes
         return out.effects()
 
     def release_parked(self, code: pb.ErrorCode, message: str) -> list[Effect]:
         """Answer every parked JoinGroup and SyncGroup with ``code`` (the server is stopping); the
         groups stay as they are (the store has them)."""
-        out = Outbox(group_to_record)
+        out = Outbox(self.consumer.to_record)
         for group in self.groups.values():
             for member in group.members.values():
                 phases.fail_held(out, group, member, code, message)
@@ -162,7 +194,7 @@ class CoordinatorModel:
         """A write of ``group_id`` failed: put the group back as ``record`` (its last stored state;
         drop it if never stored), as a restart would: held requests fail with
         COORDINATOR_NOT_AVAILABLE (members retry), timers start afresh."""
-        out = Outbox(group_to_record)
+        out = Outbox(self.consumer.to_record)
         group = self.groups.get(group_id)
         if group is not None:
             log.warning("group %s: store write failed: back to its last stored state", group_id,
@@ -175,6 +207,7 @@ class CoordinatorModel:
                 out.cancel(phases.pending_key(group_id, member_id))
             out.cancel(phases.join_key(group_id))
             out.cancel(phases.sync_key(group_id))
+            self.consumer.groups.pop(group_id, None)  # back as stored too (``_resume``)
             self.drop_group(group)
         if record is not None:
             self._resume(out, group_id, record)
@@ -201,6 +234,7 @@ class CoordinatorModel:
             member.last_seen = now
             phases.arm_session(self, out, group, member)
         phases.expire_later(self, out, group)
+        self.consumer.resume(out, group_id, record.get("consumer"))
 
     # ------------------------------------------------------------------ shared by the handlers
 
@@ -264,6 +298,12 @@ class CoordinatorModel:
     def member_principal(self, group_id: str, member_id: str, instance_id: str = "") -> str | None:
         """Who joined the member a request names (by instance id first, as the join does), or None
         when there is no such member (the request will get its protocol error)."""
+        consumer = self.consumer.groups.get(group_id)
+        if consumer is not None:
+            if instance_id and instance_id in consumer.static_members:
+                member_id = consumer.static_members[instance_id]
+            found = consumer.members.get(member_id)
+            return None if found is None else found.principal
         group = self.groups.get(group_id)
         if group is None:
             return None
@@ -291,3 +331,4 @@ class CoordinatorModel:
         """Every group's invariants (tests run this after each step)."""
         for group in self.groups.values():
             group.validate()
+        self.consumer.validate()

@@ -19,12 +19,13 @@ import grpc
 from google.protobuf.message import Message
 
 from groupcoord.coordinator.auth.guard import CURRENT_PRINCIPAL
-from groupcoord.coordinator.model import prechecks
+from groupcoord.coordinator.model import consumer_checks, prechecks
 from groupcoord.coordinator.model.assignment_check import check_assignment
 from groupcoord.coordinator.model.effects import Effect, Token
 from groupcoord.coordinator.model.prechecks import Verdict
 from groupcoord.coordinator.rpc import parsing
 from groupcoord.coordinator.rpc.parsing import Malformed
+from groupcoord.coordinator.runtime.office import Standalone
 from groupcoord.coordinator.runtime.router import ShardRouter
 from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
 from groupcoord.v1 import groupcoord_pb2 as pb
@@ -149,6 +150,23 @@ class CoordinatorServicer(pb_grpc.GroupCoordinatorServicer):
             checked = Verdict(await runtime.checkers.run(prechecks.report_error, runtime.config, request))
         return await _ask(runtime, lambda token: runtime.model.report_load(request, token, checked),
                           pb.ReportLoadResponse)
+
+    @_guarded
+    async def GroupHeartbeat(self, request: pb.GroupHeartbeatRequest, context: grpc.aio.ServicerContext) -> Any:
+        """The consumer protocol (``coordinator.model.consumer``), persisted with its group's record; not yet
+        served by HA or sharded coordinators (their failover is not tested with it yet)."""
+        runtime = self.router.for_group(request.group_id)
+        if not isinstance(runtime.office, Standalone):
+            return pb.GroupHeartbeatResponse(error=pb.Error(code=pb.INVALID_REQUEST, message=(
+                "the consumer protocol (GroupHeartbeat) runs only on a standalone coordinator for now (not HA or "
+                "sharded); use the classic protocol (JoinGroup) here")))
+        host = _peer_host(context)
+        principal = CURRENT_PRINCIPAL.get()
+        checked = None
+        if len(request.owned.tasks) >= _CHECK_OFF_LOOP_FROM:
+            checked = Verdict(await runtime.checkers.run(consumer_checks.request_error, runtime.config, request))
+        return await _ask(runtime, lambda token: runtime.model.group_heartbeat(request, token, host, principal,
+                                                                                checked), pb.GroupHeartbeatResponse)
 
     @_guarded
     async def FindCoordinator(self, request: pb.FindCoordinatorRequest, context: grpc.aio.ServicerContext) -> Any:

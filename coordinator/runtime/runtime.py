@@ -35,6 +35,7 @@ from groupcoord.coordinator.model.effects import (
     Count,
     Effect,
     Forget,
+    Offload,
     Persist,
     RecordLoad,
     Reply,
@@ -237,6 +238,8 @@ class CoordinatorRuntime:
                     self.on_load_report(effect.group_id, effect.member_id, effect.report)
             elif isinstance(effect, Count):
                 self.metrics.count(effect.what, effect.amount)
+            elif isinstance(effect, Offload):
+                self._offload(effect)
         for writes in starting:
             assert writes.busy is not None
             self._start(writes, writes.busy)
@@ -273,6 +276,31 @@ class CoordinatorRuntime:
             self._answer(reply.to, reply.response)
 
         self.checkers.start(loop, complete).add_done_callback(completed)
+
+    def _offload(self, effect: Offload) -> None:
+        """``effect.job`` off the loop (inline without one: tests, tools), then its ``then`` on the loop,
+        unless this runtime's term ended meanwhile (its groups are gone or reloaded)."""
+        loop = self._loop
+        if loop is None:
+            try:
+                result: Any = effect.job()
+            except Exception as failure:  # noqa: BLE001  # the model records it; nothing else stops
+                result = failure
+            self.carry_out(effect.then(result))
+            return
+        term = self._term
+        outcome: list[Any] = []
+
+        def job() -> None:
+            outcome.append(effect.job())
+
+        def done(future: asyncio.Future[None]) -> None:
+            if future.cancelled() or self._term != term or term is None:
+                return
+            failure = future.exception()
+            self.carry_out(effect.then(failure if failure is not None else outcome[0]))
+
+        self.checkers.start(loop, job).add_done_callback(done)
 
     def _answer(self, token: Token, response: Message) -> None:
         answer = self._answers.pop(token, None)

@@ -29,6 +29,9 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     NON_EMPTY_GROUP: _ClassVar[ErrorCode]
     COORDINATOR_LOAD_IN_PROGRESS: _ClassVar[ErrorCode]
     GROUP_AUTHORIZATION_FAILED: _ClassVar[ErrorCode]
+    FENCED_MEMBER_EPOCH: _ClassVar[ErrorCode]
+    UNRELEASED_INSTANCE_ID: _ClassVar[ErrorCode]
+    UNSUPPORTED_ASSIGNOR: _ClassVar[ErrorCode]
 
 class GroupState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -66,6 +69,9 @@ UNKNOWN_TASK: ErrorCode
 NON_EMPTY_GROUP: ErrorCode
 COORDINATOR_LOAD_IN_PROGRESS: ErrorCode
 GROUP_AUTHORIZATION_FAILED: ErrorCode
+FENCED_MEMBER_EPOCH: ErrorCode
+UNRELEASED_INSTANCE_ID: ErrorCode
+UNSUPPORTED_ASSIGNOR: ErrorCode
 GROUP_STATE_UNKNOWN: GroupState
 EMPTY: GroupState
 PREPARING_REBALANCE: GroupState
@@ -509,6 +515,130 @@ class FindCoordinatorResponse(_message.Message):
     error: Error
     coordinators: _containers.RepeatedCompositeFieldContainer[CoordinatorLocation]
     def __init__(self, error: _Optional[_Union[Error, _Mapping]] = ..., coordinators: _Optional[_Iterable[_Union[CoordinatorLocation, _Mapping]]] = ...) -> None: ...
+
+class TaskReplicaList(_message.Message):
+    __slots__ = ("tasks",)
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    tasks: _containers.RepeatedCompositeFieldContainer[TaskReplica]
+    def __init__(self, tasks: _Optional[_Iterable[_Union[TaskReplica, _Mapping]]] = ...) -> None: ...
+
+class GroupHeartbeatRequest(_message.Message):
+    __slots__ = ("group_id", "member_id", "member_epoch", "instance_id", "metadata", "owned", "assignor", "rebalance_timeout_ms", "session_timeout_ms", "client_id")
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    OWNED_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNOR_FIELD_NUMBER: _ClassVar[int]
+    REBALANCE_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    SESSION_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str
+    metadata: MemberMetadata
+    owned: TaskReplicaList
+    assignor: str
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    client_id: str
+    def __init__(self, group_id: _Optional[str] = ..., member_id: _Optional[str] = ..., member_epoch: _Optional[int] = ..., instance_id: _Optional[str] = ..., metadata: _Optional[_Union[MemberMetadata, _Mapping]] = ..., owned: _Optional[_Union[TaskReplicaList, _Mapping]] = ..., assignor: _Optional[str] = ..., rebalance_timeout_ms: _Optional[int] = ..., session_timeout_ms: _Optional[int] = ..., client_id: _Optional[str] = ...) -> None: ...
+
+class GroupHeartbeatResponse(_message.Message):
+    __slots__ = ("error", "member_id", "member_epoch", "heartbeat_interval_ms", "assignment")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_INTERVAL_MS_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
+    error: Error
+    member_id: str
+    member_epoch: int
+    heartbeat_interval_ms: int
+    assignment: TaskReplicaList
+    def __init__(self, error: _Optional[_Union[Error, _Mapping]] = ..., member_id: _Optional[str] = ..., member_epoch: _Optional[int] = ..., heartbeat_interval_ms: _Optional[int] = ..., assignment: _Optional[_Union[TaskReplicaList, _Mapping]] = ...) -> None: ...
+
+class SessionRequest(_message.Message):
+    __slots__ = ("tag", "join_group", "sync_group", "heartbeat", "leave_group", "report_load", "group_heartbeat")
+    TAG_FIELD_NUMBER: _ClassVar[int]
+    JOIN_GROUP_FIELD_NUMBER: _ClassVar[int]
+    SYNC_GROUP_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    LEAVE_GROUP_FIELD_NUMBER: _ClassVar[int]
+    REPORT_LOAD_FIELD_NUMBER: _ClassVar[int]
+    GROUP_HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    tag: int
+    join_group: JoinGroupRequest
+    sync_group: SyncGroupRequest
+    heartbeat: HeartbeatRequest
+    leave_group: LeaveGroupRequest
+    report_load: ReportLoadRequest
+    group_heartbeat: GroupHeartbeatRequest
+    def __init__(self, tag: _Optional[int] = ..., join_group: _Optional[_Union[JoinGroupRequest, _Mapping]] = ..., sync_group: _Optional[_Union[SyncGroupRequest, _Mapping]] = ..., heartbeat: _Optional[_Union[HeartbeatRequest, _Mapping]] = ..., leave_group: _Optional[_Union[LeaveGroupRequest, _Mapping]] = ..., report_load: _Optional[_Union[ReportLoadRequest, _Mapping]] = ..., group_heartbeat: _Optional[_Union[GroupHeartbeatRequest, _Mapping]] = ...) -> None: ...
+
+class SessionResponse(_message.Message):
+    __slots__ = ("tag", "join_group", "sync_group", "heartbeat", "leave_group", "report_load", "group_heartbeat", "news")
+    TAG_FIELD_NUMBER: _ClassVar[int]
+    JOIN_GROUP_FIELD_NUMBER: _ClassVar[int]
+    SYNC_GROUP_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    LEAVE_GROUP_FIELD_NUMBER: _ClassVar[int]
+    REPORT_LOAD_FIELD_NUMBER: _ClassVar[int]
+    GROUP_HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    NEWS_FIELD_NUMBER: _ClassVar[int]
+    tag: int
+    join_group: JoinGroupResponse
+    sync_group: SyncGroupResponse
+    heartbeat: HeartbeatResponse
+    leave_group: LeaveGroupResponse
+    report_load: ReportLoadResponse
+    group_heartbeat: GroupHeartbeatResponse
+    news: SessionNews
+    def __init__(self, tag: _Optional[int] = ..., join_group: _Optional[_Union[JoinGroupResponse, _Mapping]] = ..., sync_group: _Optional[_Union[SyncGroupResponse, _Mapping]] = ..., heartbeat: _Optional[_Union[HeartbeatResponse, _Mapping]] = ..., leave_group: _Optional[_Union[LeaveGroupResponse, _Mapping]] = ..., report_load: _Optional[_Union[ReportLoadResponse, _Mapping]] = ..., group_heartbeat: _Optional[_Union[GroupHeartbeatResponse, _Mapping]] = ..., news: _Optional[_Union[SessionNews, _Mapping]] = ...) -> None: ...
+
+class SessionNews(_message.Message):
+    __slots__ = ("group_id", "member_id", "rebalance_started", "assignment_changed", "tasks_to_give_up", "coordinator_moved")
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    REBALANCE_STARTED_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNMENT_CHANGED_FIELD_NUMBER: _ClassVar[int]
+    TASKS_TO_GIVE_UP_FIELD_NUMBER: _ClassVar[int]
+    COORDINATOR_MOVED_FIELD_NUMBER: _ClassVar[int]
+    group_id: str
+    member_id: str
+    rebalance_started: RebalanceStarted
+    assignment_changed: AssignmentChanged
+    tasks_to_give_up: TasksToGiveUp
+    coordinator_moved: CoordinatorMoved
+    def __init__(self, group_id: _Optional[str] = ..., member_id: _Optional[str] = ..., rebalance_started: _Optional[_Union[RebalanceStarted, _Mapping]] = ..., assignment_changed: _Optional[_Union[AssignmentChanged, _Mapping]] = ..., tasks_to_give_up: _Optional[_Union[TasksToGiveUp, _Mapping]] = ..., coordinator_moved: _Optional[_Union[CoordinatorMoved, _Mapping]] = ...) -> None: ...
+
+class RebalanceStarted(_message.Message):
+    __slots__ = ("generation",)
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    generation: int
+    def __init__(self, generation: _Optional[int] = ...) -> None: ...
+
+class AssignmentChanged(_message.Message):
+    __slots__ = ("member_epoch",)
+    MEMBER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    member_epoch: int
+    def __init__(self, member_epoch: _Optional[int] = ...) -> None: ...
+
+class TasksToGiveUp(_message.Message):
+    __slots__ = ("member_epoch", "tasks")
+    MEMBER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    member_epoch: int
+    tasks: _containers.RepeatedCompositeFieldContainer[TaskReplica]
+    def __init__(self, member_epoch: _Optional[int] = ..., tasks: _Optional[_Iterable[_Union[TaskReplica, _Mapping]]] = ...) -> None: ...
+
+class CoordinatorMoved(_message.Message):
+    __slots__ = ("coordinator_hint",)
+    COORDINATOR_HINT_FIELD_NUMBER: _ClassVar[int]
+    coordinator_hint: str
+    def __init__(self, coordinator_hint: _Optional[str] = ...) -> None: ...
 
 class ListGroupsRequest(_message.Message):
     __slots__ = ()

@@ -64,6 +64,11 @@ class GroupCoordinatorStub:
                 request_serializer=groupcoord_dot_v1_dot_groupcoord__pb2.FindCoordinatorRequest.SerializeToString,
                 response_deserializer=groupcoord_dot_v1_dot_groupcoord__pb2.FindCoordinatorResponse.FromString,
                 _registered_method=True)
+        self.GroupHeartbeat = channel.unary_unary(
+                '/groupcoord.v1.GroupCoordinator/GroupHeartbeat',
+                request_serializer=groupcoord_dot_v1_dot_groupcoord__pb2.GroupHeartbeatRequest.SerializeToString,
+                response_deserializer=groupcoord_dot_v1_dot_groupcoord__pb2.GroupHeartbeatResponse.FromString,
+                _registered_method=True)
 
 
 class GroupCoordinatorServicer:
@@ -112,6 +117,16 @@ class GroupCoordinatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GroupHeartbeat(self, request, context):
+        """The consumer protocol's one RPC (KIP-848): join (member_epoch 0),
+        heartbeat, assignment and leave (-1, or -2 for a static member leaving
+        for a while). Needs `member` on the group when ACLs are on, as the other
+        member RPCs. Errors and retry rules: see GroupHeartbeatResponse.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GroupCoordinatorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -144,6 +159,11 @@ def add_GroupCoordinatorServicer_to_server(servicer, server):
                     servicer.FindCoordinator,
                     request_deserializer=groupcoord_dot_v1_dot_groupcoord__pb2.FindCoordinatorRequest.FromString,
                     response_serializer=groupcoord_dot_v1_dot_groupcoord__pb2.FindCoordinatorResponse.SerializeToString,
+            ),
+            'GroupHeartbeat': grpc.unary_unary_rpc_method_handler(
+                    servicer.GroupHeartbeat,
+                    request_deserializer=groupcoord_dot_v1_dot_groupcoord__pb2.GroupHeartbeatRequest.FromString,
+                    response_serializer=groupcoord_dot_v1_dot_groupcoord__pb2.GroupHeartbeatResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -308,6 +328,33 @@ class GroupCoordinator:
             '/groupcoord.v1.GroupCoordinator/FindCoordinator',
             groupcoord_dot_v1_dot_groupcoord__pb2.FindCoordinatorRequest.SerializeToString,
             groupcoord_dot_v1_dot_groupcoord__pb2.FindCoordinatorResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GroupHeartbeat(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/groupcoord.v1.GroupCoordinator/GroupHeartbeat',
+            groupcoord_dot_v1_dot_groupcoord__pb2.GroupHeartbeatRequest.SerializeToString,
+            groupcoord_dot_v1_dot_groupcoord__pb2.GroupHeartbeatResponse.FromString,
             options,
             channel_credentials,
             insecure,

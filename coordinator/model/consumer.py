@@ -1,0 +1,402 @@
+"""The consumer protocol (KIP-848) on the coordinator: GroupHeartbeat in, effects out.
+
+``ConsumerGroups`` keeps every consumer-protocol group of the model. One heartbeat:
+
+* member epoch 0 joins (a static member whose instance is away, epoch -2, takes its place and
+  its tasks; a live one holding the instance id refuses the newcomer: UNRELEASED_INSTANCE_ID);
+* -1 leaves (its tasks are free at once); -2 leaves for a while (a static member keeps its tasks
+  until it comes back or its session ends);
+* any other epoch must be the member's current one, or its previous one with no more than its
+  assignment owned (the answer that bumped it may have been lost); else FENCED_MEMBER_EPOCH;
+* then the member alone is reconciled toward its target (``coordinator.model.reconcile``):
+  nothing here visits the other members.
+
+Membership, metadata and catalog changes bump the group epoch; a keyed timer per group
+(``c-assign``) then asks for a new target at most once per ``assignment_interval_ms``, computed
+off the loop (``Offload``, ``coordinator.model.consumer_target``). Sessions (``c-session``) and
+revocations that take longer than the member's rebalance timeout (``c-revoke``) end on timers.
+
+Beside the classic protocol: the group's catalog and load snapshot are those of the classic
+group of the same id (created, Empty, when a consumer group is; PutTasks edits it as ever), and
+so is its record: the consumer state is its ``consumer`` entry (``consumer_records``), written
+before a member hears of a change. A group with classic members refuses consumer members and the
+other way round, with INCONSISTENT_GROUP_PROTOCOL (converting a group is a later piece).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from groupcoord.assignors.base import TaskReplica
+from groupcoord.coordinator.model import phases, quotas
+from groupcoord.coordinator.model.consumer_answer import ConsumerSettings, answer
+from groupcoord.coordinator.model.consumer_checks import owned_of, request_error
+from groupcoord.coordinator.model.consumer_group import LEAVE_EPOCH, STATIC_LEAVE_EPOCH, ConsumerGroup, ConsumerMember
+from groupcoord.coordinator.model.consumer_records import consumer_from_record, member_entry, record_of
+from groupcoord.coordinator.model.consumer_target import TargetInputs, assignor_exists, check_target, compute_target
+from groupcoord.coordinator.model.context import Model
+from groupcoord.coordinator.model.effects import Effect, Outbox, TimerKey, Token, error
+from groupcoord.coordinator.model.group import Group
+from groupcoord.coordinator.model.prechecks import Verdict
+from groupcoord.coordinator.model.reconcile import MemberState, Reconciled, reconcile
+from groupcoord.v1 import groupcoord_pb2 as pb
+
+__all__ = ["ConsumerGroups", "ConsumerSettings", "TIMER_KINDS"]
+
+log = logging.getLogger("groupcoord.consumer")
+TIMER_KINDS = frozenset({"c-session", "c-revoke", "c-assign"})
+
+
+class ConsumerGroups:
+    """Every consumer-protocol group of one model; each entry point adds its effects to ``out``."""
+
+    def __init__(self, model: Model, settings: ConsumerSettings | None = None,
+                 new_member_id: Callable[[str], str] | None = None) -> None:
+        self.m = model
+        config = model.config
+        self.settings = settings or ConsumerSettings(
+            heartbeat_interval_ms=config.consumer_heartbeat_interval_ms,
+            session_timeout_ms=config.consumer_session_timeout_ms,
+            assignment_interval_ms=config.consumer_assignment_interval_ms)
+        self.groups: dict[str, ConsumerGroup] = {}
+        self._new_member_id = new_member_id or (lambda prefix: f"{prefix}-{uuid.uuid4()}")
+        self._assignors: set[str] = set()  # names known to resolve
+        self._last_assign: dict[str, float] = {}  # group id -> when its last computation started
+
+    # ------------------------------------------------------------------ requests
+
+    def heartbeat(self, out: Outbox, request: pb.GroupHeartbeatRequest, token: Token,
+                  host: str = "", principal: str = "", checked: Verdict | None = None) -> None:
+        """``checked``: the request's bounds, when the service checked them on a thread (a long ``owned``)."""
+        bounds = checked.failure if checked is not None else request_error(self.m.config, request)
+        failure = self.m.check_group_id(request.group_id) or bounds
+        classic = self.m.groups.get(request.group_id)
+        if failure is None and classic is not None and (classic.members or classic.pending_members):
+            failure = error(pb.INCONSISTENT_GROUP_PROTOCOL, f"group {request.group_id!r} runs the classic protocol "
+                            f"({len(classic.members)} members); a consumer-protocol member cannot join it until it is "
+                            f"empty (converting a group is not built yet)")
+        if failure is None:
+            if request.member_epoch == 0:
+                failure = self._join(out, request, token, host, principal)
+            elif request.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
+                failure = self._leave(out, request, token)
+            else:
+                failure = self._beat(out, request, token)
+        if failure is not None:
+            out.fail(token, "", pb.GroupHeartbeatResponse, failure)
+
+    def _join(self, out: Outbox, request: pb.GroupHeartbeatRequest, token: Token, host: str,
+              principal: str) -> pb.Error | None:
+        group = self.groups.get(request.group_id)
+        assignor = request.assignor or (group.assignor if group else self.settings.default_assignor)
+        if group is not None and request.instance_id in group.static_members:
+            return self._rejoin_static(out, group, request, token)
+        if group is not None and request.member_id in group.members:  # a retried join: its state, in full
+            return self._renewed(out, group, group.members[request.member_id], request, token)
+        failure = self._admission(group, request, assignor, principal)
+        if failure is not None:
+            return failure
+        if group is None:
+            group = self._new_group(request.group_id, assignor, principal)
+        prefix = request.instance_id or request.client_id or "member"
+        member = ConsumerMember(
+            member_id=request.member_id or self._new_member_id(prefix), instance_id=request.instance_id,
+            client_id=request.client_id, host=host, principal=principal, metadata=request.metadata,
+            session_timeout_ms=request.session_timeout_ms or self.settings.session_timeout_ms,
+            rebalance_timeout_ms=request.rebalance_timeout_ms or self.settings.rebalance_timeout_ms)
+        member.reconciled = Reconciled(MemberState.STABLE, group.target_epoch, frozenset())
+        group.add(member)
+        log.info("group %s: member %s joined (consumer protocol)", group.group_id, member.member_id,
+                 extra={"event": "member_joined", "group": group.group_id, "member": member.member_id})
+        self._changed(out, group)
+        return self._renewed(out, group, member, request, token)
+
+    def _admission(self, group: ConsumerGroup | None, request: pb.GroupHeartbeatRequest, assignor: str,
+                   principal: str) -> pb.Error | None:
+        """Why a new member may not join (None: it may)."""
+        if group is not None and assignor != group.assignor:
+            return error(pb.INCONSISTENT_GROUP_PROTOCOL, f"group {request.group_id!r} uses assignor "
+                         f"{group.assignor!r}, not {assignor!r}")
+        if assignor not in self._assignors:
+            if not assignor_exists(assignor):
+                return error(pb.UNSUPPORTED_ASSIGNOR, f"no assignor named {assignor!r} on this coordinator")
+            self._assignors.add(assignor)
+        if group is not None and len(group.members) >= self.m.config.group_max_size:
+            return error(pb.GROUP_MAX_SIZE_REACHED, f"group {request.group_id!r} has {len(group.members)} members "
+                         f"(group_max_size)")
+        if group is None and request.group_id not in self.m.groups:
+            return quotas.group_creation(self.m, principal)
+        return None
+
+    def _new_group(self, group_id: str, assignor: str, principal: str) -> ConsumerGroup:
+        if group_id not in self.m.groups:  # the group's catalog and snapshot live in its classic record
+            self.m.new_group(group_id, creator=principal)
+        classic = self.m.groups[group_id]
+        group = self.groups[group_id] = ConsumerGroup(group_id, assignor, catalog_version=classic.catalog_version,
+                                                      entry_of=member_entry)
+        return group
+
+    def _rejoin_static(self, out: Outbox, group: ConsumerGroup, request: pb.GroupHeartbeatRequest,
+                       token: Token) -> pb.Error | None:
+        """A static member back (epoch 0, new process): it takes the place and the tasks of the
+        instance's member, if that one left for a while (epoch -2); else the instance id is taken."""
+        old = group.members[group.static_members[request.instance_id]]
+        if not old.away and old.member_id == request.member_id:  # a retried join: its state, in full
+            return self._renewed(out, group, old, request, token)
+        if not old.away:
+            return error(pb.UNRELEASED_INSTANCE_ID, f"instance {request.instance_id!r} is held by live member "
+                         f"{old.member_id} of group {group.group_id!r}; it must leave (or its session end) first")
+        new_id = request.member_id or self._new_member_id(request.instance_id)
+        held = old.reconciled
+        group.remove(old)
+        out.cancel(TimerKey("c-session", group.group_id, old.member_id))
+        member = ConsumerMember(
+            member_id=new_id, instance_id=old.instance_id, client_id=request.client_id or old.client_id,
+            host=old.host, principal=old.principal, metadata=old.metadata,
+            session_timeout_ms=request.session_timeout_ms or old.session_timeout_ms,
+            rebalance_timeout_ms=request.rebalance_timeout_ms or old.rebalance_timeout_ms)
+        member.reconciled = Reconciled(MemberState.STABLE, held.epoch, frozenset())
+        group.add(member)
+        group.hold(member, Reconciled(MemberState.STABLE, held.epoch, held.assigned))
+        if old.member_id in group.target:
+            group.target[new_id] = group.target.pop(old.member_id)
+        if request.HasField("metadata") and request.metadata != old.metadata:
+            member.metadata = request.metadata
+            group.refresh(member)
+            self._changed(out, group)
+        self._persist(out, group)
+        return self._renewed(out, group, member, request, token)
+
+    def _leave(self, out: Outbox, request: pb.GroupHeartbeatRequest, token: Token) -> pb.Error | None:
+        group = self.groups.get(request.group_id)
+        member, failure = self._member(group, request)
+        if failure is not None or group is None or member is None:
+            return failure
+        out.cancel(TimerKey("c-revoke", group.group_id, member.member_id))
+        if request.member_epoch == STATIC_LEAVE_EPOCH:
+            member.away = True  # its tasks wait for it; what it was giving up it has stopped (it left)
+            group.hold(member, Reconciled(MemberState.STABLE, member.epoch, member.reconciled.assigned))
+            group.refresh(member)
+            self._persist(out, group)
+            out.reply(token, group.group_id, pb.GroupHeartbeatResponse(
+                member_id=member.member_id, member_epoch=STATIC_LEAVE_EPOCH,
+                heartbeat_interval_ms=self.settings.heartbeat_interval_ms))
+            return None
+        self._remove(out, group, member, "left the group")
+        out.reply(token, group.group_id, pb.GroupHeartbeatResponse(member_id=member.member_id, member_epoch=LEAVE_EPOCH,
+                                                       heartbeat_interval_ms=self.settings.heartbeat_interval_ms))
+        return None
+
+    def _beat(self, out: Outbox, request: pb.GroupHeartbeatRequest, token: Token) -> pb.Error | None:
+        group = self.groups.get(request.group_id)
+        member, failure = self._member(group, request)
+        if failure is not None or group is None or member is None:
+            return failure
+        owned = owned_of(request)
+        received = request.member_epoch
+        if member.away or received > member.epoch or (received < member.epoch and (
+                received != member.previous_epoch or owned is None or not owned <= member.reconciled.assigned)):
+            return error(pb.FENCED_MEMBER_EPOCH, f"member epoch {received} is not member {member.member_id}'s "
+                         f"({member.epoch}): stop every task and join again with epoch 0")
+        if request.HasField("assignor") and (request.assignor or self.settings.default_assignor) != group.assignor:
+            return error(pb.INCONSISTENT_GROUP_PROTOCOL, f"group {group.group_id!r} uses assignor {group.assignor!r}")
+        if request.HasField("metadata") and request.metadata != member.metadata:
+            member.metadata, member.info = request.metadata, None
+            group.refresh(member)
+            self._changed(out, group)
+        return self._renewed(out, group, member, request, token)
+
+    def _member(self, group: ConsumerGroup | None,
+                request: pb.GroupHeartbeatRequest) -> tuple[ConsumerMember | None, pb.Error | None]:
+        """The member a request names, by instance id first (Kafka's static member checks)."""
+        if group is None:
+            return None, error(pb.UNKNOWN_MEMBER_ID, f"member {request.member_id!r} is not in group "
+                               f"{request.group_id!r} (it has no consumer-protocol members): join again with epoch 0")
+        if request.instance_id:
+            current = group.static_members.get(request.instance_id)
+            if current is None:
+                return None, error(pb.UNKNOWN_MEMBER_ID, f"instance {request.instance_id!r} is not in the group")
+            if current != request.member_id:
+                return None, error(pb.FENCED_INSTANCE_ID, f"instance {request.instance_id!r} is member {current} now; "
+                                   f"{request.member_id!r} is fenced")
+        member = group.members.get(request.member_id)
+        if member is None:
+            return None, error(pb.UNKNOWN_MEMBER_ID, f"member {request.member_id!r} is not in group "
+                               f"{group.group_id!r}: join again with epoch 0")
+        return member, None
+
+    def _renewed(self, out: Outbox, group: ConsumerGroup, member: ConsumerMember,
+                 request: pb.GroupHeartbeatRequest, token: Token) -> pb.Error | None:
+        """Renew the member's session, apply its changed timeouts, reconcile it, answer it."""
+        if request.HasField("rebalance_timeout_ms") or request.HasField("session_timeout_ms"):
+            member.rebalance_timeout_ms = request.rebalance_timeout_ms or member.rebalance_timeout_ms
+            member.session_timeout_ms = request.session_timeout_ms or member.session_timeout_ms
+            group.refresh(member)
+            self._persist(out, group)
+        member.lost_mark = self.m.lateness()
+        out.arm(TimerKey("c-session", group.group_id, member.member_id), member.session_timeout_ms / 1000)
+        before = member.reconciled
+        owned = owned_of(request)
+        after = reconcile(before, group.target_epoch, group.target_of(member.member_id), owned,
+                          group.held_elsewhere(member.member_id))
+        if after is not before:
+            group.hold(member, after)
+        revoke_key = TimerKey("c-revoke", group.group_id, member.member_id)
+        if after.state is MemberState.UNREVOKED_TASKS and after.revoking != before.revoking:
+            out.arm(revoke_key, member.rebalance_timeout_ms / 1000)
+        elif before.state is MemberState.UNREVOKED_TASKS and after.state is not MemberState.UNREVOKED_TASKS:
+            out.cancel(revoke_key)
+        if after is not before:
+            self._persist(out, group)
+        out.reply(token, group.group_id, answer(member, self.settings.heartbeat_interval_ms, request.member_epoch,
+                                                 owned))
+        return None
+
+    # ------------------------------------------------------------------ changes and timers
+
+    def _changed(self, out: Outbox, group: ConsumerGroup) -> None:
+        """A new group epoch; its target is asked for at most once per assignment interval."""
+        group.bump()
+        self._persist(out, group)
+        self._ask_target(out, group)
+
+    def _ask_target(self, out: Outbox, group: ConsumerGroup) -> None:
+        if group.computing:
+            return  # asked for again when the running computation lands
+        last = self._last_assign.get(group.group_id)
+        now = self.m.clock.now()
+        interval = self.settings.assignment_interval_ms / 1000
+        delay = 0.0 if last is None else max(0.0, last + interval - now)
+        out.arm(TimerKey("c-assign", group.group_id), delay)
+
+    def _remove(self, out: Outbox, group: ConsumerGroup, member: ConsumerMember, why: str) -> None:
+        log.info("group %s: member %s %s (consumer protocol)", group.group_id, member.member_id, why,
+                 extra={"event": "member_removed", "group": group.group_id, "member": member.member_id, "reason": why})
+        group.remove(member)
+        group.target.pop(member.member_id, None)
+        out.cancel(TimerKey("c-session", group.group_id, member.member_id))
+        out.cancel(TimerKey("c-revoke", group.group_id, member.member_id))
+        if group.members:
+            self._changed(out, group)
+            return
+        del self.groups[group.group_id]  # nothing left to reconcile: the id is free for either protocol
+        self._last_assign.pop(group.group_id, None)
+        out.cancel(TimerKey("c-assign", group.group_id))
+        classic = self.m.groups.get(group.group_id)
+        if classic is not None:
+            out.persist(classic)  # its record without the consumer part
+            phases.expire_later(self.m, out, classic)  # deleted after the retention if nothing is left
+
+    def fire(self, out: Outbox, key: TimerKey) -> None:
+        group = self.groups.get(key.group_id)
+        if group is None:
+            return
+        if key.kind == "c-assign":
+            self._start_target(out, group)
+            return
+        member = group.members.get(key.member_id)
+        if member is None:
+            return
+        if key.kind == "c-revoke":
+            if member.reconciled.state is MemberState.UNREVOKED_TASKS:
+                self._remove(out, group, member, "did not give its tasks up within its rebalance timeout")
+            return
+        owed = self.m.lateness() - member.lost_mark
+        if owed > 0.001:  # never expire a member for time the coordinator itself lost
+            member.lost_mark += owed
+            out.arm(key, owed)
+            return
+        self._remove(out, group, member, "session expired")
+
+    def catalog_changed(self, out: Outbox, group_id: str) -> None:
+        """After a catalog edit (or a deleted classic record): a catalog change moves the group epoch."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return
+        classic = self.m.groups.get(group_id)
+        version = classic.catalog_version if classic is not None else None
+        if version != group.catalog_version:
+            group.catalog_version = version
+            self._changed(out, group)
+
+    def _start_target(self, out: Outbox, group: ConsumerGroup) -> None:
+        if group.computing or group.target_epoch >= group.epoch:
+            return
+        classic = self.m.groups.get(group.group_id)
+        catalog = classic.catalog_snapshot() if classic is not None else None
+        members = tuple(m.assignor_view() for m in group.members.values())
+        inputs = TargetInputs(group.group_id, group.epoch, group.assignor, members, catalog,
+                              classic.load_snapshot if classic is not None else None)
+        ids = set(group.members)
+        group.computing = True
+        self._last_assign[group.group_id] = self.m.clock.now()
+        out.offload(lambda: check_target(compute_target(inputs), ids, catalog),
+                    lambda result: self._install(group, inputs.epoch, result))
+
+    def _install(self, group: ConsumerGroup, epoch: int, result: Any) -> list[Effect]:
+        """A computation landed (on the loop): the target of ``epoch``, unless the group is gone."""
+        out = Outbox(self.to_record)
+        if self.groups.get(group.group_id) is not group:
+            return []
+        group.computing = False
+        if isinstance(result, dict):
+            group.target = {member_id: tasks for member_id, tasks in result.items() if member_id in group.members}
+            group.target_epoch, group.last_error = epoch, ""
+            self._persist(out, group)
+        else:
+            group.last_error = str(result)
+            log.warning("group %s: no new target for epoch %d: %s", group.group_id, epoch, group.last_error,
+                        extra={"event": "target_failed", "group": group.group_id, "reason": group.last_error})
+        if group.target_epoch < group.epoch and isinstance(result, dict):
+            self._ask_target(out, group)  # changes came in meanwhile
+        return out.effects()
+
+    # ------------------------------------------------------------------ records
+
+    def _persist(self, out: Outbox, group: ConsumerGroup) -> None:
+        """Write the group's record (its classic part and this one); answers wait for it."""
+        classic = self.m.groups.get(group.group_id)
+        if classic is None:  # its catalog holder went (never while it has members, but be whole)
+            classic = self.m.new_group(group.group_id)
+        out.persist(classic)
+
+    def to_record(self, classic: Group) -> dict[str, Any]:
+        """A group's record: the classic part, and the consumer part when the group has one."""
+        return record_of(classic, self.groups.get(classic.group_id))
+
+    def resume(self, out: Outbox, group_id: str, record: dict[str, Any] | None) -> None:
+        """After a restart or a failover: the group as stored; sessions start afresh (members go on
+        heartbeating with their epochs), as do revocation deadlines; a target behind is asked for."""
+        self.groups.pop(group_id, None)
+        classic = self.m.groups.get(group_id)
+        if not record or classic is None:
+            return
+        group = self.groups[group_id] = consumer_from_record(group_id, record, classic.catalog_version)
+        self._assignors.add(group.assignor)
+        for member in group.members.values():
+            out.arm(TimerKey("c-session", group_id, member.member_id), member.session_timeout_ms / 1000)
+            if member.reconciled.state is MemberState.UNREVOKED_TASKS:
+                out.arm(TimerKey("c-revoke", group_id, member.member_id), member.rebalance_timeout_ms / 1000)
+        if group.target_epoch < group.epoch:
+            self._ask_target(out, group)
+
+    def refusal_for_classic(self, group_id: str) -> pb.Error | None:
+        """A classic JoinGroup into a group with consumer-protocol members: refused for now."""
+        group = self.groups.get(group_id)
+        if group is None or not group.members:
+            return None
+        return error(pb.INCONSISTENT_GROUP_PROTOCOL, f"group {group_id!r} runs the consumer protocol "
+                     f"({len(group.members)} members); a classic member cannot join it until it is empty "
+                     f"(converting a group is not built yet)")
+
+    def held(self, group_id: str) -> dict[TaskReplica, str]:
+        """Who holds each task replica of a group (tests, tools)."""
+        group = self.groups.get(group_id)
+        return dict(group.holder) if group is not None else {}
+
+    def validate(self) -> None:
+        for group in self.groups.values():
+            group.validate()

@@ -1,0 +1,154 @@
+"""The data of one consumer-protocol group (KIP-848) and its members, kept as running state.
+
+A group has an epoch (bumped by every change of membership, of a member's metadata or of the
+catalog), a target assignment computed for some group epoch (the target epoch), and for each
+member its reconciliation state (``coordinator.model.reconcile``). ``holder`` maps each task
+replica some member holds (assigned or revoking) to that member: kept as members change, so
+the question a heartbeat asks ("does another member hold this task?") costs O(1), and no
+request scans the group. ``validate`` recounts it all (tests run it after every step).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from groupcoord.assignors.base import MemberInfo, TaskReplica
+from groupcoord.coordinator.model.reconcile import MemberState, Reconciled
+from groupcoord.v1 import groupcoord_pb2 as pb
+
+__all__ = ["ConsumerGroup", "ConsumerMember", "LEAVE_EPOCH", "STATIC_LEAVE_EPOCH", "JOIN_EPOCH"]
+
+JOIN_EPOCH = 0
+LEAVE_EPOCH = -1
+STATIC_LEAVE_EPOCH = -2
+
+
+@dataclass(eq=False)
+class ConsumerMember:
+    member_id: str
+    instance_id: str
+    client_id: str
+    host: str
+    principal: str
+    metadata: pb.MemberMetadata
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    reconciled: Reconciled = field(default_factory=lambda: Reconciled(MemberState.STABLE, 0, frozenset()))
+    previous_epoch: int = -1
+    # a static member gone for a while (epoch -2): its tasks wait for it until its session ends
+    away: bool = False
+    # the assignment as last sent; an answer carries the assignment only when it differs
+    sent: frozenset[TaskReplica] | None = None
+    # the coordinator's lost time when the member was last heard from (as classic members keep it)
+    lost_mark: float = 0.0
+    info: MemberInfo | None = None  # what the assignor sees of it, rebuilt when its metadata changes
+
+    @property
+    def epoch(self) -> int:
+        return self.reconciled.epoch
+
+    @property
+    def held(self) -> frozenset[TaskReplica]:
+        """What the member may be running: its assignment and what it has not yet given up."""
+        return self.reconciled.assigned | self.reconciled.revoking
+
+    def assignor_view(self) -> MemberInfo:
+        if self.info is None:
+            m = self.metadata
+            self.info = MemberInfo(
+                member_id=self.member_id, instance_id=self.instance_id, client_id=self.client_id, host=self.host,
+                rack=m.rack, pool=m.pool, capacity=m.capacity or 1.0, attributes=dict(m.attributes),
+                owned=tuple(sorted(self.reconciled.assigned)), owned_generation=self.epoch)
+        return self.info
+
+
+@dataclass(eq=False)
+class ConsumerGroup:
+    group_id: str
+    assignor: str
+    epoch: int = 1  # a new group's first target (empty, epoch 1) is its own: member epochs start at 1
+    members: dict[str, ConsumerMember] = field(default_factory=dict)
+    static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
+    target_epoch: int = 1
+    target: dict[str, frozenset[TaskReplica]] = field(default_factory=dict)
+    holder: dict[TaskReplica, str] = field(default_factory=dict)
+    catalog_version: int | None = None  # of the group's catalog when the epoch last counted it
+    computing: bool = False  # a target computation is running off the loop
+    # each member's part of the group record, rebuilt when that member changes (``refresh``), so a
+    # record copies one reference per member and reads none (``coordinator.model.consumer_records``)
+    entries: dict[str, dict[str, object]] = field(default_factory=dict)
+    entry_of: Callable[[ConsumerMember], dict[str, object]] | None = None
+    last_error: str = ""  # the assignor's last failure, if its last run failed
+
+    def bump(self) -> None:
+        """Something the assignor reads changed: a new group epoch (the target is now behind it)."""
+        self.epoch += 1
+
+    def add(self, member: ConsumerMember) -> None:
+        self.members[member.member_id] = member
+        if member.instance_id:
+            self.static_members[member.instance_id] = member.member_id
+        self.refresh(member)
+
+    def refresh(self, member: ConsumerMember) -> None:
+        """The member changed (state, metadata, timeouts): its record entry is rebuilt."""
+        if self.entry_of is not None:
+            self.entries[member.member_id] = self.entry_of(member)
+
+    def remove(self, member: ConsumerMember) -> None:
+        """The member is gone: whatever it held is free for the next owner at once."""
+        self.hold(member, Reconciled(MemberState.STABLE, member.epoch, frozenset()))
+        del self.members[member.member_id]
+        self.entries.pop(member.member_id, None)
+        if member.instance_id and self.static_members.get(member.instance_id) == member.member_id:
+            del self.static_members[member.instance_id]
+
+    def hold(self, member: ConsumerMember, reconciled: Reconciled) -> None:
+        """Set the member's reconciliation state, keeping ``holder`` (O(what changed))."""
+        before, after = member.held, reconciled.assigned | reconciled.revoking
+        member_id = member.member_id
+        for task in before - after:
+            if self.holder.get(task) == member_id:
+                del self.holder[task]
+        for task in after - before:
+            owner = self.holder.setdefault(task, member_id)
+            if owner != member_id:
+                raise AssertionError(f"{task} given to {member_id} while {owner} holds it")
+        if reconciled.epoch != member.epoch:
+            member.previous_epoch = member.epoch
+        if reconciled.assigned != member.reconciled.assigned:
+            member.info = None  # its ownership as the assignor sees it changed
+        member.reconciled = reconciled
+        if member.member_id in self.members:
+            self.refresh(member)
+
+    def held_elsewhere(self, member_id: str) -> Callable[[TaskReplica], bool]:
+        holder = self.holder
+
+        def elsewhere(task: TaskReplica) -> bool:
+            owner = holder.get(task)
+            return owner is not None and owner != member_id
+
+        return elsewhere
+
+    def target_of(self, member_id: str) -> frozenset[TaskReplica]:
+        return self.target.get(member_id, frozenset())
+
+    def validate(self) -> None:
+        """The invariants, recounted: each replica held by at most one member, ``holder`` exact,
+        epochs ordered (no member ahead of the target, no target ahead of the group)."""
+        seen: dict[TaskReplica, str] = {}
+        for member_id, member in self.members.items():
+            assert member.member_id == member_id
+            assert not (member.reconciled.assigned & member.reconciled.revoking), member_id
+            for task in member.held:
+                assert task not in seen, f"{task} held by {seen[task]} and {member_id}"
+                seen[task] = member_id
+            assert member.epoch <= self.target_epoch or member.away, (member_id, member.epoch, self.target_epoch)
+        assert seen == self.holder, "holder map out of step with the members"
+        if self.entry_of is not None:
+            assert self.entries == {i: self.entry_of(m) for i, m in self.members.items()}, "stale record entries"
+        assert self.target_epoch <= self.epoch
+        assert {i: m for i, m in self.static_members.items()} == {
+            m.instance_id: m.member_id for m in self.members.values() if m.instance_id}

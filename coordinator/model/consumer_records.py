@@ -1,0 +1,83 @@
+"""A consumer-protocol group's part of its group record (the ``consumer`` key), and back.
+
+The group record stays one record per group (``coordinator.model.records``): a consumer group's
+state rides along as its ``consumer`` entry, so it is written, fenced, loaded and rolled back with
+the group, by every store. The entry is built JSON-ready on the event loop, O(members): each change
+of a member's state writes the whole group, as a classic phase does (per-member records are next).
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from groupcoord.assignors.base import TaskReplica
+from groupcoord.coordinator.model.catalog_snapshot import b64
+from groupcoord.coordinator.model.consumer_group import ConsumerGroup, ConsumerMember
+from groupcoord.coordinator.model.group import Group
+from groupcoord.coordinator.model.reconcile import MemberState, Reconciled
+from groupcoord.coordinator.model.records import group_to_record
+from groupcoord.v1 import groupcoord_pb2 as pb
+
+__all__ = ["consumer_to_record", "consumer_from_record", "member_entry", "record_of"]
+
+
+def _pairs(tasks: Iterable[TaskReplica]) -> list[list[Any]]:
+    return [[t.task_id, t.replica] for t in sorted(tasks)]
+
+
+def _tasks(pairs: Iterable[list[Any]]) -> frozenset[TaskReplica]:
+    return frozenset(TaskReplica(t, r) for t, r in pairs)
+
+
+def member_entry(m: ConsumerMember) -> dict[str, object]:
+    """One member's part of the record (kept per member by ``ConsumerGroup.refresh``)."""
+    return {
+        "member_id": m.member_id, "instance_id": m.instance_id, "client_id": m.client_id, "host": m.host,
+        "principal": m.principal, "metadata": b64(m.metadata), "session_timeout_ms": m.session_timeout_ms,
+        "rebalance_timeout_ms": m.rebalance_timeout_ms, "state": m.reconciled.state.value,
+        "epoch": m.epoch, "previous_epoch": m.previous_epoch, "away": m.away,
+        "assigned": _pairs(m.reconciled.assigned), "revoking": _pairs(m.reconciled.revoking),
+    }
+
+
+def consumer_to_record(group: ConsumerGroup) -> dict[str, Any]:
+    """The group's consumer part: its figures, its target, and each member's kept entry (no member read)."""
+    return {
+        "epoch": group.epoch,
+        "target_epoch": group.target_epoch,
+        "assignor": group.assignor,
+        "target": {member_id: _pairs(tasks) for member_id, tasks in group.target.items()},
+        "last_error": group.last_error,
+        "members": list(group.entries.values()),
+    }
+
+
+def consumer_from_record(group_id: str, record: Mapping[str, Any], catalog_version: int | None) -> ConsumerGroup:
+    group = ConsumerGroup(group_id, record["assignor"], epoch=record["epoch"], target_epoch=record["target_epoch"],
+                          catalog_version=catalog_version, last_error=record.get("last_error", ""),
+                          entry_of=member_entry)
+    group.target = {member_id: _tasks(pairs) for member_id, pairs in record["target"].items()}
+    for m in record["members"]:
+        metadata = pb.MemberMetadata()
+        metadata.ParseFromString(base64.b64decode(m["metadata"]))
+        member = ConsumerMember(
+            member_id=m["member_id"], instance_id=m["instance_id"], client_id=m["client_id"], host=m["host"],
+            principal=m["principal"], metadata=metadata, session_timeout_ms=m["session_timeout_ms"],
+            rebalance_timeout_ms=m["rebalance_timeout_ms"], away=m["away"])
+        member.reconciled = Reconciled(MemberState.STABLE, m["epoch"], frozenset())
+        group.add(member)
+        group.hold(member, Reconciled(MemberState(m["state"]), m["epoch"], _tasks(m["assigned"]),
+                                      _tasks(m["revoking"])))
+        member.previous_epoch = m["previous_epoch"]
+        group.refresh(member)
+    return group
+
+
+def record_of(classic: Group, group: ConsumerGroup | None) -> dict[str, Any]:
+    """A group's record: its classic part, and its consumer part when it has one."""
+    record = group_to_record(classic)
+    if group is not None:
+        record["consumer"] = consumer_to_record(group)
+    return record
