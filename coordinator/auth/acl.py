@@ -116,6 +116,8 @@ class Acls:
     _decided: dict[tuple[str, Operation, str | None], bool] = field(
         default_factory=dict, init=False, repr=False, compare=False)
     _decided_chars: list[int] = field(default_factory=lambda: [0], init=False, repr=False, compare=False)
+    _somewhere: dict[tuple[str, Operation], bool] = field(default_factory=dict, init=False, repr=False,
+                                                          compare=False)
 
     def allows(self, principal: str, operation: Operation, group_id: str | None) -> bool:
         """May ``principal`` do ``operation`` on ``group_id`` (None: on the cluster itself)?"""
@@ -123,23 +125,31 @@ class Acls:
         decided = self._decided.get(key)
         if decided is None:
             decided = self._decide(principal, operation, group_id)
-            chars = len(principal) + len(group_id or "")
-            if chars > DECISION_KEY_MAX_CHARS:
-                return decided
-            total = self._decided_chars
-            if len(self._decided) >= DECISIONS_KEPT or total[0] + chars > DECISION_BYTES_KEPT:
-                self._decided.clear()
-                total[0] = 0
-            self._decided[key] = decided
-            total[0] += chars
+            self._remember(key, decided, len(principal) + len(group_id or ""))
         return decided
+
+    def _remember(self, key: tuple[str, Operation, str | None], decided: bool, chars: int) -> None:
+        if chars > DECISION_KEY_MAX_CHARS:
+            return
+        total = self._decided_chars
+        if len(self._decided) >= DECISIONS_KEPT or total[0] + chars > DECISION_BYTES_KEPT:
+            self._decided.clear()
+            total[0] = 0
+        self._decided[key] = decided
+        total[0] += chars
 
     def allows_somewhere(self, principal: str, operation: Operation) -> bool:
         """Might ``principal`` do ``operation`` on some group? False only when no entry could allow it,
-        so a call needing it can be refused from its metadata alone, before its body is read."""
-        if principal in self.super_users:
-            return True
-        return any(e.allow and e.names_principal(principal) and e.grants(operation) for e in self.entries)
+        so a call needing it can be refused from its metadata alone, before its body is read. Asked on
+        every call: remembered per (principal, operation), as ``allows`` is (a group id of None)."""
+        decided = self._somewhere.get((principal, operation))
+        if decided is None:
+            decided = principal in self.super_users or any(
+                e.allow and e.names_principal(principal) and e.grants(operation) for e in self.entries)
+            if len(self._somewhere) >= DECISIONS_KEPT:  # principals come from the token file or the CA
+                self._somewhere.clear()
+            self._somewhere[(principal, operation)] = decided
+        return decided
 
     def remembered(self) -> tuple[int, int]:
         """(decisions, characters of their keys) remembered now."""
