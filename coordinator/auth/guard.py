@@ -265,9 +265,9 @@ class Guard(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc ships no 
         return Denied(grpc.StatusCode.INVALID_ARGUMENT,
                       f"group_id {quoted(group_id)} is over max_id_length ({self.max_id_length})")
 
-    async def refuse(self, context: grpc.aio.ServicerContext, denied: Denied) -> NoReturn:
-        """Answer a refusal made before the body was parsed, after the refusal delay."""
-        await self._delay.pause(self.refusal_delay_s)
+    async def refuse(self, context: grpc.aio.ServicerContext, denied: Denied, read_bytes: int = 0) -> NoReturn:
+        """Answer a refusal made before the body was parsed (``read_bytes`` of it read), after the refusal delay."""
+        await self._delay.pause(self.refusal_delay_s, read_bytes)
         await context.abort(denied.code, denied.message)
         raise AssertionError("unreachable: abort raises")
 

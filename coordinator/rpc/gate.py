@@ -114,7 +114,7 @@ def gated(guard: Guard, method: str, bound: int, max_id_length: int,
             denied = guard.before_parsing(method, principal, named[0], id_bytes=named[1])
             if denied is not None:
                 del data
-                await guard.refuse(context, denied)
+                await guard.refuse(context, denied, size)
         return await then(data, context)
 
     # taken as a stream (of one message) so that nothing is read before the first refusal

@@ -25,7 +25,7 @@ from groupcoord.coordinator.auth.acl import (
     parse_acls,
 )
 from groupcoord.coordinator.auth.principals import ANONYMOUS, Authenticated, Refused, authenticate
-from groupcoord.coordinator.auth.refusals import RefusalLog, quoted
+from groupcoord.coordinator.auth.refusals import MAX_READ_PAUSE_S, RefusalDelay, RefusalLog, quoted
 from groupcoord.coordinator.auth.tokens import TokenFileError, parse_tokens
 from groupcoord.coordinator.clock import FakeClock
 from groupcoord.coordinator.ha.zk_security import ZkSecurity, load_zk_security
@@ -144,6 +144,13 @@ def test_refusal_lines_are_rate_limited_and_say_how_many_they_left_out(caplog: p
         assert refusals.refused("/m", "-", "next window")
     assert len(caplog.records) == 4
     assert "997 more refusals not logged" in caplog.records[-1].getMessage()
+
+
+def test_a_refusal_after_reading_waits_longer_for_the_bytes_it_read() -> None:
+    assert RefusalDelay.length(0.1) == pytest.approx(0.1)
+    assert RefusalDelay.length(0.1, 21 * 1_048_576) == pytest.approx(0.1 + 21 / 16)  # 16 MiB a second
+    assert RefusalDelay.length(0.1, 64 * 1_048_576) == pytest.approx(0.1 + MAX_READ_PAUSE_S)
+    assert RefusalDelay.length(0, 64 * 1_048_576) == 0  # failed_request_delay_ms = 0: at once
 
 
 def test_client_input_is_quoted_to_a_short_prefix() -> None:
