@@ -4,16 +4,19 @@ gRPC Health is open to every caller (load balancers probe it without credentials
 generated deserializer decodes whatever arrives: issue 38 measured four senders of Health/Check with
 a 60 MiB service name at a 4.1 GiB peak and 13.2 s of CPU. ``bounded_handlers`` wraps a service's
 generic handler so that a request over its bound is answered INVALID_ARGUMENT without being decoded,
-and an undecodable one too (gRPC's own deserializer would answer UNKNOWN with a traceback).
+after the refusal pause for the bytes it read (as the guard's refusals), and an undecodable one too
+(gRPC's own deserializer would answer UNKNOWN with a traceback).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
 from google.protobuf.message import DecodeError
+
+from groupcoord.coordinator.auth.refusals import RefusalDelay
 
 __all__ = ["HEALTH_REQUEST_MAX_BYTES", "bounded_handlers"]
 
@@ -21,57 +24,62 @@ HEALTH_REQUEST_MAX_BYTES = 4_096
 """A health request holds one service name ("groupcoord.v1.GroupCoordinator")."""
 
 
-class _TooLarge:
-    def __init__(self, description: str) -> None:
-        self.description = description
-
-
-def _bounded_parser(parse: Callable[[bytes], Any] | None, limit: int, method: str) -> Callable[[bytes], Any]:
-    def bounded(data: bytes) -> Any:
-        if len(data) > limit:
-            return _TooLarge(f"{method}: {len(data):,} bytes; at most {limit:,} for this method")
-        if parse is None:
-            return data
-        try:
-            return parse(data)
-        except DecodeError as error:
-            return _TooLarge(f"{method}: not a valid request: {error}")
-
-    return bounded
-
-
-def _bounded(handler: grpc.RpcMethodHandler, limit: int, method: str) -> grpc.RpcMethodHandler:
-    """``handler`` with its request bounded (unary requests; streamed ones are left as they are)."""
-    deserializer = _bounded_parser(handler.request_deserializer, limit, method)
+def _bounded(handler: grpc.RpcMethodHandler, limit: int, method: str, delay: _Delay) -> grpc.RpcMethodHandler:
+    """``handler`` with its request read as bytes, bounded, then parsed (unary requests; streamed ones
+    are left as they are). Taken as a stream of one message, so a refused request is dropped before
+    the refusal's pause instead of being held by gRPC until the handler returns."""
+    parse = handler.request_deserializer
     serializer = handler.response_serializer
+
+    async def request(context: grpc.aio.ServicerContext) -> Any:
+        data = await context.read()
+        if not isinstance(data, bytes):  # grpc.aio.EOF
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{method}: no request message")
+        size = len(data)
+        if size > limit:
+            del data
+            await delay.pause(size)
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                f"{method}: {size:,} bytes; at most {limit:,} for this method")
+        try:
+            return data if parse is None else parse(data)
+        except DecodeError as error:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{method}: not a valid request: {error}")
+
     if handler.unary_unary is not None:
         inner = handler.unary_unary
 
-        async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            if isinstance(request, _TooLarge):
-                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.description)
-            return await inner(request, context)
+        async def unary(_requests: Any, context: grpc.aio.ServicerContext) -> Any:
+            return await inner(await request(context), context)
 
-        return grpc.unary_unary_rpc_method_handler(unary, request_deserializer=deserializer,
-                                                   response_serializer=serializer)
+        return grpc.stream_unary_rpc_method_handler(unary, response_serializer=serializer)
     if handler.unary_stream is not None:
         inner_stream = handler.unary_stream
 
-        async def streaming(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-            if isinstance(request, _TooLarge):
-                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.description)
-            async for item in inner_stream(request, context):
+        async def streaming(_requests: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+            async for item in inner_stream(await request(context), context):
                 yield item
 
-        return grpc.unary_stream_rpc_method_handler(streaming, request_deserializer=deserializer,
-                                                    response_serializer=serializer)
+        return grpc.stream_stream_rpc_method_handler(streaming, response_serializer=serializer)
     return handler
 
 
+class _Delay:
+    """The refusal pause (``coordinator.auth.refusals``) with the server's base delay."""
+
+    def __init__(self, delay_s: float) -> None:
+        self._delay_s = delay_s
+        self._pauses = RefusalDelay()
+
+    async def pause(self, read_bytes: int) -> None:
+        await self._pauses.pause(self._delay_s, read_bytes)
+
+
 class _BoundedService(grpc.GenericRpcHandler):  # type: ignore[misc]  # grpc ships no type information
-    def __init__(self, inner: grpc.GenericRpcHandler, limit: int) -> None:
+    def __init__(self, inner: grpc.GenericRpcHandler, limit: int, delay: _Delay) -> None:
         self._inner = inner
         self._limit = limit
+        self._delay = delay
         self._built: dict[str, tuple[Any, Any]] = {}  # method -> (its handler, the bounded one)
 
     def service(self, details: grpc.HandlerCallDetails) -> Any:
@@ -80,10 +88,12 @@ class _BoundedService(grpc.GenericRpcHandler):  # type: ignore[misc]  # grpc shi
             return None
         built = self._built.get(details.method)
         if built is None or built[0] is not handler:
-            built = self._built[details.method] = (handler, _bounded(handler, self._limit, details.method))
+            built = self._built[details.method] = (handler, _bounded(handler, self._limit, details.method,
+                                                                          self._delay))
         return built[1]
 
 
-def bounded_handlers(handler: grpc.GenericRpcHandler, limit: int) -> grpc.GenericRpcHandler:
-    """``handler`` (a service's generic handler) answering requests over ``limit`` bytes with INVALID_ARGUMENT."""
-    return _BoundedService(handler, limit)
+def bounded_handlers(handler: grpc.GenericRpcHandler, limit: int, delay_s: float = 0.0) -> grpc.GenericRpcHandler:
+    """``handler`` (a service's generic handler) answering requests over ``limit`` bytes with INVALID_ARGUMENT,
+    after the refusal pause for ``delay_s`` and the bytes read (``coordinator.auth.refusals``)."""
+    return _BoundedService(handler, limit, _Delay(delay_s))

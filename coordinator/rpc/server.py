@@ -127,7 +127,8 @@ async def start_server(
     add_servicer(server, "GroupCoordinator", CoordinatorServicer(router), router if inline else None)
     add_servicer(server, "GroupAdmin", AdminServicer(router), router if inline else None)
     health_servicer = health.aio.HealthServicer()
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, _GenericOnly(server, HEALTH_REQUEST_MAX_BYTES))
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, _GenericOnly(
+        server, HEALTH_REQUEST_MAX_BYTES, router.config.failed_request_delay_ms / 1000))
     names = [
         pb.DESCRIPTOR.services_by_name["GroupCoordinator"].full_name,
         pb.DESCRIPTOR.services_by_name["GroupAdmin"].full_name,
@@ -164,12 +165,13 @@ class _GenericOnly:
     handling of it (``benchmarks/heartbeat_instructions.py``). Each request is bounded to
     ``max_request_bytes`` before it is decoded (``bounded_handlers``)."""
 
-    def __init__(self, server: grpc.aio.Server, max_request_bytes: int) -> None:
+    def __init__(self, server: grpc.aio.Server, max_request_bytes: int, refusal_delay_s: float) -> None:
         self._server = server
         self._max = max_request_bytes
+        self._delay_s = refusal_delay_s
 
     def add_generic_rpc_handlers(self, handlers: Any) -> None:
-        self._server.add_generic_rpc_handlers(tuple(bounded_handlers(h, self._max) for h in handlers))
+        self._server.add_generic_rpc_handlers(tuple(bounded_handlers(h, self._max, self._delay_s) for h in handlers))
 
     def add_registered_method_handlers(self, service_name: str, handlers: Any) -> None:
         """Not registered: the generic handler the same function added answers these methods."""
