@@ -39,7 +39,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["DECISIONS_KEPT", "AclError", "AclEntry", "Acls", "Operation", "PatternType", "ResourceType", "WILDCARD", "parse_acls"]
+__all__ = ["DECISION_BYTES_KEPT", "DECISION_KEY_MAX_CHARS", "DECISIONS_KEPT", "AclError", "AclEntry", "Acls", "Operation", "PatternType", "ResourceType", "WILDCARD", "parse_acls"]
 
 WILDCARD = "*"
 
@@ -98,6 +98,12 @@ class AclEntry:
 DECISIONS_KEPT = 4096
 """Decisions an ``Acls`` remembers (every heartbeat asks one); past that it forgets them all and
 starts again, so a caller naming ever new groups costs time, never memory."""
+DECISION_BYTES_KEPT = 1_048_576
+"""And at most this many characters of principals and group ids in the decisions remembered."""
+DECISION_KEY_MAX_CHARS = 1_024
+"""A decision about a longer group id or principal is made each time, never remembered (issue 38: 16
+JoinGroups naming 8 MiB group ids held 128 MiB here). The guard refuses ids over ``max_id_length``
+before asking; this bound holds whatever the caller."""
 
 
 @dataclass(frozen=True)
@@ -109,6 +115,9 @@ class Acls:
     super_users: frozenset[str] = frozenset()
     _decided: dict[tuple[str, Operation, str | None], bool] = field(
         default_factory=dict, init=False, repr=False, compare=False)
+    _decided_chars: list[int] = field(default_factory=lambda: [0], init=False, repr=False, compare=False)
+    _somewhere: dict[tuple[str, Operation], bool] = field(default_factory=dict, init=False, repr=False,
+                                                          compare=False)
 
     def allows(self, principal: str, operation: Operation, group_id: str | None) -> bool:
         """May ``principal`` do ``operation`` on ``group_id`` (None: on the cluster itself)?"""
@@ -116,10 +125,35 @@ class Acls:
         decided = self._decided.get(key)
         if decided is None:
             decided = self._decide(principal, operation, group_id)
-            if len(self._decided) >= DECISIONS_KEPT:
-                self._decided.clear()
-            self._decided[key] = decided
+            self._remember(key, decided, len(principal) + len(group_id or ""))
         return decided
+
+    def _remember(self, key: tuple[str, Operation, str | None], decided: bool, chars: int) -> None:
+        if chars > DECISION_KEY_MAX_CHARS:
+            return
+        total = self._decided_chars
+        if len(self._decided) >= DECISIONS_KEPT or total[0] + chars > DECISION_BYTES_KEPT:
+            self._decided.clear()
+            total[0] = 0
+        self._decided[key] = decided
+        total[0] += chars
+
+    def allows_somewhere(self, principal: str, operation: Operation) -> bool:
+        """Might ``principal`` do ``operation`` on some group? False only when no entry could allow it,
+        so a call needing it can be refused from its metadata alone, before its body is read. Asked on
+        every call: remembered per (principal, operation), as ``allows`` is (a group id of None)."""
+        decided = self._somewhere.get((principal, operation))
+        if decided is None:
+            decided = principal in self.super_users or any(
+                e.allow and e.names_principal(principal) and e.grants(operation) for e in self.entries)
+            if len(self._somewhere) >= DECISIONS_KEPT:  # principals come from the token file or the CA
+                self._somewhere.clear()
+            self._somewhere[(principal, operation)] = decided
+        return decided
+
+    def remembered(self) -> tuple[int, int]:
+        """(decisions, characters of their keys) remembered now."""
+        return len(self._decided), self._decided_chars[0]
 
     def _decide(self, principal: str, operation: Operation, group_id: str | None) -> bool:
         if principal in self.super_users:

@@ -19,9 +19,19 @@ the stream (``_refuse_unread``). A caller without a credential costs the coordin
 the bytes HTTP/2 flow control lets it send (issue 26: four senders of 24 MiB PutTasks with no
 token took 3 GiB of memory to decode and refuse, and slowed an admin's calls 60x).
 
-Refusals answer UNAUTHENTICATED (no or bad credential) or PERMISSION_DENIED with one line naming
-principal, operation and group; they are logged at WARNING and reach no handler, so they change
-nothing. The principal of an accepted call is in ``CURRENT_PRINCIPAL`` while its handler runs.
+Issue 38: the same holds for who may do what. ``before_reading`` decides from the metadata (and, with
+mTLS, the handshake) whether the caller may call the method on any group at all: a principal with no
+entry that could allow the method's operation is refused before its body is read. ``before_parsing``
+takes the group id the request names (read from the first bytes of the body by
+``coordinator.rpc.gate``) and refuses an id over ``max_id_length`` or a group the principal may not act
+on before the rest of the body is decoded. ``admit`` checks the parsed request again, in full.
+
+Refusals answer UNAUTHENTICATED (no or bad credential), PERMISSION_DENIED or INVALID_ARGUMENT (an id
+over its limit) with one line naming principal, operation and group (client input quoted to a short
+prefix); they are logged at WARNING, at most ``RefusalLog.lines_per_window`` lines per window, and
+reach no handler, so they change nothing. A refusal made before the body is read is answered after
+``refusal_delay_s`` (``coordinator.auth.refusals``). The principal of an accepted call is in
+``CURRENT_PRINCIPAL`` while its handler runs.
 """
 
 from __future__ import annotations
@@ -31,17 +41,18 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 import grpc
 from google.protobuf.message import Message
 
 from groupcoord.coordinator.auth.acl import Acls, Operation
 from groupcoord.coordinator.auth.principals import Authenticated, Refused, authenticate
+from groupcoord.coordinator.auth.refusals import RefusalDelay, RefusalLog, quoted
 from groupcoord.coordinator.auth.tokens import TokenTable
 from groupcoord.v1 import groupcoord_pb2 as pb
 
-__all__ = ["CURRENT_PRINCIPAL", "RULES", "Guard", "OwnerLookup", "Policy", "Rule"]
+__all__ = ["CURRENT_PRINCIPAL", "RULES", "Denied", "Guard", "OwnerLookup", "Policy", "Rule"]
 
 log = logging.getLogger("groupcoord.auth")
 
@@ -114,7 +125,7 @@ def _only_locatable(response: pb.FindCoordinatorResponse,
             entry.address = ""
             entry.epoch = 0
             entry.error.CopyFrom(pb.Error(code=pb.GROUP_AUTHORIZATION_FAILED,
-                                          message=f"may not describe group {entry.group_id!r}"))
+                                          message=f"may not describe group {quoted(entry.group_id)}"))
     return response
 
 
@@ -147,7 +158,7 @@ RULES: dict[str, Rule] = {
 }
 
 
-class _Denied(Exception):
+class Denied(Exception):
     def __init__(self, code: grpc.StatusCode, message: str) -> None:
         super().__init__(message)
         self.code = code
@@ -161,6 +172,10 @@ class Guard(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc ships no 
     policy: Policy
     owner_of: OwnerLookup
     rules: dict[str, Rule] = field(default_factory=lambda: dict(RULES))
+    max_id_length: int = 255  # CoordinatorConfig.max_id_length: a longer group id is refused before any ACL look
+    refusal_delay_s: float = 0.1  # CoordinatorConfig.failed_request_delay_ms, in seconds
+    refusal_log: RefusalLog = field(default_factory=lambda: RefusalLog(log), repr=False, compare=False)
+    _delay: RefusalDelay = field(default_factory=RefusalDelay, init=False, repr=False, compare=False)
     # method -> (its handler, the guarded one): built once per method, not per call (it reads the
     # policy when called, so a reload needs no rebuild)
     _guarded: dict[str, tuple[Any, Any]] = field(default_factory=dict, init=False, repr=False, compare=False)
@@ -173,7 +188,7 @@ class Guard(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc ships no 
             return handler
         refused = self._refused_on_arrival(details)
         if refused is not None:
-            return _refuse_unread(refused)
+            return _refuse_unread(refused, self)
         method = details.method
         cached = self._guarded.get(method)
         if cached is not None and cached[0] is handler:
@@ -182,7 +197,7 @@ class Guard(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc ships no 
         self._guarded[method] = (handler, guarded)
         return guarded
 
-    def _refused_on_arrival(self, details: grpc.HandlerCallDetails) -> _Denied | None:
+    def _refused_on_arrival(self, details: grpc.HandlerCallDetails) -> Denied | None:
         """A token policy's refusal, decided from the call's metadata alone (before the body is read)."""
         policy = self.policy
         method: str = details.method
@@ -193,13 +208,74 @@ class Guard(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc ships no 
                            tokens=policy.tokens)
         if isinstance(who, Refused):
             self._log(method, "-", who.reason)
-            return _Denied(grpc.StatusCode.UNAUTHENTICATED, f"{method.rsplit('/', 1)[-1]}: {who.reason}")
+            return Denied(grpc.StatusCode.UNAUTHENTICATED, f"{method.rsplit('/', 1)[-1]}: {who.reason}")
+        assert isinstance(who, Authenticated)
+        return self._no_right_anywhere(method, who.principal)
+
+    def _no_right_anywhere(self, method: str, principal: str) -> Denied | None:
+        """PERMISSION_DENIED when no ACL entry could let ``principal`` do the method's operation on any group."""
+        rule = self.rules.get(method)
+        acls = self.policy.acls
+        if rule is None or rule.operation is None or acls is None or acls.allows_somewhere(principal, rule.operation):
+            return None
+        self._log(method, principal, f"{rule.operation.label} on no group")
+        return Denied(grpc.StatusCode.PERMISSION_DENIED,
+                      f"{principal} may not {rule.operation.label} any group ({method.rsplit('/', 1)[-1]})")
+
+    def before_reading(self, method: str, context: grpc.aio.ServicerContext) -> tuple[str, Denied | None]:
+        """The caller's principal, and a refusal decided before the body is read (from the call's metadata
+        and TLS handshake): no valid credential, no rule, or no right to the method's operation anywhere."""
+        policy = self.policy
+        rule = self.rules.get(method)
+        if not policy.enabled or (rule is not None and rule.public):
+            return "", None
+        who = authenticate(context.auth_context(), context.invocation_metadata() or (), mtls=policy.mtls,
+                           tokens=policy.tokens)
+        if isinstance(who, Refused):
+            self._log(method, "-", who.reason)
+            return "", Denied(grpc.StatusCode.UNAUTHENTICATED, f"{method.rsplit('/', 1)[-1]}: {who.reason}")
+        assert isinstance(who, Authenticated)
+        if rule is None:
+            return who.principal, None  # ``admit`` refuses it, naming the missing rule
+        return who.principal, self._no_right_anywhere(method, who.principal)
+
+    def before_parsing(self, method: str, principal: str, group_id: str, *, id_bytes: int = -1) -> Denied | None:
+        """A refusal decided from the group id the body names (its first bytes, ``id_bytes`` long), before
+        the rest is decoded."""
+        if not self.policy.enabled:
+            return None
+        rule = self.rules.get(method)
+        if rule is None or rule.operation is None:
+            return None
+        too_long = self._too_long(method, principal, group_id, id_bytes)
+        if too_long is not None:
+            return too_long
+        acls = self.policy.acls
+        if acls is not None and not acls.allows(principal, rule.operation, group_id):
+            self._log(method, principal, f"{rule.operation.label} on group {quoted(group_id)}")
+            return Denied(grpc.StatusCode.PERMISSION_DENIED,
+                          f"{principal} may not {rule.operation.label} group {quoted(group_id)} "
+                          f"({method.rsplit('/', 1)[-1]})")
         return None
+
+    def _too_long(self, method: str, principal: str, group_id: str, id_bytes: int = -1) -> Denied | None:
+        if len(group_id) <= self.max_id_length:
+            return None
+        size = f"{id_bytes:,} bytes" if id_bytes >= 0 else f"{len(group_id):,} characters"
+        self._log(method, principal, f"group id of {size}")
+        return Denied(grpc.StatusCode.INVALID_ARGUMENT,
+                      f"group_id {quoted(group_id)} is over max_id_length ({self.max_id_length})")
+
+    async def refuse(self, context: grpc.aio.ServicerContext, denied: Denied, read_bytes: int = 0) -> NoReturn:
+        """Answer a refusal made before the body was parsed (``read_bytes`` of it read), after the refusal delay."""
+        await self._delay.pause(self.refusal_delay_s, read_bytes)
+        await context.abort(denied.code, denied.message)
+        raise AssertionError("unreachable: abort raises")
 
     # ------------------------------------------------------------------ the decision
 
     def admit(self, method: str, request: Any, context: grpc.aio.ServicerContext) -> tuple[str, Rule]:
-        """The caller's principal and the method's rule, or ``_Denied``. Runs on the loop, so the owners
+        """The caller's principal and the method's rule, or ``Denied``. Runs on the loop, so the owners
         it reads are current. A handler may await (off-loop checks) before its step; that leaves no gap,
         because a member id's owner never changes: it is set when the member is created (a static
         instance that re-joins gets a new member id, and the old one is fenced)."""
@@ -211,49 +287,52 @@ class Guard(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc ships no 
                            tokens=policy.tokens)
         if isinstance(who, Refused):
             self._log(method, "-", who.reason)
-            raise _Denied(grpc.StatusCode.UNAUTHENTICATED, f"{method.rsplit('/', 1)[-1]}: {who.reason}")
+            raise Denied(grpc.StatusCode.UNAUTHENTICATED, f"{method.rsplit('/', 1)[-1]}: {who.reason}")
         assert isinstance(who, Authenticated)
         principal = who.principal
         if rule is None:
             message = (f"{principal} may not call {method}: the method has no authorization rule "
                        f"(add one to coordinator/auth/guard.py RULES)")
             self._log(method, principal, "no rule")
-            raise _Denied(grpc.StatusCode.PERMISSION_DENIED, message)
+            raise Denied(grpc.StatusCode.PERMISSION_DENIED, message)
         if rule.operation is None or not isinstance(request, Message):  # unparsable: the handler says so
             return principal, rule
         group_id = rule.group(request) or ""
+        too_long = self._too_long(method, principal, group_id)
+        if too_long is not None:  # neither remembered by the ACLs nor logged whole
+            raise too_long
         acls = policy.acls
         if acls is not None and not acls.allows(principal, rule.operation, group_id):
-            self._log(method, principal, f"{rule.operation.label} on group {group_id!r}")
-            raise _Denied(grpc.StatusCode.PERMISSION_DENIED,
-                          f"{principal} may not {rule.operation.label} group {group_id!r} ({method.rsplit('/', 1)[-1]})")
+            self._log(method, principal, f"{rule.operation.label} on group {quoted(group_id)}")
+            raise Denied(grpc.StatusCode.PERMISSION_DENIED,
+                         f"{principal} may not {rule.operation.label} group {quoted(group_id)} "
+                         f"({method.rsplit('/', 1)[-1]})")
         for member_id, instance_id in rule.members(request):
             owner = self.owner_of(group_id, member_id, instance_id)
             if not owner or owner == principal:
                 continue
             if acls is None or not acls.allows(principal, Operation.ADMIN, group_id):
-                who_named = f"instance {instance_id!r}" if instance_id else f"member {member_id!r}"
-                self._log(method, principal, f"{who_named} of group {group_id!r} belongs to {owner}")
-                raise _Denied(grpc.StatusCode.PERMISSION_DENIED,
-                              f"{principal} may not act for {who_named} of group {group_id!r}: another principal "
-                              f"joined it ({method.rsplit('/', 1)[-1]}; needs admin on the group)")
+                who_named = f"instance {quoted(instance_id)}" if instance_id else f"member {quoted(member_id)}"
+                self._log(method, principal, f"{who_named} of group {quoted(group_id)} belongs to {owner}")
+                raise Denied(grpc.StatusCode.PERMISSION_DENIED,
+                             f"{principal} may not act for {who_named} of group {quoted(group_id)}: another "
+                             f"principal joined it ({method.rsplit('/', 1)[-1]}; needs admin on the group)")
         return principal, rule
 
-    @staticmethod
-    def _log(method: str, principal: str, what: str) -> None:
-        log.warning("denied %s: principal %s: %s", method, principal, what)
+    def _log(self, method: str, principal: str, what: str) -> None:
+        self.refusal_log.refused(method, principal, what)
 
     def may_describe(self, principal: str) -> Callable[[str], bool]:
         acls = self.policy.acls
         return lambda group_id: acls is None or acls.allows(principal, Operation.DESCRIBE, group_id)
 
 
-def _refuse_unread(denied: _Denied) -> Any:
+def _refuse_unread(denied: Denied, guard: Guard) -> Any:
     """A handler that answers ``denied`` without reading the request: taking the request stream as
     a stream, it never asks for the message, so the body is neither buffered whole nor decoded."""
 
     async def refuse(_requests: Any, context: grpc.aio.ServicerContext) -> Any:
-        await context.abort(denied.code, denied.message)
+        await guard.refuse(context, denied)
 
     return grpc.stream_unary_rpc_method_handler(refuse)
 
@@ -264,7 +343,7 @@ def _wrap(handler: Any, guard: Guard, method: str) -> Any:
     async def admit(request: Any, context: grpc.aio.ServicerContext) -> tuple[str, Rule]:
         try:
             return guard.admit(method, request, context)
-        except _Denied as denied:
+        except Denied as denied:
             await context.abort(denied.code, denied.message)
             raise AssertionError("unreachable: abort raises") from None
 

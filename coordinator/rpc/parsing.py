@@ -15,7 +15,10 @@ Two kinds of method (``SMALL_REQUESTS``):
   and counts against ``max_request_bytes_in_flight`` until it is answered. Without other
   interceptors the servicer's handler does this itself (``method_handler``); with some (the
   authorization guard), ``ParsingInterceptor`` does it first in the chain, so they see parsed
-  messages.
+  messages; under the guard it reads them only once the caller may send them
+  (``coordinator.rpc.gate``).
+
+Before any parse, a request over its method's bound (``gate.request_bounds``) is refused.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from typing import Any
 import grpc
 from google.protobuf.message import DecodeError
 
+from groupcoord.coordinator.auth.guard import Guard
+from groupcoord.coordinator.rpc.gate import gated, request_bounds
 from groupcoord.coordinator.runtime.router import ShardRouter
 from groupcoord.v1 import groupcoord_pb2 as pb
 
@@ -102,7 +107,9 @@ def method_handler(service_name: str, method_name: str, behaviour: Callable[...,
     if method_name in SMALL_REQUESTS:
         deserializer = _small_parser(message_class)
     elif runtime is not None:
-        behaviour = _parsing(runtime, lenient_parser(message_class), behaviour)
+        full_name = f"/{pb.DESCRIPTOR.services_by_name[service_name].full_name}/{method_name}"
+        bound = request_bounds(runtime.config).get(full_name, runtime.config.max_message_bytes)
+        behaviour = _parsing(runtime, lenient_parser(message_class), behaviour, bound)
     # the answer type's own serializer, as generated code registers it (no Python call around it)
     serializer = getattr(pb, method.output_type.name).SerializeToString
     return grpc.unary_unary_rpc_method_handler(
@@ -111,10 +118,14 @@ def method_handler(service_name: str, method_name: str, behaviour: Callable[...,
 
 class ParsingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc ships no type information
     """Parses the large requests of the coordinator's own services before the interceptors after
-    it; the wrapped handler is built once per method, not per call."""
+    it; the wrapped handler is built once per method, not per call. With ``guard``, a large request is
+    read only once the guard lets its caller send it, and refused before parsing when the group it
+    names is not the caller's (``coordinator.rpc.gate``)."""
 
-    def __init__(self, runtime: ShardRouter) -> None:
+    def __init__(self, runtime: ShardRouter, guard: Guard | None = None) -> None:
         self._runtime = runtime
+        self._guard = guard
+        self._bounds = request_bounds(runtime.config)
         self._parsers = request_parsers()
         self._wrapped: dict[str, tuple[Any, Any]] = {}  # method -> (its handler, the parsing one)
 
@@ -129,19 +140,30 @@ class ParsingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # g
         cached = self._wrapped.get(method)
         if cached is not None and cached[0] is handler:
             return cached[1]
-        wrapped = grpc.unary_unary_rpc_method_handler(
-            _parsing(self._runtime, parse, handler.unary_unary),
-            request_deserializer=None,  # the bytes as received
-            response_serializer=handler.response_serializer,
-        )
+        bound = self._bounds.get(method, self._runtime.config.max_message_bytes)
+        then = _parsing(self._runtime, parse, handler.unary_unary, bound)
+        if self._guard is not None:
+            wrapped = gated(self._guard, method, bound, self._runtime.config.max_id_length, then,
+                            handler.response_serializer)
+        else:
+            wrapped = grpc.unary_unary_rpc_method_handler(
+                then,
+                request_deserializer=None,  # the bytes as received
+                response_serializer=handler.response_serializer,
+            )
         self._wrapped[method] = (handler, wrapped)
         return wrapped
 
 
 def _parsing(runtime: ShardRouter, parse: Callable[[bytes], Any],
-             handle: Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+             handle: Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]],
+             bound: int) -> Callable[..., Awaitable[Any]]:
     async def handler(data: bytes, context: grpc.aio.ServicerContext) -> Any:
         size = len(data)
+        if size > bound:
+            del data  # dropped before the answer (an exception's frames would keep it until a collection)
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                                f"{size:,} bytes; at most {bound:,} for this method")
         if size < PARSE_OFF_LOOP_FROM:
             return await handle(parse(data), context)
         if not runtime.large_requests.admit(size):

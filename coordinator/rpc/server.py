@@ -22,6 +22,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from groupcoord.coordinator.auth.guard import Guard
+from groupcoord.coordinator.rpc.bounded import HEALTH_REQUEST_MAX_BYTES, bounded_handlers
 from groupcoord.coordinator.rpc.parsing import ParsingInterceptor
 from groupcoord.coordinator.rpc.service import AdminServicer, CoordinatorServicer, add_servicer
 from groupcoord.coordinator.runtime.router import ShardRouter
@@ -107,8 +108,12 @@ async def start_server(
     # themselves when nothing else intercepts (no interceptor on the heartbeat path), else by an
     # interceptor first in the chain
     inline = not interceptors
+    guard = next((i for i in interceptors or () if isinstance(i, Guard)), None)
+    if guard is not None:  # the server's bounds, whoever built the guard
+        guard.max_id_length = router.config.max_id_length
+        guard.refusal_delay_s = router.config.failed_request_delay_ms / 1000
     server = grpc.aio.server(
-        interceptors=[] if inline else [ParsingInterceptor(router), *(interceptors or ())],
+        interceptors=[] if inline else [ParsingInterceptor(router, guard), *(interceptors or ())],
         options=[
             ("grpc.max_receive_message_length", limit),
             ("grpc.max_send_message_length", limit),
@@ -122,7 +127,8 @@ async def start_server(
     add_servicer(server, "GroupCoordinator", CoordinatorServicer(router), router if inline else None)
     add_servicer(server, "GroupAdmin", AdminServicer(router), router if inline else None)
     health_servicer = health.aio.HealthServicer()
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, _GenericOnly(server))
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, _GenericOnly(
+        server, HEALTH_REQUEST_MAX_BYTES, router.config.failed_request_delay_ms / 1000))
     names = [
         pb.DESCRIPTOR.services_by_name["GroupCoordinator"].full_name,
         pb.DESCRIPTOR.services_by_name["GroupAdmin"].full_name,
@@ -156,13 +162,16 @@ class _GenericOnly:
     ones only, as ours are (``service.add_servicer``). gRPC Python's server pays for every method
     registered with ``add_registered_method_handlers`` on every call, whichever method is called: each
     of health's three added some 5,000 instructions to a heartbeat, a tenth of the whole cost of our
-    handling of it (``benchmarks/heartbeat_instructions.py``)."""
+    handling of it (``benchmarks/heartbeat_instructions.py``). Each request is bounded to
+    ``max_request_bytes`` before it is decoded (``bounded_handlers``)."""
 
-    def __init__(self, server: grpc.aio.Server) -> None:
+    def __init__(self, server: grpc.aio.Server, max_request_bytes: int, refusal_delay_s: float) -> None:
         self._server = server
+        self._max = max_request_bytes
+        self._delay_s = refusal_delay_s
 
     def add_generic_rpc_handlers(self, handlers: Any) -> None:
-        self._server.add_generic_rpc_handlers(handlers)
+        self._server.add_generic_rpc_handlers(tuple(bounded_handlers(h, self._max, self._delay_s) for h in handlers))
 
     def add_registered_method_handlers(self, service_name: str, handlers: Any) -> None:
         """Not registered: the generic handler the same function added answers these methods."""

@@ -19,11 +19,13 @@ import grpc
 from google.protobuf.message import Message
 
 from groupcoord.coordinator.auth.guard import CURRENT_PRINCIPAL
+from groupcoord.coordinator.auth.refusals import quoted
 from groupcoord.coordinator.model import consumer_checks, prechecks
 from groupcoord.coordinator.model.assignment_check import check_assignment
 from groupcoord.coordinator.model.effects import Effect, Token
 from groupcoord.coordinator.model.prechecks import Verdict
 from groupcoord.coordinator.rpc import parsing
+from groupcoord.coordinator.rpc.gate import MAX_FIND_COORDINATOR_GROUPS
 from groupcoord.coordinator.rpc.parsing import Malformed
 from groupcoord.coordinator.runtime.office import Standalone
 from groupcoord.coordinator.runtime.router import ShardRouter
@@ -93,8 +95,6 @@ async def _ask(runtime: CoordinatorRuntime, step: Callable[[Token], list[Effect]
     return await future
 
 
-MAX_FIND_COORDINATOR_GROUPS = 1_000
-"""Group ids one FindCoordinator may ask about (the proto says so too)."""
 
 _CHECK_OFF_LOOP_FROM = 1_000
 """Entries (replicas, tasks, report entries) from which a request is checked on a checker thread;
@@ -175,6 +175,11 @@ class CoordinatorServicer(pb_grpc.GroupCoordinatorServicer):
             return pb.FindCoordinatorResponse(error=pb.Error(
                 code=pb.INVALID_REQUEST,
                 message=f"group_ids: {len(request.group_ids)} ids, at most {MAX_FIND_COORDINATOR_GROUPS} per request"))
+        longest = self.router.config.max_id_length
+        for index, group_id in enumerate(request.group_ids):  # refused whole: nothing echoed, nothing remembered
+            if len(group_id) > longest:
+                return pb.FindCoordinatorResponse(error=pb.Error(code=pb.INVALID_REQUEST, message=(
+                    f"group_ids[{index}] {quoted(group_id)} is over max_id_length ({longest})")))
         return pb.FindCoordinatorResponse(coordinators=[self.router.locate(g) for g in request.group_ids])
 
 

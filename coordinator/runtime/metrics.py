@@ -12,32 +12,28 @@ Two kinds, chosen by cost:
   Nothing is updated per change for these. The model belongs to the event loop's thread, so
   the collector reads it there (one hop per scrape) and formats off the loop.
 
-``docs/metrics.md`` lists every metric. ``serve_metrics`` serves a registry over HTTP
-(``groupcoord serve --metrics-listen``).
+``docs/metrics.md`` lists every metric. ``serve_metrics`` (``coordinator.runtime.metrics_http``)
+serves a registry over HTTP (``groupcoord serve --metrics-listen``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import socket
-import ssl
-import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
-from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 from google.protobuf.message import Message
-from prometheus_client import CollectorRegistry, Counter, Histogram, make_wsgi_app
-from prometheus_client.exposition import ThreadingWSGIServer
+from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from groupcoord.coordinator.model.group import Group
 from groupcoord.coordinator.model.rebalances import Rebalance, RebalanceWatch
 from groupcoord.coordinator.model.states import GroupState
+from groupcoord.coordinator.runtime.metrics_http import MetricsEndpoint, MetricsTls, serve_metrics
 from groupcoord.coordinator.runtime.request_latency import RequestLatency
 from groupcoord.v1 import groupcoord_pb2 as pb
 
@@ -311,75 +307,3 @@ class ShardCollector(Collector):
             if row.load_s is not None:
                 load.add_metric(label, row.load_s)
         yield from (leader, epoch, groups, members, load)
-
-
-@dataclass
-class MetricsEndpoint:
-    """An HTTP server answering ``GET /metrics`` from one registry, on its own thread."""
-
-    server: Any
-    thread: threading.Thread
-
-    @property
-    def port(self) -> int:
-        return int(self.server.server_port)
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(timeout=10)
-
-
-@dataclass(frozen=True)
-class MetricsTls:
-    """HTTPS for the metrics endpoint: PEM files; with ``client_ca``, scrapers must present a certificate it signed."""
-
-    cert: str
-    key: str
-    client_ca: str = ""
-
-
-def serve_metrics(registry: CollectorRegistry, listen: str, *, tls: MetricsTls | None = None,
-                  authorized: Callable[[str], bool] | None = None) -> MetricsEndpoint:
-    """Serve ``registry`` on ``listen`` (HOST:PORT; port 0 picks a free one). OSError if it cannot bind.
-
-    With ``authorized``, a scrape must send ``Authorization: Bearer TOKEN`` for which it returns True
-    (Prometheus: ``authorization: {credentials_file: ...}``); anything else is answered 401 before the
-    registry is read. The server is built here rather than by ``start_http_server`` so that the check is
-    in place before the first request can arrive."""
-    host, _, port = listen.rpartition(":")
-    address = host.strip("[]") or "0.0.0.0"
-    family = socket.AF_INET6 if ":" in address else socket.AF_INET
-    server_class = type("MetricsServer", (ThreadingWSGIServer,), {"address_family": family})
-    app = make_wsgi_app(registry)
-    if authorized is not None:
-        app = _bearer_required(app, authorized)
-    server: ThreadingWSGIServer = make_server(address, int(port), app, server_class, handler_class=_QuietHandler)
-    if tls is not None:
-        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        context.load_cert_chain(tls.cert, tls.key)
-        if tls.client_ca:
-            context.load_verify_locations(tls.client_ca)
-            context.verify_mode = ssl.CERT_REQUIRED
-        server.socket = context.wrap_socket(server.socket, server_side=True)
-    thread = threading.Thread(target=server.serve_forever, name="metrics-http", daemon=True)
-    thread.start()
-    return MetricsEndpoint(server, thread)
-
-
-class _QuietHandler(WSGIRequestHandler):
-    """No access log line per scrape on stderr."""
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
-def _bearer_required(app: Any, authorized: Callable[[str], bool]) -> Any:
-    def guarded(environ: dict[str, Any], start_response: Any) -> Any:
-        scheme, _, token = str(environ.get("HTTP_AUTHORIZATION", "")).partition(" ")
-        if scheme.lower() == "bearer" and token and authorized(token.strip()):
-            return app(environ, start_response)
-        start_response("401 Unauthorized", [("Content-Type", "text/plain; charset=utf-8"),
-                                            ("WWW-Authenticate", 'Bearer realm="groupcoord metrics"')])
-        return [b"a bearer token is required (metrics_token_file)\n"]
-    return guarded

@@ -7,6 +7,7 @@ import argparse
 import dataclasses
 import hashlib
 import json
+import logging
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -15,9 +16,18 @@ import pytest
 
 from groupcoord.channels import ClientSecurity
 from groupcoord.cli import main
-from groupcoord.coordinator.auth.acl import DECISIONS_KEPT, AclError, Operation, parse_acls
+from groupcoord.coordinator.auth.acl import (
+    DECISION_BYTES_KEPT,
+    DECISION_KEY_MAX_CHARS,
+    DECISIONS_KEPT,
+    AclError,
+    Operation,
+    parse_acls,
+)
 from groupcoord.coordinator.auth.principals import ANONYMOUS, Authenticated, Refused, authenticate
+from groupcoord.coordinator.auth.refusals import MAX_READ_PAUSE_S, RefusalDelay, RefusalLog, quoted
 from groupcoord.coordinator.auth.tokens import TokenFileError, parse_tokens
+from groupcoord.coordinator.clock import FakeClock
 from groupcoord.coordinator.ha.zk_security import ZkSecurity, load_zk_security
 from groupcoord.coordinator.model.records import finish_record, group_from_record, group_to_record
 from groupcoord.coordinator.process.print_config import MASK, render_options
@@ -100,6 +110,53 @@ operations = ["member"]
     for i in range(3 * DECISIONS_KEPT):  # a caller naming ever new groups
         assert acls.allows("User:w", M, f"g-{i}") and not acls.allows("User:w", M, f"h-{i}")
         assert len(acls._decided) <= DECISIONS_KEPT
+
+
+def test_decisions_about_long_ids_are_not_remembered_and_the_remembered_ones_are_bounded_in_bytes() -> None:
+    """Issue 38: 16 JoinGroups naming 8 MiB group ids held 128 MiB in this cache."""
+    acls = parse_acls(tomllib.loads('[[acl]]\nprincipal = "User:w"\ngroup = "g-"\npattern = "prefixed"\n'
+                                    'operations = ["member"]'))
+    for i in range(16):
+        assert acls.allows("User:w", M, f"g-{i}-" + "x" * 1_048_576)
+        assert not acls.allows("User:w", M, f"h-{i}-" + "x" * 1_048_576)
+    assert acls.remembered() == (0, 0)
+    long_enough = "x" * (DECISION_KEY_MAX_CHARS - 20)  # remembered, each near the per-key bound
+    for i in range(3 * DECISION_BYTES_KEPT // DECISION_KEY_MAX_CHARS):
+        assert acls.allows("User:w", M, f"g-{i:06d}{long_enough}")
+        assert acls.remembered()[1] <= DECISION_BYTES_KEPT
+    assert 0 < acls.remembered()[0] < DECISIONS_KEPT  # the byte bound, not the count, cleared it
+
+
+def test_the_no_right_anywhere_answer_only_refuses_who_no_entry_could_allow() -> None:
+    assert ACLS.allows_somewhere("User:ops", A) and ACLS.allows_somewhere("User:worker-a", M)
+    assert not ACLS.allows_somewhere("User:worker-a", A)  # member of a, admin of nothing
+    assert ACLS.allows_somewhere("User:root", A)  # a super user
+    assert ACLS.allows_somewhere(ANONYMOUS, D) and not ACLS.allows_somewhere(ANONYMOUS, M)  # User:* on public
+
+
+def test_refusal_lines_are_rate_limited_and_say_how_many_they_left_out(caplog: pytest.LogCaptureFixture) -> None:
+    clock = FakeClock()
+    refusals = RefusalLog(logging.getLogger("test.refusals"), lines_per_window=3, window_s=10, clock=clock.now)
+    with caplog.at_level(logging.WARNING, logger="test.refusals"):
+        written = [refusals.refused("/m", "-", f"call {i}") for i in range(1_000)]
+        assert written.count(True) == 3 and refusals.left_out == 997
+        clock.advance(10)
+        assert refusals.refused("/m", "-", "next window")
+    assert len(caplog.records) == 4
+    assert "997 more refusals not logged" in caplog.records[-1].getMessage()
+
+
+def test_a_refusal_after_reading_waits_longer_for_the_bytes_it_read() -> None:
+    assert RefusalDelay.length(0.1) == pytest.approx(0.1)
+    assert RefusalDelay.length(0.1, 21 * 1_048_576) == pytest.approx(0.1 + 21 / 16)  # 16 MiB a second
+    assert RefusalDelay.length(0.1, 64 * 1_048_576) == pytest.approx(0.1 + MAX_READ_PAUSE_S)
+    assert RefusalDelay.length(0, 64 * 1_048_576) == 0  # failed_request_delay_ms = 0: at once
+
+
+def test_client_input_is_quoted_to_a_short_prefix() -> None:
+    assert quoted("shop") == "'shop'"
+    long = quoted("x" * 8_388_608)
+    assert len(long) < 100 and "8,388,608 characters" in long
 
 
 def test_cluster_level_admin_needs_a_cluster_entry() -> None:

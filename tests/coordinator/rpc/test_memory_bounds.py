@@ -86,12 +86,16 @@ class Hostile:
         self.expect(pb.INVALID_ASSIGNMENT, self.member.SyncGroup(split, timeout=120))
         self.expect(pb.NONE, self.member.LeaveGroup(pb.LeaveGroupRequest(
             group_id="big", member_id=joined.member_id), timeout=60))
-        # load snapshots: one near max_snapshot_bytes (16 MiB) kept, one over it refused
+        # load snapshots: one near max_snapshot_bytes (16 MiB) kept, one over it refused (past the method's
+        # bound, max_snapshot_bytes + 64 KiB, before it is decoded)
         now = int(time.time() * 1000) + n
         self.expect(pb.NONE, self.admin.PublishLoadSnapshot(
             pb.PublishLoadSnapshotRequest(snapshot=_snapshot("big", 200_000, now)), timeout=120))
-        self.expect(pb.INVALID_REQUEST, self.admin.PublishLoadSnapshot(
-            pb.PublishLoadSnapshotRequest(snapshot=_snapshot("big", 400_000, now + 1)), timeout=120))
+        with pytest.raises(grpc.RpcError) as over:
+            self.admin.PublishLoadSnapshot(pb.PublishLoadSnapshotRequest(snapshot=_snapshot("big", 400_000, now + 1)),
+                                           timeout=120)
+        assert over.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, over.value.details()
+        assert "at most 16,842,752 for this method" in (over.value.details() or "")
         # first joins that never come back: at most group_max_pending_members ids are kept
         codes = [self.join(f"flood{n % 2}").error.code for _ in range(1_200)]
         assert codes.count(pb.COORDINATOR_NOT_AVAILABLE) >= 200, "the pending-member cap did not hold"

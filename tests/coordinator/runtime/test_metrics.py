@@ -7,9 +7,12 @@ coordinator over HTTP while real workers form, rebalance and lose a member.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
+import socket
 import ssl
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -28,6 +31,7 @@ from groupcoord.coordinator.config import CoordinatorConfig
 from groupcoord.coordinator.process.serve import ServeOptions, start_metrics
 from groupcoord.coordinator.rpc.server import ServerThread
 from groupcoord.coordinator.runtime.metrics import MetricsTls, serve_metrics
+from groupcoord.coordinator.runtime.metrics_http import MetricsServerLimits
 from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
 from groupcoord.coordinator.storage.store import MemoryStore
 from groupcoord.coordinator.testing import FailingStore, FakeOffice, Harness
@@ -343,5 +347,55 @@ def test_metrics_over_mtls_answer_only_a_scraper_with_a_certificate(tmp_path: Pa
         scraper = ssl.create_default_context(cafile=str(pki.ca_file))
         scraper.load_cert_chain(str(cert), str(key))
         assert _scrape(url, context=scraper)[0] == 200
+    finally:
+        endpoint.close()
+
+
+def test_idle_connections_hold_no_thread_make_way_for_scrapes_and_are_closed_when_idle_too_long() -> None:
+    """Issue 38: 1,000 idle connections to the metrics port held 1,000 threads (a thread per connection)."""
+    limits = MetricsServerLimits(max_connections=64, idle_timeout_s=1.0, workers=2)
+    endpoint = serve_metrics(CollectorRegistry(), "127.0.0.1:0", limits=limits)
+    url = f"http://127.0.0.1:{endpoint.port}/metrics"
+    threads = threading.active_count()
+    idle = [socket.create_connection(("127.0.0.1", endpoint.port)) for _ in range(300)]
+    try:
+        assert _scrape(url)[0] == 200  # the cap is full of idle connections: the oldest makes way
+        assert threading.active_count() <= threads + limits.workers
+        assert endpoint.open_connections <= limits.max_connections + 1
+        last = idle[-1]
+        last.settimeout(30)
+        assert last.recv(1) == b""  # closed by the server once idle for idle_timeout_s
+        with socket.create_connection(("127.0.0.1", endpoint.port)) as slow:  # a head never finished
+            slow.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+            slow.settimeout(30)
+            assert slow.recv(1) == b""
+        with socket.create_connection(("127.0.0.1", endpoint.port)) as huge:
+            huge.sendall(b"GET /metrics HTTP/1.1\r\nX: " + b"y" * 20_000 + b"\r\n\r\n")
+            huge.settimeout(30)
+            assert huge.recv(64).startswith(b"HTTP/1.1 431")
+        assert _scrape(url)[0] == 200
+    finally:
+        for sock in idle:
+            sock.close()
+        endpoint.close()
+
+
+def test_with_tls_a_connection_that_never_says_hello_blocks_no_scrape(tmp_path: Path) -> None:
+    """Issue 38: the handshake ran on the one accepting thread, so one silent connection blocked every scrape."""
+    pki = Pki(tmp_path / "pki")
+    endpoint = serve_metrics(CollectorRegistry(), "127.0.0.1:0", tls=MetricsTls(
+        cert=str(pki.server_cert), key=str(pki.server_key)), limits=MetricsServerLimits(idle_timeout_s=60))
+    url = f"https://localhost:{endpoint.port}/metrics"
+    try:
+        with socket.create_connection(("127.0.0.1", endpoint.port)) as silent:
+            context = ssl.create_default_context(cafile=str(pki.ca_file))
+            for _ in range(3):  # each within _scrape's 10 s, with the silent one still waiting (60 s)
+                assert _scrape(url, context=context)[0] == 200
+            silent.sendall(b"not a ClientHello\r\n\r\n")  # a failed handshake: closed, no scrape affected
+            silent.settimeout(30)
+            with contextlib.suppress(ConnectionResetError):
+                while silent.recv(1024):  # an alert, then the close
+                    pass
+            assert _scrape(url, context=context)[0] == 200
     finally:
         endpoint.close()
