@@ -120,6 +120,8 @@ class ShardElections:
         self._members: list[str] = []
         self._free_since: dict[int, float] = {}
         self._disconnects = 0
+        # False from SUSPENDED or LOST until a round re-read the leaders: our view of them may be stale
+        self._view_current = False
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._callbacks: queue.SimpleQueue[int | None] = queue.SimpleQueue()  # shard whose office changed
@@ -211,15 +213,22 @@ class ShardElections:
             receiver = self._releasing.get(shard)
             if receiver:
                 return receiver
+            if not self._view_current:
+                return ""
             leader = self._leaders.get(shard)
             return leader[0] if leader is not None and leader[0] != self.address else ""
 
     def leader(self, shard: int) -> tuple[str, int] | None:
+        """The shard's leader as we know it; None while we are cut off from ZooKeeper (SUSPENDED or LOST),
+        since the leader we last saw may have died meanwhile and another been elected: a worker told
+        "no leader" asks another coordinator, one told the dead address would keep dialling it."""
         with self._lock:
             self._pause_detected()
             fence = self._fences.get(shard)
             if fence is not None:
                 return self.address, fence.epoch
+            if not self._view_current:
+                return None
             known = self._leaders.get(shard)
             return known if known is not None and known[0] != self.address else None
 
@@ -245,6 +254,7 @@ class ShardElections:
     def _on_state(self, state: str) -> None:
         if state in (KazooState.SUSPENDED, KazooState.LOST):
             with self._lock:
+                self._view_current = False
                 dropped = self._drop_all_locked()
                 if state == KazooState.LOST:
                     self._leaders.clear()
@@ -365,6 +375,7 @@ class ShardElections:
                 return
             self._members = members
             self._leaders = {s: (a, e) for s, (a, e, _, _) in owners.items()}
+            self._view_current = True
             for shard in list(self._fences):
                 owner = owners.get(shard)
                 if owner is None or owner[2] != session:
