@@ -126,7 +126,7 @@ class ShardElections(SessionTerms):
         if address is not None:
             self.address = address
         for name, target in (("shard-callbacks", self._run_callbacks), ("shard-election", self._run)):
-            self._threads.append(threading.Thread(target=target, name=name, daemon=True))
+            self._threads.append(threading.Thread(target=target, name=f"{name} {self.address}", daemon=True))
         self._start_session()
         for thread in self._threads:
             thread.start()
