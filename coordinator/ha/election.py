@@ -15,14 +15,13 @@ active bumps the epoch (v + 1) atomically with taking the node. The epoch is the
 ``ZooKeeperStore`` adds ``check(epoch, version=epoch)`` and ``check(leader, version=...)`` to every
 write, so once anybody else has won, or our session has gone, our writes fail in ZooKeeper itself.
 
-Session states: on SUSPENDED or LOST the active stops at once (``on_lost`` fires, ``is_leader()`` is
-false, ``fence()`` raises) even though the session may still be alive. A process pause (SIGSTOP, a
-stalled VM, swapping) longer than ``max_pause`` counts the same: after a resume our threads may run
-before kazoo notices that the session is gone, so the pause detector (see ``_pause_detected``)
-drops the fence in whichever thread asks first. On reconnection with the same
-session, if the leader node is still ours we win *again* with a new epoch (so the coordinator
-reloads from the store, as after any election); otherwise we follow. A restarted coordinator whose
-previous incarnation's node still exists waits for that session to expire rather than deleting it.
+Session states and pauses (``coordinator.ha.zk_session``, shared with the shard elections): on
+SUSPENDED, LOST or a process pause longer than ``max_pause`` the active stops at once (``on_lost``
+fires, ``is_leader()`` is false, ``fence()`` raises) even though the session may still be alive, and
+until it has looked again nobody is named active. On reconnection with the same session, if the
+leader node is still ours we win *again* with a new epoch (so the coordinator reloads from the
+store, as after any election); otherwise we follow. A restarted coordinator whose previous
+incarnation's node still exists waits for that session to expire rather than deleting it.
 
 Threads: ZooKeeper calls run on one election thread; ``on_elected(epoch)``/``on_lost()`` run in
 order on one callback thread (never on kazoo's threads), and an exception in them is logged.
@@ -39,18 +38,17 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
-from kazoo.client import KazooClient, KazooState, TransactionRequest
+from kazoo.client import KazooClient, TransactionRequest
 from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, NodeExistsError, NoNodeError, SessionExpiredError
 from kazoo.protocol.states import WatchedEvent
 from kazoo.retry import KazooRetry
 
-from groupcoord.coordinator.ha.pauses import PauseDetector
 from groupcoord.coordinator.ha.zk_security import ZkSecurity
+from groupcoord.coordinator.ha.zk_session import SessionTerms
 from groupcoord.coordinator.storage.store import FencedError
 
-__all__ = ["Fence", "LeaderElection", "connect"]
+__all__ = ["Fence", "LeaderElection", "connect", "resign"]
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +88,7 @@ def connect(
     return client
 
 
-class LeaderElection:
+class LeaderElection(SessionTerms):
     """Take part in the election of the active coordinator; know who the active is."""
 
     def __init__(
@@ -109,47 +107,25 @@ class LeaderElection:
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         """``address`` is what standbys tell workers (``--advertise``); ``op_timeout`` bounds each ZooKeeper
-        call; ``retry_delay`` is the pause before retrying after an unexpected error.
-
-        Pause detection: a thread notes ``monotonic()`` every ``pause_tick`` seconds; a gap over
+        call; ``retry_delay`` is the pause before retrying after an unexpected error. A pause over
         ``max_pause`` (default: half of ``session_timeout``, itself by default the timeout the kazoo
-        client asks for) ends our term as SUSPENDED would. Why half: kazoo pings when the connection
-        has been idle for a third of the session timeout T, so while we ran normally the server heard
-        from us no earlier than about T/3 before our last tick, and it cannot expire the session before
-        T after that, i.e. while ``now - last_tick < 2T/3``. T/2 keeps a T/6 margin for network latency
-        and the tick's own lateness. If ZooKeeper negotiated a *shorter* timeout than we asked for
-        (over its ``maxSessionTimeout``), pass the real one."""
-        self._client = client
+        client asks for) ends our term as SUSPENDED would (``coordinator.ha.zk_session`` says why half).
+        If ZooKeeper negotiated a *shorter* timeout than we asked for (over its ``maxSessionTimeout``),
+        pass the real one."""
+        super().__init__(client, address, op_timeout=op_timeout, session_timeout=session_timeout,
+                         pause_tick=pause_tick, max_pause=max_pause, monotonic=monotonic)
         self.root = root.rstrip("/")
-        self.address = address
         self.leader_path = f"{self.root}/leader"
         self.epoch_path = f"{self.root}/epoch"
         self._on_elected = on_elected
         self._on_lost = on_lost
-        self._op_timeout = op_timeout
         self._retry_delay = retry_delay
         self._payload = json.dumps({"address": address, "host": socket.gethostname(), "pid": os.getpid()}).encode()
-        if session_timeout is None:
-            session_timeout = _requested_session_timeout(client)
-        self._pause_tick = pause_tick
-        self._pauses = PauseDetector(monotonic, session_timeout / 2 if max_pause is None else max_pause)
-        self._monotonic = monotonic
-
-        self._lock = threading.Lock()
         self._fence: Fence | None = None  # set while we are the active
         self._leader_address: str | None = None
-        self._disconnects = 0  # bumped on SUSPENDED/LOST: a win computed before one is void
-        self._wake = threading.Event()
-        self._stopping = threading.Event()
         self._callbacks: queue.SimpleQueue[tuple[str, int] | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._callback_thread: threading.Thread | None = None
-        self._pause_thread: threading.Thread | None = None
-
-    @property
-    def max_pause(self) -> float:
-        """A pause longer than this (seconds) ends our terms."""
-        return self._pauses.max_pause
 
     # -- public API -------------------------------------------------------------------------------
 
@@ -163,11 +139,7 @@ class LeaderElection:
             self._payload = json.dumps({"address": address, "host": socket.gethostname(), "pid": os.getpid()}).encode()
         self._callback_thread = threading.Thread(target=self._run_callbacks, name="election-callbacks", daemon=True)
         self._callback_thread.start()
-        with self._lock:
-            self._pauses.tick()
-        self._pause_thread = threading.Thread(target=self._watch_pauses, name="election-pauses", daemon=True)
-        self._pause_thread.start()
-        self._client.add_listener(self._on_state)
+        self._start_session()
         self._thread = threading.Thread(target=self._run, name="election", daemon=True)
         self._thread.start()
         self._wake.set()
@@ -179,10 +151,7 @@ class LeaderElection:
         self._stopping.set()
         self._wake.set()
         self._thread.join(self._op_timeout)
-        if self._pause_thread is not None:
-            self._pause_thread.join(self._op_timeout)
-            self._pause_thread = None
-        self._client.remove_listener(self._on_state)
+        self._stop_session()
         with self._lock:
             fence, self._fence = self._fence, None
             self._leader_address = None
@@ -212,8 +181,10 @@ class LeaderElection:
             self._pause_detected()
             if self._fence is not None:
                 return self.address
-            if self._leader_address == self.address:
-                return None  # a previous incarnation of us, or our own term ended by a pause or a disconnect
+            if self._leader_address == self.address or not self._view_current:
+                # a previous incarnation of us, our own term ended by a pause or a disconnect, or a
+                # leader seen before we were cut off from ZooKeeper (it may have died meanwhile)
+                return None
             return self._leader_address
 
     def fence(self) -> Fence:
@@ -228,55 +199,22 @@ class LeaderElection:
         """Ask the election thread to look at ZooKeeper again (e.g. after a write was fenced)."""
         self._wake.set()
 
-    # -- kazoo callbacks (kazoo's threads: no blocking here) ---------------------------------------
-
-    def _on_state(self, state: str) -> None:
-        if state in (KazooState.SUSPENDED, KazooState.LOST):
-            with self._lock:
-                was_leader = self._drop_fence_locked()
-                if state == KazooState.LOST:
-                    self._leader_address = None
-            if was_leader:
-                log.warning("ZooKeeper connection %s: %s stops acting as the active coordinator", state, self.address)
-        else:  # CONNECTED: a new session after LOST, or the same one after SUSPENDED
-            self._wake.set()
-
     def _on_node_event(self, event: WatchedEvent) -> None:
         self._wake.set()
 
-    # -- pause detection --------------------------------------------------------------------------
+    # -- the session's hooks (coordinator.ha.zk_session) ----------------------------------------
 
-    def _watch_pauses(self) -> None:
-        """Tick every ``pause_tick`` seconds; a late tick is a pause (handled here if nobody asked first)."""
-        while not self._stopping.wait(self._pause_tick):
-            with self._lock:
-                self._pause_detected()
-                self._pauses.tick()
-
-    def _pause_detected(self) -> bool:
-        """Under ``_lock``: if the process stood still for over ``max_pause`` since the last tick, our
-        session may have expired and a standby may rule: stop at once, as on SUSPENDED, and have the
-        election thread look again (a live session whose leader node is still ours wins a new epoch)."""
-        gap = self._pauses.paused_for()
-        if gap is None:
-            return False
-        was_leader = self._drop_fence_locked()
-        self._wake.set()
-        if was_leader:
-            log.warning("process paused for %.1fs (over %.1fs: our ZooKeeper session may have expired): %s stops "
-                        "acting as the active coordinator", gap, self.max_pause, self.address)
-        else:
-            log.info("process paused for %.1fs; re-checking the election", gap)
-        return True
-
-    def _drop_fence_locked(self) -> bool:
-        """Under ``_lock``: end our term (if any) and void any win computed before now; True if we were active.
-        The callback is queued under the lock so that it cannot overtake a later "elected"."""
-        self._disconnects += 1
+    def _end_terms_locked(self) -> str:
+        """End our term (if any); the callback is queued under the lock so it cannot overtake a later
+        "elected"."""
         was_leader, self._fence = self._fence is not None, None
         if was_leader:
             self._callbacks.put(("lost", 0))
-        return was_leader
+            return "stops acting as the active coordinator"
+        return ""
+
+    def _forget_locked(self) -> None:
+        self._leader_address = None
 
     # -- the election thread ----------------------------------------------------------------------
 
@@ -298,9 +236,6 @@ class LeaderElection:
                 if self._stopping.wait(self._retry_delay):
                     return
                 self._wake.set()
-
-    def _call(self, async_result: Any) -> Any:
-        return async_result.get(timeout=self._op_timeout)
 
     def _attempt(self) -> None:
         """Look at the leader node; take it if free, re-take it if still ours, else follow it."""
@@ -354,6 +289,7 @@ class LeaderElection:
                 return
             self._fence = fence
             self._leader_address = self.address
+            self._view_current = True
             self._callbacks.put(("elected", fence.epoch))
         log.info("%s is the active coordinator (epoch %d)", self.address, fence.epoch)
 
@@ -361,20 +297,15 @@ class LeaderElection:
         with self._lock:
             was_leader, self._fence = self._fence is not None, None
             self._leader_address = leader
+            if leader is not None:
+                self._view_current = True
             if was_leader:
                 self._callbacks.put(("lost", 0))
         if was_leader:
             log.warning("%s lost the leader node to %s: stops acting as the active coordinator", self.address, leader)
 
     def _resign(self, fence: Fence) -> None:
-        """Delete our leader node (best effort) so a standby takes over without waiting for our session."""
-        try:
-            tx = self._client.transaction()
-            tx.check(fence.epoch_path, fence.epoch)
-            tx.delete(fence.leader_path, version=fence.leader_version)
-            self._call(tx.commit_async())
-        except Exception:
-            log.warning("could not delete %s on stop; it goes with our session", fence.leader_path, exc_info=True)
+        resign(self._client, fence, self._op_timeout)
 
     # -- the callback thread ----------------------------------------------------------------------
 
@@ -390,9 +321,16 @@ class LeaderElection:
                 log.exception("election %s callback failed", kind)
 
 
-def _requested_session_timeout(client: KazooClient) -> float:
-    """The session timeout (seconds) ``client`` asks ZooKeeper for (kazoo keeps it in milliseconds)."""
-    return float(getattr(client, "_session_timeout", 10_000)) / 1000
+def resign(client: KazooClient, fence: Fence, timeout: float) -> None:
+    """Delete our leader node if it is still ours (best effort), so another takes over without
+    waiting for our session."""
+    try:
+        tx = client.transaction()
+        tx.check(fence.epoch_path, fence.epoch)
+        tx.delete(fence.leader_path, version=fence.leader_version)
+        tx.commit_async().get(timeout=timeout)
+    except Exception:
+        log.warning("could not delete %s; it goes with our session", fence.leader_path, exc_info=True)
 
 
 def _address_of(data: bytes) -> str | None:

@@ -10,45 +10,45 @@ Layout under ``root`` (``--zk-root``, e.g. ``/groupcoord/<cluster>``)::
 
 Each shard is the election of ``coordinator.ha.election`` on its own two znodes: winning is one
 transaction (create ``leader``, bump ``epoch`` by version), and every write of the shard's groups
-carries ``check(epoch)`` and ``check(leader version)``, so a coordinator that lost the shard (its
-session expired, it was paused, another took over) cannot write it even before it notices. Not
-kazoo's ``SetPartitioner``: it releases every partition on any membership change and waits for the
-membership to settle (kazoo issue #392); here a shard moves alone and the others keep serving.
+carries ``check(epoch)`` and ``check(leader version)``, so a coordinator that lost the shard cannot
+write it even before it notices. Not kazoo's ``SetPartitioner``: it releases every partition on any
+membership change (kazoo issue #392); here a shard moves alone and the others keep serving.
 
-Who takes what is decided by ``coordinator.ha.balance.plan`` on this process's view (members and
-leaders, re-read on every watch event, and every ``recheck_s`` while a shard is free): free shards are claimed by the
-coordinators under their target, and a coordinator over its target hands shards over a few at a
-time. A hand-over is graceful: the shard leaves office (the runtime unloads it: parked calls get
-NOT_COORDINATOR naming the receiver), its writes in flight land (still fenced by our epoch), the
-runtime says ``drained`` (or ``handover_timeout`` passes), and only then is the leader node deleted,
-so the receiver's load sees every write we acknowledged.
+**Reading by delta.** The view (live members, each shard's leader) is read whole at start and after
+each reconnection or error (the server forgets a connection's watches). From then on a watch
+event names what changed and only that is read again (``coordinator.ha.shard_reads``): the
+``members`` children, or one shard's ``leader`` (a data watch while it exists, an ``exists`` watch
+while it is free). A shard changing hands costs each coordinator one notification and one read,
+O(coordinators) in all, not O(coordinators x shards) as when every event re-read every shard
+(issue 37). While a shard is free the plan is redone every ``recheck_s`` from memory, with no reads.
 
-Session states, pauses and threads are as in ``coordinator.ha.election``: SUSPENDED, LOST or a pause
-over ``max_pause`` drops every shard at once (out of office, fence gone); on reconnection with the
-same session our leader nodes are re-won with new epochs (the runtime reloads those shards); one
-thread talks to ZooKeeper, one runs the callbacks, one ticks the pause detector.
+Who takes what is ``coordinator.ha.balance.plan`` on that view. A hand-over is graceful: the shard
+leaves office (the runtime unloads it: parked calls get NOT_COORDINATOR naming the receiver), its
+writes in flight land (still fenced by our epoch), the runtime says ``drained`` (or
+``handover_timeout`` passes), and only then is the leader node deleted, so the receiver's load sees
+every write we acknowledged. Session states and pauses are ``coordinator.ha.zk_session``'s: every
+shard dropped at once, no leader named until the view is read again, our leader nodes re-won with
+new epochs on reconnection with the same session. Threads: one talks to ZooKeeper, one runs the
+callbacks, one ticks the pause detector.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import queue
-import socket
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
-from urllib.parse import quote, unquote
 
-from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, NodeExistsError, NoNodeError, SessionExpiredError
+from kazoo.client import KazooClient
+from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, SessionExpiredError
 from kazoo.protocol.states import WatchedEvent
 
 from groupcoord.coordinator.ha.balance import plan
-from groupcoord.coordinator.ha.election import Fence, _requested_session_timeout
-from groupcoord.coordinator.ha.pauses import PauseDetector
+from groupcoord.coordinator.ha.election import Fence, resign
+from groupcoord.coordinator.ha.shard_offices import Leader, ShardFencer, ShardOffice, ensure_cluster
+from groupcoord.coordinator.ha.shard_reads import ViewReader
+from groupcoord.coordinator.ha.zk_session import SessionTerms
 from groupcoord.coordinator.storage.store import FencedError
 
 __all__ = ["ShardElections", "ShardFencer", "ShardOffice", "ensure_cluster"]
@@ -56,26 +56,7 @@ __all__ = ["ShardElections", "ShardFencer", "ShardOffice", "ensure_cluster"]
 log = logging.getLogger("groupcoord.ha.shards")
 
 
-def ensure_cluster(client: KazooClient, root: str, shards: int) -> None:
-    """Record the cluster's shard count at first start; raise ``ValueError`` (one line) if it differs."""
-    path = f"{root.rstrip('/')}/cluster"
-    client.ensure_path(root)
-    try:
-        client.create(path, json.dumps({"shards": shards}).encode())
-        return
-    except NodeExistsError:
-        pass
-    data, _ = client.get(path)
-    try:
-        recorded = int(json.loads(data)["shards"])
-    except (ValueError, KeyError, TypeError):
-        raise ValueError(f"ZooKeeper node {path} is not a groupcoord cluster record: {data[:80]!r}") from None
-    if recorded != shards:
-        raise ValueError(f"the cluster at ZooKeeper {root} has {recorded} shards, this coordinator is configured with "
-                         f"{shards}: start it with --shards {recorded} (the number is fixed at the cluster's first start)")
-
-
-class ShardElections:
+class ShardElections(SessionTerms):
     """This process's part in every shard's election, and its view of the cluster (a ``ClusterView``)."""
 
     def __init__(
@@ -96,41 +77,36 @@ class ShardElections:
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         """``overdue_after``: how long a shard may stay free before anyone takes it (default: the session
-        timeout); ``max_pause``: see ``LeaderElection`` (default half the session timeout)."""
-        self._client = client
+        timeout); ``max_pause``: see ``coordinator.ha.zk_session`` (default half the session timeout)."""
+        super().__init__(client, address, op_timeout=op_timeout, session_timeout=session_timeout,
+                         pause_tick=pause_tick, max_pause=max_pause, monotonic=monotonic)
         self.root = root.rstrip("/")
-        self.address = address
         self.shards = shards
         self._max_moves = max_moves
         self._handover_timeout = handover_timeout
-        session_timeout = session_timeout if session_timeout is not None else _requested_session_timeout(client)
-        self._overdue_after = session_timeout if overdue_after is None else overdue_after
+        self._overdue_after = self._session_timeout if overdue_after is None else overdue_after
         self._recheck_s = recheck_s
-        self._op_timeout = op_timeout
-        self._pause_tick = pause_tick
-        self._pauses = PauseDetector(monotonic, session_timeout / 2 if max_pause is None else max_pause)
-        self._monotonic = monotonic
         self.members_path = f"{self.root}/members"
-
-        self._lock = threading.Lock()
         self._fences: dict[int, Fence] = {}  # shards we lead (their fence), releasing ones included
         self._releasing: dict[int, str] = {}  # shard -> receiver, while handing over
         self._drained: dict[int, threading.Event] = {}
-        self._leaders: dict[int, tuple[str, int]] = {}  # our view: shard -> (address, epoch)
+        self._leaders: dict[int, Leader] = {}  # our view: the shards that have a leader node
         self._members: list[str] = []
         self._free_since: dict[int, float] = {}
-        self._disconnects = 0
-        self._wake = threading.Event()
-        self._stopping = threading.Event()
+        self._full = True  # read the whole view on the next step (start, reconnection, error)
+        self._dirty: set[int] = set()  # shards whose leader node a watch said changed
+        self._members_dirty = False
+        self._registered = False  # our member node is there, in our session
         self._callbacks: queue.SimpleQueue[int | None] = queue.SimpleQueue()  # shard whose office changed
         self._threads: list[threading.Thread] = []
-        self._prepare_done = False
+        self._reader = ViewReader(client, self.root, shards, op_timeout, on_leader=self._on_leader_event,
+                                  on_members=self._on_members_event)
         self.offices = [ShardOffice(self, s) for s in range(shards)]
 
     @property
-    def max_pause(self) -> float:
-        """A pause longer than this (seconds) ends our terms."""
-        return self._pauses.max_pause
+    def reads(self) -> int:
+        """ZooKeeper reads this process made for the elections (benchmarks and tests count them)."""
+        return self._reader.reads
 
     def shard_path(self, shard: int) -> str:
         return f"{self.root}/shards/{shard}"
@@ -149,13 +125,9 @@ class ShardElections:
             raise RuntimeError("shard elections already started")
         if address is not None:
             self.address = address
-        for name, target in (("shard-callbacks", self._run_callbacks), ("shard-pauses", self._watch_pauses),
-                             ("shard-election", self._run)):
-            thread = threading.Thread(target=target, name=name, daemon=True)
-            self._threads.append(thread)
-        with self._lock:
-            self._pauses.tick()
-        self._client.add_listener(self._on_state)
+        for name, target in (("shard-callbacks", self._run_callbacks), ("shard-election", self._run)):
+            self._threads.append(threading.Thread(target=target, name=f"{name} {self.address}", daemon=True))
+        self._start_session()
         for thread in self._threads:
             thread.start()
         self._wake.set()
@@ -167,17 +139,16 @@ class ShardElections:
             return
         self._stopping.set()
         self._wake.set()
-        for thread in self._threads[1:]:
-            thread.join(self._op_timeout)
-        self._client.remove_listener(self._on_state)
+        self._threads[1].join(self._op_timeout)
+        self._stop_session()
         with self._lock:
             fences, self._fences = dict(self._fences), {}
             self._releasing.clear()
         for shard, fence in fences.items():
             self._callbacks.put(shard)
-            self._resign(fence)
+            resign(self._client, fence, self._op_timeout)
         try:
-            self._client.delete(self._member_path())
+            self._client.delete(self._reader.member_path(self.address))
         except Exception:
             log.debug("could not delete our member node", exc_info=True)
         self._callbacks.put(None)
@@ -193,8 +164,7 @@ class ShardElections:
 
     def epoch(self, shard: int) -> int:
         with self._lock:
-            fence = self._fences.get(shard)
-            return fence.epoch if fence is not None else 0
+            return fence.epoch if (fence := self._fences.get(shard)) is not None else 0
 
     def fence(self, shard: int) -> Fence:
         """The checks a write of ``shard`` must carry (also while handing it over: its last writes land)."""
@@ -211,17 +181,24 @@ class ShardElections:
             receiver = self._releasing.get(shard)
             if receiver:
                 return receiver
+            if not self._view_current:
+                return ""
             leader = self._leaders.get(shard)
-            return leader[0] if leader is not None and leader[0] != self.address else ""
+            return leader.address if leader is not None and leader.address != self.address else ""
 
     def leader(self, shard: int) -> tuple[str, int] | None:
+        """The shard's leader as we know it; None while we are cut off from ZooKeeper (SUSPENDED or LOST),
+        since the leader we last saw may have died meanwhile and another been elected: a worker told
+        "no leader" asks another coordinator, one told the dead address would keep dialling it."""
         with self._lock:
             self._pause_detected()
             fence = self._fences.get(shard)
             if fence is not None:
                 return self.address, fence.epoch
+            if not self._view_current:
+                return None
             known = self._leaders.get(shard)
-            return known if known is not None and known[0] != self.address else None
+            return (known.address, known.epoch) if known is not None and known.address != self.address else None
 
     def coordinators(self) -> list[str]:
         with self._lock:
@@ -231,7 +208,13 @@ class ShardElections:
         with self._lock:
             return dict(self._releasing)
 
-    def recheck(self) -> None:
+    def recheck(self, shard: int | None = None) -> None:
+        """Read ``shard``'s leader node again (e.g. after one of its writes was fenced), or everything."""
+        with self._lock:
+            if shard is None:
+                self._full = True
+            else:
+                self._dirty.add(shard)
         self._wake.set()
 
     def drained(self, shard: int) -> None:
@@ -240,51 +223,39 @@ class ShardElections:
         if event is not None:
             event.set()
 
-    # -- kazoo callbacks (no blocking) --------------------------------------------------------------
+    # -- watches and the session's hooks (kazoo's threads: no blocking) ------------------------------
 
-    def _on_state(self, state: str) -> None:
-        if state in (KazooState.SUSPENDED, KazooState.LOST):
-            with self._lock:
-                dropped = self._drop_all_locked()
-                if state == KazooState.LOST:
-                    self._leaders.clear()
-            if dropped:
-                log.warning("ZooKeeper connection %s: %s stops leading shards %s", state, self.address, dropped)
+    def _on_leader_event(self, event: WatchedEvent) -> None:
+        try:
+            shard = int(event.path.rsplit("/", 2)[-2])
+        except (ValueError, IndexError, AttributeError):
+            return
+        with self._lock:
+            self._dirty.add(shard)
         self._wake.set()
 
-    def _on_event(self, event: WatchedEvent) -> None:
+    def _on_members_event(self, event: WatchedEvent) -> None:
+        with self._lock:
+            self._members_dirty = True
         self._wake.set()
 
-    # -- pauses -------------------------------------------------------------------------------------
-
-    def _watch_pauses(self) -> None:
-        while not self._stopping.wait(self._pause_tick):
-            with self._lock:
-                self._pause_detected()
-                self._pauses.tick()
-
-    def _pause_detected(self) -> bool:
-        """Under ``_lock``: a pause over ``max_pause`` ends every shard's term (see ``LeaderElection``)."""
-        gap = self._pauses.paused_for()
-        if gap is None:
-            return False
-        dropped = self._drop_all_locked()
-        self._wake.set()
-        if dropped:
-            log.warning("process paused for %.1fs (over %.1fs): %s stops leading shards %s", gap, self.max_pause,
-                        self.address, dropped)
-        return True
-
-    def _drop_all_locked(self) -> list[int]:
-        self._disconnects += 1
+    def _end_terms_locked(self) -> str:
         dropped = sorted(self._fences)
+        self._dirty.update(dropped)  # still ours? (reconnecting reads everything: ``_reconnected_locked``)
         self._fences.clear()
         self._releasing.clear()
         for event in self._drained.values():
             event.set()
         for shard in dropped:
             self._callbacks.put(shard)
-        return dropped
+        return f"stops leading shards {dropped}" if dropped else ""
+
+    def _forget_locked(self) -> None:
+        self._leaders.clear()
+        self._registered = False
+
+    def _reconnected_locked(self) -> None:
+        self._full = True
 
     # -- the election thread ------------------------------------------------------------------------
 
@@ -297,125 +268,93 @@ class ShardElections:
             if not self._client.connected:
                 continue
             with self._lock:
-                idle = not woken and not self._free_since and self._prepare_done
-            if idle:  # nothing changed (watches wake us) and no shard is free: no reads at steady state
+                idle = not woken and not self._free_since and not self._full and not self._dirty
+            if idle:  # nothing changed (watches wake us) and no shard is free: nothing to do
                 continue
             try:
-                self._round()
-            except (ConnectionLoss, SessionExpiredError, ConnectionClosedError) as exc:
-                log.info("shard election round interrupted by the ZooKeeper connection: %r", exc)
-            except Exception:
-                log.exception("shard election round failed; retrying in %.1fs", self._recheck_s)
+                self._step()
+            except Exception as exc:  # read everything again on the next step
+                self.recheck()
+                if isinstance(exc, (ConnectionLoss, SessionExpiredError, ConnectionClosedError)):
+                    log.info("shard election step interrupted by the ZooKeeper connection: %r", exc)
+                else:
+                    log.exception("shard election step failed; reading everything again")
 
-    def _call(self, async_result: Any) -> Any:
-        return async_result.get(timeout=self._op_timeout)
-
-    def _member_path(self) -> str:
-        return f"{self.members_path}/{quote(self.address, safe='')}"
-
-    def _prepare(self) -> None:
-        """The persistent nodes, once: members/, and each shard's epoch node."""
-        c = self._client
-        c.ensure_path(self.members_path)
-        pending = []
-        for shard in range(self.shards):
-            c.ensure_path(self.shard_path(shard))
-            pending.append(c.create_async(f"{self.shard_path(shard)}/epoch", b""))
-        for result in pending:
-            try:
-                self._call(result)
-            except NodeExistsError:
-                pass
-        self._prepare_done = True
-
-    def _round(self) -> None:
-        c = self._client
-        if not self._prepare_done:
-            self._prepare()
+    def _step(self) -> None:
+        """Read what changed, update the view, act on our part of the plan."""
+        self._reader.prepare()
         with self._lock:
             disconnects = self._disconnects
-        session = c.client_id[0] if c.client_id else None
-        member = self._member_path()
-        stat = self._call(c.exists_async(member, watch=self._on_event))
-        if stat is None:
-            try:
-                self._call(c.create_async(member, self.address.encode(), ephemeral=True))
-            except NodeExistsError:
-                return  # created meanwhile; its watch wakes us
-        elif stat.owner_session_id != session:
-            log.info("%s: a previous incarnation's member node is still there; waiting for its session to end",
-                     self.address)
-            return
-        names = self._call(c.get_children_async(self.members_path, watch=self._on_event))
-        members = sorted(unquote(n) for n in names)
-        reads = [(s, c.get_async(f"{self.shard_path(s)}/leader", watch=self._on_event)) for s in range(self.shards)]
-        owners: dict[int, tuple[str, int, int, int]] = {}  # shard -> (address, epoch, owner session, version)
-        for shard, result in reads:
-            try:
-                data, node = self._call(result)
-            except NoNodeError:
-                continue
-            address, epoch = _leader_of(data)
-            owners[shard] = (address, epoch, node.ephemeralOwner, node.version)
-        now = self._monotonic()
-        rewin: list[int] = []
-        with self._lock:
-            if self._disconnects != disconnects:
-                self._wake.set()
+            full, self._full = self._full, False
+            dirty = set(range(self.shards)) if full else self._dirty
+            self._dirty = set()
+            members_dirty, self._members_dirty = self._members_dirty or full, False
+        session = self._session_id()
+        if full or not self._registered:
+            self._registered = self._reader.register(self.address, session)
+            if not self._registered:
+                with self._lock:
+                    self._full = True  # not one of the members yet: nothing to decide
                 return
-            self._members = members
-            self._leaders = {s: (a, e) for s, (a, e, _, _) in owners.items()}
-            for shard in list(self._fences):
-                owner = owners.get(shard)
-                if owner is None or owner[2] != session:
-                    self._fences.pop(shard)
-                    self._releasing.pop(shard, None)
-                    self._callbacks.put(shard)
-                    log.warning("%s lost shard %d to %s", self.address, shard, owner[0] if owner else "nobody")
-            for shard, (_, _, owner_session, _) in owners.items():
-                if owner_session == session and shard not in self._fences:
-                    rewin.append(shard)
-            for shard in range(self.shards):
-                if shard in owners:
-                    self._free_since.pop(shard, None)
-                else:
-                    self._free_since.setdefault(shard, now)
-            overdue = [s for s, since in self._free_since.items() if now - since >= self._overdue_after]
-            view = {s: a for s, (a, _) in self._leaders.items()}
+        members = self._reader.members() if members_dirty else None
+        found, again = self._reader.leaders(sorted(dirty))
+        for shard in again:
+            self.recheck(shard)
+        rewin = self._update_view(found, members, session, disconnects, full)
+        if rewin is None:
+            return
         for shard in rewin:  # ours after a reconnect or a pause: win again with a new epoch
-            _, _, _, version = owners[shard]
-            self._win(shard, disconnects, leader_version=version)
-        decided = plan(self.address, members, view, self.shards, overdue=overdue, max_moves=self._max_moves)
+            self._win(shard, disconnects, leader_version=rewin[shard])
+        with self._lock:
+            view = {s: leader.address for s, leader in self._leaders.items()}
+            now = self._monotonic()
+            overdue = [s for s, since in self._free_since.items() if now - since >= self._overdue_after]
+            live = list(self._members)
+        decided = plan(self.address, live, view, self.shards, overdue=overdue, max_moves=self._max_moves)
         for shard in decided.take:
             self._win(shard, disconnects, leader_version=None)
         if decided.release:
             self._hand_over(decided.release, decided.receivers)
             self._wake.set()
 
+    def _update_view(self, found: dict[int, Leader | None], members: list[str] | None, session: int | None,
+                     disconnects: int, full: bool) -> dict[int, int] | None:
+        """Take in what was read; the shards to win again (shard -> our node's version), or None when
+        the connection wavered meanwhile (read everything again)."""
+        now = self._monotonic()
+        rewin: dict[int, int] = {}
+        with self._lock:
+            if self._disconnects != disconnects:
+                self._full = True
+                self._wake.set()
+                return None
+            if members is not None:
+                self._members = members
+            for shard, leader in found.items():
+                if leader is None:
+                    self._leaders.pop(shard, None)
+                    self._free_since.setdefault(shard, now)
+                else:
+                    self._leaders[shard] = leader
+                    self._free_since.pop(shard, None)
+                if shard in self._fences and (leader is None or leader.session != session):
+                    self._fences.pop(shard)
+                    self._releasing.pop(shard, None)
+                    self._callbacks.put(shard)
+                    log.warning("%s lost shard %d to %s", self.address, shard, leader.address if leader else "nobody")
+                elif leader is not None and leader.session == session and shard not in self._fences:
+                    rewin[shard] = leader.version
+            self._view_current = True  # after a disconnect, the first step to get here read everything
+        return rewin
+
     def _win(self, shard: int, disconnects: int, *, leader_version: int | None) -> None:
         """Take ``shard`` (create its leader node) or re-take it (``leader_version``: ours already)."""
-        c = self._client
-        epoch_path, leader_path = f"{self.shard_path(shard)}/epoch", f"{self.shard_path(shard)}/leader"
-        _, epoch_stat = self._call(c.get_async(epoch_path))
-        epoch = epoch_stat.version + 1
-        payload = json.dumps({"address": self.address, "epoch": epoch, "host": socket.gethostname(),
-                              "pid": os.getpid()}).encode()
-        tx = c.transaction()
-        if leader_version is None:
-            tx.create(leader_path, payload, ephemeral=True)
-            new_version = 0
-        else:
-            tx.set_data(leader_path, payload, version=leader_version)
-            new_version = leader_version + 1
-        tx.set_data(epoch_path, json.dumps({"epoch": epoch, "address": self.address}).encode(),
-                    version=epoch_stat.version)
-        results = self._call(tx.commit_async())
-        if any(isinstance(r, Exception) for r in results):
-            self._wake.set()  # somebody moved first: look again
+        fence = self._reader.win(shard, self.address, leader_version)
+        if fence is None:
+            self.recheck(shard)  # somebody moved first: read the shard again
             return
-        fence = Fence(epoch, epoch_path, leader_path, new_version)
         if self._stopping.is_set():
-            self._resign(fence)
+            resign(self._client, fence, self._op_timeout)
             return
         with self._lock:
             self._pause_detected()
@@ -423,10 +362,11 @@ class ShardElections:
                 self._wake.set()
                 return
             self._fences[shard] = fence
-            self._leaders[shard] = (self.address, epoch)
+            self._leaders[shard] = Leader(self.address, fence.epoch, self._session_id() or 0, fence.leader_version)
+            self._free_since.pop(shard, None)
             self._callbacks.put(shard)
-        log.info("%s leads shard %d (epoch %d)", self.address, shard, epoch,
-                 extra={"event": "shard_elected", "shard": shard, "term": epoch})
+        log.info("%s leads shard %d (epoch %d)", self.address, shard, fence.epoch,
+                 extra={"event": "shard_elected", "shard": shard, "term": fence.epoch})
 
     def _hand_over(self, shards: list[int], receivers: dict[int, str]) -> None:
         """Out of office first, wait for the runtime to drain each shard, then delete its leader node."""
@@ -449,76 +389,11 @@ class ShardElections:
                 fence = self._fences.pop(shard, None) if shard in self._releasing else None
                 self._releasing.pop(shard, None)
             if fence is not None:
-                self._resign(fence)
+                resign(self._client, fence, self._op_timeout)
                 self._callbacks.put(shard)
-
-    def _resign(self, fence: Fence) -> None:
-        try:
-            tx = self._client.transaction()
-            tx.check(fence.epoch_path, fence.epoch)
-            tx.delete(fence.leader_path, version=fence.leader_version)
-            self._call(tx.commit_async())
-        except Exception:
-            log.warning("could not delete %s; it goes with our session", fence.leader_path, exc_info=True)
 
     # -- the callback thread ------------------------------------------------------------------------
 
     def _run_callbacks(self) -> None:
         while (shard := self._callbacks.get()) is not None:
             self.offices[shard].changed()
-
-
-class ShardOffice:
-    """The ``Office`` (and ``HandOver``) of one shard's runtime, read from the shard's election."""
-
-    def __init__(self, elections: ShardElections, shard: int) -> None:
-        self._elections = elections
-        self.shard = shard
-        self._watchers: list[Callable[[], object]] = []
-
-    def in_office(self) -> bool:
-        return self._elections.leads(self.shard)
-
-    def term(self) -> int:
-        return self._elections.epoch(self.shard)
-
-    def active_address(self) -> str:
-        return self._elections.hint(self.shard)
-
-    def watch(self, on_change: Callable[[], object]) -> None:
-        self._watchers.append(on_change)
-
-    def stand_down(self) -> None:
-        self._elections.recheck()
-
-    def drained(self) -> None:
-        self._elections.drained(self.shard)
-
-    def changed(self) -> None:
-        for watcher in list(self._watchers):
-            try:
-                watcher()
-            except Exception:
-                log.exception("shard %d office watcher failed", self.shard)
-
-
-class ShardFencer:
-    """What ``ZooKeeperStore`` needs of an election, for one shard."""
-
-    def __init__(self, elections: ShardElections, shard: int) -> None:
-        self._elections = elections
-        self._shard = shard
-
-    def fence(self) -> Fence:
-        return self._elections.fence(self._shard)
-
-    def recheck(self) -> None:
-        self._elections.recheck()
-
-
-def _leader_of(data: bytes) -> tuple[str, int]:
-    try:
-        parsed = json.loads(data)
-        return str(parsed["address"]), int(parsed.get("epoch", 0))
-    except (ValueError, KeyError, TypeError):
-        return "", 0

@@ -62,6 +62,7 @@ from groupcoord.coordinator.config import ConfigError, CoordinatorConfig
 from groupcoord.coordinator.ha.elected_office import ElectedOffice
 from groupcoord.coordinator.ha.election import LeaderElection, connect
 from groupcoord.coordinator.ha.shard_election import ShardElections, ensure_cluster
+from groupcoord.coordinator.ha.zk_rights import check_rights
 from groupcoord.coordinator.ha.zk_security import load_zk_security
 from groupcoord.coordinator.ha.zk_store import ZooKeeperStore
 from groupcoord.coordinator.ha.zk_trust import check_znodes, own_identity
@@ -400,6 +401,10 @@ def _open_backing(options: ServeOptions, resources: ExitStack) -> _Backing:
     resources.callback(client.close)
     resources.callback(client.stop)
     own = own_identity(security)
+    rights = check_rights(client, options.zk_root, {("world", "anyone"), *([own] if own else [])},
+                          options.shards if options.sharded else None)
+    if rights is not None:
+        raise ValueError(rights)
     if own is None:
         print(f"groupcoord serve: WARNING: ZooKeeper without --zk-auth: any client of {options.zk} can read and "
               f"change the group records under {options.zk_root}", file=sys.stderr, flush=True)

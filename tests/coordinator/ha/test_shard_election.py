@@ -4,6 +4,7 @@ the cluster's shard count."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable, Iterator
 
@@ -155,3 +156,59 @@ def test_the_shard_count_is_fixed_at_the_first_start(zk: ZooKeeperServer) -> Non
     finally:
         client.stop()
         client.close()
+
+
+def quiet(elections: list[ShardElections], for_s: float = 1.0) -> Callable[[], bool]:
+    """A predicate: true once no member's read count has moved for ``for_s`` seconds (polled)."""
+    last: list[tuple[list[int], float]] = [([], 0.0)]
+
+    def check() -> bool:
+        now, seen = [e.reads for e in elections], time.monotonic()
+        if now != last[0][0]:
+            last[0] = (now, seen)
+        return seen - last[0][1] >= for_s
+
+    return check
+
+
+def test_a_shard_changing_hands_costs_each_member_a_few_reads_not_a_round(zk: ZooKeeperServer) -> None:
+    """Elections by delta (issue 37): a watch event makes each member read the node it names, not every
+    shard's. Before, each member re-read all 64 leader nodes (and its member node and the members)
+    on every event: 66 reads at least per member and change."""
+    shards, root = 64, f"/groupcoord/test-{uuid.uuid4().hex[:8]}"
+    # sessions and pauses long enough that the machine's load cannot end a term and move shards here
+    clients = [connect(zk.hosts, session_timeout=10.0) for _ in range(4)]
+    members = [ShardElections(c, root, f"m{i}:1", shards, session_timeout=10.0, max_pause=30.0)
+               for i, c in enumerate(clients)]
+    for elections in members:
+        for office in elections.offices:
+            office.watch(lambda office=office: office.drained() if not office.in_office() else None)
+        elections.start()
+    try:
+        def spread() -> bool:
+            return [len([s for s in range(shards) if e.leads(s)]) for e in members] == [16] * 4
+
+        wait_until(spread, 60, "16 shards each")
+        wait_until(quiet(members), 30, "no more reads")
+        before = [e.reads for e in members]
+        owner = members[1]
+        shard = min(s for s in range(shards) if owner.leads(s))
+        epoch = owner.epoch(shard)
+        owner._client.delete(f"{owner.shard_path(shard)}/leader")  # the shard is free: someone takes it
+        wait_until(lambda: spread() and any(e.epoch(shard) > epoch for e in members), 30, "the shard led again")
+        wait_until(quiet(members), 30, "no more reads")
+        spent = [e.reads - b for e, b in zip(members, before, strict=True)]
+        assert all(0 < n <= 6 for n in spent), spent  # its deletion, its creation, the winner's epoch
+
+        before = [e.reads for e in members]
+        members[3].stop()  # a member leaves: its 16 shards change hands
+        wait_until(lambda: [len([s for s in range(shards) if e.leads(s)]) for e in members[:3]] in
+                   ([22, 21, 21], [21, 22, 21], [21, 21, 22]), 60, "the three lead every shard")
+        wait_until(quiet(members[:3]), 30, "no more reads")
+        spent = [e.reads - b for e, b in zip(members[:3], before[:3], strict=True)]
+        assert all(n <= 4 * 16 + 8 for n in spent), spent  # O(shards moved), not a round per event
+    finally:
+        for elections, client in zip(members, clients, strict=True):
+            elections.stop()
+            client.stop()
+            client.close()

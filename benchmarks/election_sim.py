@@ -1,0 +1,343 @@
+"""The shard elections at internet size on one machine (issue 37): N coordinators, S shards, G groups.
+
+    python benchmarks/election_sim.py [--coordinators 100 --shards 1024 --groups 20000] [--quick]
+
+One real ZooKeeper (Debian's package, ``mntr`` enabled); each simulated coordinator is the real
+``ShardElections`` on its own kazoo session, and its runtime is stood for by what touches ZooKeeper:
+a shard it wins is loaded (``ZooKeeperStore.load_all`` of the shard's group records), a shard it
+hands over is drained at once. No gRPC servers. The coordinators run in a few host processes (this
+script with ``--host``): the bulk, one process holding the coordinator killed alone, one holding the
+ten killed at once, and one started later (the coordinator added). Measured:
+
+- start: time from the start to an even spread (every shard led, each coordinator S//N or one more);
+- steady state: each election thread's CPU share over a window (target: under 10 %);
+- one coordinator SIGKILLed: time until each of its shards has a new leader (p50/p99/max; target:
+  within its ZooKeeper session + 1 s), the reads and writes ZooKeeper served meanwhile (its own
+  ``mntr`` counters ``zk_cnt_readlatency``/``zk_cnt_updatelatency``; target: reads at most
+  10 x coordinators x its shards), the election reads the coordinators made, their election
+  threads' CPU share meanwhile;
+- one coordinator added: shards moved and the time to the even spread again;
+- ten killed at once: as for one.
+
+Clocks: every process reads ``time.monotonic`` (one system-wide clock on Linux), so a host's "won
+shard s at t" and the killer's "killed at t0" compare directly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from groupcoord.coordinator.ha.election import connect
+from groupcoord.coordinator.ha.shard_election import ShardElections, ensure_cluster
+from groupcoord.coordinator.ha.zk_store import ZooKeeperStore
+from groupcoord.coordinator.runtime.shard_map import shard_of
+from groupcoord.coordinator.storage.store import StoreError
+from tests.zookeeper_server import ZooKeeperServer, _four_letter
+
+ZK_ROOT = "/groupcoord/sim"
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+# ---------------------------------------------------------------------------------------------- host
+
+
+class SimCoordinator:
+    """One coordinator: its elections, and a stand-in runtime that loads a shard it wins."""
+
+    def __init__(self, zk: str, name: str, shards: int, session_s: float) -> None:
+        self.name = name
+        self.client = connect(zk, session_timeout=session_s)
+        self.elections = ShardElections(self.client, ZK_ROOT, name, shards, session_timeout=session_s)
+        self.won: dict[int, float] = {}
+        self.loaded_groups = 0
+        for office in self.elections.offices:
+            office.watch(lambda office=office: self._changed(office))
+
+    def _changed(self, office: Any) -> None:  # the callback thread, as a runtime's load would be
+        if office.in_office():
+            if office.shard not in self.won or self.won[office.shard] < 0:
+                store = ZooKeeperStore(self.client, self.elections.groups_path(office.shard),
+                                       self.elections.fencer(office.shard))
+                while office.in_office():  # a load that timed out (a loaded machine) is tried again
+                    try:
+                        self.loaded_groups += len(store.load_all())
+                    except StoreError:
+                        continue
+                    self.won[office.shard] = time.monotonic()
+                    break
+        else:
+            if office.shard in self.won:
+                self.won[office.shard] = -1.0
+            office.drained()
+
+    def election_cpu(self) -> float:
+        """CPU seconds of this coordinator's election thread so far."""
+        wanted = f"shard-election {self.name}"
+        for thread in threading.enumerate():
+            if thread.name == wanted and thread.native_id is not None:
+                try:
+                    fields = Path(f"/proc/self/task/{thread.native_id}/stat").read_text().rsplit(")", 1)[1].split()
+                except OSError:
+                    return 0.0
+                return (int(fields[11]) + int(fields[12])) / TICKS
+        return 0.0
+
+    def stats(self) -> dict[str, Any]:
+        leads = [s for s in range(self.elections.shards) if self.elections.leads(s)]
+        return {"leads": leads, "won": {s: self.won[s] for s in leads if self.won.get(s, -1) >= 0},
+                "reads": self.elections.reads, "cpu": self.election_cpu()}
+
+
+def host(args: argparse.Namespace) -> int:
+    """A host process: its coordinators, answering ``stats`` and ``stop`` on stdin."""
+    coordinators = [SimCoordinator(args.zk, name, args.shards, args.session) for name in args.names.split(",")]
+    for coordinator in coordinators:
+        coordinator.elections.start()
+    print(json.dumps({"ready": True}), flush=True)
+    for line in sys.stdin:
+        if line.strip() == "stats":
+            print(json.dumps({c.name: c.stats() for c in coordinators}), flush=True)
+        elif line.strip() == "stop":
+            break
+    os._exit(0)  # the ZooKeeper server is thrown away next: no graceful leave to wait for
+
+
+# ---------------------------------------------------------------------------------------------- driver
+
+
+@dataclass
+class Host:
+    proc: subprocess.Popen[str]
+    names: list[str]
+    alive: bool = True
+
+    def ask(self) -> dict[str, Any]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write("stats\n")
+        self.proc.stdin.flush()
+        answer: dict[str, Any] = json.loads(self.proc.stdout.readline())
+        return answer
+
+
+@dataclass
+class Sim:
+    args: argparse.Namespace
+    zk: Any
+    hosts: list[Host] = field(default_factory=list)
+
+    def spawn(self, *groups: list[str]) -> list[Host]:
+        """One host process per list of names, started together; returns once all have started."""
+        made = [Host(subprocess.Popen(
+            [sys.executable, __file__, "--host", "--zk", self.zk.hosts, "--names", ",".join(names),
+             "--shards", str(self.args.shards), "--session", str(self.args.session)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True), names)
+            for names in groups]
+        self.hosts.extend(made)
+        for h in made:
+            assert h.proc.stdout is not None
+            if "ready" not in h.proc.stdout.readline():
+                raise RuntimeError(f"host {h.names[0]}... did not start")
+        return made
+
+    def view(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for h in self.hosts:
+            if h.alive:
+                out.update(h.ask())
+        return out
+
+    def kill(self, h: Host) -> float:
+        at = time.monotonic()
+        os.killpg(h.proc.pid, signal.SIGKILL)
+        h.proc.wait(30)
+        h.alive = False
+        return at
+
+    def even(self, view: dict[str, Any]) -> bool:
+        counts = [len(v["leads"]) for v in view.values()]
+        low = self.args.shards // len(counts)
+        loaded = all(str(s) in v["won"] for v in view.values() for s in v["leads"])
+        return loaded and sum(counts) == self.args.shards and all(c in (low, low + 1) for c in counts)
+
+    def wait_even(self, budget: float) -> tuple[float, dict[str, Any]]:
+        started = time.monotonic()
+        while True:
+            view = self.view()
+            if self.even(view):
+                return time.monotonic() - started, view
+            if time.monotonic() - started > budget:
+                raise RuntimeError(f"no even spread after {budget:.0f}s: "
+                                   f"{sorted(len(v['leads']) for v in view.values())}")
+            time.sleep(1.0)  # polling a condition with a deadline; the hosts time the wins themselves
+
+    def mntr(self) -> dict[str, int]:
+        text = _four_letter(self.zk.port, b"mntr", timeout=10).decode()
+        values = dict(line.split("\t", 1) for line in text.splitlines() if "\t" in line)
+        return {"reads": int(values["zk_cnt_readlatency"]), "writes": int(values["zk_cnt_updatelatency"])}
+
+    def failover(self, victims: list[Host], before: dict[str, Any]) -> dict[str, Any]:
+        """SIGKILL ``victims``; time until every shard they led has a new leader, and its costs."""
+        names = [n for h in victims for n in h.names]
+        lost = sorted(s for n in names for s in before[n]["leads"])
+        counters, reads = self.mntr(), sum(v["reads"] for n, v in before.items() if n not in names)
+        cpu = {n: v["cpu"] for n, v in before.items() if n not in names}
+        load = os.getloadavg()[0]
+        killed = max(self.kill(h) for h in victims)
+        spent, view = self.wait_even(self.args.session * 3 + 120)
+        done = time.monotonic()
+        after = self.mntr()
+        won = {s: t for v in view.values() for s, t in v["won"].items()}
+        times = sorted(won[str(s)] - killed for s in lost)
+        window = done - killed
+        return {"shards": len(lost), "p50": statistics.median(times), "p99": _pct(times, 0.99), "max": times[-1],
+                "zk_reads": after["reads"] - counters["reads"], "zk_writes": after["writes"] - counters["writes"],
+                "election_reads": sum(v["reads"] for v in view.values()) - reads,
+                "cpu_share": max((view[n]["cpu"] - c) / window for n, c in cpu.items()), "even_s": spent, "load": load}
+
+
+def _pct(values: list[float], q: float) -> float:
+    return values[min(len(values) - 1, int(q * len(values)))]
+
+
+def seed(zk_hosts: str, shards: int, groups: int) -> None:
+    """The cluster record, every shard's nodes, and ``groups`` small group records, spread by hash."""
+    client = connect(zk_hosts, session_timeout=30)
+    try:
+        ensure_cluster(client, ZK_ROOT, shards)
+        client.ensure_path(f"{ZK_ROOT}/shards")
+        for suffix in ("", "/epoch", "/groups"):
+            for result in [client.create_async(f"{ZK_ROOT}/shards/{s}{suffix}", b"") for s in range(shards)]:
+                result.get(timeout=60)
+        record = b"Z1" + zlib.compress(json.dumps({"generation": 1, "members": {}, "tasks": []}).encode())
+        for start in range(0, groups, 2000):
+            batch = [client.create_async(f"{ZK_ROOT}/shards/{shard_of(f'g{i}', shards)}/groups/g_g{i}", record)
+                     for i in range(start, min(groups, start + 2000))]
+            for result in batch:
+                result.get(timeout=60)
+    finally:
+        client.stop()
+        client.close()
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    zk = ZooKeeperServer()
+    zk.config.write_text(zk.config.read_text().replace("4lw.commands.whitelist=ruok,srvr,stat,cons",
+                                                       "4lw.commands.whitelist=ruok,srvr,stat,cons,mntr"))
+    zk.start()
+    sim = Sim(args, zk)
+    try:
+        seed(zk.hosts, args.shards, args.groups)
+        n, many = args.coordinators, args.kill_many
+        names = [f"c{i:03d}" for i in range(n)]
+        bulk = names[: n - 1 - many]
+        started = time.monotonic()
+        per = -(-len(bulk) // args.procs)
+        *_, one, ten = sim.spawn(*(bulk[i:i + per] for i in range(0, len(bulk), per)), [names[n - 1 - many]],
+                                 names[n - many:])
+        all_started = time.monotonic() - started
+        spread_s, view = sim.wait_even(600)
+        spread_s = time.monotonic() - started
+        cpu0, t0 = {k: v["cpu"] for k, v in view.items()}, time.monotonic()
+        reads0, zk0 = sum(v["reads"] for v in view.values()), sim.mntr()
+        time.sleep(args.steady)  # the steady-state window being measured
+        view = sim.view()
+        steady = {"cpu_share": max((view[k]["cpu"] - c) / (time.monotonic() - t0) for k, c in cpu0.items()),
+                  "election_reads": sum(v["reads"] for v in view.values()) - reads0,
+                  "zk_reads": sim.mntr()["reads"] - zk0["reads"]}
+        one_out = sim.failover([one], view)
+        view = sim.view()
+        before = {s: k for k, v in view.items() for s in v["leads"]}
+        added_at = time.monotonic()
+        sim.spawn(["c-added"])
+        _, view = sim.wait_even(120)
+        added = {"moves": sum(1 for k, v in view.items() for s in v["leads"] if before.get(s) != k),
+                 "even_s": time.monotonic() - added_at}
+        many_out = sim.failover([ten], view)
+        return {"started_s": all_started, "spread_s": spread_s, "steady": steady, "one": one_out, "added": added, "many": many_out}
+    finally:
+        for h in sim.hosts:
+            if h.alive and h.proc.stdin is not None:
+                try:
+                    h.proc.stdin.write("stop\n")
+                    h.proc.stdin.flush()
+                    h.proc.wait(30)
+                except (OSError, subprocess.TimeoutExpired):
+                    os.killpg(h.proc.pid, signal.SIGKILL)
+        zk.close()
+
+
+def report(args: argparse.Namespace, out: dict[str, Any], load: str) -> bool:
+    n, one, many = args.coordinators, out["one"], out["many"]
+    print(f"\nelection_sim: {n} coordinators, {args.shards} shards, {args.groups} groups, ZooKeeper session "
+          f"{args.session:g}s, {args.procs}+3 host processes; load average {load}")
+    print(f"start to even spread: {out['spread_s']:.1f}s (every coordinator connected and started after "
+          f"{out['started_s']:.1f}s); steady state ({args.steady:g}s): election thread "
+          f"{100 * out['steady']['cpu_share']:.2f}% busy at most, {out['steady']['election_reads']} election reads, "
+          f"{out['steady']['zk_reads']} reads served")
+    print("\n| event | load avg | shards | new leader p50 | p99 | max | ZK reads | ZK writes | election reads | "
+          "election thread busy (max) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for label, row in ((f"1 of {n} SIGKILLed", one), (f"{args.kill_many} of {n} SIGKILLed at once", many)):
+        print(f"| {label} | {row['load']:.1f} | {row['shards']} | {row['p50']:.2f}s | {row['p99']:.2f}s | {row['max']:.2f}s | "
+              f"{row['zk_reads']} | {row['zk_writes']} | {row['election_reads']} | {100 * row['cpu_share']:.1f}% |")
+    print(f"\none coordinator added: {out['added']['moves']} shard(s) moved, even again after "
+          f"{out['added']['even_s']:.1f}s")
+    checks = [
+        (f"1 killed: every shard led again within session + 1 s ({args.session + 1:g}s)",
+         one["max"] <= args.session + 1),
+        (f"1 killed: ZK reads <= 10 x coordinators x its shards ({10 * n * one['shards']})",
+         one["zk_reads"] <= 10 * n * one["shards"]),
+        ("steady state: election thread under 10 % busy", out["steady"]["cpu_share"] < 0.10),
+    ]
+    for what, ok in checks:
+        print(f"{'PASS' if ok else 'MISS'}: {what}")
+    return all(ok for _, ok in checks)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--coordinators", type=int, default=100)
+    parser.add_argument("--shards", type=int, default=1024)
+    parser.add_argument("--groups", type=int, default=20_000)
+    parser.add_argument("--procs", type=int, default=4, help="host processes for the bulk of the coordinators")
+    parser.add_argument("--kill-many", type=int, default=10)
+    parser.add_argument("--session", type=float, default=10.0, help="ZooKeeper session timeout, seconds")
+    parser.add_argument("--steady", type=float, default=10.0, help="steady-state window, seconds")
+    parser.add_argument("--quick", action="store_true", help="20 coordinators, 256 shards, 2,000 groups")
+    parser.add_argument("--json", action="store_true", help="print the figures as one JSON line too")
+    parser.add_argument("--host", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--zk", default="", help=argparse.SUPPRESS)
+    parser.add_argument("--names", default="", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.host:
+        return host(args)
+    if args.quick:
+        args.coordinators, args.shards, args.groups, args.procs, args.kill_many = 20, 256, 2000, 2, 5
+        args.session, args.steady = 4.0, 5.0
+    if args.coordinators < args.kill_many + 3:
+        parser.error("--coordinators must leave at least 2 beside the killed ones")
+    out = run(args)
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    ok = report(args, out, load)
+    if args.json:
+        print(json.dumps(out))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,37 @@
+"""The election simulation runs end to end at its small size (20 coordinators, 256 shards, 2,000
+group records on a real ZooKeeper) and a shard changing hands costs what the delta elections promise:
+ZooKeeper reads (its own ``mntr`` counters) at most 10 x coordinators x shards lost, and each
+surviving coordinator a few election reads per lost shard, not a re-read of all 256 per event."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.paths import ROOT
+from tests.zookeeper_server import require_zookeeper
+
+BENCH = ROOT / "benchmarks" / "election_sim.py"
+
+
+@pytest.mark.slow
+@pytest.mark.heavy
+@pytest.mark.zookeeper
+def test_election_sim_quick_reads_per_change(cli_env: dict[str, str]) -> None:
+    require_zookeeper()
+    done = subprocess.run([sys.executable, str(BENCH), "--quick", "--steady", "3", "--json"], check=False, cwd=ROOT,
+                          capture_output=True, text=True, timeout=240, env=cli_env)
+    assert done.returncode in (0, 1), done.stdout + done.stderr[-3000:]  # 1: a timing target missed (load)
+    lines = done.stdout.splitlines()
+    out = json.loads(lines[-1])
+    assert "| 1 of 20 SIGKILLed |" in done.stdout and "| 5 of 20 SIGKILLed at once |" in done.stdout
+    for row, survivors in ((out["one"], 19), (out["many"], 15)):
+        assert row["shards"] > 0
+        assert row["zk_reads"] <= 10 * 20 * row["shards"], row
+        # each survivor: the lost node's deletion and the winner's creation, an epoch read per win
+        assert row["election_reads"] <= 6 * survivors * row["shards"], row
+    assert out["steady"]["election_reads"] == 0, out["steady"]  # nothing changes: nothing is read
+    assert 0 < out["added"]["moves"] <= 256 // 21 + 1, out["added"]  # the newcomer's share, nothing more
