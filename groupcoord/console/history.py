@@ -1,0 +1,111 @@
+"""Rebalances as the console saw them: each new generation, why it likely came, and what moved.
+
+The admin API answers the group as it is now (DescribeGroup); it keeps no history. The console
+compares each description it fetches with the previous one of the same group: a new generation is
+a rebalance, the members that left or joined and the catalog change are its likely reasons, and
+the replicas whose owner changed are what it moved. So the history starts when the console first
+looks at a group, and a rebalance that happened between two looks is folded into one entry.
+
+Pure: descriptions and clock readings in, entries out. Bounded: ``max_groups`` groups (the least
+recently seen forgotten first) and ``max_entries`` entries each.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from groupcoord.assignors.base import TaskReplica
+from groupcoord.assignors.metrics import moved_replicas
+
+__all__ = ["Observation", "Rebalance", "RebalanceHistory"]
+
+Members = Mapping[str, Sequence[TaskReplica]]
+
+MOVES_KEPT = 20
+"""Replicas named per entry (the count is always whole)."""
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What the console needs of one DescribeGroup to compare it with the next."""
+
+    generation: int
+    assignment: Members
+    client_ids: Mapping[str, str]
+    tasks: frozenset[str]
+    last_error: str = ""
+
+
+@dataclass(frozen=True)
+class Rebalance:
+    """One new generation seen: from which, when (wall clock, s), why, and what moved."""
+
+    from_generation: int
+    generation: int
+    seen_at: float
+    reasons: tuple[str, ...]
+    moved: int
+    moved_sample: tuple[str, ...]
+
+
+def _names(ids: Sequence[str], client_ids: Mapping[str, str], most: int = 3) -> str:
+    shown = [client_ids.get(i) or i for i in ids[:most]]
+    more = f" and {len(ids) - most} more" if len(ids) > most else ""
+    return ", ".join(shown) + more
+
+
+def reasons(before: Observation, after: Observation) -> tuple[str, ...]:
+    """The changes between two looks that start a rebalance, in words."""
+    found = []
+    left = sorted(set(before.assignment) - set(after.assignment))
+    joined = sorted(set(after.assignment) - set(before.assignment))
+    if left:
+        found.append(f"{len(left)} member(s) left or expired: {_names(left, before.client_ids)}")
+    if joined:
+        found.append(f"{len(joined)} member(s) joined: {_names(joined, after.client_ids)}")
+    added, removed = len(after.tasks - before.tasks), len(before.tasks - after.tasks)
+    if added or removed:
+        found.append(f"task catalog changed: +{added} -{removed}")
+    if after.last_error and after.last_error != before.last_error:
+        found.append(f"rebalance failure: {after.last_error}")
+    if not found:
+        found.append("a member re-joined (new metadata, a restart, or a coordinator failover)")
+    return tuple(found)
+
+
+class RebalanceHistory:
+    """Per group, the rebalances seen (newest first) and the last look to compare the next with."""
+
+    def __init__(self, *, max_groups: int = 1_000, max_entries: int = 20) -> None:
+        self._last: OrderedDict[str, Observation] = OrderedDict()
+        self._entries: dict[str, deque[Rebalance]] = {}
+        self._max_groups = max_groups
+        self._max_entries = max_entries
+
+    def observe(self, group_id: str, seen: Observation, now: float) -> Rebalance | None:
+        """Compare ``seen`` with the group's last look; the new entry, if the generation moved on."""
+        before = self._last.pop(group_id, None)
+        self._last[group_id] = seen
+        while len(self._last) > self._max_groups:
+            forgotten, _ = self._last.popitem(last=False)
+            self._entries.pop(forgotten, None)
+        if before is None or seen.generation <= before.generation:
+            return None
+        moved = moved_replicas(before.assignment, seen.assignment)
+        entry = Rebalance(before.generation, seen.generation, now, reasons(before, seen), len(moved),
+                          tuple(r.task_id if r.replica == 0 else f"{r.task_id}#{r.replica}" for r in moved[:MOVES_KEPT]))
+        self._entries.setdefault(group_id, deque(maxlen=self._max_entries)).appendleft(entry)
+        return entry
+
+    def entries(self, group_id: str) -> list[Rebalance]:
+        """Newest first."""
+        return list(self._entries.get(group_id, ()))
+
+    def last(self, group_id: str) -> Rebalance | None:
+        entries = self._entries.get(group_id)
+        return entries[0] if entries else None
+
+    def __len__(self) -> int:
+        return len(self._last)
