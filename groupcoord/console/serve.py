@@ -118,13 +118,13 @@ def run_console(options: ConsoleOptions, *, say: Callable[[str], None] | None = 
         say(problem)
 
     async def main() -> None:
-        running = await start_console(options)
-        say(f"groupcoord console on {running.url} (coordinators {options.coordinators}; "
-            f"{'member removal allowed' if options.allow_remove_members else 'read-only'})")
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
+        running = await start_console(options)
+        say(f"groupcoord console on {running.url} (coordinators {options.coordinators}; "
+            f"{'member removal allowed' if options.allow_remove_members else 'read-only'})")
         try:
             await stop.wait()
         finally:
