@@ -75,28 +75,54 @@ def reasons(before: Observation, after: Observation) -> tuple[str, ...]:
     return tuple(found)
 
 
+def _merged(kept: Observation, seen: Observation) -> Observation:
+    """Two looks at one generation as one: every member seen in it, each with the tasks it was last seen
+    running (a look during AwaitingSync shows none yet), the catalog and error as the generation began."""
+    assignment = dict(kept.assignment)
+    for member, tasks in seen.assignment.items():
+        if tasks or member not in assignment:
+            assignment[member] = tasks
+    return Observation(kept.generation, assignment, {**kept.client_ids, **seen.client_ids}, kept.tasks,
+                       kept.last_error)
+
+
+def _entry(before: Observation, after: Observation, seen_at: float) -> Rebalance:
+    moved = moved_replicas(before.assignment, after.assignment)
+    sample = tuple(r.task_id if r.replica == 0 else f"{r.task_id}#{r.replica}" for r in moved[:MOVES_KEPT])
+    return Rebalance(before.generation, after.generation, seen_at, reasons(before, after), len(moved), sample)
+
+
 class RebalanceHistory:
-    """Per group, the rebalances seen (newest first) and the last look to compare the next with."""
+    """Per group, the rebalances seen (newest first), and the last two generations as seen so far."""
 
     def __init__(self, *, max_groups: int = 1_000, max_entries: int = 20) -> None:
-        self._last: OrderedDict[str, Observation] = OrderedDict()
+        self._looks: OrderedDict[str, tuple[Observation | None, Observation]] = OrderedDict()
         self._entries: dict[str, deque[Rebalance]] = {}
         self._max_groups = max_groups
         self._max_entries = max_entries
 
     def observe(self, group_id: str, seen: Observation, now: float) -> Rebalance | None:
-        """Compare ``seen`` with the group's last look; the new entry, if the generation moved on."""
-        before = self._last.pop(group_id, None)
-        self._last[group_id] = seen
-        while len(self._last) > self._max_groups:
-            forgotten, _ = self._last.popitem(last=False)
+        """Fold ``seen`` into the group's looks; the new entry, if the generation moved on. Later looks at
+        the same generation refine its entry (what moved is known once the members have their tasks)."""
+        previous, current = self._looks.pop(group_id, (None, None))
+        self._looks[group_id] = (previous, seen)
+        while len(self._looks) > self._max_groups:
+            forgotten, _ = self._looks.popitem(last=False)
             self._entries.pop(forgotten, None)
-        if before is None or seen.generation <= before.generation:
+        if current is None or seen.generation < current.generation:  # first look, or the group was recreated
+            self._entries.pop(group_id, None)
+            self._looks[group_id] = (None, seen)
             return None
-        moved = moved_replicas(before.assignment, seen.assignment)
-        entry = Rebalance(before.generation, seen.generation, now, reasons(before, seen), len(moved),
-                          tuple(r.task_id if r.replica == 0 else f"{r.task_id}#{r.replica}" for r in moved[:MOVES_KEPT]))
-        self._entries.setdefault(group_id, deque(maxlen=self._max_entries)).appendleft(entry)
+        entries = self._entries.setdefault(group_id, deque(maxlen=self._max_entries))
+        if seen.generation == current.generation:
+            current = _merged(current, seen)
+            self._looks[group_id] = (previous, current)
+            if previous is not None and entries and entries[0].generation == current.generation:
+                entries[0] = _entry(previous, current, entries[0].seen_at)
+            return None
+        self._looks[group_id] = (current, seen)
+        entry = _entry(current, seen, now)
+        entries.appendleft(entry)
         return entry
 
     def entries(self, group_id: str) -> list[Rebalance]:
@@ -108,4 +134,4 @@ class RebalanceHistory:
         return entries[0] if entries else None
 
     def __len__(self) -> int:
-        return len(self._last)
+        return len(self._looks)

@@ -102,3 +102,17 @@ def test_member_view_has_its_tasks_with_rates_or_none_when_gone() -> None:
     member = member_view(response, "m2")
     assert member is not None and member["task_rows"] == [{"task": "t3", "msg_rate": 3.5}]
     assert member_view(response, "gone") is None
+
+
+def test_looks_within_one_generation_are_folded_so_a_member_that_expired_is_the_reason() -> None:
+    history, catalog = RebalanceHistory(), {"t1", "t2", "t3"}
+    history.observe("g", _look(5, {"a": ["t1"], "b": ["t2"], "c": ["t3"]}, catalog), 1.0)
+    history.observe("g", _look(5, {"a": ["t1"], "b": ["t2"]}, catalog), 2.0)  # c expired: PreparingRebalance
+    history.observe("g", _look(6, {"a": [], "b": []}, catalog), 3.0)  # AwaitingSync: no tasks yet
+    assert history.entries("g")[0].moved == 0
+    history.observe("g", _look(6, {"a": ["t1", "t3"], "b": ["t2"]}, catalog), 4.0)  # Stable
+    [entry] = history.entries("g")
+    assert entry.reasons == ("1 member(s) left or expired: client-c",)
+    assert (entry.moved, entry.moved_sample, entry.seen_at) == (1, ("t3",), 3.0)
+    history.observe("g", _look(1, {"x": ["t1"]}), 5.0)  # deleted and made again: a new story
+    assert history.entries("g") == []
