@@ -198,6 +198,7 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--skip-stats", action="store_true", help="skip the Spark load statistics part")
     demo.add_argument("--plot", metavar="PATH", help="act two's PNG (default: groupcoord-demo-load.png in the data "
                       "directory, or the temp directory)")
+    demo.add_argument("--console", action="store_true", help="keep the web console open at the end (Ctrl-C ends)")
     add_console_parser(sub)
     return parser
 
@@ -220,7 +221,7 @@ def _run_demo(args: argparse.Namespace) -> int:
     from groupcoord.cli.demo import run_demo
 
     return run_demo(workers=args.workers, tasks=args.tasks, data_dir=args.data_dir, with_stats=not args.skip_stats,
-                    plot=args.plot)
+                    plot=args.plot, console=args.console)
 
 
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {

@@ -11,8 +11,10 @@ import secrets
 import signal
 import ssl
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Self
 
 from aiohttp import web
 
@@ -22,7 +24,7 @@ from groupcoord.channels import ClientSecurity
 from groupcoord.console.app import ConsoleSettings, make_app
 from groupcoord.console.source import ClusterSource, Planner
 
-__all__ = ["ConsoleOptions", "RunningConsole", "run_console", "start_console"]
+__all__ = ["BackgroundConsole", "ConsoleOptions", "RunningConsole", "run_console", "start_console"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -132,3 +134,43 @@ def run_console(options: ConsoleOptions, *, say: Callable[[str], None] | None = 
 
     asyncio.run(main())
     return 0
+
+
+class BackgroundConsole:
+    """A console on an event loop of its own thread, for a process that has other work on its main
+    thread (the demo, tests): listening once entered, stopped on exit."""
+
+    def __init__(self, options: ConsoleOptions) -> None:
+        self.options = options
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="groupcoord-console", daemon=True)
+        self.running: RunningConsole | None = None
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        try:
+            self.running = asyncio.run_coroutine_threadsafe(start_console(self.options), self._loop).result(60)
+        except BaseException:
+            self._halt()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.running is not None:
+            asyncio.run_coroutine_threadsafe(self.running.stop(), self._loop).result(30)
+        self._halt()
+
+    def _halt(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        self._loop.close()
+
+    @property
+    def url(self) -> str:
+        assert self.running is not None, "not started"
+        return self.running.url
+
+    @property
+    def base(self) -> str:
+        """The address without the token."""
+        return self.url.split("?")[0].rstrip("/")

@@ -157,6 +157,7 @@ def group_view(response: pb.DescribeGroupResponse, history: Sequence[Rebalance],
         "snapshot": {"snapshot_id": snapshot.snapshot_id,
                      "age_s": round(max(0.0, now_ms - snapshot.created_ms) / 1000, 1)} if snapshot.snapshot_id else None,
         "history": [_rebalance(e) for e in history], "plan": plan,
+        "names": {m["member_id"]: m["client_id"] for m in members},
     }
 
 
@@ -169,7 +170,7 @@ def member_view(response: pb.DescribeGroupResponse, member_id: str) -> dict[str,
         return None
     workers = {w.worker_id: w for w in response.load_snapshot.workers}
     row = _member_row(d, response.leader_id, workers, 1.0)
-    stats = {t.task_id: t for t in response.load_snapshot.tasks if t.worker_id in ("", member_id)}
+    stats = {t.task_id: t for t in response.load_snapshot.tasks}  # a task's rate, whoever ran it then
     row["task_rows"] = [
         {"task": _replica(t), "msg_rate": (stats[t.task_id].long_msg_rate_in + stats[t.task_id].long_msg_rate_out)
          if t.task_id in stats else None} for t in d.assigned]

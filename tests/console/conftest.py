@@ -2,47 +2,23 @@
 
 from __future__ import annotations
 
-import asyncio
-import threading
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
-from typing import Any, Self
+from typing import Any
 
 import pytest
 
 from groupcoord.cli.console import plan_for
-from groupcoord.console.serve import ConsoleOptions, RunningConsole, start_console
+from groupcoord.console.serve import BackgroundConsole, ConsoleOptions
 from groupcoord.coordinator.rpc.server import ServerThread
 
 TOKEN = "console-test-token"
 
 
-class ConsoleThread:
-    """``start_console`` on a loop of its own; ``base`` is its address without the token."""
-
-    def __init__(self, options: ConsoleOptions) -> None:
-        self.options = options
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="console", daemon=True)
-        self.running: RunningConsole | None = None
-
-    def __enter__(self) -> Self:
-        self._thread.start()
-        self.running = asyncio.run_coroutine_threadsafe(start_console(self.options), self._loop).result(30)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        assert self.running is not None
-        asyncio.run_coroutine_threadsafe(self.running.stop(), self._loop).result(30)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(10)
-        self._loop.close()
-
-    @property
-    def base(self) -> str:
-        assert self.running is not None
-        return self.running.url.split("?")[0].rstrip("/")
+class ConsoleThread(BackgroundConsole):
+    """The console on its own thread, with HTTP helpers that present the token."""
 
     def get(self, path: str, *, token: str | None = TOKEN, **headers: str) -> tuple[int, dict[str, str], str]:
         """(status, headers, body) of a GET, redirects not followed."""
