@@ -12,7 +12,7 @@ import pytest
 
 from tests.processes import stop_processes
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]  # the demo's act one: worker processes, a minute of CPU
 
 
 def test_the_demo_prints_the_console_and_keeps_it_open_with_the_flag(cli_env: dict[str, str]) -> None:
