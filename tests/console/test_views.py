@@ -116,3 +116,16 @@ def test_looks_within_one_generation_are_folded_so_a_member_that_expired_is_the_
     assert (entry.moved, entry.moved_sample, entry.seen_at) == (1, ("t3",), 3.0)
     history.observe("g", _look(1, {"x": ["t1"]}), 5.0)  # deleted and made again: a new story
     assert history.entries("g") == []
+
+
+def test_the_group_template_pages_members_past_the_page_size() -> None:
+    from groupcoord.console.app import ConsoleSettings, templates
+
+    response = _described()
+    view = group_view(response, [], None, now_ms=0)
+    members = page_of(view["members"], 2, 1)
+    html = templates().get_template("_group.html").render(
+        settings=ConsoleSettings(access_token="t"), query={}, group=view, group_id="shop", members=members,
+        problem="", notice="")
+    assert "members 2&ndash;2 of 2" in html and 'href="?id=shop&amp;page=1" rel="prev"' in html
+    assert "w-m2" in html and "w-m1" not in html.split('id="members"')[1].split("</table>")[0]
