@@ -34,7 +34,9 @@ def test_the_demo_prints_the_console_and_keeps_it_open_with_the_flag(cli_env: di
         assert address is not None, out
         assert out.index("web console on") < out.index("the group is Stable")  # while the demo runs
         assert kept.group(1) == address.group(1)
-        with urllib.request.urlopen(address.group(1).replace("/?", "/groups?"), timeout=30) as answer:
+        base, token = address.group(1).split("/?token=")
+        groups = urllib.request.Request(f"{base}/groups", headers={"Authorization": f"Bearer {token}"})
+        with urllib.request.urlopen(groups, timeout=30) as answer:
             page = answer.read().decode()
         assert answer.status == 200 and 'href="/group?id=demo"' in page
         proc.send_signal(signal.SIGTERM)
