@@ -23,6 +23,7 @@ from pathlib import Path
 
 from groupcoord.admin import AdminClient
 from groupcoord.cli.common import STATS_EXTRA_HINT, missing_stats_extra
+from groupcoord.cli.demo_console import keep_open, open_console
 from groupcoord.cli.demo_load import act_two, start_spark
 from groupcoord.cli.narrate import DemoFailed, say, show_group, stable, subprocess_env, wait_for_group
 from groupcoord.coordinator.config import CoordinatorConfig
@@ -105,7 +106,7 @@ def plot_path(data_dir: str | None, plot: str | None) -> Path:
 
 
 def run_demo(*, workers: int = 3, tasks: int = 8, data_dir: str | None = None, with_stats: bool = True,
-             plot: str | None = None) -> int:
+             plot: str | None = None, console: bool = False) -> int:
     """Both acts against an in-process coordinator; 0 when every step checked out, 1 (2 for bad flags) otherwise."""
     if workers < 2:
         print("groupcoord demo: --workers must be at least 2 (one is killed)", file=sys.stderr)
@@ -132,11 +133,14 @@ def run_demo(*, workers: int = 3, tasks: int = 8, data_dir: str | None = None, w
             server = stack.enter_context(ServerThread(runtime))
             say(f"coordinator listening on {server.address} (data dir {root}, store {type(store).__name__})")
             admin = stack.enter_context(AdminClient(server.address))
+            console_url = open_console(stack, server.address)
             act_one(server.address, admin, workers, tasks)
             if missing is not None:
                 say(f"skipping act two (load statistics): {missing} is not installed; {STATS_EXTRA_HINT}")
             elif spark is not None:
                 act_two(server.address, admin, root, samples, plot_path(data_dir, plot), spark)
+            if console:
+                keep_open(console_url)
         say(f"demo finished in {time.monotonic() - started:.1f}s")
         return 0
     except DemoFailed as failure:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from groupcoord import errors
 from groupcoord.cli.cluster import run_cluster
 from groupcoord.cli.common import DEFAULT_LISTEN, UsageError, add_client_security, non_negative_float, positive_int
+from groupcoord.cli.console import add_console_parser, run_console_command
 from groupcoord.cli.console_worker import run_worker
 from groupcoord.cli.groups import run_groups, run_tasks
 from groupcoord.cli.logs import TextFormatter, use_log_format
@@ -197,6 +198,8 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--skip-stats", action="store_true", help="skip the Spark load statistics part")
     demo.add_argument("--plot", metavar="PATH", help="act two's PNG (default: groupcoord-demo-load.png in the data "
                       "directory, or the temp directory)")
+    demo.add_argument("--console", action="store_true", help="keep the web console open at the end (Ctrl-C ends)")
+    add_console_parser(sub)
     return parser
 
 
@@ -218,12 +221,12 @@ def _run_demo(args: argparse.Namespace) -> int:
     from groupcoord.cli.demo import run_demo
 
     return run_demo(workers=args.workers, tasks=args.tasks, data_dir=args.data_dir, with_stats=not args.skip_stats,
-                    plot=args.plot)
+                    plot=args.plot, console=args.console)
 
 
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "serve": _run_serve, "worker": run_worker, "groups": run_groups, "tasks": run_tasks, "stats": run_stats,
-    "demo": _run_demo, "cluster": run_cluster,
+    "demo": _run_demo, "cluster": run_cluster, "console": run_console_command,
 }
 
 
