@@ -40,6 +40,11 @@ class CoordinatorConfig:
     (Kafka deletes empty groups once their offsets expire); a catalog keeps a group (ms)."""
     max_metadata_bytes: int = 1_048_576
     """Largest serialised MemberMetadata a JoinGroup may carry (bytes)."""
+    group_max_metadata_bytes: int = 32 * 1_048_576
+    """Most bytes all of a group's members' metadata (and ids) may take together: they all go into
+    the leader's JoinGroup answer, which must fit in ``max_message_bytes`` beside the catalog and the
+    load snapshot. The bound used is this or half of ``max_message_bytes``, whichever is smaller; a
+    join that would pass it gets GROUP_MAX_SIZE_REACHED, and the group goes on as it was (bytes)."""
     max_id_length: int = 255
     """Longest group, member, instance, client and task id, pool and assignor name (characters)."""
     max_reason_length: int = 1_024
@@ -104,7 +109,7 @@ class CoordinatorConfig:
         if self.http2_bdp_probe not in ("auto", "on", "off"):
             raise ConfigError(f"http2_bdp_probe must be 'auto', 'on' or 'off', not {self.http2_bdp_probe[:20]!r}")
         for name in ("group_max_size", "group_new_member_join_timeout_ms", "group_empty_retention_ms",
-                     "max_metadata_bytes", "max_id_length", "max_reason_length", "group_max_tasks",
+                     "max_metadata_bytes", "group_max_metadata_bytes", "max_id_length", "max_reason_length", "group_max_tasks",
                      "max_tasks_per_request", "max_task_attributes", "max_replicas", "max_splits_per_sync",
                      "group_max_pending_members", "group_max_pending_members_per_principal",
                      "max_groups_per_principal", "max_tasks_per_principal", "max_tasks_per_report", "max_snapshot_bytes", "max_snapshot_skew_ms",

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from groupcoord.coordinator.model import limits, phases, quotas
 from groupcoord.coordinator.model.context import Model
 from groupcoord.coordinator.model.effects import Outbox, Token, error
-from groupcoord.coordinator.model.group import Group, Member
+from groupcoord.coordinator.model.group import Group, Member, entry_bytes
 from groupcoord.coordinator.model.states import GroupState
 from groupcoord.v1 import groupcoord_pb2 as pb
 
@@ -26,6 +26,7 @@ __all__ = ["handle_join"]
 
 log = logging.getLogger("groupcoord.coordinator")
 S = GroupState
+_UUID_SUFFIX = 37  # "-" and a uuid4: what a new member's id adds to its name
 MAX_PROTOCOLS = 64  # assignor names a member may offer (a real one offers a handful)
 
 
@@ -88,6 +89,8 @@ def handle_join(m: Model, out: Outbox, request: pb.JoinGroupRequest, token: Toke
     elif not _accepts(m, group, request):
         _refuse_over_max_size(m, out, group, request.member_id)
         fail(pb.GROUP_MAX_SIZE_REACHED, f"group {gid!r} has {m.config.group_max_size} members")
+    elif (failure := _over_metadata_bound(m, group, request, metadata_size, host)) is not None:
+        out.reply(token, gid, pb.JoinGroupResponse(error=failure, member_id=request.member_id, generation=-1))
     elif not request.member_id:
         _join_new_member(m, out, group, request, token, host, fail, principal)
     elif request.member_id in group.pending_members:
@@ -128,6 +131,29 @@ def _accepts(m: Model, group: Group, request: pb.JoinGroupRequest) -> bool:
     if group.state is S.PREPARING_REBALANCE:
         return (member is not None and member.join_token is not None) or group.awaiting_join < limit
     return member is not None
+
+
+def _over_metadata_bound(m: Model, group: Group, request: pb.JoinGroupRequest, metadata_size: int,
+                         host: str) -> pb.Error | None:
+    """GROUP_MAX_SIZE_REACHED if this join would take the members' metadata past what the leader's
+    JoinGroup answer may carry (``limits.group_metadata_limit``); O(1): the group keeps the total.
+    A join that adds nothing (same or smaller metadata) always passes: no member is pushed out."""
+    member = group.members.get(request.member_id)
+    if member is None and request.instance_id in group.static_members:
+        member = group.members.get(group.static_members[request.instance_id])
+    before = member.entry_bytes if member is not None else 0
+    name = request.member_id or request.instance_id or request.client_id or "member"
+    after = entry_bytes(metadata_size + (0 if request.member_id else _UUID_SUFFIX), name, request.instance_id,
+                        request.client_id, host)
+    total, limit = group.metadata_bytes - before + after, limits.group_metadata_limit(m.config)
+    if after <= before or total <= limit:
+        return None
+    log.info("group %s: a join refused: the members' metadata would take %d bytes, at most %d", group.group_id,
+             total, limit, extra={"event": "member_refused", "group": group.group_id,
+                                   "reason": "group metadata bound"})
+    return error(pb.GROUP_MAX_SIZE_REACHED, f"group {limits.quoted(group.group_id)}: with this member's "
+                 f"{metadata_size} bytes of metadata its members' would take {total} bytes of the leader's "
+                 f"JoinGroup answer; at most {limit} (group_max_metadata_bytes, at most half of max_message_bytes)")
 
 
 def _refuse_over_max_size(m: Model, out: Outbox, group: Group, member_id: str) -> None:
@@ -250,7 +276,7 @@ def _replace_static_member(m: Model, out: Outbox, group: Group, request: pb.Join
 def _update_member(group: Group, member: Member, request: pb.JoinGroupRequest) -> None:
     group.set_protocols(member, tuple(request.protocols))
     member.rebalance_protocols = tuple(request.rebalance_protocols)
-    member.metadata = request.metadata
+    group.set_metadata(member, request.metadata)
     member.session_timeout_ms = request.session_timeout_ms
     member.rebalance_timeout_ms = request.rebalance_timeout_ms or request.session_timeout_ms
     if request.instance_id:
