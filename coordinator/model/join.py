@@ -186,21 +186,31 @@ def _join_new_member(m: Model, out: Outbox, group: Group, request: pb.JoinGroupR
         _replace_static_member(m, out, group, request, member_id, token, principal)
     elif request.instance_id:  # a static member needs no second step: its instance id names it
         _add_member(m, out, group, request, member_id, token, host, principal)
-    elif (held := group.pending_members.held_by(asker := _asker(principal, host))) \
-            >= m.config.group_max_pending_members_per_principal:
-        # retriable: its own pending ids expire within the session timeouts it asked for; others are not held up
-        fail(pb.COORDINATOR_NOT_AVAILABLE, f"{asker} holds {held} member ids of group {group.group_id!r} handed out "
-             f"and not yet used (group_max_pending_members_per_principal); retry shortly")
-    elif len(group.pending_members) >= m.config.group_max_pending_members:
-        # retriable: the pending ids expire within the session timeouts their joins asked for
-        fail(pb.COORDINATOR_NOT_AVAILABLE, f"group {group.group_id!r} has {len(group.pending_members)} member ids "
-             f"handed out and not yet used (group_max_pending_members); retry shortly")
     else:
-        group.pending_members.add(member_id, asker)
-        # Kafka's pending-member expiration: the id lives the session timeout its join asked for (a
-        # flooder's ids count against its own share only, so it cannot keep others out by asking long)
-        out.arm(phases.pending_key(group.group_id, member_id), request.session_timeout_ms / 1000)
-        fail(pb.MEMBER_ID_REQUIRED, "join again with the member id given", member_id)
+        _hand_out_member_id(m, out, group, request, member_id, _asker(principal, host), fail)
+
+
+def _hand_out_member_id(m: Model, out: Outbox, group: Group, request: pb.JoinGroupRequest, member_id: str,
+                        asker: str, fail: Callable[..., None]) -> None:
+    """MEMBER_ID_REQUIRED with a new id that lives ``limits.pending_id_lifetime_s``. An asker at its
+    share gives up its own oldest id for it, and a group at its cap its oldest id of all
+    (``coordinator.model.pending``): a flood pushes out the flooder's ids first, and a real client
+    gets its id at once, whoever floods (it loses it only if a whole cap of first joins comes
+    between its two joins; it then joins again from the start, as after UNKNOWN_MEMBER_ID)."""
+    cfg, pending = m.config, group.pending_members
+    if pending.held_by(asker) >= cfg.group_max_pending_members_per_principal:
+        _give_up(out, group, pending.oldest_of(asker))
+    elif len(pending) >= cfg.group_max_pending_members:
+        _give_up(out, group, pending.oldest())
+    pending.add(member_id, asker)
+    out.arm(phases.pending_key(group.group_id, member_id), limits.pending_id_lifetime_s(cfg, request.session_timeout_ms))
+    fail(pb.MEMBER_ID_REQUIRED, "join again with the member id given", member_id)
+
+
+def _give_up(out: Outbox, group: Group, member_id: str | None) -> None:
+    if member_id is not None:
+        group.pending_members.discard(member_id)
+        out.cancel(phases.pending_key(group.group_id, member_id))
 
 
 def _asker(principal: str, host: str) -> str:
