@@ -149,6 +149,9 @@ class Group:
     catalog_cache: CatalogSnapshot | None = None
     # the principal whose call created the group ("" without authentication): its quotas count it
     creator: str = ""
+    # the principal whose call created the group when its quotas count against another (a member of
+    # a shared prefix creating a group there: ``creator`` is then the prefix's admin), else ""
+    founder: str = ""
     # running counts (see the module doc): members offering each assignor name, members whose
     # JoinGroup is held
     protocol_support: Counter[str] = field(default_factory=Counter)

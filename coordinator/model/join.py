@@ -79,11 +79,12 @@ def handle_join(m: Model, out: Outbox, request: pb.JoinGroupRequest, token: Toke
         if request.member_id:
             fail(pb.UNKNOWN_MEMBER_ID, f"group {gid!r} does not exist (any more)")
             return
-        failure = quotas.group_creation(m, principal)
+        account = m.account_of(gid, principal) if principal else ""
+        failure = quotas.group_creation(m, account)
         if failure is not None:
             out.reply(token, "", pb.JoinGroupResponse(error=failure, generation=-1))
             return
-        group = m.new_group(gid, principal)
+        group = m.new_group(gid, account, principal)
     if group.state is S.DEAD:
         fail(pb.COORDINATOR_NOT_AVAILABLE, "group is being removed")
     elif not _accepts(m, group, request):

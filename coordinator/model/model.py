@@ -63,6 +63,9 @@ class CoordinatorModel:
         #: runtime's own function, not a method around it: every heartbeat reads it
         self.lateness: Callable[[], float] = lateness or (lambda: 0.0)
         self._bulk = bulk or nullcontext
+        #: whose quotas a new group counts against: ``(group_id, creator) -> principal``; the process
+        #: sets the ACL-based one (``coordinator.auth.prefix_owner``); by default the creator's
+        self.account_of: Callable[[str, str], str] = lambda _group_id, creator: creator
 
     def bulk(self) -> AbstractContextManager[None]:
         """What the runtime wraps a phase's completion in (``bulk``; nothing by default)."""
@@ -121,8 +124,8 @@ class CoordinatorModel:
                               checked: Verdict | None = None) -> list[Effect]:
         return self._step(admin.publish_load_snapshot, request, token, checked)
 
-    def delete_group(self, request: pb.DeleteGroupRequest, token: Token) -> list[Effect]:
-        return self._step(admin.delete_group, request, token)
+    def delete_group(self, request: pb.DeleteGroupRequest, token: Token, principal: str = "") -> list[Effect]:
+        return self._step(admin.delete_group, request, token, principal)
 
     def fire(self, key: TimerKey) -> list[Effect]:
         """A timer's deadline passed (the runtime only fires keys the model armed)."""
@@ -204,8 +207,8 @@ class CoordinatorModel:
 
     # ------------------------------------------------------------------ shared by the handlers
 
-    def new_group(self, group_id: str, creator: str = "") -> Group:
-        group = Group(group_id, creator=creator)
+    def new_group(self, group_id: str, creator: str = "", founder: str = "") -> Group:
+        group = Group(group_id, creator=creator, founder=founder if founder != creator else "")
         self._machine.add_model(group, initial=S.EMPTY)
         self.groups[group_id] = group
         if creator:

@@ -57,6 +57,7 @@ import grpc
 
 from groupcoord.coordinator.auth.files import PolicyFileError, load_policy, load_tokens
 from groupcoord.coordinator.auth.guard import Guard
+from groupcoord.coordinator.auth.prefix_owner import accounts_of
 from groupcoord.coordinator.auth.tls import is_loopback, server_credentials
 from groupcoord.coordinator.config import ConfigError, CoordinatorConfig
 from groupcoord.coordinator.ha.elected_office import ElectedOffice
@@ -363,6 +364,9 @@ def run_coordinator(options: ServeOptions) -> int:
         if relay is not None:  # `groupcoord serve` reads its own stderr: count what it finds there
             relay.count_in(runtime.metrics.registry)
         guard = Guard(policy, owner_of=owner_of) if policy.enabled else None
+        if guard is not None:  # quotas count against the principal administering a group's name
+            for shard in runtime.runtimes if isinstance(runtime, ShardRouter) else [runtime]:
+                shard.model.account_of = accounts_of(guard)
         try:
             asyncio.run(_serve(runtime, options, backing, credentials, guard))
         except OSError as error:
