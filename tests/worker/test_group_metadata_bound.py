@@ -32,6 +32,7 @@ G = "ab-shared"
 TASKS = [f"t{i}" for i in range(6)]
 CAP = 8 * 1_048_576
 USER_DATA = 1_048_000
+WAIT_S = 180  # two worker processes start in seconds; at load 40 on two cores they took over 60
 
 
 class BulkyMember:
@@ -56,8 +57,8 @@ class BulkyMember:
 
     def round(self, member_id: str) -> str:
         joined = self.stub.JoinGroup(pb.JoinGroupRequest(
-            group_id=G, member_id=member_id, client_id=self.name, session_timeout_ms=10_000,
-            rebalance_timeout_ms=20_000, protocols=["round-robin"],
+            group_id=G, member_id=member_id, client_id=self.name, session_timeout_ms=30_000,
+            rebalance_timeout_ms=60_000, protocols=["round-robin"],
             metadata=pb.MemberMetadata(user_data=b"b" * USER_DATA)), timeout=30)
         if joined.error.code == pb.GROUP_MAX_SIZE_REACHED:
             self.refused = joined.error.message
@@ -101,16 +102,16 @@ def test_the_member_that_would_overflow_the_leaders_answer_is_refused_and_the_gr
     admin = AdminClient(address, timeout_s=10)
     admin.put_tasks(G, TASKS)
     command = [sys.executable, "-m", "groupcoord.cli", "worker", "--group", G, "--coordinator", address,
-               "--session-timeout-ms", "10000", "--heartbeat-interval-ms", "500", "--rebalance-timeout-ms", "20000"]
+               "--session-timeout-ms", "30000", "--heartbeat-interval-ms", "500", "--rebalance-timeout-ms", "60000"]
     workers = [subprocess.Popen(command + ["--name", f"a{i}"], stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL, text=True, env=cli_env) for i in range(2)]
     bulky: list[BulkyMember] = []
     try:
-        admin.wait_for(G, lambda d: d.state == pb.STABLE and len(d.members) == 2, 60)
+        admin.wait_for(G, lambda d: d.state == pb.STABLE and len(d.members) == 2, WAIT_S)
         bulky = [BulkyMember(address, f"b{i}").__enter__() for i in range(9)]  # 9.4 MB of metadata
         settled = admin.wait_for(G, lambda d: d.state == pb.STABLE and not d.unassigned
                                  and sum(len(m.assigned) for m in d.members) == 6
-                                 and len(d.members) + sum(1 for b in bulky if b.refused) == 11, 90)
+                                 and len(d.members) + sum(1 for b in bulky if b.refused) == 11, WAIT_S)
         refused = [b.refused for b in bulky if b.refused]
     finally:
         for member in bulky:

@@ -31,6 +31,7 @@ from tests.processes import stop_processes
 
 G = "record"
 TASKS = [f"t{i}" for i in range(6)]
+WAIT_S = 180  # a worker process starts in seconds; at load 40 on two cores it took over 60
 
 
 def metadata_reading_context(response: pb.JoinGroupResponse) -> AssignmentContext:
@@ -56,8 +57,8 @@ class LyingLeader:
     def request(self, member_id: str) -> pb.JoinGroupRequest:
         owned = [pb.TaskReplica(task_id=t) for t in TASKS] if self.claim.is_set() else []
         return pb.JoinGroupRequest(
-            group_id=G, member_id=member_id, client_id="liar", session_timeout_ms=10_000,
-            rebalance_timeout_ms=20_000, protocols=["round-robin"], rebalance_protocols=["eager", "cooperative"],
+            group_id=G, member_id=member_id, client_id="liar", session_timeout_ms=30_000,
+            rebalance_timeout_ms=60_000, protocols=["round-robin"], rebalance_protocols=["eager", "cooperative"],
             metadata=pb.MemberMetadata(owned=owned, owned_generation=10**9 if owned else -1))
 
     def run(self) -> None:
@@ -115,22 +116,22 @@ def test_a_claim_never_reaches_a_leader_that_reads_ownership_from_the_metadata(
         server: ServerThread, cli_env: dict[str, str]) -> None:
     admin = AdminClient(server.address, timeout_s=10)
     command = [sys.executable, "-m", "groupcoord.cli", "worker", "--group", G, "--coordinator", server.address,
-               "--name", "honest", "--rebalance-protocol", "cooperative", "--session-timeout-ms", "10000",
-               "--heartbeat-interval-ms", "500", "--rebalance-timeout-ms", "20000"]
+               "--name", "honest", "--rebalance-protocol", "cooperative", "--session-timeout-ms", "30000",
+               "--heartbeat-interval-ms", "500", "--rebalance-timeout-ms", "60000"]
     honest: subprocess.Popen[str] | None = None
     try:
         with LyingLeader(server.address) as liar:
-            admin.wait_for(G, lambda d: d.state == pb.STABLE and len(d.members) == 1, 60)
+            admin.wait_for(G, lambda d: d.state == pb.STABLE and len(d.members) == 1, WAIT_S)
             honest = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                                       env=cli_env)
-            admin.wait_for(G, lambda d: d.state == pb.STABLE and len(d.members) == 2, 60)
+            admin.wait_for(G, lambda d: d.state == pb.STABLE and len(d.members) == 2, WAIT_S)
             admin.put_tasks(G, TASKS)
             runs_six = admin.wait_for(G, lambda d: d.state == pb.STABLE and any(
-                m.member.client_id == "honest" and len(m.assigned) == 6 for m in d.members), 60)
+                m.member.client_id == "honest" and len(m.assigned) == 6 for m in d.members), WAIT_S)
             liar.claim.set()
             settled = admin.wait_for(G, lambda d: d.state == pb.STABLE and d.generation > runs_six.generation
                                      and sum(len(m.assigned) for m in d.members) == 6
-                                     and all(len(m.assigned) == 3 for m in d.members), 60)
+                                     and all(len(m.assigned) == 3 for m in d.members), WAIT_S)
             claimed_views = liar.views[-2:]
         kept = {t.task_id for m in settled.members if m.member.client_id == "honest" for t in m.assigned}
     finally:
