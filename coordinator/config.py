@@ -49,6 +49,11 @@ class CoordinatorConfig:
     meanwhile are batched into the next computation (ms)."""
     max_metadata_bytes: int = 1_048_576
     """Largest serialised MemberMetadata a JoinGroup may carry (bytes)."""
+    group_max_metadata_bytes: int = 32 * 1_048_576
+    """Most bytes all of a group's members' metadata (and ids) may take together: they all go into
+    the leader's JoinGroup answer, which must fit in ``max_message_bytes`` beside the catalog and the
+    load snapshot. The bound used is this or half of ``max_message_bytes``, whichever is smaller; a
+    join that would pass it gets GROUP_MAX_SIZE_REACHED, and the group goes on as it was (bytes)."""
     max_id_length: int = 255
     """Longest group, member, instance, client and task id, pool and assignor name (characters)."""
     max_reason_length: int = 1_024
@@ -64,7 +69,12 @@ class CoordinatorConfig:
     max_splits_per_sync: int = 1_000
     """Most task splits one leader's SyncGroup may carry."""
     group_max_pending_members: int = 1_000
-    """Most member ids of the two-step join a group may have handed out and not yet seen back."""
+    """Most member ids of the two-step join a group may hold, handed out and not yet seen back; past
+    it, the oldest makes room for a new one (each lives at most ``group_pending_member_timeout_ms``)."""
+    group_pending_member_timeout_ms: int = 30_000
+    """Longest a member id handed out with MEMBER_ID_REQUIRED waits for the join that uses it: the
+    session timeout the join asked for, but never longer than this, however long a session it asks
+    for (a flood asking for 30-minute sessions kept its ids 30 minutes) (ms)."""
     max_groups_per_principal: int = 10_000
     """Most groups one authenticated principal may create (by its first JoinGroup or PutTasks of a new
     group id); deleting a group gives its place back. Without authentication there is no quota."""
@@ -72,9 +82,10 @@ class CoordinatorConfig:
     """Most catalog tasks, over every group one authenticated principal created, that PutTasks may
     bring (the catalog of a group counts against its creator, whoever edits it)."""
     group_max_pending_members_per_principal: int = 200
-    """Most of those one principal (or, with security off, one client address) may hold: a flood of
-    first joins from one tenant cannot keep another's members out. Each id lives the session
-    timeout its JoinGroup asked for, and only its asker may join with it."""
+    """Most of those one principal (or, with security off, one client address) may hold: past it, the
+    asker's own oldest id makes room for the new one, so a flood of first joins pushes out only its
+    own ids and cannot keep another's members out, nor a real client behind the flooder's address.
+    Only its asker may join with an id; it lives at most ``group_pending_member_timeout_ms``."""
     max_tasks_per_report: int = 10_000
     """Most per-task entries one ReportLoad may carry."""
     max_snapshot_bytes: int = 16 * 1_048_576
@@ -127,9 +138,9 @@ class CoordinatorConfig:
         if self.http2_bdp_probe not in ("auto", "on", "off"):
             raise ConfigError(f"http2_bdp_probe must be 'auto', 'on' or 'off', not {self.http2_bdp_probe[:20]!r}")
         for name in ("group_max_size", "group_new_member_join_timeout_ms", "group_empty_retention_ms",
-                     "max_metadata_bytes", "max_id_length", "max_reason_length", "group_max_tasks",
+                     "max_metadata_bytes", "group_max_metadata_bytes", "max_id_length", "max_reason_length", "group_max_tasks",
                      "max_tasks_per_request", "max_task_attributes", "max_replicas", "max_splits_per_sync",
-                     "group_max_pending_members", "group_max_pending_members_per_principal",
+                     "group_max_pending_members", "group_max_pending_members_per_principal", "group_pending_member_timeout_ms",
                      "max_groups_per_principal", "max_tasks_per_principal", "max_tasks_per_report", "max_snapshot_bytes", "max_snapshot_skew_ms",
                      "max_message_bytes", "max_pending_requests"):
             if getattr(self, name) <= 0:

@@ -112,12 +112,13 @@ def put_tasks(m: Model, out: Outbox, request: pb.PutTasksRequest, token: Token,
             pb.INVALID_REQUEST, f"group {request.group_id!r} would have {total} tasks; at most "
             f"{m.config.group_max_tasks} (group_max_tasks)")))
         return
-    failure = (quotas.group_creation(m, principal) if existing is None else None) \
-        or quotas.tasks(m, existing.creator if existing is not None else principal, new)
+    account = m.account_of(request.group_id, principal) if existing is None and principal else ""
+    failure = (quotas.group_creation(m, account) if existing is None else None) \
+        or quotas.tasks(m, existing.creator if existing is not None else account, new)
     if failure is not None:
         out.reply(token, "", pb.PutTasksResponse(error=failure))
         return
-    group = existing or m.new_group(request.group_id, principal)
+    group = existing or m.new_group(request.group_id, account, principal)
     if group.state is S.DEAD:
         out.reply(token, "", pb.PutTasksResponse(error=error(pb.COORDINATOR_NOT_AVAILABLE, "group is being removed")))
         return
@@ -153,6 +154,17 @@ def delete_tasks(m: Model, out: Outbox, request: pb.DeleteTasksRequest, token: T
     out.reply(token, group.group_id, pb.DeleteTasksResponse(num_tasks=len(group.tasks)))
 
 
+def _remove_everyone(out: Outbox, group: Group, reason: str) -> None:
+    for member in list(group.members.values()):
+        phases.fail_held(out, group, member, pb.UNKNOWN_MEMBER_ID, reason)
+        phases.drop_member(out, group, member)
+    for member_id in group.pending_members:
+        group.pending_members.discard(member_id)
+        out.cancel(phases.pending_key(group.group_id, member_id))
+    for key in (phases.join_key(group.group_id), phases.sync_key(group.group_id), phases.expire_key(group.group_id)):
+        out.cancel(key)
+
+
 def _catalog_changed(m: Model, out: Outbox, group: Group) -> None:
     group.catalog_version += 1
     if group.state in (S.STABLE, S.AWAITING_SYNC):
@@ -183,14 +195,21 @@ def publish_load_snapshot(m: Model, out: Outbox, request: pb.PublishLoadSnapshot
     out.reply(token, gid, pb.PublishLoadSnapshotResponse())
 
 
-def delete_group(m: Model, out: Outbox, request: pb.DeleteGroupRequest, token: Token) -> None:
+def delete_group(m: Model, out: Outbox, request: pb.DeleteGroupRequest, token: Token, principal: str = "") -> None:
+    """Only an Empty group, as Kafka's DeleteGroups; but the principal whose quotas a group counts
+    against (its prefix's admin) may delete one another principal created (a member of its shared
+    prefix) with its members in it: they are answered UNKNOWN_MEMBER_ID and must join again."""
     gid = request.group_id
     failure = m.check_group_id(gid)
     group = m.groups.get(gid) if failure is None else None
     if failure is None and group is None:
         failure = error(pb.GROUP_ID_NOT_FOUND, f"no group {gid!r}")
     elif group is not None and (group.state is not S.EMPTY or group.pending_members):
-        failure = error(pb.NON_EMPTY_GROUP, f"group {gid!r} is {group.state.value}; it must be Empty")
+        if principal and group.founder and principal == group.creator:
+            _remove_everyone(out, group, f"group deleted by {principal}, the admin of its name")
+        else:
+            failure = error(pb.NON_EMPTY_GROUP, f"group {limits.quoted(gid)} is {group.state.value}; it must be "
+                            f"Empty (its name's admin may delete a group another principal created)")
     if failure is not None or group is None:
         out.reply(token, "", pb.DeleteGroupResponse(error=failure))
         return

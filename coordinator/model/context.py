@@ -23,6 +23,11 @@ class Model(Protocol):
     clock: Clock
     groups: dict[str, Group]
 
+    def account_of(self, group_id: str, creator: str) -> str:
+        """Whose quotas a group ``creator`` creates counts against (the principal administering its
+        name, when the coordinator knows one: ``coordinator.auth.prefix_owner``; else ``creator``)."""
+        ...
+
     def lateness(self) -> float:
         """Seconds this coordinator could not run (its event loop ran late), accumulated."""
         ...
@@ -32,8 +37,9 @@ class Model(Protocol):
         whatever the runtime does for such bursts (it holds the cycle collector off), else nothing."""
         ...
 
-    def new_group(self, group_id: str, creator: str = "") -> Group:
-        """An Empty group, added to the state machine; ``creator``'s quotas count it."""
+    def new_group(self, group_id: str, creator: str = "", founder: str = "") -> Group:
+        """An Empty group, added to the state machine; ``creator``'s quotas count it (its account);
+        ``founder``: the principal whose call created it, if another."""
         ...
 
     def created_by(self, principal: str) -> set[str]:

@@ -13,16 +13,23 @@ a join into a group of 10 does. The counts change only through ``Group`` (``add`
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from groupcoord.coordinator.model.catalog_snapshot import CatalogSnapshot
 from groupcoord.coordinator.model.effects import Token
+from groupcoord.coordinator.model.pending import PendingIds
 from groupcoord.coordinator.model.states import GroupState
 from groupcoord.v1 import groupcoord_pb2 as pb
 
-__all__ = ["Member", "Group", "PendingIds"]
+GROUP_MEMBER_OVERHEAD = 32  # field tags and lengths of one GroupMember entry, generously
+
+
+def entry_bytes(metadata_bytes: int, *ids: str) -> int:
+    """What one member's entry in the leader's JoinGroup answer takes: its metadata and its ids (bytes)."""
+    return metadata_bytes + sum(len(i) for i in ids) + GROUP_MEMBER_OVERHEAD
+
+__all__ = ["Member", "Group", "PendingIds", "entry_bytes"]
 
 
 @dataclass(eq=False)
@@ -53,6 +60,8 @@ class Member:
     # who joined it (``coordinator.auth``, e.g. "User:CN=worker-1"): only it (or an admin) may act for
     # the member; "" for members joined without authentication or stored before principals were kept
     principal: str = ""
+    # what this member adds to the leader's JoinGroup answer (bytes); kept by ``Group``
+    entry_bytes: int = 0
 
     @property
     def is_awaiting(self) -> bool:
@@ -79,6 +88,10 @@ class Member:
             described.ClearField("user_data")
         return self.protocols == protocols and mine == theirs
 
+    def described_bytes(self) -> int:
+        """About what this member's entry in the leader's JoinGroup answer takes (bytes)."""
+        return entry_bytes(self.metadata.ByteSize(), self.member_id, self.instance_id, self.client_id, self.host)
+
     def to_pb(self) -> pb.GroupMember:
         return pb.GroupMember(
             member_id=self.member_id,
@@ -87,47 +100,6 @@ class Member:
             host=self.host,
             metadata=self.metadata,
         )
-
-
-class PendingIds:
-    """Member ids handed out with MEMBER_ID_REQUIRED and not yet joined with, each tied to who asked
-    (a principal, or the client's address when security is off): only it may join with the id, and
-    each asker holds at most its share of the group's cap (counted here, O(1) per change)."""
-
-    __slots__ = ("_held", "_owner")
-
-    def __init__(self) -> None:
-        self._owner: dict[str, str] = {}
-        self._held: dict[str, int] = {}
-
-    def add(self, member_id: str, owner: str) -> None:
-        self.discard(member_id)
-        self._owner[member_id] = owner
-        self._held[owner] = self._held.get(owner, 0) + 1
-
-    def discard(self, member_id: str) -> None:
-        owner = self._owner.pop(member_id, None)
-        if owner is not None:
-            left = self._held[owner] - 1
-            if left:
-                self._held[owner] = left
-            else:
-                del self._held[owner]
-
-    def owner(self, member_id: str) -> str | None:
-        return self._owner.get(member_id)
-
-    def held_by(self, owner: str) -> int:
-        return self._held.get(owner, 0)
-
-    def __contains__(self, member_id: object) -> bool:
-        return member_id in self._owner
-
-    def __len__(self) -> int:
-        return len(self._owner)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(list(self._owner))
 
 
 @dataclass(eq=False)
@@ -177,10 +149,15 @@ class Group:
     catalog_cache: CatalogSnapshot | None = None
     # the principal whose call created the group ("" without authentication): its quotas count it
     creator: str = ""
+    # the principal whose call created the group when its quotas count against another (a member of
+    # a shared prefix creating a group there: ``creator`` is then the prefix's admin), else ""
+    founder: str = ""
     # running counts (see the module doc): members offering each assignor name, members whose
     # JoinGroup is held
     protocol_support: Counter[str] = field(default_factory=Counter)
     awaiting_join: int = 0
+    # the members' entries in the leader's JoinGroup answer, in bytes (``Member.entry_bytes`` summed)
+    metadata_bytes: int = 0
     # owned by the machine of ``coordinator.model.states`` (set when the group is added to it)
     state: GroupState = field(init=False, default=GroupState.EMPTY)
     if TYPE_CHECKING:
@@ -201,6 +178,8 @@ class Group:
             self.protocol_type = member.protocol_type
         self.members[member.member_id] = member
         self.protocol_support.update(member.protocols)
+        member.entry_bytes = member.described_bytes()
+        self.metadata_bytes += member.entry_bytes
         if member.join_token is not None:
             self.awaiting_join += 1
         if member.instance_id:
@@ -214,6 +193,7 @@ class Group:
         member = self.members.pop(member_id, None)
         if member is not None:
             self._forget_protocols(member.protocols)
+            self.metadata_bytes -= member.entry_bytes
             if member.join_token is not None:
                 self.awaiting_join -= 1
             if member.instance_id:
@@ -249,6 +229,16 @@ class Group:
         self.protocol_support.update(protocols)
         member.protocols = protocols
 
+    def set_metadata(self, member: Member, metadata: pb.MemberMetadata) -> None:
+        """``member`` now describes itself with ``metadata`` (a re-join): the running total follows."""
+        member.metadata = metadata
+        self._recount(member)
+
+    def _recount(self, member: Member) -> None:
+        self.metadata_bytes -= member.entry_bytes
+        member.entry_bytes = member.described_bytes()
+        self.metadata_bytes += member.entry_bytes
+
     def _forget_protocols(self, protocols: tuple[str, ...]) -> None:
         support = self.protocol_support
         for name in protocols:
@@ -266,6 +256,7 @@ class Group:
         old_member_id = self.static_members[instance_id]
         member = self.members.pop(old_member_id)
         member.member_id = new_member_id
+        self._recount(member)
         self.members[new_member_id] = member
         self.static_members[instance_id] = new_member_id
         for table in (self.assignment, self.user_data):
@@ -359,6 +350,8 @@ class Group:
         assert recount == self.protocol_support, f"{self.group_id}: protocol counts {self.protocol_support} != {recount}"
         held = sum(1 for m in self.members.values() if m.join_token is not None)
         assert held == self.awaiting_join, f"{self.group_id}: {self.awaiting_join} joins counted, {held} held"
+        size = sum(m.described_bytes() for m in self.members.values())
+        assert size == self.metadata_bytes, f"{self.group_id}: {self.metadata_bytes} metadata bytes counted, {size}"
         for member in self.members.values():
             if member.sync_token is not None:
                 assert state in (GroupState.AWAITING_SYNC,), f"{self.group_id}: sync held in {state}"

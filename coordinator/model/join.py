@@ -18,7 +18,7 @@ from collections.abc import Callable
 from groupcoord.coordinator.model import limits, phases, quotas
 from groupcoord.coordinator.model.context import Model
 from groupcoord.coordinator.model.effects import Outbox, Token, error
-from groupcoord.coordinator.model.group import Group, Member
+from groupcoord.coordinator.model.group import Group, Member, entry_bytes
 from groupcoord.coordinator.model.states import GroupState
 from groupcoord.v1 import groupcoord_pb2 as pb
 
@@ -26,6 +26,7 @@ __all__ = ["handle_join"]
 
 log = logging.getLogger("groupcoord.coordinator")
 S = GroupState
+_UUID_SUFFIX = 37  # "-" and a uuid4: what a new member's id adds to its name
 MAX_PROTOCOLS = 64  # assignor names a member may offer (a real one offers a handful)
 
 
@@ -78,16 +79,19 @@ def handle_join(m: Model, out: Outbox, request: pb.JoinGroupRequest, token: Toke
         if request.member_id:
             fail(pb.UNKNOWN_MEMBER_ID, f"group {gid!r} does not exist (any more)")
             return
-        failure = quotas.group_creation(m, principal)
+        account = m.account_of(gid, principal) if principal else ""
+        failure = quotas.group_creation(m, account)
         if failure is not None:
             out.reply(token, "", pb.JoinGroupResponse(error=failure, generation=-1))
             return
-        group = m.new_group(gid, principal)
+        group = m.new_group(gid, account, principal)
     if group.state is S.DEAD:
         fail(pb.COORDINATOR_NOT_AVAILABLE, "group is being removed")
     elif not _accepts(m, group, request):
         _refuse_over_max_size(m, out, group, request.member_id)
         fail(pb.GROUP_MAX_SIZE_REACHED, f"group {gid!r} has {m.config.group_max_size} members")
+    elif (failure := _over_metadata_bound(m, group, request, metadata_size, host)) is not None:
+        out.reply(token, gid, pb.JoinGroupResponse(error=failure, member_id=request.member_id, generation=-1))
     elif not request.member_id:
         _join_new_member(m, out, group, request, token, host, fail, principal)
     elif request.member_id in group.pending_members:
@@ -130,6 +134,29 @@ def _accepts(m: Model, group: Group, request: pb.JoinGroupRequest) -> bool:
     return member is not None
 
 
+def _over_metadata_bound(m: Model, group: Group, request: pb.JoinGroupRequest, metadata_size: int,
+                         host: str) -> pb.Error | None:
+    """GROUP_MAX_SIZE_REACHED if this join would take the members' metadata past what the leader's
+    JoinGroup answer may carry (``limits.group_metadata_limit``); O(1): the group keeps the total.
+    A join that adds nothing (same or smaller metadata) always passes: no member is pushed out."""
+    member = group.members.get(request.member_id)
+    if member is None and request.instance_id in group.static_members:
+        member = group.members.get(group.static_members[request.instance_id])
+    before = member.entry_bytes if member is not None else 0
+    name = request.member_id or request.instance_id or request.client_id or "member"
+    after = entry_bytes(metadata_size + (0 if request.member_id else _UUID_SUFFIX), name, request.instance_id,
+                        request.client_id, host)
+    total, limit = group.metadata_bytes - before + after, limits.group_metadata_limit(m.config)
+    if after <= before or total <= limit:
+        return None
+    log.info("group %s: a join refused: the members' metadata would take %d bytes, at most %d", group.group_id,
+             total, limit, extra={"event": "member_refused", "group": group.group_id,
+                                   "reason": "group metadata bound"})
+    return error(pb.GROUP_MAX_SIZE_REACHED, f"group {limits.quoted(group.group_id)}: with this member's "
+                 f"{metadata_size} bytes of metadata its members' would take {total} bytes of the leader's "
+                 f"JoinGroup answer; at most {limit} (group_max_metadata_bytes, at most half of max_message_bytes)")
+
+
 def _refuse_over_max_size(m: Model, out: Outbox, group: Group, member_id: str) -> None:
     if member_id in group.pending_members:
         group.pending_members.discard(member_id)
@@ -160,21 +187,31 @@ def _join_new_member(m: Model, out: Outbox, group: Group, request: pb.JoinGroupR
         _replace_static_member(m, out, group, request, member_id, token, principal)
     elif request.instance_id:  # a static member needs no second step: its instance id names it
         _add_member(m, out, group, request, member_id, token, host, principal)
-    elif (held := group.pending_members.held_by(asker := _asker(principal, host))) \
-            >= m.config.group_max_pending_members_per_principal:
-        # retriable: its own pending ids expire within the session timeouts it asked for; others are not held up
-        fail(pb.COORDINATOR_NOT_AVAILABLE, f"{asker} holds {held} member ids of group {group.group_id!r} handed out "
-             f"and not yet used (group_max_pending_members_per_principal); retry shortly")
-    elif len(group.pending_members) >= m.config.group_max_pending_members:
-        # retriable: the pending ids expire within the session timeouts their joins asked for
-        fail(pb.COORDINATOR_NOT_AVAILABLE, f"group {group.group_id!r} has {len(group.pending_members)} member ids "
-             f"handed out and not yet used (group_max_pending_members); retry shortly")
     else:
-        group.pending_members.add(member_id, asker)
-        # Kafka's pending-member expiration: the id lives the session timeout its join asked for (a
-        # flooder's ids count against its own share only, so it cannot keep others out by asking long)
-        out.arm(phases.pending_key(group.group_id, member_id), request.session_timeout_ms / 1000)
-        fail(pb.MEMBER_ID_REQUIRED, "join again with the member id given", member_id)
+        _hand_out_member_id(m, out, group, request, member_id, _asker(principal, host), fail)
+
+
+def _hand_out_member_id(m: Model, out: Outbox, group: Group, request: pb.JoinGroupRequest, member_id: str,
+                        asker: str, fail: Callable[..., None]) -> None:
+    """MEMBER_ID_REQUIRED with a new id that lives ``limits.pending_id_lifetime_s``. An asker at its
+    share gives up its own oldest id for it, and a group at its cap its oldest id of all
+    (``coordinator.model.pending``): a flood pushes out the flooder's ids first, and a real client
+    gets its id at once, whoever floods (it loses it only if a whole cap of first joins comes
+    between its two joins; it then joins again from the start, as after UNKNOWN_MEMBER_ID)."""
+    cfg, pending = m.config, group.pending_members
+    if pending.held_by(asker) >= cfg.group_max_pending_members_per_principal:
+        _give_up(out, group, pending.oldest_of(asker))
+    elif len(pending) >= cfg.group_max_pending_members:
+        _give_up(out, group, pending.oldest())
+    pending.add(member_id, asker)
+    out.arm(phases.pending_key(group.group_id, member_id), limits.pending_id_lifetime_s(cfg, request.session_timeout_ms))
+    fail(pb.MEMBER_ID_REQUIRED, "join again with the member id given", member_id)
+
+
+def _give_up(out: Outbox, group: Group, member_id: str | None) -> None:
+    if member_id is not None:
+        group.pending_members.discard(member_id)
+        out.cancel(phases.pending_key(group.group_id, member_id))
 
 
 def _asker(principal: str, host: str) -> str:
@@ -250,7 +287,7 @@ def _replace_static_member(m: Model, out: Outbox, group: Group, request: pb.Join
 def _update_member(group: Group, member: Member, request: pb.JoinGroupRequest) -> None:
     group.set_protocols(member, tuple(request.protocols))
     member.rebalance_protocols = tuple(request.rebalance_protocols)
-    member.metadata = request.metadata
+    group.set_metadata(member, request.metadata)
     member.session_timeout_ms = request.session_timeout_ms
     member.rebalance_timeout_ms = request.rebalance_timeout_ms or request.session_timeout_ms
     if request.instance_id:

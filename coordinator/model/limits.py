@@ -14,7 +14,7 @@ from groupcoord.coordinator.config import CoordinatorConfig
 from groupcoord.coordinator.model.effects import error
 from groupcoord.v1 import groupcoord_pb2 as pb
 
-__all__ = ["check_id", "check_text", "escaped", "quoted", "listed", "leave_batch_limit", "check_task", "check_tasks",
+__all__ = ["group_metadata_limit", "pending_id_lifetime_s", "check_id", "check_text", "escaped", "quoted", "listed", "leave_batch_limit", "check_task", "check_tasks",
            "check_snapshot", "check_report"]
 
 QUOTE = 64  # characters of client input an error message quotes, at most
@@ -36,6 +36,18 @@ def check_id(config: CoordinatorConfig, field: str, value: str, *, member_id: bo
     if not value.isprintable():
         return _bad(field, "must be printable (no control characters)")
     return None
+
+
+def group_metadata_limit(config: CoordinatorConfig) -> int:
+    """Most bytes a group's members' entries may take in the leader's JoinGroup answer: the setting,
+    and never more than half a message (the catalog and the load snapshot travel beside them)."""
+    return min(config.group_max_metadata_bytes, config.max_message_bytes // 2)
+
+
+def pending_id_lifetime_s(config: CoordinatorConfig, session_timeout_ms: int) -> float:
+    """How long a member id handed out with MEMBER_ID_REQUIRED waits for its second join: the session
+    the join asked for (Kafka's pending-member expiration), never longer than the coordinator's bound."""
+    return min(session_timeout_ms, config.group_pending_member_timeout_ms) / 1000
 
 
 def quoted(value: str, limit: int = QUOTE) -> str:

@@ -66,6 +66,9 @@ class CoordinatorModel:
         self._bulk = bulk or nullcontext
         #: the groups of the consumer protocol (KIP-848, ``coordinator.model.consumer``)
         self.consumer = ConsumerGroups(self)
+        #: whose quotas a new group counts against: ``(group_id, creator) -> principal``; the process
+        #: sets the ACL-based one (``coordinator.auth.prefix_owner``); by default the creator's
+        self.account_of: Callable[[str, str], str] = lambda _group_id, creator: creator
 
     def bulk(self) -> AbstractContextManager[None]:
         """What the runtime wraps a phase's completion in (``bulk``; nothing by default)."""
@@ -134,13 +137,13 @@ class CoordinatorModel:
                               checked: Verdict | None = None) -> list[Effect]:
         return self._step(admin.publish_load_snapshot, request, token, checked)
 
-    def delete_group(self, request: pb.DeleteGroupRequest, token: Token) -> list[Effect]:
+    def delete_group(self, request: pb.DeleteGroupRequest, token: Token, principal: str = "") -> list[Effect]:
         consumer = self.consumer.groups.get(request.group_id)
         if consumer is not None:
             return [Reply(token, "", pb.DeleteGroupResponse(error=error(
                 pb.NON_EMPTY_GROUP, f"group {request.group_id!r} has {len(consumer.members)} consumer-protocol "
                 "members")))]
-        return self._step(admin.delete_group, request, token)
+        return self._step(admin.delete_group, request, token, principal)
 
     def _catalog_step(self, group_id: str, handler: Callable[..., None], *args: Any) -> list[Effect]:
         """A catalog edit; a consumer-protocol group's epoch moves with its catalog."""
@@ -238,8 +241,8 @@ class CoordinatorModel:
 
     # ------------------------------------------------------------------ shared by the handlers
 
-    def new_group(self, group_id: str, creator: str = "") -> Group:
-        group = Group(group_id, creator=creator)
+    def new_group(self, group_id: str, creator: str = "", founder: str = "") -> Group:
+        group = Group(group_id, creator=creator, founder=founder if founder != creator else "")
         self._machine.add_model(group, initial=S.EMPTY)
         self.groups[group_id] = group
         if creator:

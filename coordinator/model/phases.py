@@ -121,11 +121,17 @@ def reply_join(out: Outbox, token: Token | None, group: Group, member: Member, *
 def _complete_leader_join(response: pb.JoinGroupResponse, owners: Owners, catalog: CatalogSnapshot,
                           load_snapshot: pb.LoadSnapshot | None) -> None:
     owned = owned_index(owners)
-    if owned:  # an eager generation's members claim nothing: nobody owns anything
-        for described in response.members:
-            mine = owned.get(described.member_id)
-            if mine:
-                described.assigned.extend(mine)
+    before = response.generation - 1
+    for described in response.members:
+        mine = owned.get(described.member_id)
+        metadata = described.metadata
+        if metadata.owned:  # the member's claim is replaced by the record: no leader reads a claim
+            del metadata.owned[:]
+            metadata.owned_generation = -1
+        if mine:
+            described.assigned.extend(mine)
+            metadata.owned.extend(mine)
+            metadata.owned_generation = before
     add_catalog(response, catalog, load_snapshot)
 
 

@@ -69,6 +69,7 @@ def group_to_record(group: Group) -> dict[str, Any]:
         "load_snapshot": group.load_snapshot,
         "last_error": group.last_error,
         "creator": group.creator,
+        "founder": group.founder,
     }
 
 
@@ -116,6 +117,7 @@ def group_from_record(draft: Mapping[str, Any]) -> Group:
         leader_id=record["leader_id"],
         last_error=record.get("last_error", ""),
         creator=record.get("creator", ""),  # records written before quotas have none
+        founder=record.get("founder", ""),
     )
     for m in record["members"]:
         group.add(Member(

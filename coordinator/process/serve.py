@@ -57,6 +57,7 @@ import grpc
 
 from groupcoord.coordinator.auth.files import PolicyFileError, load_policy, load_tokens
 from groupcoord.coordinator.auth.guard import Guard
+from groupcoord.coordinator.auth.prefix_owner import accounts_of
 from groupcoord.coordinator.auth.tls import is_loopback, server_credentials
 from groupcoord.coordinator.config import ConfigError, CoordinatorConfig
 from groupcoord.coordinator.ha.elected_office import ElectedOffice
@@ -94,7 +95,7 @@ _SERVER_KEYS = {
     "listen", "data_dir", "store", "zk", "advertise", "zk_root", "zk_session_timeout_s", "snapshots", "snapshot_poll_s",
     "sharded", "shards",
     "sample_retention_s", "sample_retention_bytes", "metrics_listen", "log_format", "zk_auth", *_PATH_KEYS,
-    "metrics_group_labels", "metrics_tls", "zk_trust_existing",
+    "metrics_group_labels", "metrics_tls", "zk_trust_existing", "metrics_public",
 }
 
 
@@ -163,6 +164,10 @@ class ServeOptions:
     are scraped by someone who may not learn every tenant's group names."""
     metrics_tls: bool = False
     """Serve /metrics over HTTPS with ``tls_cert``/``tls_key`` (with ``tls_client_ca``: scrapers need a certificate)."""
+    metrics_public: bool = False
+    """Serve /metrics beyond loopback to anyone who can reach it. Without it, a ``metrics_listen`` that is
+    not a loopback address needs a scraper credential (``metrics_token_file``, or ``metrics_tls`` with
+    ``tls_client_ca``) or ``serve`` refuses to start: the metrics name every tenant's groups."""
     metrics_token_file: Path | None = None
     """Scrapers of /metrics must send ``Authorization: Bearer TOKEN`` with a token listed here (the token
     file's format, ``NAME sha256:HEX`` lines; read at start). Others get 401."""
@@ -191,7 +196,7 @@ class ServeOptions:
             unknown = sorted(set(server) - _SERVER_KEYS)
             if unknown:
                 raise ValueError(f"config file {args.config}: unknown [server] key(s) {', '.join(unknown)}")
-        for key in ("listen", "data_dir", "store", "zk", "advertise", "zk_root", "zk_trust_existing",
+        for key in ("listen", "data_dir", "store", "zk", "advertise", "zk_root", "zk_trust_existing", "metrics_public",
                     "zk_session_timeout_s", "sharded", "shards", "snapshots", "snapshot_poll_s",
                     "sample_retention_s", "sample_retention_bytes", "metrics_listen", "log_format", "zk_auth",
                     *_PATH_KEYS):
@@ -248,12 +253,13 @@ class ServeOptions:
         if metrics_listen and (not sep or not port.isdigit() or int(port) > 65535):
             raise ValueError(f"--metrics-listen {metrics_listen!r} is not HOST:PORT")
         flags = {key: server.get(key, getattr(cls, key))
-                 for key in ("metrics_group_labels", "metrics_tls", "zk_trust_existing")}
+                 for key in ("metrics_group_labels", "metrics_tls", "zk_trust_existing", "metrics_public")}
         for key, value in flags.items():
             if not isinstance(value, bool):
                 raise ValueError(f"{key} must be true or false, not {str(value)[:40]!r}")  # noqa: TRY004 - a config error: one line, exit 2
         if flags["metrics_tls"] and paths["tls_cert"] is None:
             raise ValueError("metrics_tls needs tls_cert and tls_key")
+        _check_metrics_exposure(metrics_listen, paths, flags)
         zk_root = str(server.get("zk_root", cls.zk_root))
         if not zk_root.startswith("/") or zk_root.endswith("/") or "//" in zk_root or not zk_root.isprintable():
             raise ValueError(f"zk_root must be an absolute znode path like /groupcoord/default, not {zk_root[:80]!r}")
@@ -278,6 +284,7 @@ class ServeOptions:
             metrics_listen=metrics_listen,
             metrics_group_labels=flags["metrics_group_labels"],
             metrics_tls=flags["metrics_tls"],
+            metrics_public=flags["metrics_public"],
             zk_trust_existing=flags["zk_trust_existing"],
             log_format=log_format,
             coordinator=config,
@@ -293,6 +300,17 @@ def _path(key: str, value: Any) -> Path | None:
     return Path(value)
 
 
+def _check_metrics_exposure(metrics_listen: str, paths: dict[str, Path | None], flags: dict[str, bool]) -> None:
+    """/metrics beyond loopback needs a scraper credential, or the operator's explicit ``metrics_public``:
+    it names every tenant's groups (issue 38: served to anyone unless a token file was given)."""
+    host = metrics_listen.rpartition(":")[0].strip("[]")
+    credential = paths["metrics_token_file"] is not None or (flags["metrics_tls"] and paths["tls_client_ca"] is not None)
+    if metrics_listen and not is_loopback(host) and not credential and not flags["metrics_public"]:
+        raise ValueError(f"metrics on {metrics_listen} would be open to anyone who can reach it: give "
+                         f"metrics_token_file (--metrics-token-file), use a loopback address, or set "
+                         f"metrics_public = true (--metrics-public) to serve them so")
+
+
 def _check_security(paths: dict[str, Path | None]) -> None:
     """Relations between the TLS and token options (the files themselves are read at start-up)."""
     if (paths["tls_cert"] is None) != (paths["tls_key"] is None):
@@ -304,20 +322,29 @@ def _check_security(paths: dict[str, Path | None]) -> None:
 
 
 def tighten_data_dir(data_dir: Path) -> None:
-    """An existing data directory others can enter (0755 from an older version or a careless mkdir)
-    is made the operator's only, with one line saying so: it holds every group's record and every
-    worker's load reports. One owned by someone else is left alone, with a warning."""
-    mode = stat.S_IMODE(data_dir.stat().st_mode)
-    if not mode & 0o077:
-        return
-    try:
-        data_dir.chmod(mode & 0o700)
-    except OSError as error:
-        print(f"groupcoord serve: WARNING: data directory {data_dir} is mode {mode:04o} (others may read group "
-              f"records and load reports) and cannot be tightened: {error.strerror}", file=sys.stderr, flush=True)
-        return
-    print(f"groupcoord serve: data directory {data_dir} was mode {mode:04o}: tightened to {mode & 0o700:04o} "
-          f"(group records and load reports are the operator's only)", file=sys.stderr, flush=True)
+    """An existing data directory others can enter (0755 from an older version or a careless mkdir),
+    and files in it others can read (groups.db and its WAL at 0644), are made the operator's only
+    (0700, 0600), with one line saying what changed: they hold every group's record and every
+    worker's load reports. What cannot be changed (owned by someone else) is left, with a warning."""
+    said, failed = [], []
+    files = [p for p in sorted(data_dir.iterdir()) if p.is_file() and not p.is_symlink()]
+    for path, most in [(data_dir, 0o700), *((p, 0o600) for p in files)]:
+        mode = stat.S_IMODE(path.stat().st_mode)
+        if not mode & 0o077:
+            continue
+        try:
+            path.chmod(mode & most)
+        except OSError as error:
+            failed.append(f"{path} ({mode:04o}: {error.strerror})")
+            continue
+        said.append(f"was mode {mode:04o}: tightened to {mode & most:04o}" if path == data_dir
+                    else f"{path.name} {mode:04o} -> {mode & most:04o}")
+    if failed:
+        print(f"groupcoord serve: WARNING: others may read group records and load reports, and these cannot be "
+              f"tightened: {', '.join(failed)}", file=sys.stderr, flush=True)
+    if said:
+        print(f"groupcoord serve: data directory {data_dir} {'; '.join(said)} (group records and load reports "
+              f"are the operator's only)", file=sys.stderr, flush=True)
 
 
 def run_coordinator(options: ServeOptions) -> int:
@@ -364,6 +391,9 @@ def run_coordinator(options: ServeOptions) -> int:
         if relay is not None:  # `groupcoord serve` reads its own stderr: count what it finds there
             relay.count_in(runtime.metrics.registry)
         guard = Guard(policy, owner_of=owner_of) if policy.enabled else None
+        if guard is not None:  # quotas count against the principal administering a group's name
+            for shard in runtime.runtimes if isinstance(runtime, ShardRouter) else [runtime]:
+                shard.model.account_of = accounts_of(guard)
         try:
             asyncio.run(_serve(runtime, options, backing, credentials, guard))
         except OSError as error:
@@ -386,9 +416,12 @@ def _open_backing(options: ServeOptions, resources: ExitStack) -> _Backing:
     if options.store == "memory":
         return _Backing(MemoryStore())
     if options.store == "sqlite":
+        path = options.data_dir / "groups.db"
         try:
-            store = SqliteStore(options.data_dir / "groups.db")
-        except StoreError as error:
+            if not path.exists():  # the operator's only from the start (SQLite gives its WAL the same mode)
+                os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+            store = SqliteStore(path)
+        except (StoreError, OSError) as error:
             raise ValueError(str(error)) from None
         resources.callback(store.close)
         return _Backing(store)

@@ -240,4 +240,6 @@ class AdminServicer(pb_grpc.GroupAdminServicer):
     @_guarded
     async def DeleteGroup(self, request: pb.DeleteGroupRequest, context: grpc.aio.ServicerContext) -> Any:
         runtime = self.router.for_group(request.group_id)
-        return await _ask(runtime, lambda token: runtime.model.delete_group(request, token), pb.DeleteGroupResponse)
+        principal = CURRENT_PRINCIPAL.get()  # its name's admin may delete a group another principal created
+        return await _ask(runtime, lambda token: runtime.model.delete_group(request, token, principal),
+                          pb.DeleteGroupResponse)

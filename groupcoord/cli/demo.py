@@ -24,7 +24,7 @@ from pathlib import Path
 from groupcoord.admin import AdminClient
 from groupcoord.cli.common import STATS_EXTRA_HINT, missing_stats_extra
 from groupcoord.cli.demo_console import keep_open, open_console
-from groupcoord.cli.demo_load import act_two, start_spark
+from groupcoord.cli.demo_load import act_two, session_ms, start_spark
 from groupcoord.cli.narrate import DemoFailed, say, show_group, stable, subprocess_env, wait_for_group
 from groupcoord.coordinator.config import CoordinatorConfig
 from groupcoord.coordinator.process.load_reports import sample_sink
@@ -39,10 +39,10 @@ __all__ = ["run_demo"]
 DEMO_GROUP = "demo"
 
 
-def _start_worker(address: str, name: str, env: dict[str, str]) -> subprocess.Popen[str]:
+def _start_worker(address: str, name: str, env: dict[str, str], session: int) -> subprocess.Popen[str]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "groupcoord.cli", "worker", "--group", DEMO_GROUP, "--coordinator", address,
-         "--name", name, "--session-timeout-ms", "2000", "--heartbeat-interval-ms", "250"],
+         "--name", name, "--session-timeout-ms", str(session), "--heartbeat-interval-ms", str(session // 8)],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
     )
 
@@ -67,7 +67,8 @@ def act_one(address: str, admin: AdminClient, workers: int, tasks: int) -> None:
     say(f"task catalog of group '{DEMO_GROUP}': {' '.join(task_ids)}")
     admin.put_tasks(DEMO_GROUP, task_ids)
     say(f"starting {workers} worker processes (`groupcoord worker`), each printing its events as JSON")
-    procs = [_start_worker(address, f"worker-{i}", env) for i in range(workers)]
+    session = session_ms(3000)  # a SIGKILLed worker is noticed when it ends; longer on a loaded machine
+    procs = [_start_worker(address, f"worker-{i}", env, session) for i in range(workers)]
     try:
         before = wait_for_group(admin, DEMO_GROUP, stable(workers, tasks), "group forms")
         say("the group is Stable: every task runs exactly once")
@@ -75,7 +76,7 @@ def act_one(address: str, admin: AdminClient, workers: int, tasks: int) -> None:
         victim = procs[0]
         victim_id = next(m.member.member_id for m in before.members if m.member.client_id == "worker-0")
         say(f"killing worker-0 (pid {victim.pid}, member {victim_id}) with SIGKILL: no goodbye, "
-            "the coordinator notices when its 2 s session expires")
+            f"the coordinator notices when its {session / 1000:g} s session expires")
         victim.send_signal(signal.SIGKILL)
         victim.wait(10)
         after = wait_for_group(admin, DEMO_GROUP, stable(workers - 1, tasks), "group rebalances after the kill")

@@ -13,12 +13,13 @@ member did not.
 
 from __future__ import annotations
 
+import os
 import tempfile
 import textwrap
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,7 @@ from groupcoord.plots import MISSING_HINT
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.worker import WorkerClient, WorkerConfig
 
-__all__ = ["ROUNDS", "STRATEGIES", "Strategy", "act_two", "start_spark"]
+__all__ = ["ROUNDS", "STRATEGIES", "Strategy", "act_two", "session_ms", "start_spark"]
 
 TASKS_PER_GROUP = 12
 ROUNDS = 3
@@ -92,12 +93,13 @@ class _Log:
             self.verdicts.setdefault((group, snapshot_id), verdict)
             self._cond.notify_all()
 
-    def assigning(self, group: str, snapshot_id: str) -> None:
+    def assigning(self, group: str, snapshot_id: str, generation: int) -> None:
+        """The leader of ``group`` assigns ``generation`` on ``snapshot_id`` (kept: the newest such generation)."""
         with self._cond:
-            self.assigned[(group, snapshot_id)] = self.assigned.get((group, snapshot_id), 0) + 1
+            self.assigned[(group, snapshot_id)] = max(generation, self.assigned.get((group, snapshot_id), 0))
             self._cond.notify_all()
 
-    def verdict(self, group: str, snapshot_id: str, timeout: float = 30.0) -> bool:
+    def verdict(self, group: str, snapshot_id: str, timeout: float = 180.0) -> bool:
         """Wait until the leader of ``group`` has judged snapshot ``snapshot_id``; its verdict."""
         with self._cond:
             if not self._cond.wait_for(lambda: (group, snapshot_id) in self.verdicts, timeout):
@@ -128,7 +130,7 @@ class _Watched:
     def assign(self, context: Any) -> Any:
         result = self.inner.assign(context)
         if context.load_snapshot is not None:
-            self._log.assigning(context.group_id, context.load_snapshot.snapshot_id)
+            self._log.assigning(context.group_id, context.load_snapshot.snapshot_id, context.generation)
         return result
 
 
@@ -178,31 +180,59 @@ class _Group:
     strategy: Strategy
     name: str
     model: LoadModel
-    ids: dict[str, str]  # worker name -> member id
+    ids: dict[str, str]  # worker name -> member id, when the first snapshot was taken
     first: dict[str, tuple[str, ...]]  # worker name -> tasks, when the first snapshot was taken
     last: dict[str, tuple[str, ...]]  # ... when the latest snapshot was taken
     moved_in: list[int]
     generation: int = 0  # ... and the generation then
+    last_ids: dict[str, str] = field(default_factory=dict)  # ... and the member ids then (a missed session
+    # makes a worker join again under a new id)
 
 
 def _assignment(described: pb.DescribeGroupResponse) -> dict[str, tuple[str, ...]]:
     return {m.member.client_id: tuple(sorted(t.task_id for t in m.assigned)) for m in described.members}
 
 
-def _newer_than(generation: int) -> GroupCheck:
+def _member_ids(described: pb.DescribeGroupResponse) -> dict[str, str]:
+    return {m.member.client_id: m.member.member_id for m in described.members}
+
+
+def _assigned_on(log: _Log, group: str, snapshot_id: str) -> GroupCheck:
+    """Check: Stable, in or after the generation its leader assigned on ``snapshot_id``."""
     settled = stable(3, TASKS_PER_GROUP)
-    return lambda d: d.generation > generation and settled(d)
+
+    def check(d: pb.DescribeGroupResponse) -> bool:
+        generation = log.assigned.get((group, snapshot_id))
+        return generation is not None and d.generation >= generation and settled(d)
+
+    return check
+
+
+def _rejoined(before: dict[str, str], after: dict[str, str]) -> list[str]:
+    """Workers that joined again under a new member id: their session expired (a loaded machine)."""
+    return sorted(name for name, member_id in after.items() if before.get(name, member_id) != member_id)
+
+
+def session_ms(base_ms: int) -> int:
+    """A session for this machine now: ``base_ms`` stretched by the load per core, up to 5 times (on a
+    loaded laptop, two demo workers missed a 5 s session while a Spark round took 138 s)."""
+    try:
+        per_core = os.getloadavg()[0] / (os.cpu_count() or 1)
+    except OSError:  # no load average on this platform
+        per_core = 1.0
+    return int(base_ms * min(5.0, max(1.0, per_core)))
 
 
 def _start(address: str, groups: list[_Group], log: _Log) -> list[WorkerClient]:
     clients = []
+    session = session_ms(20_000)  # nothing in act two waits for a session to expire
     for group in groups:
         assignor = group.strategy.assignor
         for i in range(3):
             name = f"{assignor}-w{i}"
             config = WorkerConfig(group_id=group.name, coordinators=(address,), client_id=name,
-                                  assignors=(assignor,), session_timeout_ms=5000, heartbeat_interval_ms=200,
-                                  rebalance_timeout_ms=10_000)
+                                  assignors=(assignor,), session_timeout_ms=session, heartbeat_interval_ms=500,
+                                  rebalance_timeout_ms=2 * session)
             reporter = ScenarioReporter(group.model, name, ReportPolicy(max_interval_s=0.3))
             clients.append(WorkerClient(config, _Quiet(), load_reporter=reporter,
                                         assignor_lookup=lambda n: _Watched(get_assignor(n), log)))
@@ -223,16 +253,20 @@ def _round(number: int, refresher: _Refresher, admin: AdminClient, groups: list[
         if not log.verdict(group.name, snapshot.snapshot_id):
             print(f"   {group.strategy.assignor:<17} nothing to move on this snapshot", flush=True)
             continue
-        after = wait_for_group(admin, group.name, _newer_than(group.generation),
-                               f"{group.name} rebalances on round {number}'s snapshot")
-        if not log.assigned.get((group.name, snapshot.snapshot_id)):
-            raise DemoFailed(f"{group.name} rebalanced without its leader running "
-                             f"{group.strategy.assignor} on snapshot {snapshot.snapshot_id}")
+        # waited out: rebalances for other reasons (a worker that missed its session on a loaded
+        # machine joins again) until the one whose leader assigned on this snapshot
+        after = wait_for_group(admin, group.name, _assigned_on(log, group.name, snapshot.snapshot_id),
+                               f"{group.name} rebalances with its leader running {group.strategy.assignor} on "
+                               f"snapshot {snapshot.snapshot_id}", timeout=180)
         moved = sum(1 for n, ts in _assignment(after).items() for t in ts if t not in group.last.get(n, ()))
         if moved:
             group.moved_in.append(number)
         print(f"   {group.strategy.assignor:<17} rebalanced: generation {group.generation} -> "
               f"{after.generation}, {moved} task(s) moved", flush=True)
+        rejoined = _rejoined(group.last_ids, _member_ids(after))
+        if rejoined:
+            print(f"   {'':<17} (meanwhile {', '.join(rejoined)} missed its session and joined again: "
+                  f"this machine is loaded; the rebalance it caused is not the assignor's)", flush=True)
     return snapshots
 
 
@@ -242,7 +276,7 @@ def _outcome(group: _Group, first: LoadSnapshot, last: LoadSnapshot) -> Outcome:
     return Outcome(
         assignor=group.strategy.assignor, hot=imbalance.hot_member, foreign=imbalance.foreign_member,
         before_tasks=group.first, after_tasks=group.last,
-        before=member_loads(first, group.first, group.ids), after=member_loads(last, group.last, group.ids),
+        before=member_loads(first, group.first, group.ids), after=member_loads(last, group.last, group.last_ids),
         expect_move=group.strategy.expect_move, note=group.strategy.note, moved_in_rounds=group.moved_in,
     )
 
@@ -261,7 +295,7 @@ def act_two(address: str, admin: AdminClient, root: Path, samples: SampleLog, pl
     try:
         for group in groups:
             described = wait_for_group(admin, group.name, stable(3, TASKS_PER_GROUP), f"group {group.name} forms")
-            group.ids = {m.member.client_id: m.member.member_id for m in described.members}
+            group.ids = group.last_ids = _member_ids(described)
             group.first = group.last = _assignment(described)
             imbalance = group.model.arm(group.first)
         say("every group is Stable (sticky round-robin: no snapshot yet). The imbalance, seeded: "
@@ -278,9 +312,13 @@ def act_two(address: str, admin: AdminClient, root: Path, samples: SampleLog, pl
         for number in range(1, ROUNDS + 1):
             time.sleep(2.5 if number == 1 else 1.5)  # the demo lets reports accumulate; no ordering rests on it
             samples.flush()
-            for group in groups:  # what each member runs as these samples are folded in
-                described = admin.describe_group(group.name)
+            for group in groups:  # what each member runs as these samples are folded in (all three back first)
+                described = wait_for_group(admin, group.name, stable(3, TASKS_PER_GROUP),
+                                           f"group {group.name} is Stable before round {number}", timeout=180)
                 group.last, group.generation = _assignment(described), described.generation
+                group.last_ids = _member_ids(described)
+                if number == 1:  # "before" is what they run as the first samples are folded in
+                    group.first, group.ids = group.last, group.last_ids
             last = _round(number, refresher, admin, groups, log)
             first = first or last
         _report(groups, first, last, plot, refresher.costs)

@@ -78,6 +78,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="print the effective configuration (file, flags and defaults; secrets masked) and exit")
     serve.add_argument("--metrics-listen", metavar="HOST:PORT",
                        help="serve Prometheus metrics at http://HOST:PORT/metrics (default: off)")
+    serve.add_argument("--metrics-public", action="store_true", default=None,
+                       help="serve /metrics beyond loopback without a scraper credential (refused otherwise)")
     serve.add_argument("--metrics-token-file", metavar="FILE",
                        help="scrapers of /metrics must send a bearer token listed here ('NAME sha256:HEX' lines)")
     serve.add_argument("--log-format", choices=["text", "json"], help="json: one JSON object per line (default text)")

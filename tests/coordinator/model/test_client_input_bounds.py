@@ -108,11 +108,39 @@ def test_a_flood_of_first_joins_holds_only_its_own_share(secured: bool) -> None:
     flooder, tenant = ("User:B", "User:A") if secured else ("", "")
     flooder_host, tenant_host = ("10.0.0.1", "10.0.0.1") if secured else ("10.0.0.66", "10.0.0.1")
     codes = [first_join(h, flooder, flooder_host, session_ms=600_000).error.code for _ in range(50)]
-    assert codes.count(pb.MEMBER_ID_REQUIRED) == 4 and codes.count(pb.COORDINATOR_NOT_AVAILABLE) == 46
+    assert codes == [pb.MEMBER_ID_REQUIRED] * 50  # each past the share pushed out the flooder's own oldest
+    assert h.model.groups[G].pending_members.held_by(flooder or f"address {flooder_host}") == 4
     # the other tenant's worker gets in at its first try
     mine = first_join(h, tenant, tenant_host)
     assert mine.error.code == pb.MEMBER_ID_REQUIRED
     assert second_join(h, mine.member_id, tenant, tenant_host).error.code == pb.NONE
+
+
+def test_a_real_client_behind_the_flooders_address_gets_in_at_once() -> None:
+    """Security off, one NAT: the flood and the real client are the same asker. The real client's id
+    is the newest, so the flood pushes out its own older ids, and three more flood joins (the share
+    less one) between the real client's two joins leave its id in place."""
+    config = CoordinatorConfig(group_initial_rebalance_delay_ms=0, group_max_pending_members=10,
+                               group_max_pending_members_per_principal=4)
+    h = Harness(config)
+    for _ in range(1_100):
+        first_join(h, "", "10.0.0.1", session_ms=1_800_000)
+    mine = first_join(h, "", "10.0.0.1")
+    assert mine.error.code == pb.MEMBER_ID_REQUIRED
+    for _ in range(3):
+        first_join(h, "", "10.0.0.1", session_ms=1_800_000)
+    assert second_join(h, mine.member_id, "", "10.0.0.1").error.code == pb.NONE
+
+
+def test_a_flood_from_many_askers_cannot_fill_the_group_against_a_new_one() -> None:
+    config = CoordinatorConfig(group_initial_rebalance_delay_ms=0, group_max_pending_members=10,
+                               group_max_pending_members_per_principal=4)
+    h = Harness(config)
+    for i in range(100):
+        assert first_join(h, f"User:B{i % 5}", session_ms=600_000).error.code == pb.MEMBER_ID_REQUIRED
+    assert len(h.model.groups[G].pending_members) == 10  # the cap holds: the oldest made room
+    mine = first_join(h, "User:A")
+    assert second_join(h, mine.member_id, "User:A").error.code == pb.NONE
 
 
 def test_a_pending_id_is_good_only_for_whoever_asked_for_it() -> None:

@@ -96,10 +96,10 @@ class Hostile:
                                            timeout=120)
         assert over.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, over.value.details()
         assert "at most 16,842,752 for this method" in (over.value.details() or "")
-        # first joins that never come back: at most group_max_pending_members ids are kept
+        # first joins that never come back: at most group_max_pending_members ids are kept (past its
+        # share, an asker's oldest id makes room for its new one)
         codes = [self.join(f"flood{n % 2}").error.code for _ in range(1_200)]
-        assert codes.count(pb.COORDINATOR_NOT_AVAILABLE) >= 200, "the pending-member cap did not hold"
-        assert set(codes) <= {pb.MEMBER_ID_REQUIRED, pb.COORDINATOR_NOT_AVAILABLE}
+        assert set(codes) == {pb.MEMBER_ID_REQUIRED}
 
 
 def _settled_rss(process: psutil.Process) -> int:
