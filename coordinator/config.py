@@ -42,8 +42,8 @@ class CoordinatorConfig:
     """Consumer protocol (GroupHeartbeat): how often members heartbeat; every answer says so (Kafka's
     group.consumer.heartbeat.interval.ms) (ms)."""
     consumer_session_timeout_ms: int = 45_000
-    """Consumer protocol: a member's session when its join does not ask for one; within the min/max
-    allowed session timeouts (Kafka's group.consumer.session.timeout.ms) (ms)."""
+    """Consumer protocol: a member's session when its join does not ask for one; not bound by the classic
+    protocol's min/max session timeouts (Kafka's group.consumer.session.timeout.ms) (ms)."""
     consumer_assignment_interval_ms: int = 100
     """Consumer protocol: a group's target is computed at most once per this interval; changes
     meanwhile are batched into the next computation (ms)."""
@@ -125,8 +125,11 @@ class CoordinatorConfig:
             raise ConfigError("group_departed_member_grace_ms must be >= 0")
         if self.group_initial_rebalance_delay_ms < 0:
             raise ConfigError("group_initial_rebalance_delay_ms must be >= 0")
-        if not self.group_min_session_timeout_ms <= self.consumer_session_timeout_ms <= self.group_max_session_timeout_ms:
-            raise ConfigError("consumer_session_timeout_ms must be within the group min/max session timeouts")
+        # not tied to the classic protocol's group_min/max_session_timeout_ms: an operator who narrowed those
+        # for classic members must not find the coordinator refusing to start over a protocol it does not use
+        # (Kafka's consumer protocol has its own bounds too)
+        if self.consumer_session_timeout_ms <= 0:
+            raise ConfigError("consumer_session_timeout_ms must be > 0")
         if not 0 < self.consumer_heartbeat_interval_ms < self.consumer_session_timeout_ms:
             raise ConfigError("consumer_heartbeat_interval_ms must be > 0 and < consumer_session_timeout_ms")
         if self.consumer_assignment_interval_ms < 0:
