@@ -29,6 +29,7 @@ from groupcoord import errors
 from groupcoord.channels import ClientSecurity, channel_options
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
+from groupcoord.worker.effects import WorkerClosedError
 from groupcoord.worker.lookup import CoordinatorList, Route
 
 __all__ = ["ChannelFactory", "CoordinatorList", "GiveUp", "Transport", "WorkerClosedError", "advertised_self",
@@ -61,10 +62,6 @@ _ACCESS_DENIED: dict[Any, type[errors.AccessDenied]] = {
     grpc.StatusCode.UNAUTHENTICATED: errors.NotAuthenticatedError,
     grpc.StatusCode.PERMISSION_DENIED: errors.NotAuthorizedError,
 }
-
-
-class WorkerClosedError(RuntimeError):
-    """The client was closed, or stopped on a fatal error (see ``fatal_error``)."""
 
 
 def failure_for_rpc_error(method: str, address: str, rpc_error: grpc.RpcError) -> tuple[errors.GroupCoordError, bool]:

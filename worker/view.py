@@ -4,49 +4,46 @@
 from __future__ import annotations
 
 from groupcoord.assignors.base import TaskReplica
-from groupcoord.worker.ownership import Ownership
-from groupcoord.worker.session import Membership
-from groupcoord.worker.states import WorkerMachine, WorkerState
+from groupcoord.worker.member import Member
+from groupcoord.worker.states import WorkerState
 
 __all__ = ["MemberView"]
 
 
 class MemberView:
-    """Read-only properties over ``_machine``, ``_session`` and ``_tasks``."""
+    """Read-only properties over the member core (``_member``) the client drives."""
 
-    _machine: WorkerMachine
-    _session: Membership
-    _tasks: Ownership
+    _member: Member
 
     @property
     def state(self) -> WorkerState:
-        return self._machine.state
+        return self._member.machine.state
 
     @property
     def member_id(self) -> str:
-        return self._session.member_id
+        return self._member.session.member_id
 
     @property
     def generation(self) -> int:
-        return self._session.generation
+        return self._member.session.generation
 
     @property
     def leader_id(self) -> str:
-        return self._session.leader_id
+        return self._member.session.leader_id
 
     @property
     def is_leader(self) -> bool:
-        return self._session.is_leader
+        return self._member.session.is_leader
 
     @property
     def protocol(self) -> str:
-        return self._session.protocol
+        return self._member.session.protocol
 
     @property
     def assigned_tasks(self) -> tuple[TaskReplica, ...]:
-        return self._tasks.assigned
+        return self._member.tasks.assigned
 
     @property
     def rebalance_protocol(self) -> str:
         """"eager" or "cooperative": how the current generation rebalances."""
-        return self._session.rebalance_protocol
+        return self._member.session.rebalance_protocol
