@@ -9,21 +9,27 @@ call's answer, or the error thrown in), exactly as a driver would. Driver rows g
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import grpc
 import pytest
 
 from groupcoord import errors
+from groupcoord.admin import AdminClient
 from groupcoord.assignors.base import Assignment, AssignmentContext, TaskReplica
 from groupcoord.assignors.registry import get_assignor
+from groupcoord.coordinator.rpc.server import ServerThread
 from groupcoord.v1 import groupcoord_pb2 as pb
+from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
 from groupcoord.wire import replicas_to_pb
 from groupcoord.worker.config import WorkerConfig
 from groupcoord.worker.effects import AskLoad, Call, Deliver, Effect, Joined, Sleep, WorkerClosedError, advance
 from groupcoord.worker.member import Member
 from groupcoord.worker.states import WorkerState
+from tests.worker.member_drivers import DRIVERS, Driven
 
 T = (TaskReplica("a"), TaskReplica("b"))
 
@@ -305,3 +311,148 @@ def test_every_effect_kind_is_exercised_by_the_table() -> None:
         finally:
             Walk.answer = original  # type: ignore[method-assign]
     assert kinds == {Call, Sleep, Deliver, Joined, AskLoad}
+
+
+# ------------------------------------------------------------------ the rows that need a coordinator, through both drivers
+
+
+class Told:
+    """A listener that writes down each notice with the client's state and fatal error at that moment."""
+
+    def __init__(self) -> None:
+        self.driven: Driven | None = None
+        self.events: list[tuple[str, tuple[str, ...], str, str]] = []
+        self.lock = threading.Lock()
+
+    def _note(self, kind: str, tasks: Sequence[TaskReplica]) -> None:
+        driven = self.driven
+        assert driven is not None
+        fatal = driven.fatal_error
+        with self.lock:
+            self.events.append((kind, tuple(sorted(str(t) for t in tasks)), driven.client.state.value,
+                                type(fatal).__name__ if fatal is not None else ""))
+
+    def on_assigned(self, tasks: Sequence[TaskReplica], generation: int) -> None:
+        self._note("assigned", tasks)
+
+    def on_revoked(self, tasks: Sequence[TaskReplica]) -> None:
+        self._note("revoked", tasks)
+
+    def on_lost(self, tasks: Sequence[TaskReplica]) -> None:
+        self._note("lost", tasks)
+
+
+def driven_worker(driver: str, address: str, **overrides: Any) -> tuple[Driven, Told]:
+    settings: dict[str, Any] = {"group_id": "g", "coordinators": (address,), "client_id": "w",
+                                "session_timeout_ms": 6000, "heartbeat_interval_ms": 100, "rebalance_timeout_ms": 5000,
+                                "retry_backoff_ms": 20, "retry_backoff_max_ms": 200}
+    settings.update(overrides)
+    told = Told()
+    driven = DRIVERS[driver](WorkerConfig(**settings), told)
+    told.driven = driven
+    return driven, told
+
+
+def stable(driven: Driven, timeout: float = 20) -> None:
+    assert driven.wait(lambda c: c.state is WorkerState.STABLE, timeout), f"not Stable: {driven.client.state}"
+
+
+def joined_by_hand(address: str, **fields: Any) -> Any:
+    """A second member joining on a raw stub: MEMBER_ID_REQUIRED, then its JoinGroup held by the rebalance."""
+    channel = grpc.insecure_channel(address)
+    stub = pb_grpc.GroupCoordinatorStub(channel)
+    request = pb.JoinGroupRequest(group_id="g", client_id="by-hand", session_timeout_ms=6000, rebalance_timeout_ms=5000,
+                                  protocols=["round-robin"], rebalance_protocols=["eager"], **fields)
+    first = stub.JoinGroup(request, timeout=10)
+    if first.error.code == pb.MEMBER_ID_REQUIRED:
+        request.member_id = first.member_id
+        return channel, stub.JoinGroup.future(request, timeout=10)
+    return channel, first
+
+
+def coordinator_rebalance_in_progress_restarts_the_session_from_the_send(driver: str, server: ServerThread) -> None:
+    driven, _ = driven_worker(driver, server.address)
+    seen: list[tuple[float, float]] = []
+    try:
+        driven.start()
+        stable(driven)
+        session = driven.member.session
+        answered = session.heartbeat_failed
+
+        def spy(failure: errors.GroupCoordError, sent: float | None = None) -> Any:
+            before = session.last_heartbeat_ok
+            verdict = answered(failure, sent)
+            if isinstance(failure, errors.RebalanceInProgressError):
+                seen.append((before, session.last_heartbeat_ok))
+            return verdict
+
+        session.heartbeat_failed = spy  # type: ignore[method-assign]
+        channel, _ = joined_by_hand(server.address)
+        try:
+            assert driven.wait(lambda c: bool(seen), 20), "no heartbeat was answered REBALANCE_IN_PROGRESS"
+        finally:
+            channel.close()
+    finally:
+        driven.close()
+    before, after = seen[0]
+    assert after > before  # the clock restarted at the refused heartbeat's send, not left at the last answered one
+
+
+def coordinator_a_fenced_member_loses_its_tasks_before_it_stops(driver: str, server: ServerThread) -> None:
+    AdminClient(server.address).put_tasks("g", ["t0", "t1"])
+    driven, told = driven_worker(driver, server.address, instance_id="i-1")
+    try:
+        driven.start()
+        stable(driven)
+        assert driven.wait(lambda c: len(c.assigned_tasks) == 2, 10)
+        channel, _ = joined_by_hand(server.address, instance_id="i-1")  # another process is i-1 now
+        channel.close()
+        assert driven.wait(lambda c: c.state is WorkerState.DOWN, 20)
+    finally:
+        driven.close()
+    assert isinstance(driven.fatal_error, errors.FencedInstanceIdError)
+    tasks = ("t0#0", "t1#0")
+    assert told.events == [("assigned", tasks, "Stable", ""), ("lost", tasks, "Stable", "FencedInstanceIdError")]
+
+
+def coordinator_removed_member_joins_again_as_a_new_one(driver: str, server: ServerThread) -> None:
+    admin = AdminClient(server.address)
+    admin.put_tasks("g", ["t0"])
+    driven, told = driven_worker(driver, server.address)
+    try:
+        driven.start()
+        stable(driven)
+        first = driven.client.member_id
+        admin.remove_members("g", member_ids=[first])
+        assert driven.wait(lambda c: c.state is WorkerState.STABLE and c.member_id not in ("", first), 20)
+        assert [kind for kind, *_ in told.events] == ["assigned", "revoked", "assigned"]
+    finally:
+        driven.close()
+
+
+def coordinator_close_leaves_and_the_group_rebalances_at_once(driver: str, server: ServerThread) -> None:
+    admin = AdminClient(server.address)
+    admin.put_tasks("g", ["t0"])
+    driven, told = driven_worker(driver, server.address, session_timeout_ms=60_000)
+    driven.start()
+    stable(driven)
+    assert driven.wait(lambda c: len(c.assigned_tasks) == 1, 10)
+    assert len(admin.describe_group("g").members) == 1
+    driven.close()
+    assert not admin.describe_group("g").members  # gone now, not after its 60 s session
+    assert driven.client.state is WorkerState.DOWN
+    assert told.events == [("assigned", ("t0#0",), "Stable", ""), ("revoked", ("t0#0",), "Stable", "")]
+
+
+DRIVER_ROWS = [
+    coordinator_rebalance_in_progress_restarts_the_session_from_the_send,
+    coordinator_a_fenced_member_loses_its_tasks_before_it_stops,
+    coordinator_removed_member_joins_again_as_a_new_one,
+    coordinator_close_leaves_and_the_group_rebalances_at_once,
+]
+
+
+@pytest.mark.parametrize("driver", sorted(DRIVERS))
+@pytest.mark.parametrize("rule", DRIVER_ROWS, ids=lambda rule: rule.__name__.removeprefix("coordinator_"))
+def test_driver_rule(rule: Callable[[str, ServerThread], None], driver: str, server: ServerThread) -> None:
+    rule(driver, server)
