@@ -41,11 +41,9 @@ from groupcoord.worker.effects import AskLoad, Call, Deliver, Effect, Joined, Sl
 from groupcoord.worker.leader import AssignorLookup
 from groupcoord.worker.listener import JoinListener
 from groupcoord.worker.loop_lag import LoopLag, probe_for
-from groupcoord.worker.member import Member
-from groupcoord.worker.metrics import watch_worker
 from groupcoord.worker.ownership import Notice
 from groupcoord.worker.states import WorkerState
-from groupcoord.worker.view import MemberView
+from groupcoord.worker.view import MemberView, transport_settings
 
 __all__ = ["AssignmentChange", "AsyncWorkerClient"]
 
@@ -68,6 +66,8 @@ class AsyncWorkerClient(MemberView):
     a static one keeps its instance for a restart within its session.
     """
 
+    _transport: AsyncTransport
+
     def __init__(
         self,
         config: WorkerConfig,
@@ -83,18 +83,9 @@ class AsyncWorkerClient(MemberView):
         self.listener = listener
         self._monotonic = monotonic
         self._load_reporter = load_reporter
-        rebalance_time = None if metrics_registry is None else watch_worker(metrics_registry, self, monotonic)
-
-        def changed(before: WorkerState, after: WorkerState) -> None:
-            if rebalance_time is not None:
-                rebalance_time.changed(before, after)
-            self._poke()
-
-        self._transport = AsyncTransport(config.coordinators, channel_factory, name=config.client_id,
-                                         reconnect_backoff_max_ms=min(500, config.heartbeat_interval_ms),
-                                         security=config.security, group_id=config.group_id)
-        self._member = Member(config, assignor_lookup=assignor_lookup, monotonic=monotonic, on_change=changed,
-                              where=lambda: self._transport.address, load_reports=load_reporter is not None)
+        self._transport = AsyncTransport(config.coordinators, channel_factory, **transport_settings(config))
+        self._make_member(config, assignor_lookup=assignor_lookup, monotonic=monotonic,
+                          metrics_registry=metrics_registry, wake=self._poke, load_reports=load_reporter is not None)
         self._streams: weakref.WeakSet[ChangeStream] = weakref.WeakSet()
         self._changed: asyncio.Event | None = None
         self._wake: asyncio.Event | None = None
@@ -106,16 +97,6 @@ class AsyncWorkerClient(MemberView):
         """How late the service's loop ran while this client was up (see ``worker.loop_lag``)."""
 
     # ------------------------------------------------------------------ public API (and MemberView's)
-
-    @property
-    def coordinator_address(self) -> str:
-        """Where the group's requests go now (FindCoordinator's answer, or the next bootstrap address)."""
-        return self._transport.address
-
-    @property
-    def coordinator_lookups(self) -> int:
-        """FindCoordinator rounds this worker asked (a growing count says its coordinator keeps moving)."""
-        return self._transport.lookups
 
     async def start(self) -> Self:
         """Start joining, on the running loop (returns at once; ``wait_until_stable`` waits)."""
@@ -187,11 +168,6 @@ class AsyncWorkerClient(MemberView):
 
     async def wait_until_stable(self, timeout: float = 30.0) -> bool:
         return await self.wait_until(lambda w: w.state is WorkerState.STABLE, timeout)
-
-    @property
-    def fatal_error(self) -> BaseException | None:
-        """The error that stopped the worker (a fatal row of ``worker.rules``, or a bug), else None."""
-        return self._member.fatal_error
 
     def request_rebalance(self) -> None:
         """Ask the group to rebalance (the worker re-joins at once)."""

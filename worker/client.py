@@ -29,12 +29,10 @@ from groupcoord.worker.config import WorkerConfig
 from groupcoord.worker.effects import AskLoad, Call, Deliver, Effect, Joined, Sleep, Steps, advance
 from groupcoord.worker.leader import AssignorLookup
 from groupcoord.worker.listener import JoinListener, TaskListener
-from groupcoord.worker.member import Member
-from groupcoord.worker.metrics import watch_worker
 from groupcoord.worker.ownership import Notice
 from groupcoord.worker.states import WorkerState
 from groupcoord.worker.transport import ChannelFactory, Transport, WorkerClosedError
-from groupcoord.worker.view import MemberView
+from groupcoord.worker.view import MemberView, transport_settings
 
 __all__ = ["JoinListener", "TaskListener", "WorkerClient", "WorkerClosedError", "WorkerState"]
 
@@ -50,6 +48,8 @@ class WorkerClient(MemberView):
     ``assigned_tasks`` let a service fence its own side effects: act on a task
     only while it is assigned in the current generation.
     """
+
+    _transport: Transport
 
     def __init__(
         self,
@@ -69,35 +69,13 @@ class WorkerClient(MemberView):
         self._sleep = sleep or self._wait_unless_closing
         self._load_reporter = load_reporter
         self._cond = threading.Condition()
-        # metrics only on a registry the service gives (its state, rebalance time and tasks; see worker.metrics)
-        rebalance_time = None if metrics_registry is None else watch_worker(metrics_registry, self, monotonic)
-
-        def changed(before: WorkerState, after: WorkerState) -> None:
-            if rebalance_time is not None:
-                rebalance_time.changed(before, after)
-            self._wake_waiters()
-
-        # reconnect within a heartbeat interval of the coordinator's return (gRPC's default backoff grows
-        # to seconds during an outage, long enough to lose a session the outage itself would not)
-        self._transport = Transport(config.coordinators, channel_factory, name=config.client_id,
-                                    reconnect_backoff_max_ms=min(500, config.heartbeat_interval_ms),
-                                    security=config.security, group_id=config.group_id)
-        self._member = Member(config, assignor_lookup=assignor_lookup, monotonic=monotonic, on_change=changed,
-                              on_tasks=self._wake_waiters, where=lambda: self._transport.address,
-                              load_reports=load_reporter is not None)
+        self._transport = Transport(config.coordinators, channel_factory, **transport_settings(config))
+        self._make_member(config, assignor_lookup=assignor_lookup, monotonic=monotonic,
+                          metrics_registry=metrics_registry, wake=self._wake_waiters, on_tasks=self._wake_waiters,
+                          load_reports=load_reporter is not None)
         self._thread = threading.Thread(target=self._run, name=f"groupcoord-worker-{config.client_id}", daemon=True)
 
     # ------------------------------------------------------------------ public API (and MemberView's)
-
-    @property
-    def coordinator_address(self) -> str:
-        """Where the group's requests go now (FindCoordinator's answer, or the next bootstrap address)."""
-        return self._transport.address
-
-    @property
-    def coordinator_lookups(self) -> int:
-        """FindCoordinator rounds this worker asked (a growing count says its coordinator keeps moving)."""
-        return self._transport.lookups
 
     def start(self) -> Self:
         if self._thread.ident is not None:
@@ -119,11 +97,6 @@ class WorkerClient(MemberView):
 
     def wait_until_stable(self, timeout: float = 30.0) -> bool:
         return self.wait_until(lambda w: w.state is WorkerState.STABLE, timeout)
-
-    @property
-    def fatal_error(self) -> BaseException | None:
-        """The error that stopped the worker (a fatal row of ``worker.rules``, or a bug), else None."""
-        return self._member.fatal_error
 
     def request_rebalance(self) -> None:
         """Ask the group to rebalance (the worker re-joins at its next heartbeat tick)."""
