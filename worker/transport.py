@@ -141,8 +141,14 @@ def lookup_round(route: Route, group_id: str, timeout: float) -> LookupRound:
                 continue
             # an older coordinator without DescribeCluster cannot say who it is ("")
             route.identified(asked, "" if isinstance(who, grpc.RpcError) else advertised_self(who))
+            if not isinstance(who, grpc.RpcError):
+                route.learn(asked, who)
         verdict = route.answered(asked, entry)
         if verdict is True:
+            if route.wants_cluster():  # the bootstrap list is a starting point: learn the live coordinators
+                cluster = yield LookupCall(asked, "DescribeCluster", pb.DescribeClusterRequest(), each, admin=True)
+                if not isinstance(cluster, grpc.RpcError):
+                    route.learn(asked, cluster)
             return
         if verdict is not False:
             raise verdict
