@@ -26,7 +26,7 @@ import logging
 import time
 import warnings
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
@@ -43,6 +43,7 @@ from groupcoord.worker.listener import JoinListener
 from groupcoord.worker.loop_lag import LoopLag, probe_for
 from groupcoord.worker.ownership import Notice
 from groupcoord.worker.states import WorkerState
+from groupcoord.worker.stopping import STOP_SIGNALS, wait_for_signal
 from groupcoord.worker.view import MemberView, transport_settings
 
 __all__ = ["AssignmentChange", "AsyncWorkerClient"]
@@ -167,7 +168,15 @@ class AsyncWorkerClient(MemberView):
         return True
 
     async def wait_until_stable(self, timeout: float = 30.0) -> bool:
+        """True once the worker is Stable; False when ``timeout`` passed first or the worker stopped (see
+        ``fatal_error``). It never raises on a timeout: the worker goes on trying in the background."""
         return await self.wait_until(lambda w: w.state is WorkerState.STABLE, timeout)
+
+    async def run_until_signal(self, signals: Sequence[int] = STOP_SIGNALS, *,
+                               leave_group: bool | None = None) -> int:
+        """Serve until SIGTERM or SIGINT (or a fatal error), then ``close()``: tasks revoked (listeners
+        awaited), LeaveGroup sent, the group rebalances at once. Returns the signal's number (0: a fatal error)."""
+        return await wait_for_signal(self, signals, leave_group=leave_group)
 
     def request_rebalance(self) -> None:
         """Ask the group to rebalance (the worker re-joins at once)."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Self
 
 from prometheus_client import CollectorRegistry
@@ -31,6 +31,7 @@ from groupcoord.worker.leader import AssignorLookup
 from groupcoord.worker.listener import JoinListener, TaskListener
 from groupcoord.worker.ownership import Notice
 from groupcoord.worker.states import WorkerState
+from groupcoord.worker.stopping import STOP_SIGNALS, block_until_signal
 from groupcoord.worker.transport import ChannelFactory, Transport, WorkerClosedError
 from groupcoord.worker.view import MemberView, transport_settings
 
@@ -96,7 +97,14 @@ class WorkerClient(MemberView):
         return True
 
     def wait_until_stable(self, timeout: float = 30.0) -> bool:
+        """True once the worker is Stable; False when ``timeout`` passed first or the worker stopped (see
+        ``fatal_error``). It never raises on a timeout: the worker goes on trying in the background."""
         return self.wait_until(lambda w: w.state is WorkerState.STABLE, timeout)
+
+    def run_until_signal(self, signals: Sequence[int] = STOP_SIGNALS, *, leave_group: bool | None = None) -> int:
+        """Block (the main thread) until SIGTERM or SIGINT, or a fatal error, then ``close()``: tasks revoked,
+        LeaveGroup sent, the group rebalances at once. Returns the signal's number (0: a fatal error)."""
+        return block_until_signal(self, signals, leave_group=leave_group)
 
     def request_rebalance(self) -> None:
         """Ask the group to rebalance (the worker re-joins at its next heartbeat tick)."""
