@@ -11,13 +11,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from groupcoord import errors
 from groupcoord.assignors.base import Assignor, AssignorError, RebalanceCheck
 from groupcoord.assignors.cooperative import cooperative_step
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.wire import context_from_describe, context_from_join, sync_request_from_assignment
 from groupcoord.worker.config import WorkerConfig
-from groupcoord.worker.transport import WorkerClosedError
 
 __all__ = ["AssignorLookup", "Recheck", "leader_sync_request", "rebalance_check", "sync_request"]
 
@@ -75,7 +73,7 @@ def rebalance_check(lookup: AssignorLookup, protocol: str) -> RebalanceCheck | N
 class Recheck:
     """Leader only: an assignor with the ``RebalanceCheck`` hook (the Pulsar shedders) is asked one
     interval after the generation began and then every interval, on the newest load snapshot,
-    whether it would move something now. A failed check is logged and skipped."""
+    whether it would move something now (``due``, then ``judge``). A failed check is logged and skipped."""
 
     def __init__(self, lookup: AssignorLookup, monotonic: Callable[[], float], *, name: str = "worker") -> None:
         self._lookup = lookup
@@ -87,24 +85,9 @@ class Recheck:
         """A new generation: start counting again."""
         self._next = None
 
-    def wants_rebalance(
-        self, protocol: str, generation: int, describe: Callable[[], pb.DescribeGroupResponse]
-    ) -> bool:
-        """True when the leader should re-join now; ``describe`` fetches the group with its snapshot."""
-        check = self.due(protocol)
-        if check is None:
-            return False
-        try:
-            described = describe()
-        except WorkerClosedError:
-            raise
-        except errors.GroupCoordError as error:
-            log.info("%s: load re-check skipped: %s", self._name, error)
-            return False
-        return self.judge(check, protocol, generation, described)
-
     def due(self, protocol: str) -> RebalanceCheck | None:
-        """The assignor to ask, when a re-check is due now (the asyncio client fetches the group itself)."""
+        """The assignor to ask, when a re-check is due now (then the member core fetches the group with its
+        load snapshot and hands it to ``judge``)."""
         check = rebalance_check(self._lookup, protocol)
         if check is None or not self._due(float(check.recheck_interval_s)):
             return None

@@ -23,7 +23,14 @@ The decisions of ``docs/sharding-protocol.md`` ("What a client does"), shared by
 - a group the caller may not describe (GROUP_AUTHORIZATION_FAILED) is sent to the address asked:
   the request's own refusal says who was refused what;
 - an answer whose host is a wildcard (``0.0.0.0``, ``::``: a coordinator that listens on every
-  interface and advertises nothing else) is reached at the host of the bootstrap address asked.
+  interface and advertises nothing else) is reached at the host of the bootstrap address asked;
+- the bootstrap list is a starting point (Kafka's ``bootstrap.servers``): each round that finds the
+  coordinator also asks the address that answered for the cluster's live coordinators (DescribeCluster),
+  and the next rounds ask those too, after the bootstrap addresses. So a worker whose every bootstrap
+  address died finds a coordinator it was never given;
+- an answer naming an address that has not answered since it was named (a dead process, an address
+  the worker cannot reach) is used only if no other address names a better one: the others are asked
+  first, instead of following that address round after round.
 
 The member id, generation and tasks are not this module's: nothing here resets them.
 """
@@ -97,7 +104,10 @@ class Route:
         """False once a coordinator answered UNIMPLEMENTED: the bootstrap list is walked instead."""
         self._stale = True
         self._hinted = False
-        self._first = 0  # the bootstrap address a round asks first: the last one that answered
+        self._first = ""  # the address a round asks first: the last one that answered
+        self._learned: tuple[str, ...] = ()  # the cluster's live coordinators, from the last DescribeCluster
+        self._learned_this_round = False
+        self._unanswered: set[str] = set()  # addresses that failed on the transport since they were named
         self._aliases: dict[str, str] = {}  # a coordinator's advertised address -> the bootstrap address reaching it
         self._identified: set[str] = set()  # bootstrap addresses asked who they are
         self._stale_answer: tuple[str, pb.CoordinatorLocation] | None = None
@@ -114,13 +124,34 @@ class Route:
         """Ask FindCoordinator before the next group request."""
         return self.enabled and self._stale
 
+    @property
+    def known(self) -> tuple[str, ...]:
+        """Every address a round may ask: the bootstrap list, then the coordinators learned since."""
+        bootstrap = self._list.addresses
+        return bootstrap + tuple(a for a in self._learned if a not in bootstrap)
+
     def ask_order(self) -> list[str]:
-        """The bootstrap addresses to ask, the last one that answered first. Starts a round."""
+        """The known addresses to ask, the last one that answered first. Starts a round."""
         self.lookups += 1
         self._stale_answer = None
         self._no_leader = None
-        addresses = self._list.addresses
-        return [addresses[(self._first + i) % len(addresses)] for i in range(len(addresses))]
+        self._learned_this_round = False
+        addresses = self.known
+        first = addresses.index(self._first) if self._first in addresses else 0
+        return [addresses[(first + i) % len(addresses)] for i in range(len(addresses))]
+
+    def wants_cluster(self) -> bool:
+        """Should the transport ask the address that answered for the cluster's coordinators (once a round)?"""
+        return not self._learned_this_round
+
+    def learn(self, asked: str, cluster: pb.DescribeClusterResponse) -> None:
+        """``asked`` named the cluster's live coordinators: the next rounds may ask each of them."""
+        self._learned_this_round = True
+        found = tuple(dict.fromkeys(self._aliases.get(c.address) or reachable_address(c.address, asked)
+                                    for c in cluster.coordinators if c.address))
+        if found and found != self._learned:
+            log.info("%s: the cluster's coordinators: %s", self._name, ", ".join(found))
+            self._learned = found
 
     def wants_identity(self, asked: str, entry: pb.CoordinatorLocation) -> bool:
         """Should the transport ask ``asked`` who it is (DescribeCluster) before using ``entry``?"""
@@ -152,8 +183,9 @@ class Route:
         if failure is not None:
             return failure
         held = self.location
-        if held is not None and entry.shard == held.shard and 0 < entry.epoch < held.epoch:
-            if self._stale_answer is None:
+        stale = held is not None and entry.shard == held.shard and 0 < entry.epoch < held.epoch
+        if stale or self._address_of(asked, entry) in self._unanswered:
+            if self._stale_answer is None:  # used only if no other address names a better one
                 self._stale_answer = (asked, entry)
             return False
         self._use(asked, entry)
@@ -184,12 +216,15 @@ class Route:
     def succeeded(self) -> None:
         """A group request was answered by its coordinator (any answer but a move)."""
         self._hinted = False
+        self._unanswered.discard(self.address)
 
     def moved(self, failure: errors.CoordinatorMovedError | None, hint: str = "") -> bool:
         """A group request failed on the transport (``failure`` None) or answered a move; True when the
         next call goes to another address (the transport drops its channel)."""
         if isinstance(failure, errors.CoordinatorLoadInProgressError):
             return False  # the right coordinator, loading: retry here
+        if failure is None:
+            self._unanswered.add(self.address)
         if not self.enabled:
             return self._list.move(hint)
         if isinstance(failure, errors.NotCoordinatorError) and hint and not self._hinted:
@@ -202,10 +237,12 @@ class Route:
 
     # ------------------------------------------------------------------ inside
 
+    def _address_of(self, asked: str, entry: pb.CoordinatorLocation) -> str:
+        return self._aliases.get(entry.address) or reachable_address(entry.address, asked)
+
     def _use(self, asked: str, entry: pb.CoordinatorLocation) -> None:
-        address = self._aliases.get(entry.address) or reachable_address(entry.address, asked)
-        addresses = self._list.addresses
-        self._first = addresses.index(asked) if asked in addresses else 0
+        address = self._address_of(asked, entry)
+        self._first = asked
         self.location = Location(address, entry.shard, entry.epoch)
         self._stale = False
         self._hinted = False

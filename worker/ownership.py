@@ -10,7 +10,6 @@ owners in the next generation. Tasks lost without a clean revoke go to ``on_lost
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -53,9 +52,10 @@ class Notice:
 class Ownership:
     """The tasks this worker runs (``assigned``) and reports owning when it joins (``owned``)."""
 
-    def __init__(self, emit: Callable[[Notice], None], cond: threading.Condition, *, name: str) -> None:
-        self._emit = emit  # the client delivers: at once (thread) or in order on its loop (asyncio)
-        self._cond = cond
+    def __init__(self, emit: Callable[[Notice], None], *, name: str,
+                 on_set: Callable[[], None] | None = None) -> None:
+        self._emit = emit  # the member core queues them; its driver delivers them where the core says
+        self._on_set = on_set  # after every change of ``assigned`` (the threaded driver wakes its waiters)
         self._name = name
         self.assigned: tuple[TaskReplica, ...] = ()
         # reported when joining: the last assignment (eager: kept after revoking, for stickiness;
@@ -104,6 +104,6 @@ class Ownership:
         self._emit(Notice("on_lost", tasks))
 
     def _set(self, tasks: tuple[TaskReplica, ...]) -> None:
-        with self._cond:
-            self.assigned = tasks
-            self._cond.notify_all()
+        self.assigned = tasks
+        if self._on_set is not None:
+            self._on_set()

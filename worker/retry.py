@@ -1,25 +1,19 @@
-"""The join retry policy: tenacity with exponential backoff and jitter, and an injectable sleep.
+"""The join retry policy: what is tried again, at once or after an exponential backoff with jitter.
 
 What is retried, and whether at once or after the backoff, is the ``retry`` column of the error
-rules (``worker.rules``); the threaded client gets a ``Retrying``, the asyncio one an
-``AsyncRetrying`` built from the same policy.
+rules (``worker.rules``); the member core (``worker.member``) runs the loop and asks its driver to
+sleep, so the same policy holds in both clients.
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Awaitable, Callable
-from typing import Any
-
-import tenacity
+import random
 
 from groupcoord.worker.config import WorkerConfig
+from groupcoord.worker.effects import WorkerClosedError
 from groupcoord.worker.rules import Retry, rule_for
-from groupcoord.worker.transport import WorkerClosedError
 
-__all__ = ["async_join_retrying", "join_retrying", "retried"]
-
-log = logging.getLogger("groupcoord.worker")
+__all__ = ["at_once", "backoff_s", "retried"]
 
 
 def retried(error: BaseException) -> bool:
@@ -31,56 +25,23 @@ def retried(error: BaseException) -> bool:
     return rule is None or rule.retry is not Retry.NEVER
 
 
-def _at_once(error: BaseException | None) -> bool:
+def at_once(error: BaseException | None) -> bool:
     """The coordinator said exactly what to do next (join again, as a new member, with this id): do it now."""
     rule = None if error is None else rule_for(error)
     return rule is not None and rule.retry is Retry.AT_ONCE
 
 
-def _policy(config: WorkerConfig, stopped: Callable[[], bool], where: Callable[[], str]) -> dict[str, Any]:
+def backoff_s(config: WorkerConfig, attempt: int, rng: random.Random | None = None) -> float:
+    """The wait after failed attempt number ``attempt`` (from 1): the initial backoff doubling per attempt,
+    plus up to one initial backoff of jitter (so members that failed together do not retry together),
+    at most the maximum backoff.
+
+    >>> from groupcoord.worker.config import WorkerConfig
+    >>> cfg = WorkerConfig(group_id="g", coordinators=("h:1",), retry_backoff_ms=100, retry_backoff_max_ms=1000)
+    >>> [round(backoff_s(cfg, n, random.Random(0)), 3) for n in (1, 2, 3, 5, 9)]
+    [0.184, 0.284, 0.484, 1.0, 1.0]
+    """
     initial = config.retry_backoff_ms / 1000
-    backoff = tenacity.wait_exponential_jitter(multiplier=initial, max=config.retry_backoff_max_ms / 1000, jitter=initial)
-
-    def failure(retry_state: tenacity.RetryCallState) -> BaseException | None:
-        return retry_state.outcome.exception() if retry_state.outcome else None
-
-    def wait(retry_state: tenacity.RetryCallState) -> float:
-        return 0.0 if _at_once(failure(retry_state)) else float(backoff(retry_state))
-
-    def before_sleep(retry_state: tenacity.RetryCallState) -> None:
-        error = failure(retry_state)
-        if not _at_once(error):
-            log.warning(
-                "%s: %s; retrying in %.2fs (attempt %d, coordinator %s)",
-                config.client_id, error, retry_state.upcoming_sleep, retry_state.attempt_number, where(),
-            )
-
-    return {
-        "retry": tenacity.retry_if_exception(retried),
-        "wait": wait,
-        "stop": lambda retry_state: stopped(),
-        "before_sleep": before_sleep,
-        "reraise": True,
-    }
-
-
-def join_retrying(
-    config: WorkerConfig,
-    *,
-    sleep: Callable[[float], None],
-    stopped: Callable[[], bool],
-    where: Callable[[], str],
-) -> tenacity.Retrying:
-    """Retry what the rules say, until ``stopped()``. ``where()`` names the next coordinator (for the log)."""
-    return tenacity.Retrying(sleep=sleep, **_policy(config, stopped, where))
-
-
-def async_join_retrying(
-    config: WorkerConfig,
-    *,
-    sleep: Callable[[float], Awaitable[None]],
-    stopped: Callable[[], bool],
-    where: Callable[[], str],
-) -> tenacity.AsyncRetrying:
-    """``join_retrying`` for a coroutine: the backoff is awaited on the loop."""
-    return tenacity.AsyncRetrying(sleep=sleep, **_policy(config, stopped, where))
+    jitter = (rng or random).uniform(0, initial)
+    exponent = min(attempt - 1, 64)
+    return max(0.0, min(initial * 2.0**exponent + jitter, config.retry_backoff_max_ms / 1000))

@@ -38,7 +38,6 @@ past its end (so a hung coordinator is left while the session elsewhere is still
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 from enum import Enum
 from typing import Any, Literal
@@ -82,17 +81,17 @@ TRANSITIONS: list[list[Any]] = [
 class WorkerMachine:
     """One worker's position on the diagram: the only writer of its state.
 
-    Every transition runs under ``cond`` and wakes its waiters, so ``wait_until``
-    sees each change. An illegal trigger raises ``transitions.MachineError``.
+    No lock and no waiting here (the member core is sans-I/O): ``on_change`` gets every change,
+    and the driver wakes its waiters from it (the threaded client's Condition, the asyncio client's
+    event). An illegal trigger raises ``transitions.MachineError``.
     """
 
     state: WorkerState  # written by the Machine only
 
-    def __init__(self, cond: threading.Condition | None = None, name: str = "worker",
+    def __init__(self, name: str = "worker",
                  on_change: Callable[[WorkerState, WorkerState], None] | None = None) -> None:
-        self.cond = cond or threading.Condition()
         self.name = name
-        self._on_change = on_change  # (before, after) of every change, under ``cond`` (metrics)
+        self._on_change = on_change  # (before, after) of every change (metrics, the driver's waiters)
         self._machine = Machine(
             model=self,
             states=WorkerState,
@@ -105,12 +104,10 @@ class WorkerMachine:
 
     def fire(self, trigger: Trigger) -> WorkerState:
         """Move along ``trigger``'s edge (MachineError if it has none from here); returns the new state."""
-        with self.cond:
-            before = self.state
-            self._machine.events[trigger].trigger(self)
-            if self.state is not before:
-                log.debug("%s: %s -> %s (%s)", self.name, before.value, self.state.value, trigger)
-                if self._on_change is not None:
-                    self._on_change(before, self.state)
-            self.cond.notify_all()
-            return self.state
+        before = self.state
+        self._machine.events[trigger].trigger(self)
+        if self.state is not before:
+            log.debug("%s: %s -> %s (%s)", self.name, before.value, self.state.value, trigger)
+            if self._on_change is not None:
+                self._on_change(before, self.state)
+        return self.state

@@ -29,6 +29,7 @@ from groupcoord import errors
 from groupcoord.channels import ClientSecurity, channel_options
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
+from groupcoord.worker.effects import WorkerClosedError
 from groupcoord.worker.lookup import CoordinatorList, Route
 
 __all__ = ["ChannelFactory", "CoordinatorList", "GiveUp", "Transport", "WorkerClosedError", "advertised_self",
@@ -61,10 +62,6 @@ _ACCESS_DENIED: dict[Any, type[errors.AccessDenied]] = {
     grpc.StatusCode.UNAUTHENTICATED: errors.NotAuthenticatedError,
     grpc.StatusCode.PERMISSION_DENIED: errors.NotAuthorizedError,
 }
-
-
-class WorkerClosedError(RuntimeError):
-    """The client was closed, or stopped on a fatal error (see ``fatal_error``)."""
 
 
 def failure_for_rpc_error(method: str, address: str, rpc_error: grpc.RpcError) -> tuple[errors.GroupCoordError, bool]:
@@ -144,8 +141,14 @@ def lookup_round(route: Route, group_id: str, timeout: float) -> LookupRound:
                 continue
             # an older coordinator without DescribeCluster cannot say who it is ("")
             route.identified(asked, "" if isinstance(who, grpc.RpcError) else advertised_self(who))
+            if not isinstance(who, grpc.RpcError):
+                route.learn(asked, who)
         verdict = route.answered(asked, entry)
         if verdict is True:
+            if route.wants_cluster():  # the bootstrap list is a starting point: learn the live coordinators
+                cluster = yield LookupCall(asked, "DescribeCluster", pb.DescribeClusterRequest(), each, admin=True)
+                if not isinstance(cluster, grpc.RpcError):
+                    route.learn(asked, cluster)
             return
         if verdict is not False:
             raise verdict

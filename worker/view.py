@@ -1,52 +1,106 @@
-"""What a service reads of its worker client, the same for both clients (``WorkerClient``,
-``AsyncWorkerClient``): its state, membership and tasks, read from the parts each client keeps."""
+"""What a service reads of its worker client, and what both drivers set up alike (``WorkerClient``,
+``AsyncWorkerClient``): state, membership and tasks read from the member core each one drives, the
+core's construction with its metrics and wake-up, the transport's settings."""
 
 from __future__ import annotations
 
-from groupcoord.assignors.base import TaskReplica
-from groupcoord.worker.ownership import Ownership
-from groupcoord.worker.session import Membership
-from groupcoord.worker.states import WorkerMachine, WorkerState
+from collections.abc import Callable
+from typing import Any, Protocol
 
-__all__ = ["MemberView"]
+from prometheus_client import CollectorRegistry
+
+from groupcoord.assignors.base import TaskReplica
+from groupcoord.worker.config import WorkerConfig
+from groupcoord.worker.leader import AssignorLookup
+from groupcoord.worker.member import Member
+from groupcoord.worker.metrics import watch_worker
+from groupcoord.worker.states import WorkerState
+
+__all__ = ["MemberView", "transport_settings"]
+
+
+class _Routed(Protocol):
+    @property
+    def address(self) -> str: ...
+    @property
+    def lookups(self) -> int: ...
+
+
+def transport_settings(config: WorkerConfig) -> dict[str, Any]:
+    """Either transport's keyword settings for ``config``. It reconnects within a heartbeat interval of the
+    coordinator's return (gRPC's default backoff grows to seconds during an outage, long enough to lose a
+    session the outage itself would not)."""
+    return {"name": config.client_id, "reconnect_backoff_max_ms": min(500, config.heartbeat_interval_ms),
+            "security": config.security, "group_id": config.group_id}
 
 
 class MemberView:
-    """Read-only properties over ``_machine``, ``_session`` and ``_tasks``."""
+    """Read-only properties over the member core (``_member``) the client drives and its transport."""
 
-    _machine: WorkerMachine
-    _session: Membership
-    _tasks: Ownership
+    config: WorkerConfig
+    _member: Member
+    _transport: _Routed
+
+    def _make_member(self, config: WorkerConfig, *, assignor_lookup: AssignorLookup, monotonic: Callable[[], float],
+                     metrics_registry: CollectorRegistry | None, wake: Callable[[], None],
+                     on_tasks: Callable[[], None] | None = None, load_reports: bool = False) -> None:
+        """The core this client drives, after ``_transport``; ``wake`` after every state change (and the
+        metrics, only on a registry the service gives: state, rebalance time, tasks; see worker.metrics)."""
+        rebalance_time = None if metrics_registry is None else watch_worker(metrics_registry, self, monotonic)
+
+        def changed(before: WorkerState, after: WorkerState) -> None:
+            if rebalance_time is not None:
+                rebalance_time.changed(before, after)
+            wake()
+
+        transport = self._transport
+        self._member = Member(config, assignor_lookup=assignor_lookup, monotonic=monotonic, on_change=changed,
+                              on_tasks=on_tasks, where=lambda: transport.address, load_reports=load_reports)
+
+    @property
+    def coordinator_address(self) -> str:
+        """Where the group's requests go now (FindCoordinator's answer, or the next bootstrap address)."""
+        return self._transport.address
+
+    @property
+    def coordinator_lookups(self) -> int:
+        """FindCoordinator rounds this worker asked (a growing count says its coordinator keeps moving)."""
+        return self._transport.lookups
+
+    @property
+    def fatal_error(self) -> BaseException | None:
+        """The error that stopped the worker (a fatal row of ``worker.rules``, or a bug), else None."""
+        return self._member.fatal_error
 
     @property
     def state(self) -> WorkerState:
-        return self._machine.state
+        return self._member.machine.state
 
     @property
     def member_id(self) -> str:
-        return self._session.member_id
+        return self._member.session.member_id
 
     @property
     def generation(self) -> int:
-        return self._session.generation
+        return self._member.session.generation
 
     @property
     def leader_id(self) -> str:
-        return self._session.leader_id
+        return self._member.session.leader_id
 
     @property
     def is_leader(self) -> bool:
-        return self._session.is_leader
+        return self._member.session.is_leader
 
     @property
     def protocol(self) -> str:
-        return self._session.protocol
+        return self._member.session.protocol
 
     @property
     def assigned_tasks(self) -> tuple[TaskReplica, ...]:
-        return self._tasks.assigned
+        return self._member.tasks.assigned
 
     @property
     def rebalance_protocol(self) -> str:
         """"eager" or "cooperative": how the current generation rebalances."""
-        return self._session.rebalance_protocol
+        return self._member.session.rebalance_protocol

@@ -164,3 +164,59 @@ def test_a_wildcard_answer_is_reached_at_the_host_that_was_asked() -> None:
     assert not route.wants_identity("coord.example:9400", at("0.0.0.0:9400"))
     assert route.answered("coord.example:9400", at("0.0.0.0:9400")) is True
     assert route.address == "coord.example:9400"
+
+
+def cluster_of(*addresses: str) -> pb.DescribeClusterResponse:
+    return pb.DescribeClusterResponse(coordinators=[pb.ClusterCoordinator(address=a) for a in addresses])
+
+
+def test_the_bootstrap_list_is_a_starting_point_the_cluster_answer_adds_the_rest() -> None:
+    route = found((A, B), where=A)
+    assert route.wants_cluster()
+    route.learn(A, cluster_of(A, B, C))
+    assert not route.wants_cluster()  # once a round
+    assert route.known == (A, B, C)
+    route.moved(None)  # A died
+    assert route.ask_order() == [A, B, C] and route.wants_cluster()
+    route.learn(B, cluster_of(B, C))  # a later answer replaces the view: A is gone, the bootstrap list stays
+    assert route.known == (A, B, C)
+    route.learn(C, cluster_of(C, L))
+    assert route.known == (A, B, C, L)
+    route.learn(C, cluster_of())  # an answer naming nobody teaches nothing
+    assert route.known == (A, B, C, L)
+
+
+def test_a_learned_coordinator_is_found_when_every_bootstrap_address_is_gone() -> None:
+    route = found((A, B), where=A)
+    route.learn(A, cluster_of(A, B, C))
+    route.moved(None)
+    order = route.ask_order()
+    assert order == [A, B, C]
+    assert route.answered(C, at(C)) is True and route.address == C
+    route.moved(None)
+    assert route.ask_order()[0] == C  # the one that answered last is asked first
+
+
+def test_an_answer_naming_an_address_that_never_answered_sends_the_worker_back_to_the_others() -> None:
+    route = found((A, B), where=L)  # A names L; L never answers
+    route.moved(None)
+    assert route.ask_order() == [A, B]
+    assert route.answered(A, at(L)) is False  # A names L again: ask B before following it
+    assert route.answered(B, at(B)) is True and route.address == B
+    route.succeeded()
+    route.moved(None)  # B fails too: L has still not answered, B is the same case now
+    route.ask_order()
+    assert route.answered(B, at(L)) is False and route.answered(A, at(L)) is False
+    assert route.round_failed([]) is None and route.address == L  # no one names another: L again, once a round
+
+
+def test_an_address_that_answers_again_is_followed_again() -> None:
+    route = found((A, B), where=L)
+    route.moved(None)
+    route.ask_order()
+    assert route.answered(A, at(L)) is False and route.answered(B, at(L)) is False
+    assert route.round_failed([]) is None and route.address == L
+    route.succeeded()  # L is back
+    route.moved(errors.NotCoordinatorError("moved"))
+    route.ask_order()
+    assert route.answered(A, at(L)) is True

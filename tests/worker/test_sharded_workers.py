@@ -195,3 +195,36 @@ def test_workers_follow_their_shards_to_a_new_coordinator_without_a_rebalance(
     assert len(moved) == SHARDS // 4
     wait_until(lambda: followed_without_a_rebalance(made, after), 20, "every member at its shard's new leader")
     assert_unchanged(cluster, d, made)
+
+
+def test_workers_find_a_coordinator_they_were_never_given_when_every_bootstrap_address_is_gone(
+        cluster: Cluster, members: tuple[list[Member], AsyncMembers]) -> None:
+    """The bootstrap list is a starting point: members of b's groups given only a and b learn c from the
+    cluster's answer; a is SIGKILLed, then b, and they reach c with the same member id and generation."""
+    made, aio = members
+    a, b, c = cluster.start(), cluster.start(), cluster.start()
+    before = cluster.wait_balanced([a, b, c])
+    on_b = [g for g in GROUPS if before[shard_of(g, SHARDS)][0] == b]
+    with AdminClient(a) as admin:
+        for group in on_b:
+            admin.put_tasks(group, ["t0"])
+    for turn, group in enumerate(on_b):
+        events = Events()
+        if turn % 2 == 0:
+            made.append(Member(group, WorkerClient(config(group, [a, b], f"t{turn}"), events).start(), events))
+        else:
+            made.append(Member(group, aio.start(config(group, [a, b], f"a{turn}"), events), events))
+    wait_until(lambda: all(m.client.state is WorkerState.STABLE and m.client.assigned_tasks for m in made), 30,
+               "every member Stable with its task")
+    for member in made:
+        member.member_id, member.generation = member.client.member_id, member.client.generation
+
+    cluster.proc_of(a).kill()
+    between = cluster.wait_balanced([b, c], timeout=30)
+    still_on_b = [m for m in made if between[shard_of(m.group_id, SHARDS)][0] == b]
+    wait_until(lambda: followed_without_a_rebalance(made, between), 30, "every member at its leader")
+    assert {type(m.client) for m in still_on_b} == {WorkerClient, AsyncWorkerClient}, "b kept too few groups"
+    cluster.proc_of(b).kill()
+    after = cluster.wait_balanced([c], timeout=30)
+    wait_until(lambda: followed_without_a_rebalance(made, after), 30, "every member at c, never in its list")
+    assert_unchanged(cluster, c, made)

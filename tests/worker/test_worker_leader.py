@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
-from groupcoord import errors
 from groupcoord.assignors.base import Assignment, AssignmentContext, AssignorError, RebalanceCheck
 from groupcoord.assignors.round_robin import RoundRobinAssignor
 from groupcoord.v1 import groupcoord_pb2 as pb
@@ -86,6 +87,13 @@ def described(generation: int = 3) -> pb.DescribeGroupResponse:
     return pb.DescribeGroupResponse(group_id="g", generation=generation, members=[], tasks=[])
 
 
+def wants(recheck: Recheck, protocol: str, generation: int,
+          describe: Callable[[], pb.DescribeGroupResponse]) -> bool:
+    """What the member core does each Stable tick: ``due``, then fetch the group, then ``judge``."""
+    check = recheck.due(protocol)
+    return check is not None and recheck.judge(check, protocol, generation, describe())
+
+
 def test_the_rebalance_check_protocol_is_found_by_its_members() -> None:
     assert isinstance(Checking(), RebalanceCheck)
     assert not isinstance(RoundRobinAssignor(), RebalanceCheck)
@@ -100,37 +108,35 @@ def test_the_leader_rechecks_once_per_interval_on_the_current_generation() -> No
         fetched.append(generation)
         return described(generation)
 
-    assert not recheck.wants_rebalance("custom", 3, describe)  # the interval starts now
+    assert not wants(recheck, "custom", 3, describe)  # the interval starts now
     clock.now += 9.9
-    assert not recheck.wants_rebalance("custom", 3, describe) and fetched == []
+    assert not wants(recheck, "custom", 3, describe) and fetched == []
     clock.now += 0.1
     assignor.answers = [False]
-    assert not recheck.wants_rebalance("custom", 3, describe) and fetched == [3]
+    assert not wants(recheck, "custom", 3, describe) and fetched == [3]
     clock.now += 10
     assignor.answers = [True]
-    assert recheck.wants_rebalance("custom", 3, describe)
+    assert wants(recheck, "custom", 3, describe)
     clock.now += 10
-    assert not recheck.wants_rebalance("custom", 3, lambda: described(4))  # the group moved on: not our call
+    assert not wants(recheck, "custom", 3, lambda: described(4))  # the group moved on: not our call
     assert assignor.asked == 2
 
     recheck.reset()  # a new generation: one whole interval again before the next check
-    assert not recheck.wants_rebalance("custom", 3, describe)
+    assert not wants(recheck, "custom", 3, describe)
     assert len(fetched) == 2
 
 
 def test_a_failed_recheck_is_skipped() -> None:
     clock, assignor = Clock(), Checking()
     recheck = Recheck(lambda name: assignor, clock)
-    recheck.wants_rebalance("custom", 3, described)
+    wants(recheck, "custom", 3, described)
     clock.now += 10
 
-    def unreachable() -> pb.DescribeGroupResponse:
-        raise errors.CoordinatorNotAvailableError("DescribeGroup timed out")
-
-    assert not recheck.wants_rebalance("custom", 3, unreachable)
+    assignor.answers = [False]
+    assert not wants(recheck, "custom", 3, described)  # (an unreachable coordinator: tests/worker/test_member.py)
     clock.now += 10
     assignor.answers = []  # needs_rebalance raises IndexError: logged, not raised
-    assert not recheck.wants_rebalance("custom", 3, described)
+    assert not wants(recheck, "custom", 3, described)
 
 
 def test_assignors_without_the_hook_or_with_it_off_are_never_asked() -> None:
@@ -141,5 +147,5 @@ def test_assignors_without_the_hook_or_with_it_off_are_never_asked() -> None:
         recheck = Recheck(lambda name, a=assignor: a, clock)  # type: ignore[misc]
         for _ in range(3):
             clock.now += 100
-            assert not recheck.wants_rebalance("x", 3, lambda: pytest.fail("described without a hook"))
+            assert not wants(recheck, "x", 3, lambda: pytest.fail("described without a hook"))
     assert off.asked == 0
