@@ -22,14 +22,14 @@ from typing import Any, Self
 import grpc
 
 from groupcoord import errors
-from groupcoord.addresses import parse_addresses, reachable_address
+from groupcoord.addresses import KnownCoordinators, parse_addresses, reachable_address
 from groupcoord.assignors.base import TaskSpec
-from groupcoord.channels import ClientSecurity, channel_options
+from groupcoord.channels import ClientSecurity, await_connection, channel_options, failure_reason
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
 from groupcoord.wire import task_pb
 
-__all__ = ["AdminClient", "ClusterListing", "ClusterView"]
+__all__ = ["AdminClient", "ClusterListing", "ClusterView", "CoordinatorUnreachableError"]
 
 _RETRY_HERE = frozenset({pb.COORDINATOR_LOAD_IN_PROGRESS})
 _ASK_AGAIN = frozenset({pb.NOT_COORDINATOR, pb.COORDINATOR_NOT_AVAILABLE})
@@ -37,6 +37,14 @@ _ASK_AGAIN = frozenset({pb.NOT_COORDINATOR, pb.COORDINATOR_NOT_AVAILABLE})
 
 class _Unreachable(Exception):
     """A call that did not reach a coordinator (refused, timed out): try another address."""
+
+
+class CoordinatorUnreachableError(errors.CoordinatorNotAvailableError):
+    """No address answered at all (refused, name not resolved, TLS, timed out): said at once, not retried
+    until the call's timeout, for a wrong address is the likelier cause than a coordinator starting."""
+
+    def __str__(self) -> str:
+        return self.message
 
 
 class _Unimplemented(Exception):
@@ -69,15 +77,27 @@ class ClusterView:
     """Coordinators that did not answer -> why (their shards show ``groups`` and ``members`` -1)."""
 
 
+def _none_answered(failures: list[str], unreachable: bool) -> errors.CoordinatorNotAvailableError:
+    """The error when no address answered as the coordinator: ``unreachable`` when none answered at all."""
+    if unreachable:
+        return CoordinatorUnreachableError(f"no coordinator reached: {', '.join(failures)}")
+    return errors.CoordinatorNotAvailableError(f"no active coordinator answered at {', '.join(failures)}")
+
+
 class AdminClient:
     def __init__(
         self, coordinators: str | Sequence[str], *, timeout_s: float = 5.0, security: ClientSecurity | None = None,
         retry_backoff_s: float = 0.1, sleep: Callable[[float], None] = time.sleep,
-        monotonic: Callable[[], float] = time.monotonic,
+        monotonic: Callable[[], float] = time.monotonic, connect_timeout_s: float = 1.0,
     ) -> None:
-        """``coordinators``: any coordinators of the cluster (the bootstrap list). ``security``: TLS, a
-        client certificate or a token (``groupcoord.channels.ClientSecurity``)."""
+        """``coordinators``: any coordinators of the cluster (the bootstrap list; the others are learnt
+        from their answers). ``security``: TLS, a client certificate or a token
+        (``groupcoord.channels.ClientSecurity``). ``connect_timeout_s``: how long a new connection may
+        take before its address counts as unreachable."""
         self.addresses = list(parse_addresses(coordinators))
+        self.known = KnownCoordinators(self.addresses)
+        self.connect_timeout_s = connect_timeout_s
+        self._connected: set[str] = set()
         self.timeout_s = timeout_s
         self.security = security or ClientSecurity()
         self._channels: dict[str, grpc.Channel] = {}
@@ -108,14 +128,18 @@ class AdminClient:
 
     def _rpc(self, address: str, method: str, request: Any, service: Any = pb_grpc.GroupAdminStub) -> Any:
         """One call; ``_Unreachable`` when it did not reach a coordinator, the errors' classes otherwise."""
+        stub = self._stub(address, service)
+        if address not in self._connected and not await_connection(self._channels[address],
+                                                                   min(self.connect_timeout_s, self.timeout_s)):
+            raise _Unreachable(f"timed out connecting ({min(self.connect_timeout_s, self.timeout_s):g} s)")
         try:
-            return getattr(self._stub(address, service), method)(request, timeout=self.timeout_s)
+            response = getattr(stub, method)(request, timeout=self.timeout_s)
         except grpc.RpcError as error:
             code = error.code() if hasattr(error, "code") else None
             detail = (error.details() if hasattr(error, "details") else str(error)) or ""
             if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
-                tls = any(w in detail.lower() for w in ("ssl", "handshake", "certificate"))
-                raise _Unreachable(f"{code.name.lower()}{': ' + detail if tls else ''}") from error
+                self._connected.discard(address)
+                raise _Unreachable(failure_reason(code, detail)) from error
             if code == grpc.StatusCode.UNIMPLEMENTED:
                 raise _Unimplemented(f"{method} at {address}: not implemented (an older coordinator)") from error
             if code == grpc.StatusCode.UNAUTHENTICATED:
@@ -123,12 +147,15 @@ class AdminClient:
             if code == grpc.StatusCode.PERMISSION_DENIED:
                 raise errors.NotAuthorizedError(f"{method} at {address}: {detail}") from error
             raise errors.InvalidRequestError(f"{method} at {address}: {detail}") from error
+        self._connected.add(address)
+        return response
 
     def _call(self, method: str, request: Any, service: Any = pb_grpc.GroupAdminStub) -> Any:
         """``method`` at the first of the addresses that answers as the coordinator, following hints."""
         tried: list[str] = []
         failures: list[str] = []
-        queue = list(self.addresses)
+        unreachable = 0
+        queue = self.known.candidates()
         while queue:
             address = queue.pop(0)
             if address in tried:
@@ -138,6 +165,7 @@ class AdminClient:
                 response = self._rpc(address, method, request, service)
             except _Unreachable as failure:
                 failures.append(f"{address} ({failure})")
+                unreachable += 1
                 continue
             except _Unimplemented as failure:
                 raise errors.InvalidRequestError(str(failure)) from failure
@@ -150,7 +178,7 @@ class AdminClient:
             errors.raise_for(response.error)
             self.answered_by = address
             return response
-        raise errors.CoordinatorNotAvailableError(f"no active coordinator answered at {', '.join(failures)}")
+        raise _none_answered(failures, unreachable == len(failures))
 
     # ------------------------------------------------------------------ one group, at its coordinator
 
@@ -168,7 +196,7 @@ class AdminClient:
         for start in range(0, len(ids), 1000):
             request = pb.FindCoordinatorRequest(group_ids=ids[start:start + 1000])
             failures: list[str] = []
-            for address in self.addresses:
+            for address in self.known.candidates():
                 try:
                     response: pb.FindCoordinatorResponse = self._rpc(address, "FindCoordinator", request,
                                                                      pb_grpc.GroupCoordinatorStub)
@@ -180,10 +208,11 @@ class AdminClient:
                 for entry in response.coordinators:
                     if entry.address:
                         entry.address = reachable_address(entry.address, address)
+                self.known.learn((e.address for e in response.coordinators), every_live=False)
                 found.extend(response.coordinators)
                 break
             else:
-                raise errors.CoordinatorNotAvailableError(f"no coordinator answered at {', '.join(failures)}")
+                raise _none_answered(failures, unreachable=True)
         return found
 
     def _coordinator_of(self, group_id: str, deadline: float) -> str | None:
@@ -196,6 +225,8 @@ class AdminClient:
             except _Unimplemented:
                 self._lookup = False
                 return None
+            except CoordinatorUnreachableError:  # refused, not resolved, TLS, timed out: say so now
+                raise
             except errors.CoordinatorNotAvailableError:  # no address answered: again, until the deadline
                 if self._monotonic() >= deadline:
                     raise
@@ -256,6 +287,8 @@ class AdminClient:
         request = pb.DescribeClusterRequest()
         if address is None:
             response: pb.DescribeClusterResponse = self._cluster_call("DescribeCluster", request)
+            self.known.learn((reachable_address(c.address, self.answered_by) for c in response.coordinators),
+                             every_live=True)
             return response
         try:
             answer: pb.DescribeClusterResponse = self._rpc(address, "DescribeCluster", request)
@@ -269,7 +302,7 @@ class AdminClient:
     def _cluster_call(self, method: str, request: Any) -> Any:
         """A question any coordinator answers: the first address that does."""
         failures: list[str] = []
-        for address in self.addresses:
+        for address in self.known.candidates():
             try:
                 response = self._rpc(address, method, request)
             except _Unreachable as failure:
@@ -280,7 +313,7 @@ class AdminClient:
             errors.raise_for(response.error)
             self.answered_by = address
             return response
-        raise errors.CoordinatorNotAvailableError(f"no active coordinator answered at {', '.join(failures)}")
+        raise _none_answered(failures, unreachable=True)
 
     def _leaders(self, cluster: pb.DescribeClusterResponse) -> list[str]:
         """The coordinators leading shards, as reachable from here."""

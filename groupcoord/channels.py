@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import collections
 import os
+import re
 import stat
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -32,7 +34,15 @@ import grpc
 
 from groupcoord.addresses import is_loopback_host
 
-__all__ = ["MAX_RECEIVE_BYTES", "ClientSecurity", "channel_options", "is_loopback_address", "unsafe_file"]
+__all__ = [
+    "MAX_RECEIVE_BYTES",
+    "ClientSecurity",
+    "await_connection",
+    "channel_options",
+    "failure_reason",
+    "is_loopback_address",
+    "unsafe_file",
+]
 
 MAX_RECEIVE_BYTES = 256 * 1_048_576
 
@@ -47,6 +57,46 @@ def channel_options(reconnect_backoff_max_ms: int = 1_000) -> list[tuple[str, in
         ("grpc.max_reconnect_backoff_ms", cap),
         ("grpc.use_local_subchannel_pool", 1),
     ]
+
+
+def await_connection(channel: grpc.Channel, timeout_s: float) -> bool:
+    """Start connecting and wait until the channel is connected or has failed (a call then fails at
+    once, saying why: refused, name not resolved, TLS); False when it is still connecting after
+    ``timeout_s`` (nothing answers at that address: a black hole, a filtered port, a peer that never
+    speaks). Bounds how long a command waits on a wrong address to the connect, not the call's timeout."""
+    settled = threading.Event()
+    done = (grpc.ChannelConnectivity.READY, grpc.ChannelConnectivity.TRANSIENT_FAILURE,
+            grpc.ChannelConnectivity.SHUTDOWN)
+
+    def watch(state: grpc.ChannelConnectivity) -> None:
+        if state in done:
+            settled.set()
+
+    channel.subscribe(watch, try_to_connect=True)
+    try:
+        return settled.wait(timeout_s)
+    finally:
+        channel.unsubscribe(watch)
+
+
+_TLS_REASON = re.compile(r"SSL routines:[^:]*:([A-Z0-9_]+)|(CERTIFICATE_VERIFY_FAILED)")
+
+
+def failure_reason(code: grpc.StatusCode | None, detail: str) -> str:
+    """What a failed call's status says happened, in a few words: connection refused, name not resolved,
+    TLS handshake failed (and OpenSSL's reason), timed out; else the code and gRPC's own words."""
+    lowered = detail.lower()
+    if "connection refused" in lowered:
+        return "connection refused"
+    if "resolving" in lowered or "dns resolution" in lowered or "lookup" in lowered:
+        return "name not resolved"
+    if "handshake" in lowered or "ssl" in lowered or "certificate" in lowered:
+        match = _TLS_REASON.search(detail)
+        return f"TLS handshake failed ({match.group(1) or match.group(2)})" if match else "TLS handshake failed"
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED or "timed out" in lowered:
+        return "timed out"
+    name = code.name.lower() if code is not None else "failed"
+    return f"{name}: {detail[:160]}" if detail else name
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -26,6 +26,7 @@ from prometheus_client import CollectorRegistry
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from groupcoord import errors
+from groupcoord.addresses import unresolved_hosts
 from groupcoord.admin import AdminClient
 from groupcoord.channels import ClientSecurity
 from groupcoord.cli.common import STATS_EXTRA_HINT, client_security, missing_stats_extra
@@ -55,10 +56,15 @@ def spark_setting(text: str) -> tuple[str, str]:
 
 
 def listen_address(text: str) -> str:
-    """argparse type: ``HOST:PORT`` (port 0..65535; 0 picks a free one)."""
-    _host, sep, port = text.rpartition(":")
+    """argparse type: ``HOST:PORT`` (port 0..65535; 0 picks a free one), the host one that resolves."""
+    host, sep, port = text.rpartition(":")
     if not sep or not port.isdigit() or int(port) > 65535:
-        raise argparse.ArgumentTypeError(f"{text!r} is not HOST:PORT (e.g. 127.0.0.1:9402)")
+        raise argparse.ArgumentTypeError(f"{text!r} is not HOST:PORT with a port from 0 to 65535 "
+                                          "(e.g. 127.0.0.1:9402)")
+    if host.strip("[]") not in ("", "0.0.0.0", "::"):
+        unresolved = unresolved_hosts([text])
+        if unresolved:
+            raise argparse.ArgumentTypeError(f"{text}: {unresolved[text]}")
     return text
 
 

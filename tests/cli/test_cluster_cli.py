@@ -40,7 +40,7 @@ def test_a_standalone_coordinator_is_one_shard(server: ServerThread, capsys: pyt
 
 @pytest.mark.parametrize(("address", "status", "message"), [
     ("nohost", 2, "is not HOST:PORT"),
-    ("127.0.0.1:1", 1, "no active coordinator answered at 127.0.0.1:1 (unavailable)"),
+    ("127.0.0.1:1", 1, "no coordinator reached: 127.0.0.1:1 (connection refused)"),
 ])
 def test_a_bad_or_unreachable_address_is_one_line(address: str, status: int, message: str,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
