@@ -10,7 +10,14 @@ import ipaddress
 import socket
 from collections.abc import Iterable, Sequence
 
-__all__ = ["KnownCoordinators", "is_loopback_host", "parse_addresses", "reachable_address", "unresolved_hosts"]
+__all__ = [
+    "KnownCoordinators",
+    "is_loopback_host",
+    "parse_addresses",
+    "reachable_address",
+    "unreachable_by_tcp",
+    "unresolved_hosts",
+]
 
 
 def parse_addresses(addresses: str | Sequence[str]) -> tuple[str, ...]:
@@ -36,6 +43,26 @@ def unresolved_hosts(addresses: Sequence[str]) -> dict[str, str]:
         except (OSError, UnicodeError) as error:
             reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
             failed[address] = f"name not resolved ({reason})"
+    return failed
+
+
+def unreachable_by_tcp(addresses: Sequence[str], timeout_s: float = 1.0) -> dict[str, str]:
+    """Those of ``addresses`` (``HOST:PORT``) where a TCP connection fails -> why, in a few words
+    (connection refused, name not resolved, timed out): a service whose client library only says
+    "time-out" after its own long retries (kazoo) is told apart from one that is down, at once."""
+    failed: dict[str, str] = {}
+    for address in addresses:
+        host, _, port = address.rpartition(":")
+        try:
+            socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+        except ConnectionRefusedError:
+            failed[address] = "connection refused"
+        except socket.gaierror:
+            failed[address] = "name not resolved"
+        except TimeoutError:
+            failed[address] = f"timed out ({timeout_s:g} s)"
+        except (OSError, ValueError) as error:
+            failed[address] = getattr(error, "strerror", None) or str(error)
     return failed
 
 

@@ -24,7 +24,7 @@ import grpc
 from groupcoord import errors
 from groupcoord.addresses import KnownCoordinators, parse_addresses, reachable_address
 from groupcoord.assignors.base import TaskSpec
-from groupcoord.channels import ClientSecurity, await_connection, channel_options, failure_reason
+from groupcoord.channels import ClientSecurity, channel_options, failure_reason, probe
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
 from groupcoord.wire import task_pb
@@ -129,9 +129,13 @@ class AdminClient:
     def _rpc(self, address: str, method: str, request: Any, service: Any = pb_grpc.GroupAdminStub) -> Any:
         """One call; ``_Unreachable`` when it did not reach a coordinator, the errors' classes otherwise."""
         stub = self._stub(address, service)
-        if address not in self._connected and not await_connection(self._channels[address],
-                                                                   min(self.connect_timeout_s, self.timeout_s)):
-            raise _Unreachable(f"timed out connecting ({min(self.connect_timeout_s, self.timeout_s):g} s)")
+        if address not in self._connected:
+            connect_s = min(self.connect_timeout_s, self.timeout_s)
+            failed = probe(self._channels[address], connect_s)
+            if failed is not None:
+                code, detail = failed.code(), failed.details() or ""
+                reason = failure_reason(code, detail)
+                raise _Unreachable(f"timed out connecting ({connect_s:g} s)" if reason == "timed out" else reason)
         try:
             response = getattr(stub, method)(request, timeout=self.timeout_s)
         except grpc.RpcError as error:

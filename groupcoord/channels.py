@@ -25,7 +25,6 @@ import collections
 import os
 import re
 import stat
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -37,7 +36,7 @@ from groupcoord.addresses import is_loopback_host
 __all__ = [
     "MAX_RECEIVE_BYTES",
     "ClientSecurity",
-    "await_connection",
+    "probe",
     "channel_options",
     "failure_reason",
     "is_loopback_address",
@@ -59,24 +58,19 @@ def channel_options(reconnect_backoff_max_ms: int = 1_000) -> list[tuple[str, in
     ]
 
 
-def await_connection(channel: grpc.Channel, timeout_s: float) -> bool:
-    """Start connecting and wait until the channel is connected or has failed (a call then fails at
-    once, saying why: refused, name not resolved, TLS); False when it is still connecting after
-    ``timeout_s`` (nothing answers at that address: a black hole, a filtered port, a peer that never
-    speaks). Bounds how long a command waits on a wrong address to the connect, not the call's timeout."""
-    settled = threading.Event()
-    done = (grpc.ChannelConnectivity.READY, grpc.ChannelConnectivity.TRANSIENT_FAILURE,
-            grpc.ChannelConnectivity.SHUTDOWN)
-
-    def watch(state: grpc.ChannelConnectivity) -> None:
-        if state in done:
-            settled.set()
-
-    channel.subscribe(watch, try_to_connect=True)
+def probe(channel: grpc.Channel, timeout_s: float) -> grpc.RpcError | None:
+    """One gRPC health check on ``channel`` with ``timeout_s``: the error when it did not reach a server
+    (UNAVAILABLE says why at once: refused, name not resolved, TLS; DEADLINE_EXCEEDED: nothing answered
+    in ``timeout_s``), else None (any answer, even UNIMPLEMENTED or UNAUTHENTICATED, came from a
+    server). Bounds how long a command waits on a wrong address to ``timeout_s``, not its call's timeout."""
+    check = channel.unary_unary("/grpc.health.v1.Health/Check", request_serializer=lambda _: b"",
+                                response_deserializer=lambda data: data)
     try:
-        return settled.wait(timeout_s)
-    finally:
-        channel.unsubscribe(watch)
+        check(None, timeout=timeout_s)
+    except grpc.RpcError as error:
+        if error.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+            return error
+    return None
 
 
 _TLS_REASON = re.compile(r"SSL routines:[^:]*:([A-Z0-9_]+)|(CERTIFICATE_VERIFY_FAILED)")

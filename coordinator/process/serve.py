@@ -55,6 +55,7 @@ from typing import Any
 
 import grpc
 
+from groupcoord.addresses import unreachable_by_tcp
 from groupcoord.coordinator.auth.files import PolicyFileError, load_policy, load_tokens
 from groupcoord.coordinator.auth.guard import Guard
 from groupcoord.coordinator.auth.tls import is_loopback, server_credentials
@@ -393,6 +394,10 @@ def _open_backing(options: ServeOptions, resources: ExitStack) -> _Backing:
         return _Backing(store)
     security = load_zk_security(auth=options.zk_auth, credentials_file=options.zk_credentials_file,
                                 tls_ca=options.zk_tls_ca, tls_cert=options.zk_tls_cert, tls_key=options.zk_tls_key)
+    zk_hosts = [h if ":" in h else f"{h}:2181" for h in options.zk.split("/", 1)[0].split(",") if h]
+    down = unreachable_by_tcp(zk_hosts)
+    if len(down) == len(zk_hosts):  # none takes a connection: say why now, not kazoo's time-out 15 s later
+        raise ValueError("cannot reach ZooKeeper: " + ", ".join(f"{h} ({why})" for h, why in down.items()))
     try:
         client = connect(options.zk, session_timeout=options.zk_session_timeout_s, security=security)
     except Exception as error:  # noqa: BLE001 - kazoo raises its own timeout types
