@@ -149,3 +149,17 @@ def test_stats_without_the_stats_extra_says_which_extra_to_install(cli_env: dict
         "groupcoord stats: needs PySpark and pyarrow (pyspark is not installed): pip install 'groupcoord[stats]'"
     ]
     assert result.stdout == ""
+
+
+def test_stats_before_the_first_sample_file_rolled_says_so_without_starting_spark(
+        tmp_path: object, capsys: pytest.CaptureFixture[str]) -> None:
+    from pathlib import Path
+
+    samples = Path(str(tmp_path)) / "samples"
+    samples.mkdir()
+    (samples / ".samples-1.jsonl.inprogress").write_text('{"half": ')  # the coordinator's open file
+    result = run_here(capsys, "stats", "--samples", str(samples), "--out", str(Path(str(tmp_path)) / "out"))
+    assert result.returncode == 0 and result.stdout == ""
+    assert result.stderr == (f"groupcoord stats: no samples under {samples} yet: the coordinator's sample log makes "
+                             "its files visible when it rolls them (every minute, and when it stops)\n")
+    assert not (Path(str(tmp_path)) / "out").exists()
