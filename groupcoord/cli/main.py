@@ -25,12 +25,9 @@ from groupcoord.cli.common import (
     non_negative_float,
     positive_int,
 )
-from groupcoord.cli.console_worker import run_worker
 from groupcoord.cli.groups import run_groups, run_tasks
 from groupcoord.cli.logs import EventRateLimit, TextFormatter, use_log_format
 from groupcoord.cli.stats import duration_s, listen_address, run_stats, spark_setting
-from groupcoord.coordinator.process.print_config import render_options
-from groupcoord.coordinator.process.serve import ServeOptions, run_coordinator
 
 __all__ = ["main"]
 
@@ -38,6 +35,7 @@ log = logging.getLogger("groupcoord.cli")
 
 _DESCRIPTION = "run the coordinator, a demo worker, admin and stats commands"
 _LOG_LEVELS = ["debug", "info", "warning", "error"]
+_GROUP_STORY = ("groupcoord.coordinator", "groupcoord.runtime")  # serve's loggers at info unless --log-level says
 _KAFKA_FLAGS = {"--bootstrap-server": "--coordinator HOST:PORT[,...] (or $GROUPCOORD_COORDINATOR)",
                 "--bootstrap-servers": "--coordinator HOST:PORT[,...] (or $GROUPCOORD_COORDINATOR)"}
 
@@ -71,7 +69,7 @@ def _global_flags(parser: argparse.ArgumentParser, *, top: bool = False) -> None
     unless given, so ``groupcoord --log-level debug serve`` keeps the value given first)."""
     default: Any = None if top else argparse.SUPPRESS
     parser.add_argument("--log-level", choices=_LOG_LEVELS, default=default,
-                        help="what reaches stderr (default: info for serve, warning for the others)")
+                        help="what reaches stderr (default: warning; serve: the groups' events at info too)")
     parser.add_argument("--log-format", choices=["text", "json"], default=default,
                         help="json: one JSON object per line (default: text, or serve's config file)")
 
@@ -293,6 +291,11 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _run_serve(args: argparse.Namespace) -> int:
+    # lazy: the coordinator's process layer (its runtime, kazoo, SQLite) is a second of imports on a busy
+    # machine that every admin command would pay
+    from groupcoord.coordinator.process.print_config import render_options
+    from groupcoord.coordinator.process.serve import ServeOptions, run_coordinator
+
     try:
         options = ServeOptions.from_args(args)
         if args.print_config:
@@ -302,6 +305,12 @@ def _run_serve(args: argparse.Namespace) -> int:
         return run_coordinator(options)
     except ValueError as error:  # bad config, unusable data dir or store file, port in use
         raise UsageError(str(error)) from None
+
+
+def _run_worker(args: argparse.Namespace) -> int:
+    from groupcoord.cli.console_worker import run_worker  # lazy: the worker client (psutil, asyncio parts)
+
+    return run_worker(args)
 
 
 def _run_demo(args: argparse.Namespace) -> int:
@@ -314,7 +323,7 @@ def _run_demo(args: argparse.Namespace) -> int:
 
 
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
-    "serve": _run_serve, "worker": run_worker, "groups": run_groups, "tasks": run_tasks, "stats": run_stats,
+    "serve": _run_serve, "worker": _run_worker, "groups": run_groups, "tasks": run_tasks, "stats": run_stats,
     "demo": _run_demo, "cluster": run_cluster,
 }
 
@@ -323,7 +332,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one ``groupcoord`` command; returns its exit status (0, 1 refused/unreachable, 2 usage)."""
     parser = _parser()
     args = parser.parse_args(argv)
-    level = args.log_level or ("info" if args.command == "serve" else "warning")
+    level = args.log_level or "warning"
+    story_by_default = args.command == "serve" and args.log_level is None  # the groups' story, one line per event
+    for story in _GROUP_STORY:
+        logging.getLogger(story).setLevel(logging.INFO if story_by_default else logging.NOTSET)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(TextFormatter())
     handler.addFilter(EventRateLimit())
