@@ -22,7 +22,7 @@ from typing import Any, Self
 import grpc
 
 from groupcoord import errors
-from groupcoord.addresses import KnownCoordinators, parse_addresses, reachable_address
+from groupcoord.addresses import KnownCoordinators, parse_addresses, reachable_address, unreachable_by_tcp
 from groupcoord.assignors.base import TaskSpec
 from groupcoord.channels import ClientSecurity, channel_options, failure_reason, probe
 from groupcoord.v1 import groupcoord_pb2 as pb
@@ -135,7 +135,11 @@ class AdminClient:
             if failed is not None:
                 code, detail = failed.code(), failed.details() or ""
                 reason = failure_reason(code, detail)
-                raise _Unreachable(f"timed out connecting ({connect_s:g} s)" if reason == "timed out" else reason)
+                if reason != "timed out":
+                    raise _Unreachable(reason)
+                if unreachable_by_tcp([address], connect_s):  # nothing takes a connection there
+                    raise _Unreachable(f"timed out connecting ({connect_s:g} s)")
+                # the port takes connections: a coordinator slow to answer (a busy machine) gets the call's time
         try:
             response = getattr(stub, method)(request, timeout=self.timeout_s)
         except grpc.RpcError as error:
