@@ -16,15 +16,23 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Self
 
 import grpc
 
 from groupcoord import errors
-from groupcoord.addresses import KnownCoordinators, parse_addresses, reachable_address, unreachable_by_tcp
+from groupcoord.addresses import KnownCoordinators, parse_addresses, reachable_address
+from groupcoord.admin_results import (
+    ClusterListing,
+    ClusterView,
+    CoordinatorUnreachableError,
+    Unimplemented,
+    Unreachable,
+    check_reachable,
+    none_answered,
+)
 from groupcoord.assignors.base import TaskSpec
-from groupcoord.channels import ClientSecurity, channel_options, failure_reason, probe
+from groupcoord.channels import ClientSecurity, channel_options, failure_reason
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
 from groupcoord.wire import task_pb
@@ -34,69 +42,23 @@ __all__ = ["AdminClient", "ClusterListing", "ClusterView", "CoordinatorUnreachab
 _RETRY_HERE = frozenset({pb.COORDINATOR_LOAD_IN_PROGRESS})
 _ASK_AGAIN = frozenset({pb.NOT_COORDINATOR, pb.COORDINATOR_NOT_AVAILABLE})
 
-
-class _Unreachable(Exception):
-    """A call that did not reach a coordinator (refused, timed out): try another address."""
-
-
-class CoordinatorUnreachableError(errors.CoordinatorNotAvailableError):
-    """No address answered at all (refused, name not resolved, TLS, timed out): said at once, not retried
-    until the call's timeout, for a wrong address is the likelier cause than a coordinator starting."""
-
-    def __str__(self) -> str:
-        return self.message
-
-
-class _Unimplemented(Exception):
-    """The coordinator has no such RPC (an older version)."""
-
-
-@dataclass
-class ClusterListing:
-    """Every group of the cluster, merged from the coordinators that lead shards."""
-
-    groups: list[pb.GroupListing]
-    failed: dict[str, str] = field(default_factory=dict)
-    """Coordinators that lead shards but did not answer -> why (their groups are missing)."""
-    leaderless_shards: int = 0
-    """Shards with no leader right now (their groups are missing too)."""
-
-
-@dataclass
-class ClusterView:
-    """The cluster as its coordinators see it: each shard as its own leader describes it."""
-
-    mode: str
-    shards: int
-    asked: str
-    """The address whose DescribeCluster listed the coordinators."""
-    coordinators: list[pb.ClusterCoordinator]
-    shard_infos: list[pb.ShardInfo]
-    moves: list[pb.ShardMove]
-    failed: dict[str, str] = field(default_factory=dict)
-    """Coordinators that did not answer -> why (their shards show ``groups`` and ``members`` -1)."""
-
-
-def _none_answered(failures: list[str], unreachable: bool) -> errors.CoordinatorNotAvailableError:
-    """The error when no address answered as the coordinator: ``unreachable`` when none answered at all."""
-    if unreachable:
-        return CoordinatorUnreachableError(f"no coordinator reached: {', '.join(failures)}")
-    return errors.CoordinatorNotAvailableError(f"no active coordinator answered at {', '.join(failures)}")
-
-
 class AdminClient:
     def __init__(
         self, coordinators: str | Sequence[str], *, timeout_s: float = 5.0, security: ClientSecurity | None = None,
         retry_backoff_s: float = 0.1, sleep: Callable[[float], None] = time.sleep,
         monotonic: Callable[[], float] = time.monotonic, connect_timeout_s: float = 1.0,
+        retry_unreachable: bool = True,
     ) -> None:
         """``coordinators``: any coordinators of the cluster (the bootstrap list; the others are learnt
         from their answers). ``security``: TLS, a client certificate or a token
         (``groupcoord.channels.ClientSecurity``). ``connect_timeout_s``: how long a new connection may
-        take before its address counts as unreachable."""
+        take before its address counts as unreachable. ``retry_unreachable``: when no address can be
+        reached at all, try again until ``timeout_s`` (a coordinator restarting) or, False, say why at
+        once (the command line: a wrong address is the likelier cause)."""
         self.addresses = list(parse_addresses(coordinators))
         self.known = KnownCoordinators(self.addresses)
         self.connect_timeout_s = connect_timeout_s
+        self.retry_unreachable = retry_unreachable
         self._connected: set[str] = set()
         self.timeout_s = timeout_s
         self.security = security or ClientSecurity()
@@ -127,19 +89,10 @@ class AdminClient:
         return service(self._channels[address])
 
     def _rpc(self, address: str, method: str, request: Any, service: Any = pb_grpc.GroupAdminStub) -> Any:
-        """One call; ``_Unreachable`` when it did not reach a coordinator, the errors' classes otherwise."""
+        """One call; ``Unreachable`` when it did not reach a coordinator, the errors' classes otherwise."""
         stub = self._stub(address, service)
         if address not in self._connected:
-            connect_s = min(self.connect_timeout_s, self.timeout_s)
-            failed = probe(self._channels[address], connect_s)
-            if failed is not None:
-                code, detail = failed.code(), failed.details() or ""
-                reason = failure_reason(code, detail)
-                if reason != "timed out":
-                    raise _Unreachable(reason)
-                if unreachable_by_tcp([address], connect_s):  # nothing takes a connection there
-                    raise _Unreachable(f"timed out connecting ({connect_s:g} s)")
-                # the port takes connections: a coordinator slow to answer (a busy machine) gets the call's time
+            check_reachable(self._channels[address], address, min(self.connect_timeout_s, self.timeout_s))
         try:
             response = getattr(stub, method)(request, timeout=self.timeout_s)
         except grpc.RpcError as error:
@@ -147,9 +100,9 @@ class AdminClient:
             detail = (error.details() if hasattr(error, "details") else str(error)) or ""
             if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
                 self._connected.discard(address)
-                raise _Unreachable(failure_reason(code, detail)) from error
+                raise Unreachable(failure_reason(code, detail)) from error
             if code == grpc.StatusCode.UNIMPLEMENTED:
-                raise _Unimplemented(f"{method} at {address}: not implemented (an older coordinator)") from error
+                raise Unimplemented(f"{method} at {address}: not implemented (an older coordinator)") from error
             if code == grpc.StatusCode.UNAUTHENTICATED:
                 raise errors.NotAuthenticatedError(f"{method} at {address}: {detail}") from error
             if code == grpc.StatusCode.PERMISSION_DENIED:
@@ -171,11 +124,11 @@ class AdminClient:
             tried.append(address)
             try:
                 response = self._rpc(address, method, request, service)
-            except _Unreachable as failure:
+            except Unreachable as failure:
                 failures.append(f"{address} ({failure})")
                 unreachable += 1
                 continue
-            except _Unimplemented as failure:
+            except Unimplemented as failure:
                 raise errors.InvalidRequestError(str(failure)) from failure
             if response.error.code == pb.NOT_COORDINATOR:
                 hint = response.error.coordinator_hint
@@ -186,7 +139,7 @@ class AdminClient:
             errors.raise_for(response.error)
             self.answered_by = address
             return response
-        raise _none_answered(failures, unreachable == len(failures))
+        raise none_answered(failures, unreachable == len(failures))
 
     # ------------------------------------------------------------------ one group, at its coordinator
 
@@ -195,7 +148,7 @@ class AdminClient:
         each entry's address is where that group's requests go (or its error)."""
         try:
             return self._find(group_ids)
-        except _Unimplemented as failure:
+        except Unimplemented as failure:
             raise errors.InvalidRequestError(str(failure)) from failure
 
     def _find(self, group_ids: Sequence[str]) -> list[pb.CoordinatorLocation]:
@@ -208,7 +161,7 @@ class AdminClient:
                 try:
                     response: pb.FindCoordinatorResponse = self._rpc(address, "FindCoordinator", request,
                                                                      pb_grpc.GroupCoordinatorStub)
-                except _Unreachable as failure:
+                except Unreachable as failure:
                     failures.append(f"{address} ({failure})")
                     continue
                 errors.raise_for(response.error)
@@ -220,7 +173,7 @@ class AdminClient:
                 found.extend(response.coordinators)
                 break
             else:
-                raise _none_answered(failures, unreachable=True)
+                raise none_answered(failures, unreachable=True)
         return found
 
     def _coordinator_of(self, group_id: str, deadline: float) -> str | None:
@@ -230,13 +183,12 @@ class AdminClient:
         while True:
             try:
                 entry = self._find([group_id])[0]
-            except _Unimplemented:
+            except Unimplemented:
                 self._lookup = False
                 return None
-            except CoordinatorUnreachableError:  # refused, not resolved, TLS, timed out: say so now
-                raise
-            except errors.CoordinatorNotAvailableError:  # no address answered: again, until the deadline
-                if self._monotonic() >= deadline:
+            except errors.CoordinatorNotAvailableError as unanswered:  # no address answered: again, until the deadline
+                if self._monotonic() >= deadline or (
+                        isinstance(unanswered, CoordinatorUnreachableError) and not self.retry_unreachable):
                     raise
                 self._sleep(self._backoff_s)
                 continue
@@ -262,7 +214,7 @@ class AdminClient:
                 return self._call(method, request, service)
             try:
                 response = self._rpc(address, method, request, service)
-            except _Unreachable as failure:
+            except Unreachable as failure:
                 self._located.pop(group_id, None)
                 if self._monotonic() >= deadline:
                     raise errors.CoordinatorNotAvailableError(
@@ -270,7 +222,7 @@ class AdminClient:
                     ) from None
                 self._sleep(self._backoff_s)
                 continue
-            except _Unimplemented as failure:
+            except Unimplemented as failure:
                 raise errors.InvalidRequestError(str(failure)) from failure
             code = response.error.code
             if code not in _RETRY_HERE and code not in _ASK_AGAIN:
@@ -300,9 +252,9 @@ class AdminClient:
             return response
         try:
             answer: pb.DescribeClusterResponse = self._rpc(address, "DescribeCluster", request)
-        except _Unreachable as failure:
+        except Unreachable as failure:
             raise errors.CoordinatorNotAvailableError(f"DescribeCluster at {address}: {failure}") from None
-        except _Unimplemented as failure:
+        except Unimplemented as failure:
             raise errors.InvalidRequestError(str(failure)) from failure
         errors.raise_for(answer.error)
         return answer
@@ -313,15 +265,15 @@ class AdminClient:
         for address in self.known.candidates():
             try:
                 response = self._rpc(address, method, request)
-            except _Unreachable as failure:
+            except Unreachable as failure:
                 failures.append(f"{address} ({failure})")
                 continue
-            except _Unimplemented as failure:
+            except Unimplemented as failure:
                 raise errors.InvalidRequestError(str(failure)) from failure
             errors.raise_for(response.error)
             self.answered_by = address
             return response
-        raise _none_answered(failures, unreachable=True)
+        raise none_answered(failures, unreachable=True)
 
     def _leaders(self, cluster: pb.DescribeClusterResponse) -> list[str]:
         """The coordinators leading shards, as reachable from here."""
@@ -342,7 +294,7 @@ class AdminClient:
         for address in self._leaders(cluster):
             try:
                 response: pb.ListGroupsResponse = self._rpc(address, "ListGroups", pb.ListGroupsRequest())
-            except (_Unreachable, _Unimplemented) as failure:
+            except (Unreachable, Unimplemented) as failure:
                 listing.failed[address] = str(failure)
                 continue
             if response.error.code != pb.NONE:

@@ -150,7 +150,7 @@ def open_admin(address: str, args: argparse.Namespace | None = None) -> AdminCli
     or an unreadable certificate or token file is a usage error."""
     try:
         security = client_security(args, address) if args is not None else None
-        return AdminClient(address, security=security)
+        return AdminClient(address, security=security, retry_unreachable=False)
     except ValueError as error:
         raise UsageError(str(error)) from None
 

@@ -97,8 +97,9 @@ def run_worker(args: argparse.Namespace) -> int:
     client.start()
     while not signals and client.fatal_error is None:
         time.sleep(0.2)
+    member_id = client.member_id  # close() forgets it
     client.close(leave_group=True if args.leave_on_exit else None)
-    listener.emit("left", member_id="")
+    listener.emit("left", member_id=member_id)
     if client.fatal_error is not None:
         print(f"groupcoord worker: {client.fatal_error}", file=sys.stderr)
         return 1

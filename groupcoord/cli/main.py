@@ -8,12 +8,13 @@ config); tracebacks go to the log only with ``--log-level debug``.
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import logging
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-from groupcoord import __version__, errors
+from groupcoord import errors
 from groupcoord.cli.cluster import run_cluster
 from groupcoord.cli.common import (
     DEFAULT_LISTEN,
@@ -273,10 +274,19 @@ def _add_demo(sub: Any) -> None:
                       "directory, or the temp directory)")
 
 
+def _version() -> str:
+    """``groupcoord.__version__`` as the installed package's metadata carries it (pyproject reads it
+    from there; the roof must not import the facade, ``tests/test_architecture.py``)."""
+    try:
+        return importlib.metadata.version("groupcoord")
+    except importlib.metadata.PackageNotFoundError:  # run from a tree that was never installed
+        return "unknown (not installed)"
+
+
 def _parser() -> argparse.ArgumentParser:
     """The ``groupcoord`` parser: one function per command."""
     parser = _Parser(prog="groupcoord", description=_DESCRIPTION, formatter_class=_HelpFormatter)
-    parser.add_argument("--version", action="version", version=f"groupcoord {__version__}",
+    parser.add_argument("--version", action="version", version=f"groupcoord {_version()}",
                         help="print the version and exit")
     _global_flags(parser, top=True)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)

@@ -122,8 +122,9 @@ def test_worker_command_prints_json_events(server: ServerThread, cli_env: dict[s
         assert events[1]["tasks"] == ["t1", "t2"] and events[1]["generation"] == 1
         proc.terminate()
         out, err = proc.communicate(timeout=30)
-        tail = [json.loads(line)["event"] for line in out.splitlines()]
-        assert tail == ["revoked", "left"], (out, err)
+        tail = [json.loads(line) for line in out.splitlines()]
+        assert [e["event"] for e in tail] == ["revoked", "left"], (out, err)
+        assert tail[-1]["member_id"] == events[0]["member_id"]  # the member that left, not a blank
         assert proc.returncode == 0
         admin.wait_for("gw", lambda d: not d.members, 10)  # it sent LeaveGroup
     finally:

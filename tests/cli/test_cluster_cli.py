@@ -81,6 +81,7 @@ def test_groups_of_every_coordinator_are_listed_and_a_dead_one_is_named(
     assert listed.returncode == 0 and listed.stderr == "", listed.stderr
     assert sorted(g["group"] for g in json.loads(listed.stdout)) == groups
     described = run(cli_env, "cluster", "describe", "--coordinator", a, "--json")
+    assert described.returncode == 0, described.stderr
     view = json.loads(described.stdout)
     assert view["mode"] == "sharded" and view["shards"] == SHARDS and not view["failed"]
     assert sum(s["groups"] for s in view["shard_infos"]) == len(groups)  # each shard counted by its leader

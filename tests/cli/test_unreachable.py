@@ -37,7 +37,7 @@ def _closed_port() -> str:
 
 def _failure(address: str, security: ClientSecurity | None = None) -> tuple[str, float]:
     started = time.monotonic()
-    with AdminClient(address, timeout_s=CALL_TIMEOUT_S, security=security) as admin, \
+    with AdminClient(address, timeout_s=CALL_TIMEOUT_S, security=security, retry_unreachable=False) as admin, \
             pytest.raises(CoordinatorUnreachableError) as failure:
         admin.describe_group("shop")
     return str(failure.value), time.monotonic() - started
