@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from groupcoord import errors
+from groupcoord.addresses import parse_addresses
 from groupcoord.cli.cluster import run_cluster
 from groupcoord.cli.common import (
     DEFAULT_LISTEN,
@@ -86,6 +87,15 @@ def _actions(parser: argparse.ArgumentParser, dest: str) -> Any:
     return parser.add_subparsers(dest=dest, required=True, metavar="ACTION", parser_class=_Parser)
 
 
+def _one_address(text: str) -> str:
+    """argparse type: one ``HOST:PORT``, port 1-65535 (the host as clients name it: not resolved here)."""
+    try:
+        (address,) = parse_addresses(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error) if "," not in text else f"{text!r} is one HOST:PORT") from None
+    return address
+
+
 def _add_serve(sub: Any) -> None:
     serve = _command(sub, "serve", "run the coordinator")
     serve.add_argument("--listen", type=listen_address,
@@ -94,8 +104,8 @@ def _add_serve(sub: Any) -> None:
     serve.add_argument("--config", help="TOML file with [server] and [coordinator] sections (flags override it)")
     serve.add_argument("--store", choices=["sqlite", "memory", "zookeeper"], help="group store (default sqlite)")
     serve.add_argument("--zk", help="ZooKeeper HOST:PORT[,HOST:PORT...] for --store zookeeper (default: none)")
-    serve.add_argument("--advertise", help="HOST:PORT other coordinators and workers reach this one at "
-                                           "(default: --listen)")
+    serve.add_argument("--advertise", type=_one_address, help="HOST:PORT other coordinators and workers reach this "
+                                                              "one at (default: --listen)")
     serve.add_argument("--sharded", action="store_true", default=None,
                        help="with --store zookeeper: groups spread over every coordinator on the same --zk-root, "
                             "by shard (default: active/standby, one coordinator holds every group)")

@@ -90,6 +90,7 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     (("serve", "--listen", "127.0.0.1:99999"), "with a port from 0 to 65535"),
     (("serve", "--listen", "no-such-host.invalid:9400"), "name not resolved"),
     (("serve", "--metrics-listen", "127.0.0.1:65536"), "with a port from 0 to 65535"),
+    (("serve", "--advertise", "10.0.0.1:99999"), "'10.0.0.1:99999' is not HOST:PORT"),
     (("groups", "list", "--coordinator", "127.0.0.1:0"), "is not HOST:PORT"),
     (("groups", "list", "--coordinator", "127.0.0.1:70000"), "is not HOST:PORT"),
     (("worker", "--group", "g", "--coordinator", "no-such-host.invalid:9400"), "name not resolved"),
