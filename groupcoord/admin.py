@@ -91,10 +91,10 @@ class AdminClient:
     def _rpc(self, address: str, method: str, request: Any, service: Any = pb_grpc.GroupAdminStub) -> Any:
         """One call; ``Unreachable`` when it did not reach a coordinator, the errors' classes otherwise."""
         stub = self._stub(address, service)
-        if address not in self._connected:
-            check_reachable(self._channels[address], address, min(self.connect_timeout_s, self.timeout_s))
+        slow = address not in self._connected and check_reachable(
+            self._channels[address], address, min(self.connect_timeout_s, self.timeout_s))
         try:
-            response = getattr(stub, method)(request, timeout=self.timeout_s)
+            response = getattr(stub, method)(request, timeout=self.timeout_s, wait_for_ready=slow or None)
         except grpc.RpcError as error:
             code = error.code() if hasattr(error, "code") else None
             detail = (error.details() if hasattr(error, "details") else str(error)) or ""

@@ -68,15 +68,17 @@ def none_answered(failures: list[str], unreachable: bool) -> errors.CoordinatorN
     return errors.CoordinatorNotAvailableError(f"no active coordinator answered at {', '.join(failures)}")
 
 
-def check_reachable(channel: grpc.Channel, address: str, connect_s: float) -> None:
+def check_reachable(channel: grpc.Channel, address: str, connect_s: float) -> bool:
     """``Unreachable`` (with why) unless a health probe on the new ``channel`` reaches a server within
-    ``connect_s``; a probe that times out where the port still takes TCP connections is a coordinator
-    slow to answer (a busy machine), left to the call and its own timeout."""
+    ``connect_s``. True: the probe timed out but the port takes TCP connections, a coordinator slow to
+    answer (a busy machine): the call should wait for the connection (``wait_for_ready``) for its whole
+    timeout, for the channel now backs off after the probe's cut attempt and would fail it at once."""
     failed = probe(channel, connect_s)
     if failed is None:
-        return
+        return False
     reason = failure_reason(failed.code(), failed.details() or "")
     if reason != "timed out":
         raise Unreachable(reason)
     if unreachable_by_tcp([address], connect_s):  # nothing takes a connection there
         raise Unreachable(f"timed out connecting ({connect_s:g} s)")
+    return True
