@@ -16,68 +16,50 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Self
 
 import grpc
 
 from groupcoord import errors
-from groupcoord.addresses import parse_addresses, reachable_address
+from groupcoord.addresses import KnownCoordinators, parse_addresses, reachable_address
+from groupcoord.admin_results import (
+    ClusterListing,
+    ClusterView,
+    CoordinatorUnreachableError,
+    Unimplemented,
+    Unreachable,
+    check_reachable,
+    none_answered,
+)
 from groupcoord.assignors.base import TaskSpec
-from groupcoord.channels import ClientSecurity, channel_options
+from groupcoord.channels import ClientSecurity, channel_options, failure_reason
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
 from groupcoord.wire import task_pb
 
-__all__ = ["AdminClient", "ClusterListing", "ClusterView"]
+__all__ = ["AdminClient", "ClusterListing", "ClusterView", "CoordinatorUnreachableError"]
 
 _RETRY_HERE = frozenset({pb.COORDINATOR_LOAD_IN_PROGRESS})
 _ASK_AGAIN = frozenset({pb.NOT_COORDINATOR, pb.COORDINATOR_NOT_AVAILABLE})
-
-
-class _Unreachable(Exception):
-    """A call that did not reach a coordinator (refused, timed out): try another address."""
-
-
-class _Unimplemented(Exception):
-    """The coordinator has no such RPC (an older version)."""
-
-
-@dataclass
-class ClusterListing:
-    """Every group of the cluster, merged from the coordinators that lead shards."""
-
-    groups: list[pb.GroupListing]
-    failed: dict[str, str] = field(default_factory=dict)
-    """Coordinators that lead shards but did not answer -> why (their groups are missing)."""
-    leaderless_shards: int = 0
-    """Shards with no leader right now (their groups are missing too)."""
-
-
-@dataclass
-class ClusterView:
-    """The cluster as its coordinators see it: each shard as its own leader describes it."""
-
-    mode: str
-    shards: int
-    asked: str
-    """The address whose DescribeCluster listed the coordinators."""
-    coordinators: list[pb.ClusterCoordinator]
-    shard_infos: list[pb.ShardInfo]
-    moves: list[pb.ShardMove]
-    failed: dict[str, str] = field(default_factory=dict)
-    """Coordinators that did not answer -> why (their shards show ``groups`` and ``members`` -1)."""
-
 
 class AdminClient:
     def __init__(
         self, coordinators: str | Sequence[str], *, timeout_s: float = 5.0, security: ClientSecurity | None = None,
         retry_backoff_s: float = 0.1, sleep: Callable[[float], None] = time.sleep,
-        monotonic: Callable[[], float] = time.monotonic,
+        monotonic: Callable[[], float] = time.monotonic, connect_timeout_s: float = 1.0,
+        retry_unreachable: bool = True,
     ) -> None:
-        """``coordinators``: any coordinators of the cluster (the bootstrap list). ``security``: TLS, a
-        client certificate or a token (``groupcoord.channels.ClientSecurity``)."""
+        """``coordinators``: any coordinators of the cluster (the bootstrap list; the others are learnt
+        from their answers). ``security``: TLS, a client certificate or a token
+        (``groupcoord.channels.ClientSecurity``). ``connect_timeout_s``: how long a new connection may
+        take before its address counts as unreachable. ``retry_unreachable``: when no address can be
+        reached at all, try again until ``timeout_s`` (a coordinator restarting) or, False, say why at
+        once (the command line: a wrong address is the likelier cause)."""
         self.addresses = list(parse_addresses(coordinators))
+        self.known = KnownCoordinators(self.addresses)
+        self.connect_timeout_s = connect_timeout_s
+        self.retry_unreachable = retry_unreachable
+        self._connected: set[str] = set()
         self.timeout_s = timeout_s
         self.security = security or ClientSecurity()
         self._channels: dict[str, grpc.Channel] = {}
@@ -107,28 +89,34 @@ class AdminClient:
         return service(self._channels[address])
 
     def _rpc(self, address: str, method: str, request: Any, service: Any = pb_grpc.GroupAdminStub) -> Any:
-        """One call; ``_Unreachable`` when it did not reach a coordinator, the errors' classes otherwise."""
+        """One call; ``Unreachable`` when it did not reach a coordinator, the errors' classes otherwise."""
+        stub = self._stub(address, service)
+        slow = address not in self._connected and check_reachable(
+            self._channels[address], address, min(self.connect_timeout_s, self.timeout_s))
         try:
-            return getattr(self._stub(address, service), method)(request, timeout=self.timeout_s)
+            response = getattr(stub, method)(request, timeout=self.timeout_s, wait_for_ready=slow or None)
         except grpc.RpcError as error:
             code = error.code() if hasattr(error, "code") else None
             detail = (error.details() if hasattr(error, "details") else str(error)) or ""
             if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
-                tls = any(w in detail.lower() for w in ("ssl", "handshake", "certificate"))
-                raise _Unreachable(f"{code.name.lower()}{': ' + detail if tls else ''}") from error
+                self._connected.discard(address)
+                raise Unreachable(failure_reason(code, detail)) from error
             if code == grpc.StatusCode.UNIMPLEMENTED:
-                raise _Unimplemented(f"{method} at {address}: not implemented (an older coordinator)") from error
+                raise Unimplemented(f"{method} at {address}: not implemented (an older coordinator)") from error
             if code == grpc.StatusCode.UNAUTHENTICATED:
                 raise errors.NotAuthenticatedError(f"{method} at {address}: {detail}") from error
             if code == grpc.StatusCode.PERMISSION_DENIED:
                 raise errors.NotAuthorizedError(f"{method} at {address}: {detail}") from error
             raise errors.InvalidRequestError(f"{method} at {address}: {detail}") from error
+        self._connected.add(address)
+        return response
 
     def _call(self, method: str, request: Any, service: Any = pb_grpc.GroupAdminStub) -> Any:
         """``method`` at the first of the addresses that answers as the coordinator, following hints."""
         tried: list[str] = []
         failures: list[str] = []
-        queue = list(self.addresses)
+        unreachable = 0
+        queue = self.known.candidates()
         while queue:
             address = queue.pop(0)
             if address in tried:
@@ -136,10 +124,11 @@ class AdminClient:
             tried.append(address)
             try:
                 response = self._rpc(address, method, request, service)
-            except _Unreachable as failure:
+            except Unreachable as failure:
                 failures.append(f"{address} ({failure})")
+                unreachable += 1
                 continue
-            except _Unimplemented as failure:
+            except Unimplemented as failure:
                 raise errors.InvalidRequestError(str(failure)) from failure
             if response.error.code == pb.NOT_COORDINATOR:
                 hint = response.error.coordinator_hint
@@ -150,7 +139,7 @@ class AdminClient:
             errors.raise_for(response.error)
             self.answered_by = address
             return response
-        raise errors.CoordinatorNotAvailableError(f"no active coordinator answered at {', '.join(failures)}")
+        raise none_answered(failures, unreachable == len(failures))
 
     # ------------------------------------------------------------------ one group, at its coordinator
 
@@ -159,7 +148,7 @@ class AdminClient:
         each entry's address is where that group's requests go (or its error)."""
         try:
             return self._find(group_ids)
-        except _Unimplemented as failure:
+        except Unimplemented as failure:
             raise errors.InvalidRequestError(str(failure)) from failure
 
     def _find(self, group_ids: Sequence[str]) -> list[pb.CoordinatorLocation]:
@@ -168,11 +157,11 @@ class AdminClient:
         for start in range(0, len(ids), 1000):
             request = pb.FindCoordinatorRequest(group_ids=ids[start:start + 1000])
             failures: list[str] = []
-            for address in self.addresses:
+            for address in self.known.candidates():
                 try:
                     response: pb.FindCoordinatorResponse = self._rpc(address, "FindCoordinator", request,
                                                                      pb_grpc.GroupCoordinatorStub)
-                except _Unreachable as failure:
+                except Unreachable as failure:
                     failures.append(f"{address} ({failure})")
                     continue
                 errors.raise_for(response.error)
@@ -180,10 +169,11 @@ class AdminClient:
                 for entry in response.coordinators:
                     if entry.address:
                         entry.address = reachable_address(entry.address, address)
+                self.known.learn((e.address for e in response.coordinators), every_live=False)
                 found.extend(response.coordinators)
                 break
             else:
-                raise errors.CoordinatorNotAvailableError(f"no coordinator answered at {', '.join(failures)}")
+                raise none_answered(failures, unreachable=True)
         return found
 
     def _coordinator_of(self, group_id: str, deadline: float) -> str | None:
@@ -193,11 +183,12 @@ class AdminClient:
         while True:
             try:
                 entry = self._find([group_id])[0]
-            except _Unimplemented:
+            except Unimplemented:
                 self._lookup = False
                 return None
-            except errors.CoordinatorNotAvailableError:  # no address answered: again, until the deadline
-                if self._monotonic() >= deadline:
+            except errors.CoordinatorNotAvailableError as unanswered:  # no address answered: again, until the deadline
+                if self._monotonic() >= deadline or (
+                        isinstance(unanswered, CoordinatorUnreachableError) and not self.retry_unreachable):
                     raise
                 self._sleep(self._backoff_s)
                 continue
@@ -223,7 +214,7 @@ class AdminClient:
                 return self._call(method, request, service)
             try:
                 response = self._rpc(address, method, request, service)
-            except _Unreachable as failure:
+            except Unreachable as failure:
                 self._located.pop(group_id, None)
                 if self._monotonic() >= deadline:
                     raise errors.CoordinatorNotAvailableError(
@@ -231,7 +222,7 @@ class AdminClient:
                     ) from None
                 self._sleep(self._backoff_s)
                 continue
-            except _Unimplemented as failure:
+            except Unimplemented as failure:
                 raise errors.InvalidRequestError(str(failure)) from failure
             code = response.error.code
             if code not in _RETRY_HERE and code not in _ASK_AGAIN:
@@ -256,12 +247,14 @@ class AdminClient:
         request = pb.DescribeClusterRequest()
         if address is None:
             response: pb.DescribeClusterResponse = self._cluster_call("DescribeCluster", request)
+            self.known.learn((reachable_address(c.address, self.answered_by) for c in response.coordinators),
+                             every_live=True)
             return response
         try:
             answer: pb.DescribeClusterResponse = self._rpc(address, "DescribeCluster", request)
-        except _Unreachable as failure:
+        except Unreachable as failure:
             raise errors.CoordinatorNotAvailableError(f"DescribeCluster at {address}: {failure}") from None
-        except _Unimplemented as failure:
+        except Unimplemented as failure:
             raise errors.InvalidRequestError(str(failure)) from failure
         errors.raise_for(answer.error)
         return answer
@@ -269,18 +262,18 @@ class AdminClient:
     def _cluster_call(self, method: str, request: Any) -> Any:
         """A question any coordinator answers: the first address that does."""
         failures: list[str] = []
-        for address in self.addresses:
+        for address in self.known.candidates():
             try:
                 response = self._rpc(address, method, request)
-            except _Unreachable as failure:
+            except Unreachable as failure:
                 failures.append(f"{address} ({failure})")
                 continue
-            except _Unimplemented as failure:
+            except Unimplemented as failure:
                 raise errors.InvalidRequestError(str(failure)) from failure
             errors.raise_for(response.error)
             self.answered_by = address
             return response
-        raise errors.CoordinatorNotAvailableError(f"no active coordinator answered at {', '.join(failures)}")
+        raise none_answered(failures, unreachable=True)
 
     def _leaders(self, cluster: pb.DescribeClusterResponse) -> list[str]:
         """The coordinators leading shards, as reachable from here."""
@@ -301,7 +294,7 @@ class AdminClient:
         for address in self._leaders(cluster):
             try:
                 response: pb.ListGroupsResponse = self._rpc(address, "ListGroups", pb.ListGroupsRequest())
-            except (_Unreachable, _Unimplemented) as failure:
+            except (Unreachable, Unimplemented) as failure:
                 listing.failed[address] = str(failure)
                 continue
             if response.error.code != pb.NONE:

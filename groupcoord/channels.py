@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import collections
 import os
+import re
 import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -32,7 +33,15 @@ import grpc
 
 from groupcoord.addresses import is_loopback_host
 
-__all__ = ["MAX_RECEIVE_BYTES", "ClientSecurity", "channel_options", "is_loopback_address", "unsafe_file"]
+__all__ = [
+    "MAX_RECEIVE_BYTES",
+    "ClientSecurity",
+    "probe",
+    "channel_options",
+    "failure_reason",
+    "is_loopback_address",
+    "unsafe_file",
+]
 
 MAX_RECEIVE_BYTES = 256 * 1_048_576
 
@@ -47,6 +56,41 @@ def channel_options(reconnect_backoff_max_ms: int = 1_000) -> list[tuple[str, in
         ("grpc.max_reconnect_backoff_ms", cap),
         ("grpc.use_local_subchannel_pool", 1),
     ]
+
+
+def probe(channel: grpc.Channel, timeout_s: float) -> grpc.RpcError | None:
+    """One gRPC health check on ``channel`` with ``timeout_s``: the error when it did not reach a server
+    (UNAVAILABLE says why at once: refused, name not resolved, TLS; DEADLINE_EXCEEDED: nothing answered
+    in ``timeout_s``), else None (any answer, even UNIMPLEMENTED or UNAUTHENTICATED, came from a
+    server). Bounds how long a command waits on a wrong address to ``timeout_s``, not its call's timeout."""
+    check = channel.unary_unary("/grpc.health.v1.Health/Check", request_serializer=lambda _: b"",
+                                response_deserializer=lambda data: data)
+    try:
+        check(None, timeout=timeout_s)
+    except grpc.RpcError as error:
+        if error.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+            return error
+    return None
+
+
+_TLS_REASON = re.compile(r"SSL routines:[^:]*:([A-Z0-9_]+)|(CERTIFICATE_VERIFY_FAILED)")
+
+
+def failure_reason(code: grpc.StatusCode | None, detail: str) -> str:
+    """What a failed call's status says happened, in a few words: connection refused, name not resolved,
+    TLS handshake failed (and OpenSSL's reason), timed out; else the code and gRPC's own words."""
+    lowered = detail.lower()
+    if "connection refused" in lowered:
+        return "connection refused"
+    if "resolving" in lowered or "dns resolution" in lowered or "lookup" in lowered:
+        return "name not resolved"
+    if "handshake" in lowered or "ssl" in lowered or "certificate" in lowered:
+        match = _TLS_REASON.search(detail)
+        return f"TLS handshake failed ({match.group(1) or match.group(2)})" if match else "TLS handshake failed"
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED or "timed out" in lowered:
+        return "timed out"
+    name = code.name.lower() if code is not None else "failed"
+    return f"{name}: {detail[:160]}" if detail else name
 
 
 @dataclass(frozen=True, kw_only=True)

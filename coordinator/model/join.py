@@ -241,9 +241,9 @@ def _add_member(m: Model, out: Outbox, group: Group, request: pb.JoinGroupReques
     group.hold_join(member, token)
     # KIP-394: a new member cannot heartbeat while parked; if it goes away, its join expires
     out.arm(phases.session_key(group.group_id, member_id), m.config.group_new_member_join_timeout_ms / 1000)
-    log.info("group %s: member %s joined (%s%s)", group.group_id, member_id, host or "?",
-             f", instance {member.instance_id}" if member.instance_id else "", extra={
-                 "event": "member_joined", "group": group.group_id, "member": member_id,
+    log.info("group %s: member %s joined (client %s, host %s%s)", group.group_id, member_id, member.client_id,
+             host or "?", f", instance {member.instance_id}" if member.instance_id else "", extra={
+                 "event": "member_joined", "group": group.group_id, "member": member_id, "client": member.client_id,
                  "instance": member.instance_id, "host": host})
     if group.state is S.PREPARING_REBALANCE:
         if group.in_initial_delay:

@@ -119,8 +119,10 @@ def _leave_one(m: Model, out: Outbox, group: Group | None, who: pb.MemberIdentit
             answer.error.CopyFrom(failure)
             return answer
     member = group.members[member_id]
-    log.info("group %s: member %s left", group.group_id, member_id, extra={
-        "event": "member_left", "group": group.group_id, "member": member_id, "instance": member.instance_id})
+    reason = "removed by instance id (an operator's LeaveGroup)" if not who.member_id else "left (LeaveGroup)"
+    log.info("group %s: member %s %s", group.group_id, member_id, reason, extra={
+        "event": "member_left", "group": group.group_id, "member": member_id, "instance": member.instance_id,
+        "reason": reason})
     phases.fail_held(out, group, member, pb.UNKNOWN_MEMBER_ID, "the member left the group")
     phases.drop_member(out, group, member)
     phases.after_member_removed(m, out, group, f"member {member_id} left")

@@ -118,11 +118,11 @@ def _accept_leader_sync(m: Model, out: Outbox, group: Group, request: pb.SyncGro
     group.complete_sync()
     out.persist(group)  # durable before tasks start
     log.info(
-        "group %s: generation %d stable: %d replica(s) over %d member(s), %d unassigned",
+        "group %s: generation %d stable: %d replica(s) over %d member(s), %d unassigned, assignor %s",
         group.group_id, group.generation, sum(len(v) for v in group.assignment.values()),
-        len(group.members), len(group.unassigned),
+        len(group.members), len(group.unassigned), group.protocol,
         extra={"event": "rebalance_completed", "group": group.group_id, "generation": group.generation,
-               "members": len(group.members), "unassigned": len(group.unassigned)},
+               "members": len(group.members), "unassigned": len(group.unassigned), "assignor": group.protocol},
     )
     for member in group.members.values():
         if member.sync_token is not None:

@@ -55,6 +55,7 @@ from typing import Any
 
 import grpc
 
+from groupcoord.addresses import unreachable_by_tcp
 from groupcoord.coordinator.auth.files import PolicyFileError, load_policy, load_tokens
 from groupcoord.coordinator.auth.guard import Guard
 from groupcoord.coordinator.auth.prefix_owner import accounts_of
@@ -178,24 +179,8 @@ class ServeOptions:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> ServeOptions:
-        server: dict[str, Any] = {}
-        coordinator: dict[str, Any] = {}
-        if args.config:
-            try:
-                with open(args.config, "rb") as handle:
-                    document = tomllib.load(handle)
-            except OSError as error:
-                raise ValueError(f"cannot read config file {args.config}: {error.strerror}") from None
-            except tomllib.TOMLDecodeError as error:
-                raise ValueError(f"config file {args.config} is not valid TOML: {error}") from None
-            unknown_sections = sorted(set(document) - {"server", "coordinator"})
-            if unknown_sections:
-                raise ValueError(f"config file {args.config}: unknown section(s) {', '.join(unknown_sections)}")
-            server = dict(document.get("server", {}))
-            coordinator = dict(document.get("coordinator", {}))
-            unknown = sorted(set(server) - _SERVER_KEYS)
-            if unknown:
-                raise ValueError(f"config file {args.config}: unknown [server] key(s) {', '.join(unknown)}")
+        """The options of the config file (``--config``) with the flags over it; ``ValueError``: one line."""
+        server, coordinator = _read_config(args.config) if args.config else ({}, {})
         for key in ("listen", "data_dir", "store", "zk", "advertise", "zk_root", "zk_trust_existing", "metrics_public",
                     "zk_session_timeout_s", "sharded", "shards", "snapshots", "snapshot_poll_s",
                     "sample_retention_s", "sample_retention_bytes", "metrics_listen", "log_format", "zk_auth",
@@ -209,87 +194,122 @@ class ServeOptions:
             config = CoordinatorConfig.from_mapping(coordinator)
         except ConfigError as error:
             raise ValueError(str(error)) from None
-        store = server.get("store", "sqlite")
-        if store not in ("sqlite", "memory", "zookeeper"):
-            raise ValueError(f"store must be sqlite, memory or zookeeper, not {store!r}")
-        if store == "zookeeper" and not server.get("zk"):
-            raise ValueError("--store zookeeper needs --zk HOST:PORT[,...]")
-        shards = server.get("shards", cls.shards)
-        if isinstance(shards, bool) or not isinstance(shards, int) or not 1 <= shards <= MAX_SHARDS:
-            raise ValueError(f"shards must be a whole number from 1 to {MAX_SHARDS}, not {shards!r}")
-        sharded = server.get("sharded", "shards" in server)
-        if not isinstance(sharded, bool):
-            raise ValueError(f"sharded must be true or false, not {sharded!r}")  # noqa: TRY004 - a config error: exit 2
-        if sharded and store != "zookeeper":
-            raise ValueError("a sharded cluster keeps its groups in ZooKeeper: add --store zookeeper --zk HOST:PORT")
-        try:
-            zk_session_timeout_s = float(server.get("zk_session_timeout_s", cls.zk_session_timeout_s))
-        except (TypeError, ValueError):
-            raise ValueError(f"zk_session_timeout_s must be a number, not {server.get('zk_session_timeout_s')!r}") \
-                from None
-        if not 0 < zk_session_timeout_s < float("inf"):
-            raise ValueError(f"zk_session_timeout_s must be > 0, not {zk_session_timeout_s}")
-        try:
-            snapshot_poll_s = float(server.get("snapshot_poll_s", cls.snapshot_poll_s))
-        except (TypeError, ValueError):
-            raise ValueError(f"snapshot_poll_s must be a number, not {server.get('snapshot_poll_s')!r}") from None
-        if not 0 < snapshot_poll_s < float("inf"):
-            raise ValueError(f"snapshot_poll_s must be > 0, not {snapshot_poll_s}")
-        try:
-            retention_s = float(server.get("sample_retention_s", cls.sample_retention_s))
-            retention_bytes = int(server.get("sample_retention_bytes", cls.sample_retention_bytes))
-        except (TypeError, ValueError):
-            raise ValueError("sample_retention_s and sample_retention_bytes must be numbers") from None
-        if not (0 <= retention_s < float("inf") and retention_bytes >= 0):
-            raise ValueError("sample_retention_s and sample_retention_bytes must be >= 0 (0: no limit)")
-        listen = str(server.get("listen", cls.listen))
-        _host, sep, port = listen.rpartition(":")
-        if not sep or not port.isdigit():
-            raise ValueError(f"--listen {listen!r} is not HOST:PORT")
-        paths = {key: _path(key, server.get(key)) for key in _PATH_KEYS}
+        paths: dict[str, Any] = {key: _path(key, server.get(key)) for key in _PATH_KEYS}
         _check_security(paths)
-        metrics_listen = str(server.get("metrics_listen", ""))
-        _host, sep, port = metrics_listen.rpartition(":")
-        if metrics_listen and (not sep or not port.isdigit() or int(port) > 65535):
-            raise ValueError(f"--metrics-listen {metrics_listen!r} is not HOST:PORT")
-        flags = {key: server.get(key, getattr(cls, key))
-                 for key in ("metrics_group_labels", "metrics_tls", "zk_trust_existing", "metrics_public")}
-        for key, value in flags.items():
-            if not isinstance(value, bool):
-                raise ValueError(f"{key} must be true or false, not {str(value)[:40]!r}")  # noqa: TRY004 - a config error: one line, exit 2
-        if flags["metrics_tls"] and paths["tls_cert"] is None:
-            raise ValueError("metrics_tls needs tls_cert and tls_key")
+        flags: dict[str, Any] = _switches(server, paths)
+        metrics_listen = _host_port(server, "metrics_listen", "", "--metrics-listen") if server.get(
+            "metrics_listen") else ""
         _check_metrics_exposure(metrics_listen, paths, flags)
-        zk_root = str(server.get("zk_root", cls.zk_root))
-        if not zk_root.startswith("/") or zk_root.endswith("/") or "//" in zk_root or not zk_root.isprintable():
-            raise ValueError(f"zk_root must be an absolute znode path like /groupcoord/default, not {zk_root[:80]!r}")
-        log_format = server.get("log_format", cls.log_format)
-        if log_format not in ("text", "json"):
-            raise ValueError(f"log_format must be text or json, not {log_format!r}")
         return cls(
-            listen=listen,
+            listen=_host_port(server, "listen", cls.listen, "--listen"),
             data_dir=Path(server.get("data_dir", "groupcoord-data")),
-            store=store,
             zk=str(server.get("zk", "")),
             advertise=str(server.get("advertise", "")),
-            zk_root=zk_root,
-            zk_session_timeout_s=zk_session_timeout_s,
-            sharded=sharded,
-            shards=shards,
+            zk_root=_zk_root(server.get("zk_root", cls.zk_root)),
             snapshots=str(server.get("snapshots", "")),
-            snapshot_poll_s=snapshot_poll_s,
-            sample_retention_s=retention_s,
-            sample_retention_bytes=retention_bytes,
             zk_auth=str(server.get("zk_auth", "")),
             metrics_listen=metrics_listen,
-            metrics_group_labels=flags["metrics_group_labels"],
-            metrics_tls=flags["metrics_tls"],
-            metrics_public=flags["metrics_public"],
-            zk_trust_existing=flags["zk_trust_existing"],
-            log_format=log_format,
+            log_format=_log_format(server.get("log_format", cls.log_format)),
             coordinator=config,
+            **_store_and_shards(server, cls.shards),
+            **_durations(server),
+            **flags,
             **paths,
         )
+
+
+def _read_config(path: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The ``[server]`` and ``[coordinator]`` tables of the TOML file at ``path`` (unknown ones refused)."""
+    try:
+        with open(path, "rb") as handle:
+            document = tomllib.load(handle)
+    except OSError as error:
+        raise ValueError(f"cannot read config file {path}: {error.strerror}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ValueError(f"config file {path} is not valid TOML: {error}") from None
+    unknown_sections = sorted(set(document) - {"server", "coordinator"})
+    if unknown_sections:
+        raise ValueError(f"config file {path}: unknown section(s) {', '.join(unknown_sections)}")
+    server = dict(document.get("server", {}))
+    unknown = sorted(set(server) - _SERVER_KEYS)
+    if unknown:
+        raise ValueError(f"config file {path}: unknown [server] key(s) {', '.join(unknown)}")
+    return server, dict(document.get("coordinator", {}))
+
+
+def _store_and_shards(server: dict[str, Any], default_shards: int) -> dict[str, Any]:
+    """``store``, ``sharded`` and ``shards``, checked together (sharding needs ZooKeeper)."""
+    store = server.get("store", "sqlite")
+    if store not in ("sqlite", "memory", "zookeeper"):
+        raise ValueError(f"store must be sqlite, memory or zookeeper, not {store!r}")
+    if store == "zookeeper" and not server.get("zk"):
+        raise ValueError("--store zookeeper needs --zk HOST:PORT[,...]")
+    shards = server.get("shards", default_shards)
+    if isinstance(shards, bool) or not isinstance(shards, int) or not 1 <= shards <= MAX_SHARDS:
+        raise ValueError(f"shards must be a whole number from 1 to {MAX_SHARDS}, not {shards!r}")
+    sharded = server.get("sharded", "shards" in server)
+    if not isinstance(sharded, bool):
+        raise ValueError(f"sharded must be true or false, not {sharded!r}")  # noqa: TRY004 - a config error: exit 2
+    if sharded and store != "zookeeper":
+        raise ValueError("a sharded cluster keeps its groups in ZooKeeper: add --store zookeeper --zk HOST:PORT")
+    return {"store": store, "sharded": sharded, "shards": shards}
+
+
+def _positive_s(server: dict[str, Any], key: str) -> float:
+    try:
+        value = float(server.get(key, getattr(ServeOptions, key)))
+    except (TypeError, ValueError):
+        raise ValueError(f"{key} must be a number, not {server.get(key)!r}") from None
+    if not 0 < value < float("inf"):
+        raise ValueError(f"{key} must be > 0, not {value}")
+    return value
+
+
+def _durations(server: dict[str, Any]) -> dict[str, Any]:
+    """The session and poll intervals (> 0) and the sample log's retention (>= 0; 0: no limit)."""
+    try:
+        retention_s = float(server.get("sample_retention_s", ServeOptions.sample_retention_s))
+        retention_bytes = int(server.get("sample_retention_bytes", ServeOptions.sample_retention_bytes))
+    except (TypeError, ValueError):
+        raise ValueError("sample_retention_s and sample_retention_bytes must be numbers") from None
+    if not (0 <= retention_s < float("inf") and retention_bytes >= 0):
+        raise ValueError("sample_retention_s and sample_retention_bytes must be >= 0 (0: no limit)")
+    return {"zk_session_timeout_s": _positive_s(server, "zk_session_timeout_s"),
+            "snapshot_poll_s": _positive_s(server, "snapshot_poll_s"),
+            "sample_retention_s": retention_s, "sample_retention_bytes": retention_bytes}
+
+
+def _host_port(server: dict[str, Any], key: str, default: str, flag: str) -> str:
+    """``HOST:PORT`` with a port from 0 to 65535 (0: any free port); a wrapped port is never bound."""
+    value = str(server.get(key, default))
+    _host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise ValueError(f"{flag} {value!r} is not HOST:PORT with a port from 0 to 65535")
+    return value
+
+
+def _switches(server: dict[str, Any], paths: dict[str, Path | None]) -> dict[str, bool]:
+    flags = {key: server.get(key, getattr(ServeOptions, key))
+             for key in ("metrics_group_labels", "metrics_tls", "zk_trust_existing", "metrics_public")}
+    for key, value in flags.items():
+        if not isinstance(value, bool):
+            raise ValueError(f"{key} must be true or false, not {str(value)[:40]!r}")  # noqa: TRY004 - a config error: one line, exit 2
+    if flags["metrics_tls"] and paths["tls_cert"] is None:
+        raise ValueError("metrics_tls needs tls_cert and tls_key")
+    return flags
+
+
+def _zk_root(value: Any) -> str:
+    zk_root = str(value)
+    if not zk_root.startswith("/") or zk_root.endswith("/") or "//" in zk_root or not zk_root.isprintable():
+        raise ValueError(f"zk_root must be an absolute znode path like /groupcoord/default, not {zk_root[:80]!r}")
+    return zk_root
+
+
+def _log_format(value: Any) -> str:
+    if value not in ("text", "json"):
+        raise ValueError(f"log_format must be text or json, not {value!r}")
+    return str(value)
 
 
 def _path(key: str, value: Any) -> Path | None:
@@ -427,6 +447,10 @@ def _open_backing(options: ServeOptions, resources: ExitStack) -> _Backing:
         return _Backing(store)
     security = load_zk_security(auth=options.zk_auth, credentials_file=options.zk_credentials_file,
                                 tls_ca=options.zk_tls_ca, tls_cert=options.zk_tls_cert, tls_key=options.zk_tls_key)
+    zk_hosts = [h if ":" in h else f"{h}:2181" for h in options.zk.split("/", 1)[0].split(",") if h]
+    down = unreachable_by_tcp(zk_hosts)
+    if len(down) == len(zk_hosts):  # none takes a connection: say why now, not kazoo's time-out 15 s later
+        raise ValueError("cannot reach ZooKeeper: " + ", ".join(f"{h} ({why})" for h, why in down.items()))
     try:
         client = connect(options.zk, session_timeout=options.zk_session_timeout_s, security=security)
     except Exception as error:  # noqa: BLE001 - kazoo raises its own timeout types

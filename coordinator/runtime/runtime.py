@@ -410,6 +410,9 @@ class CoordinatorRuntime:
         """Stop answering for every group: parked and waiting requests get NOT_COORDINATOR."""
         hint = self.office.active_address()
         message = "this coordinator is no longer active"
+        if self._term is not None:
+            log.info("%sout of office (term %d): %d group(s) unloaded", self.label, self._term, len(self.model.groups),
+                     extra={"event": "unloaded", "term": self._term, "groups": len(self.model.groups)})
         self._term = None
         self.loading = False
         effects = self.model.unload(pb.NOT_COORDINATOR, message)

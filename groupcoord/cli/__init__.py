@@ -19,7 +19,7 @@ def _command(args: Sequence[str]) -> str | None:
     """The command word: the first argument that is not a top-level option (``--log-level X``)."""
     rest = iter(args)
     for arg in rest:
-        if arg == "--log-level":
+        if arg in ("--log-level", "--log-format"):
             next(rest, None)
         elif not arg.startswith("-"):
             return arg
@@ -37,6 +37,10 @@ if _launched_command() == "serve" and "grpc" not in sys.modules:  # once gRPC is
     from groupcoord.coordinator.process.stderr_relay import start_relay
 
     atexit.register(start_relay(os.environ).stop)
+elif _launched_command() is not None:
+    # a client command: gRPC's own INFO lines (a failed TLS handshake, twice) would come before our one line
+    # that says the same; GRPC_VERBOSITY=info in the environment still shows them
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
 from groupcoord.cli.main import main  # after the relay, which must come before gRPC
 

@@ -7,26 +7,35 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
+import sys
 from typing import Any
 
-from groupcoord.addresses import parse_addresses
+from groupcoord.addresses import parse_addresses, unresolved_hosts
 from groupcoord.admin import AdminClient
 from groupcoord.channels import ClientSecurity
 
 __all__ = [
+    "COORDINATOR_ENV",
     "DEFAULT_LISTEN",
     "STATS_EXTRA_HINT",
     "UsageError",
     "add_client_security",
+    "add_coordinator",
+    "add_group",
+    "coordinator_addresses",
     "client_security",
     "missing_stats_extra",
     "non_negative_float",
     "open_admin",
     "positive_int",
     "printable",
+    "resolve_group",
 ]
 
 DEFAULT_LISTEN = "127.0.0.1:9400"
+COORDINATOR_ENV = "GROUPCOORD_COORDINATOR"
+"""Where ``--coordinator`` is read from when the flag is not given (as Kafka's tools read bootstrap servers)."""
 STATS_EXTRA_HINT = "pip install 'groupcoord[stats]'"
 
 
@@ -70,6 +79,51 @@ def non_negative_float(text: str) -> float:
     return value
 
 
+def coordinator_addresses(text: str) -> str:
+    """argparse type: ``HOST:PORT[,HOST:PORT...]``, each port 1-65535, at least one host that resolves
+    (as a Kafka client refuses a bootstrap list with no resolvable address)."""
+    try:
+        addresses = parse_addresses(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    unresolved = unresolved_hosts(addresses)
+    if len(unresolved) == len(addresses):
+        raise argparse.ArgumentTypeError("; ".join(f"{address}: {why}" for address, why in unresolved.items()))
+    return text
+
+
+def add_coordinator(parser: argparse.ArgumentParser) -> None:
+    """``--coordinator``: one spelling, one help text and one default on every command that talks to one."""
+    parser.add_argument("--coordinator", default=os.environ.get(COORDINATOR_ENV) or DEFAULT_LISTEN,
+                        type=coordinator_addresses, metavar="HOST:PORT[,...]",
+                        help=f"any coordinators of the cluster, a starting point: the others are learnt from them "
+                             f"(default: ${COORDINATOR_ENV}, else {DEFAULT_LISTEN})")
+
+
+def add_group(parser: argparse.ArgumentParser, *, positional: bool) -> None:
+    """``--group GROUP`` (Kafka's spelling); ``positional``: the older ``COMMAND GROUP`` still works."""
+    parser.add_argument("--group", metavar="GROUP", help="the group (required)")
+    if positional:
+        parser.add_argument("group_positional", nargs="?", metavar="GROUP_",
+                            help="deprecated: the group as a positional; use --group")
+
+
+def resolve_group(args: argparse.Namespace, rest: list[str] | None = None) -> str:
+    """The group of ``--group``, else of the deprecated positional (one line on stderr says so).
+    ``rest``: a command whose only positionals are a list (``tasks put``) gives the list: its first
+    item is the group when ``--group`` is absent."""
+    if args.group:
+        return str(args.group)
+    positional = getattr(args, "group_positional", None)
+    if positional is None and rest:
+        positional = rest.pop(0)
+    if not positional:
+        raise UsageError("name the group: --group GROUP")
+    print(f"groupcoord: deprecated: the group as a positional ({positional}); write --group {positional}",
+          file=sys.stderr)
+    return str(positional)
+
+
 def add_client_security(parser: argparse.ArgumentParser) -> None:
     """The flags every command that talks to a coordinator takes (``ClientSecurity``)."""
     parser.add_argument("--tls-ca", default="", metavar="PEM",
@@ -96,7 +150,7 @@ def open_admin(address: str, args: argparse.Namespace | None = None) -> AdminCli
     or an unreadable certificate or token file is a usage error."""
     try:
         security = client_security(args, address) if args is not None else None
-        return AdminClient(address, security=security)
+        return AdminClient(address, security=security, retry_unreachable=False)
     except ValueError as error:
         raise UsageError(str(error)) from None
 

@@ -11,22 +11,20 @@ import argparse
 import importlib.util
 from typing import Any
 
-from groupcoord.cli.common import UsageError, add_client_security, client_security
+from groupcoord.cli.common import UsageError, add_client_security, add_coordinator, client_security
 from groupcoord.v1 import groupcoord_pb2 as pb
 
-__all__ = ["CONSOLE_EXTRA_HINT", "add_console_parser", "plan_for", "run_console_command"]
+__all__ = ["CONSOLE_EXTRA_HINT", "add_console_flags", "plan_for", "run_console_command"]
 
 CONSOLE_EXTRA_HINT = "pip install 'groupcoord[console]'"
 DEFAULT_CONSOLE_LISTEN = "127.0.0.1:9480"
 
 
-def add_console_parser(sub: Any) -> None:
-    """The ``console`` subcommand, on the ``groupcoord`` parser's subparsers."""
-    console = sub.add_parser("console", help="a web console: the cluster, every group, members and load, live")
+def add_console_flags(console: argparse.ArgumentParser) -> None:
+    """The ``console`` subcommand's flags (the command itself, with the global flags, is made by the CLI's parser)."""
     console.add_argument("--listen", default=DEFAULT_CONSOLE_LISTEN,
                          help="HOST:PORT the console serves on (default %(default)s; port 0: any free port)")
-    console.add_argument("--coordinator", default="127.0.0.1:9400",
-                         help="HOST:PORT[,HOST:PORT...]: any coordinators of the cluster (default %(default)s)")
+    add_coordinator(console)
     add_client_security(console)
     console.add_argument("--access-token-file", metavar="FILE",
                          help="the token browsers must present (one line); default: a random token, printed in "

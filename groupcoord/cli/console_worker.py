@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from groupcoord.assignors.registry import UnknownAssignorError, get_assignor
-from groupcoord.cli.common import UsageError
+from groupcoord.cli.common import UsageError, resolve_group
 from groupcoord.worker import WorkerClient, WorkerConfig
 from groupcoord.worker.load import demo_load_reporter
 
@@ -57,7 +57,7 @@ class JsonLinesListener:
 def _config(args: argparse.Namespace) -> WorkerConfig:
     try:
         config = WorkerConfig(
-            group_id=args.group,
+            group_id=resolve_group(args),
             coordinators=args.coordinator,
             client_id=args.name,
             assignors=tuple(a.strip() for a in args.assignor.split(",") if a.strip()),
@@ -97,8 +97,9 @@ def run_worker(args: argparse.Namespace) -> int:
     client.start()
     while not signals and client.fatal_error is None:
         time.sleep(0.2)
+    member_id = client.member_id  # close() forgets it
     client.close(leave_group=True if args.leave_on_exit else None)
-    listener.emit("left", member_id="")
+    listener.emit("left", member_id=member_id)
     if client.fatal_error is not None:
         print(f"groupcoord worker: {client.fatal_error}", file=sys.stderr)
         return 1

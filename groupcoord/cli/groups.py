@@ -8,7 +8,7 @@ import sys
 
 from groupcoord import errors
 from groupcoord.admin import AdminClient
-from groupcoord.cli.common import UsageError, open_admin, printable
+from groupcoord.cli.common import UsageError, open_admin, printable, resolve_group
 from groupcoord.cli.describe import describe_as_dict, print_describe, state_name
 from groupcoord.cli.plan import run_plan
 
@@ -16,6 +16,8 @@ __all__ = ["run_groups", "run_tasks"]
 
 
 def run_groups(args: argparse.Namespace) -> int:
+    if args.groups_command != "list":
+        args.group = resolve_group(args)
     if args.groups_command == "plan":
         return run_plan(args)
     with open_admin(args.coordinator, args) as admin:
@@ -66,6 +68,9 @@ def _remove_members(admin: AdminClient, args: argparse.Namespace) -> int:
 
 
 def run_tasks(args: argparse.Namespace) -> int:
+    args.group = resolve_group(args, args.task_ids)
+    if not args.task_ids:
+        raise UsageError("name at least one TASK after the group")
     with open_admin(args.coordinator, args) as admin:
         if args.tasks_command == "put":
             if len(set(args.task_ids)) != len(args.task_ids):

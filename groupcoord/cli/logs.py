@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import json
 import logging
+import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-__all__ = ["JsonFormatter", "TextFormatter", "escape", "use_log_format"]
+__all__ = ["EventRateLimit", "JsonFormatter", "TextFormatter", "escape", "use_log_format"]
 
 # attributes every LogRecord has: anything else on a record came in through ``extra=``
 _STANDARD = frozenset(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message", "asctime", "taskName"}
@@ -69,3 +71,37 @@ def use_log_format(log_format: str) -> None:
     for handler in logging.getLogger().handlers:
         if isinstance(handler.formatter, (TextFormatter, JsonFormatter)):
             handler.setFormatter(formatter)
+
+
+class EventRateLimit(logging.Filter):
+    """At most ``burst`` lines of one event kind (the ``event`` extra: ``member_joined``,
+    ``rebalance_started``...) per ``window_s``; beyond that they are counted, not written, and the
+    first line of that kind after the window says how many were left out (``suppressed``). A fleet
+    of a thousand workers starting together writes a screenful, not a thousand lines; one group's
+    story, a few lines a minute, is never cut. Lines without an event pass untouched."""
+
+    def __init__(self, burst: int = 50, window_s: float = 10.0,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
+        self.burst = burst
+        self.window_s = window_s
+        self._monotonic = monotonic
+        self._windows: dict[str, list[float]] = {}  # event -> [window start, lines shown, lines left out]
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        event = getattr(record, "event", None)
+        if not isinstance(event, str):
+            return True
+        now = self._monotonic()
+        window = self._windows.setdefault(event, [now, 0, 0])
+        if now - window[0] >= self.window_s:
+            left_out = int(window[2])
+            window[:] = [now, 0, 0]
+            if left_out:
+                record.suppressed = left_out
+                record.msg = f"{record.msg} ({left_out} more {event} line(s) left out before this one)"
+        if window[1] >= self.burst:
+            window[2] += 1
+            return False
+        window[1] += 1
+        return True

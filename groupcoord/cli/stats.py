@@ -20,12 +20,14 @@ import argparse
 import logging
 import re
 import sys
+from pathlib import Path
 from typing import Any
 
 from prometheus_client import CollectorRegistry
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from groupcoord import errors
+from groupcoord.addresses import unresolved_hosts
 from groupcoord.admin import AdminClient
 from groupcoord.channels import ClientSecurity
 from groupcoord.cli.common import STATS_EXTRA_HINT, client_security, missing_stats_extra
@@ -55,10 +57,15 @@ def spark_setting(text: str) -> tuple[str, str]:
 
 
 def listen_address(text: str) -> str:
-    """argparse type: ``HOST:PORT`` (port 0..65535; 0 picks a free one)."""
-    _host, sep, port = text.rpartition(":")
+    """argparse type: ``HOST:PORT`` (port 0..65535; 0 picks a free one), the host one that resolves."""
+    host, sep, port = text.rpartition(":")
     if not sep or not port.isdigit() or int(port) > 65535:
-        raise argparse.ArgumentTypeError(f"{text!r} is not HOST:PORT (e.g. 127.0.0.1:9402)")
+        raise argparse.ArgumentTypeError(f"{text!r} is not HOST:PORT with a port from 0 to 65535 "
+                                          "(e.g. 127.0.0.1:9402)")
+    if host.strip("[]") not in ("", "0.0.0.0", "::"):
+        unresolved = unresolved_hosts([text])
+        if unresolved:
+            raise argparse.ArgumentTypeError(f"{text}: {unresolved[text]}")
     return text
 
 
@@ -100,6 +107,20 @@ def _line(snapshot_id: str, out: str, meta: Any) -> str:
             f"{meta['workers']} worker(s), {meta['split_candidates']} split candidate(s)")
 
 
+_ROLL_NOTE = ("the coordinator's sample log makes its files visible when it rolls them (every minute, and when "
+              "it stops)")
+
+
+def _no_sample_file_yet(samples: str) -> bool:
+    """A local samples directory with no visible file in it yet (only the hidden in-progress one): said
+    in one line without starting Spark, whose Parquet reader would print a warning and a Java stack
+    trace first. Other paths (hdfs://, s3a://) and missing ones are left to the job."""
+    path = Path(samples.removeprefix("file://"))
+    if "://" in samples.removeprefix("file://") or not path.is_dir():
+        return False
+    return not any(p.is_file() and not p.name.startswith((".", "_")) for p in path.rglob("*"))
+
+
 def run_stats(args: argparse.Namespace) -> int:
     missing = missing_stats_extra()
     if missing is not None:
@@ -113,6 +134,9 @@ def run_stats(args: argparse.Namespace) -> int:
     if args.metrics_listen and not args.follow:
         print("groupcoord stats: --metrics-listen serves the metrics of --follow; add --follow", file=sys.stderr)
         return 2
+    if not args.follow and _no_sample_file_yet(args.samples):
+        print(f"groupcoord stats: no samples under {args.samples} yet: {_ROLL_NOTE}", file=sys.stderr)
+        return 0
     # lazy: the Spark job needs pyspark and pyarrow (the stats extra)
     from groupcoord.loadstats.job import run
     from groupcoord.loadstats.stream import run_incremental
@@ -142,8 +166,7 @@ def run_stats(args: argparse.Namespace) -> int:
                 f"late {result.extra['rows_late_new']}")
     print(_line(result.snapshot_id, args.out, meta) + f", {timing} ({mode})")
     if result.rows_read == 0:
-        print(f"groupcoord stats: no samples under {args.samples} yet: the coordinator's sample log makes its "
-              "files visible when it rolls them (every minute, and when it stops)", file=sys.stderr)
+        print(f"groupcoord stats: no samples under {args.samples} yet: {_ROLL_NOTE}", file=sys.stderr)
     if args.coordinator:
         sent = publish_snapshots(args.out, args.coordinator, client_security(args, args.coordinator))
         print(f"published to {args.coordinator}: {', '.join(sent) or 'nothing'}")

@@ -89,7 +89,7 @@ def test_plan_shows_the_moves_and_changes_nothing(lopsided: tuple[ServerThread, 
     server, (first, second) = lopsided
     with AdminClient(server.address) as admin:
         before = admin.describe_group(G)
-        done = run_here(capsys, "groups", "plan", G, "--assignor", "round-robin", "--json",
+        done = run_here(capsys, "groups", "plan", "--group", G, "--assignor", "round-robin", "--json",
                         "--coordinator", server.address)
         assert done.returncode == 0, done.stderr
         plan = json.loads(done.stdout)
@@ -104,12 +104,12 @@ def test_plan_shows_the_moves_and_changes_nothing(lopsided: tuple[ServerThread, 
         assert plan["balance"]["after"]["moved"] == 3
         assert plan["assignor"] == "round-robin" and plan["generation"] == before.generation
 
-        table = run_here(capsys, "groups", "plan", G, "--assignor", "round-robin", "--coordinator", server.address)
+        table = run_here(capsys, "groups", "plan", "--group", G, "--assignor", "round-robin", "--coordinator", server.address)
         assert table.returncode == 0, table.stderr
         assert "moves (3):" in table.stdout and "6 → 3" in table.stdout and "0 → 3" in table.stdout
         assert "2.00" in table.stdout and "dry run" in table.stdout
 
-        current = run_here(capsys, "groups", "plan", G, "--json", "--coordinator", server.address)
+        current = run_here(capsys, "groups", "plan", "--group", G, "--json", "--coordinator", server.address)
         assert json.loads(current.stdout)["assignor"] == "test-all-on-first"  # the group's own: nothing moves
         assert json.loads(current.stdout)["moves"] == []
 
@@ -122,7 +122,7 @@ def test_plan_with_a_snapshot_from_a_path(lopsided: tuple[ServerThread, list[str
                                           capsys: pytest.CaptureFixture[str]) -> None:
     server, (first, second) = lopsided
     path = _snapshot(tmp_path, {t: float(i + 1) for i, t in enumerate(TASKS)})  # a=1 ... f=6 msg/s
-    done = run_here(capsys, "groups", "plan", G, "--assignor", "round-robin", "--snapshot", str(path), "--json",
+    done = run_here(capsys, "groups", "plan", "--group", G, "--assignor", "round-robin", "--snapshot", str(path), "--json",
                     "--coordinator", server.address)
     assert done.returncode == 0, done.stderr
     plan = json.loads(done.stdout)
@@ -130,7 +130,7 @@ def test_plan_with_a_snapshot_from_a_path(lopsided: tuple[ServerThread, list[str
     rows = {m["member_id"]: m for m in plan["members"]}
     assert (rows[first]["msg_rate_before"], rows[first]["msg_rate_after"]) == (21.0, 9.0)  # 1+2+...+6 -> a+c+e
     assert (rows[second]["msg_rate_before"], rows[second]["msg_rate_after"]) == (0.0, 12.0)
-    table = run_here(capsys, "groups", "plan", G, "--assignor", "round-robin", "--snapshot", str(path),
+    table = run_here(capsys, "groups", "plan", "--group", G, "--assignor", "round-robin", "--snapshot", str(path),
                      "--coordinator", server.address)
     assert "MSG/S" in table.stdout and "21.0 → 9.0" in table.stdout
 
@@ -139,17 +139,17 @@ def test_plan_bad_input_is_one_line(server: ServerThread, tmp_path: Path, capsys
     addr = server.address
     AdminClient(addr).put_tasks("catalog-only", ["x"])
     cases = [
-        (("groups", "plan", "missing", "--coordinator", addr), 1, "GROUP_ID_NOT_FOUND"),
-        (("groups", "plan", "catalog-only", "--assignor", "no-such", "--coordinator", addr), 2, "no assignor named"),
-        (("groups", "plan", "catalog-only", "--coordinator", addr), 2, "has no assignor yet"),
-        (("groups", "plan", "catalog-only", "--snapshot", str(tmp_path / "nope"), "--coordinator", addr), 2,
+        (("groups", "plan", "--group", "missing", "--coordinator", addr), 1, "GROUP_ID_NOT_FOUND"),
+        (("groups", "plan", "--group", "catalog-only", "--assignor", "no-such", "--coordinator", addr), 2, "no assignor named"),
+        (("groups", "plan", "--group", "catalog-only", "--coordinator", addr), 2, "has no assignor yet"),
+        (("groups", "plan", "--group", "catalog-only", "--snapshot", str(tmp_path / "nope"), "--coordinator", addr), 2,
          "no load snapshot at"),
-        (("groups", "plan", "catalog-only", "--snapshot", str(_snapshot(tmp_path, {"x": 1.0})),
+        (("groups", "plan", "--group", "catalog-only", "--snapshot", str(_snapshot(tmp_path, {"x": 1.0})),
           "--assignor", "sticky", "--coordinator", addr), 2, "no figures for group catalog-only"),
     ]
     for args, status, text in cases:
         done = run_here(capsys, *args)
         assert done.returncode == status, (args, done.stderr)
         assert text in done.stderr and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
-    empty = run_here(capsys, "groups", "plan", "catalog-only", "--assignor", "sticky", "--json", "--coordinator", addr)
+    empty = run_here(capsys, "groups", "plan", "--group", "catalog-only", "--assignor", "sticky", "--json", "--coordinator", addr)
     assert empty.returncode == 0 and json.loads(empty.stdout)["unassigned"] != []  # no members: nowhere to put x
