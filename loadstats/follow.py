@@ -123,6 +123,42 @@ def _failure_kind(exc: BaseException, spark: SparkSession | None, state_root: st
     return "batch"
 
 
+def _stop_on_signals(stop: threading.Event) -> dict[signal.Signals, Any]:
+    """SIGINT and SIGTERM set ``stop`` (from the main thread only: Python allows no handler
+    elsewhere); returns the handlers they replaced, restored when following stops."""
+    previous: dict[signal.Signals, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous[sig] = signal.signal(sig, lambda *_: stop.set())
+    return previous
+
+
+def _watch_backlog(metrics: FollowMetrics, store: StateStore, samples_path: str, out_path: str) -> None:
+    """Give the metrics the files not yet folded in, and the snapshot already there: the age
+    gauge is right from the start, before the first refresh publishes."""
+
+    def behind() -> int:
+        current = store.current()
+        return files_behind(samples_path, store.checkpoint, current.batch_id if current else -1)
+
+    metrics.count_files_behind(behind)
+    existing = _snapshot_created_ms(out_path)
+    if existing is not None:
+        metrics.snapshot_written(existing)
+
+
+def _report_failure(exc: Exception, session: SparkSession | None, state_root: str, wait: float,
+                    metrics: FollowMetrics | None) -> str:
+    """Log a failed refresh in one line and count it by kind; returns the kind (a lost Spark
+    session is rebuilt before the retry)."""
+    kind = _failure_kind(exc, session, state_root)
+    text = exc.message if isinstance(exc, RefreshFailed) else one_line(exc)
+    log.error("refresh failed (%s): %s; retrying in %gs", kind, text, wait)
+    if metrics is not None:
+        metrics.failed(kind)
+    return kind
+
+
 def follow(
     samples_path: str,
     out_path: str,
@@ -155,10 +191,7 @@ def follow(
         logging.getLogger("py4j").setLevel(logging.CRITICAL)
     state_root = os.path.abspath(state_path or default_state_path(out_path))
     store = StateStore(state_root)
-    previous: dict[signal.Signals, Any] = {}
-    if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            previous[sig] = signal.signal(sig, lambda *_: stop.set())
+    previous = _stop_on_signals(stop)
 
     def snapshot_written(meta: dict[str, Any]) -> None:
         if metrics is not None:
@@ -167,14 +200,7 @@ def follow(
             on_snapshot(meta)
 
     if metrics is not None:
-        def behind() -> int:
-            current = store.current()
-            return files_behind(samples_path, store.checkpoint, current.batch_id if current else -1)
-
-        metrics.count_files_behind(behind)
-        existing = _snapshot_created_ms(out_path)
-        if existing is not None:
-            metrics.snapshot_written(existing)
+        _watch_backlog(metrics, store, samples_path, out_path)
     session: SparkSession | None = None
     failures = 0
     first = True
@@ -196,12 +222,8 @@ def follow(
                 raise
             except Exception as exc:  # noqa: BLE001 - every failure is logged, counted and retried
                 failures += 1
-                kind = _failure_kind(exc, session, state_root)
-                text = exc.message if isinstance(exc, RefreshFailed) else one_line(exc)
                 wait = every_s if retry_s is None else retry_s
-                log.error("refresh failed (%s): %s; retrying in %gs", kind, text, wait)
-                if metrics is not None:
-                    metrics.failed(kind)
+                kind = _report_failure(exc, session, state_root, wait, metrics)
                 if kind == "spark_session":
                     _forget_session(session)
                     session = None

@@ -27,7 +27,7 @@ import time
 import uuid
 import warnings
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
@@ -36,6 +36,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from groupcoord.loadstats.compaction import (
     BUCKETS,
+    Segment,
     bucket_files,
     latest_workers_table,
     normalize_file,
@@ -132,21 +133,20 @@ def _ddl_type(t: pa.DataType) -> str:
     return {pa.string(): "string", pa.int64(): "bigint", pa.int32(): "int", pa.float64(): "double"}[t]
 
 
-def rebuild_from_archive(
-    spark: SparkSession,
-    samples_path: str,
-    out_path: str,
-    *,
-    state_path: str | None = None,
-    short_samples: int,
-    long_samples: int,
-    max_sample_age_s: float | None,
-    thresholds: SplitThresholds | None = None,
-) -> JobResult | None:
-    """The full rebuild from the archive in ``state_path`` (default ``OUT.state``), or None when
-    there is no usable one (see the module docstring; the reason is logged)."""
-    started = time.monotonic()
-    store = StateStore(state_path or default_state_path(out_path))
+class _UsableArchive(NamedTuple):
+    """The state's archive entry, its segments and the files they cover, and the log's files now."""
+
+    archive: Mapping[str, Any]
+    segments: list[Segment]
+    covered: set[str]
+    present: dict[str, str]  # normalized name -> the file as Spark lists it
+    parquet_files: list[str]
+
+
+def _usable_archive(spark: SparkSession, store: StateStore, samples_path: str) -> _UsableArchive | None:
+    """The archive and the log's files, or None (the reason logged) when the archive cannot stand in
+    for the log: none yet, another log's, or a file it covers gone from the log (the rebuild must
+    not count samples the log no longer has)."""
     view = store.current()
     archive: Mapping[str, Any] = (view.meta.get("compacted") or {}) if view is not None else {}
     if not archive.get("segments"):
@@ -164,6 +164,28 @@ def rebuild_from_archive(
         log.info("full rebuild: %d sample file(s) of the archive are gone from the log (e.g. %s): reading the "
                  "whole log", len(gone), min(gone))
         return None
+    return _UsableArchive(archive, segments, covered, present, parquet_files)
+
+
+def rebuild_from_archive(
+    spark: SparkSession,
+    samples_path: str,
+    out_path: str,
+    *,
+    state_path: str | None = None,
+    short_samples: int,
+    long_samples: int,
+    max_sample_age_s: float | None,
+    thresholds: SplitThresholds | None = None,
+) -> JobResult | None:
+    """The full rebuild from the archive in ``state_path`` (default ``OUT.state``), or None when
+    there is no usable one (see the module docstring; the reason is logged)."""
+    started = time.monotonic()
+    store = StateStore(state_path or default_state_path(out_path))
+    usable = _usable_archive(spark, store, samples_path)
+    if usable is None:
+        return None
+    archive, segments, covered, present, parquet_files = usable
     buckets = int(archive.get("buckets", BUCKETS))
     segment_dirs = [os.path.join(store.segments, s.name) for s in segments]
     rows_read = sum(s.rows_read for s in segments)

@@ -33,6 +33,9 @@ footer is written, so everything since the last roll would be lost in a crash, a
 make many tiny files. The job reads both formats; rows per second of a coordinator are far
 below what JSON parsing in Spark handles. Non-finite numbers are written as ``NaN`` /
 ``Infinity`` (Spark reads them) and the job rejects them.
+
+This module owns the queue, the writer thread and the counters; the files on disk (rolling,
+orphan recovery, retention) are ``loadstats.sample_log_files``'.
 """
 
 from __future__ import annotations
@@ -48,19 +51,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Self
 
-from groupcoord.loadstats.retention import enforce_retention
+from groupcoord.loadstats.sample_log_files import SampleFiles
 from groupcoord.loadstats.samples import LoadReport, report_rows
 
 __all__ = ["DEFAULT_RETENTION_BYTES", "DEFAULT_RETENTION_S", "SampleLog", "SampleLogStats"]
 
 log = logging.getLogger(__name__)
 
-_SUFFIX = ".jsonl"
-_INPROGRESS = ".inprogress"
 #: Retention defaults: a week (Spark's file stream source forgets files older than that too) and 10 GiB.
 DEFAULT_RETENTION_S = 7 * 24 * 3600.0
 DEFAULT_RETENTION_BYTES = 10 * 1024**3
-_RETENTION_CHECK_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -116,19 +116,10 @@ class SampleLog:
             raise ValueError("roll_bytes, roll_seconds, queue_size and batch_size must be > 0")
         if (retention_s is not None and retention_s <= 0) or (retention_bytes is not None and retention_bytes <= 0):
             raise ValueError("retention_s and retention_bytes must be > 0 (or None: unbounded)")
-        self._retention_s = retention_s
-        self._retention_bytes = retention_bytes
-        self._files_dropped = 0
-        self._bytes_dropped = 0
-        self._retention_checked = -float("inf")
         self.directory = os.fspath(directory)
-        self._roll_bytes = roll_bytes
-        self._roll_seconds = roll_seconds
         self._batch_size = batch_size
         self._clock = clock
-        self._wall_ms = wall_clock_ms
         self._error_log_interval = error_log_interval_s
-        self._fsync = fsync_on_roll
         self._queue: queue.Queue[tuple[str, str, LoadReport | Callable[[], LoadReport], int] | _Marker] = \
             queue.Queue(maxsize=queue_size)
         self._max_queued_rows = max_queued_rows
@@ -142,18 +133,21 @@ class SampleLog:
         self._reports_written = 0
         self._reports_dropped = 0
         self._files_rolled = 0
+        self._files_dropped = 0
+        self._bytes_dropped = 0
         self._errors = 0
         self._last_error: str | None = None
         self._last_error_logged = -float("inf")
-        # writer state (writer thread only)
-        self._file: object | None = None
-        self._tmp_path: str | None = None
-        self._file_bytes = 0
-        self._file_opened_at = 0.0
-        self._seq = 0
         self._token = uuid.uuid4().hex[:8]
-        self._recover_orphans()
-        self._enforce_retention()
+        # the files on disk (writer thread only, once it runs)
+        self._files = SampleFiles(
+            self.directory, token=self._token, roll_bytes=roll_bytes, roll_seconds=roll_seconds, clock=clock,
+            wall_clock_ms=wall_clock_ms, fsync_on_roll=fsync_on_roll, retention_s=retention_s,
+            retention_bytes=retention_bytes, on_error=self._error, on_rolled=self._count_rolled,
+            on_dropped=self._count_dropped,
+        )
+        self._files.recover_orphans()
+        self._files.enforce_retention()
         self._thread = threading.Thread(target=self._run, name=f"sample-log-{self._token}", daemon=True)
         self._thread.start()
 
@@ -230,11 +224,13 @@ class SampleLog:
     # -- writer thread -------------------------------------------------------------------------
 
     def _run(self) -> None:
+        """The writer thread: take batches (up to ``batch_size``) off the queue, write them, roll by time,
+        and answer flush/close markers once everything before them is written."""
         while True:
             try:
-                item = self._queue.get(timeout=self._wait_time())
+                item = self._queue.get(timeout=self._files.wait_time())
             except queue.Empty:
-                self._maybe_roll_by_time()
+                self._files.maybe_roll_by_time()
                 continue
             batch: list[tuple[str, str, LoadReport | Callable[[], LoadReport], int]] = []
             marker: _Marker | None = None
@@ -251,56 +247,16 @@ class SampleLog:
                     break
             if batch:
                 self._write(batch)
-            self._maybe_roll_by_time()
+            self._files.maybe_roll_by_time()
             if marker is not None:
-                self._roll()
+                self._files.roll()
                 marker.done.set()
                 if marker.stop:
                     return
 
-    def _wait_time(self) -> float:
-        if self._file is None:
-            return 1.0
-        remaining = self._file_opened_at + self._roll_seconds - self._clock()
-        return max(0.01, min(1.0, remaining))
-
-    def _maybe_roll_by_time(self) -> None:
-        if self._file is not None and self._clock() - self._file_opened_at >= self._roll_seconds:
-            self._roll()
-        if self._clock() - self._retention_checked >= _RETENTION_CHECK_S:  # age limits apply when idle too
-            self._enforce_retention()
-
-    def _enforce_retention(self) -> None:
-        """Drop the oldest finished files beyond ``retention_s`` or ``retention_bytes``; log one line.
-
-        Only this log's own finished files (``samples-<ms>-...jsonl``) are candidates, oldest first
-        by the time in their name; the newest file is always kept. The statistics job's state
-        carries the history, so a dropped file costs only what a full rebuild could redo.
-        """
-        self._retention_checked = self._clock()
-        if self._retention_s is None and self._retention_bytes is None:
-            return
-        try:
-            result = enforce_retention(self.directory, self._wall_ms(), self._retention_s, self._retention_bytes,
-                                       prefix="samples-", suffix=_SUFFIX)
-        except OSError as exc:
-            if os.path.isdir(self.directory):
-                self._error("retention: listing failed", exc)
-            return
-        if result.error is not None:
-            self._error("retention: could not drop a file", result.error)
-        if result.dropped:
-            with self._lock:
-                self._files_dropped += len(result.dropped)
-                self._bytes_dropped += result.bytes_dropped
-            log.warning(
-                "sample log %s: retention dropped %d file(s), %d bytes (%s .. %s); %d file(s), %d bytes kept "
-                "(limits: %s s, %s bytes)",
-                self.directory, len(result.dropped), result.bytes_dropped, result.dropped[0], result.dropped[-1],
-                result.files_kept, result.bytes_kept, self._retention_s, self._retention_bytes,
-            )
-
     def _error(self, what: str, exc: BaseException) -> None:
+        """Count an error and keep it as ``last_error``; log at most one per ``error_log_interval_s``
+        (a full disk would otherwise log on every batch)."""
         message = f"{what}: {exc!r}"
         with self._lock:
             self._errors += 1
@@ -310,18 +266,18 @@ class SampleLog:
             self._last_error_logged = now
             log.error("sample log %s: %s", self.directory, message)
 
-    def _open(self) -> None:
-        os.makedirs(self.directory, mode=0o700, exist_ok=True)  # load reports are the operator's business only
-        self._seq += 1
-        name = f".samples-{self._wall_ms():015d}-{os.getpid()}-{self._seq:06d}-{self._token}{_SUFFIX}{_INPROGRESS}"
-        path = os.path.join(self.directory, name)
-        # 0600: created so, whatever the umask (the mode of os.open only narrows it)
-        self._file = os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab")
-        self._tmp_path = path
-        self._file_bytes = 0
-        self._file_opened_at = self._clock()
+    def _count_rolled(self) -> None:
+        with self._lock:
+            self._files_rolled += 1
+
+    def _count_dropped(self, files: int, size: int) -> None:
+        with self._lock:
+            self._files_dropped += files
+            self._bytes_dropped += size
 
     def _write(self, batch: list[tuple[str, str, LoadReport | Callable[[], LoadReport], int]]) -> None:
+        """Flatten a batch of reports to JSON lines and append them in one write; a failed write counts
+        the batch's rows as failed and finishes the file at its last complete batch."""
         lines: list[bytes] = []
         n_rows = 0
         with self._lock:
@@ -336,102 +292,12 @@ class SampleLog:
                 self._error("bad report", exc)
         if not lines:
             return
-        data = b"\n".join(lines) + b"\n"
-        try:
-            if self._file is None:
-                self._open()
-            f = self._file
-            assert f is not None
-            f.write(data)  # type: ignore[attr-defined]
-            f.flush()  # type: ignore[attr-defined]
-        except Exception as exc:  # noqa: BLE001 - never raise into the coordinator
-            self._error("write failed", exc)
+        if not self._files.write(b"\n".join(lines) + b"\n"):
             with self._lock:
                 self._rows_failed += n_rows
-            self._abandon_partial()
+            self._files.abandon_partial()
             return
-        self._file_bytes += len(data)
         with self._lock:
             self._rows_written += n_rows
             self._reports_written += len(batch)
-        if self._file_bytes >= self._roll_bytes:
-            self._roll()
-
-    def _abandon_partial(self) -> None:
-        """After a failed write: cut the file back to its last complete batch and roll it."""
-        f, path = self._file, self._tmp_path
-        self._file, self._tmp_path = None, None
-        if f is None or path is None:
-            return
-        try:
-            f.close()  # type: ignore[attr-defined]
-        except OSError as exc:
-            log.debug("sample log: close after a failed write: %r", exc)
-        try:
-            os.truncate(path, self._file_bytes)
-            self._finish(path, self._file_bytes)
-        except OSError as exc:
-            self._error("could not finish partial file", exc)
-
-    def _roll(self) -> None:
-        f, path = self._file, self._tmp_path
-        self._file, self._tmp_path = None, None
-        if f is None or path is None:
-            return
-        try:
-            f.flush()  # type: ignore[attr-defined]
-            if self._fsync:
-                os.fsync(f.fileno())  # type: ignore[attr-defined]
-            f.close()  # type: ignore[attr-defined]
-            self._finish(path, self._file_bytes)
-        except OSError as exc:
-            self._error("roll failed", exc)
-
-    def _finish(self, tmp_path: str, size: int) -> None:
-        if size == 0:
-            os.unlink(tmp_path)
-            return
-        directory, name = os.path.split(tmp_path)
-        final = name[1 : -len(_INPROGRESS)]
-        os.replace(tmp_path, os.path.join(directory, final))
-        with self._lock:
-            self._files_rolled += 1
-        self._enforce_retention()
-
-    def _recover_orphans(self) -> None:
-        """Finish ``.inprogress`` files left by dead processes (pids of this host)."""
-        try:
-            names = os.listdir(self.directory)
-        except OSError:
-            return
-        for name in names:
-            if not (name.startswith(".samples-") and name.endswith(_INPROGRESS)):
-                continue
-            try:
-                pid = int(name.split("-")[2])
-            except (IndexError, ValueError):
-                continue
-            if pid == os.getpid() or _pid_alive(pid):  # a live writer's file: leave it
-                continue
-            path = os.path.join(self.directory, name)
-            try:
-                with open(path, "rb") as f:
-                    data = f.read()
-                good = data.rfind(b"\n") + 1
-                os.truncate(path, good)
-                self._finish(path, good)
-                log.warning("sample log: recovered %s (%d bytes)", name, good)
-            except OSError as exc:
-                self._error("orphan recovery failed", exc)
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    except OSError:
-        return False
-    return True
+        self._files.roll_if_full()

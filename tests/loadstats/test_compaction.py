@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from groupcoord.loadstats import stream
+from groupcoord.loadstats import state_fold
 from groupcoord.loadstats.job import run
 from groupcoord.loadstats.rebuild import rebuild_from_archive
 from groupcoord.loadstats.state import StateStore
@@ -64,7 +64,7 @@ def test_the_rebuild_from_the_archive_equals_the_log_and_a_crash_in_compaction_l
         raise OSError("simulated crash after the segment, before the state's commit")
 
     _write(samples, "samples-001.jsonl", [*parts[1], parts[0][0]])  # a retried report, in another file
-    monkeypatch.setattr(stream, "add_segment", crash)
+    monkeypatch.setattr(state_fold, "add_segment", crash)
     with pytest.raises(Exception, match="simulated crash"):
         run_incremental(samples, out, spark=spark, short_samples=SHORT, long_samples=LONG)
     monkeypatch.undo()
