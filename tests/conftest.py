@@ -18,6 +18,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != ROOT]
 
 from groupcoord.coordinator.config import CoordinatorConfig
+from tests import paths
+
+# the path every test module is imported with (a benchmark script a test loads may put the root back for its
+# own imports later: tests/test_installed_package.py checks this one, whatever ran before it on its worker)
+paths.PATH_AT_START = tuple(sys.path)
 from groupcoord.coordinator.rpc.server import ServerThread
 from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
 from groupcoord.coordinator.testing import Harness

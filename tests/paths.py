@@ -4,3 +4,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 """The repository's root (its ``pyproject.toml``, ``benchmarks/``, ``coordinator/``, ...)."""
+
+PATH_AT_START: tuple[str, ...] = ()
+"""``sys.path`` as tests/conftest.py left it, before any test module was imported."""

@@ -10,6 +10,7 @@ the repository imports a part by its bare name.
 from __future__ import annotations
 
 import ast
+import importlib.machinery
 import importlib.util
 import os
 import subprocess
@@ -19,6 +20,7 @@ from pathlib import Path
 import pytest
 
 import groupcoord.coordinator
+from tests import paths
 from tests.paths import ROOT
 
 PARTS = ("coordinator", "worker", "assignors", "loadstats")
@@ -46,9 +48,10 @@ def test_a_bare_import_of_a_part_fails_from_the_venv(tmp_path: Path, part: str) 
 
 
 def test_the_suite_does_not_see_the_tree_under_bare_names() -> None:
-    on_path = [entry for entry in sys.path if Path(entry or ".").resolve() == ROOT]
+    assert paths.PATH_AT_START, "tests/conftest.py did not record the path"
+    on_path = [entry for entry in paths.PATH_AT_START if Path(entry or ".").resolve() == ROOT]
     assert on_path == [], f"the repository's root is on sys.path: {on_path}"
-    assert [part for part in PARTS if importlib.util.find_spec(part) is not None] == []
+    assert [part for part in PARTS if importlib.machinery.PathFinder.find_spec(part, list(paths.PATH_AT_START))] == []
     twice = sorted(name for name in sys.modules if name.split(".")[0] in PARTS)
     assert twice == [], f"modules loaded a second time under bare names: {twice}"
 

@@ -10,18 +10,29 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError
 
 if TYPE_CHECKING:
     from groupcoord.coordinator.ha.election import Fence
-    from groupcoord.coordinator.ha.shard_election import ShardElections
 
 __all__ = ["Leader", "ShardFencer", "ShardOffice", "ensure_cluster", "leader_of"]
 
 log = logging.getLogger("groupcoord.ha.shards")
+
+
+class ShardElections(Protocol):
+    """What an office and a fencer ask of the shard elections (``shard_election.ShardElections``; named
+    here as a Protocol so that this module does not import the one that imports it)."""
+
+    def leads(self, shard: int) -> bool: ...
+    def epoch(self, shard: int) -> int: ...
+    def fence(self, shard: int) -> Fence: ...
+    def hint(self, shard: int) -> str: ...
+    def recheck(self, shard: int | None = None) -> None: ...
+    def drained(self, shard: int) -> None: ...
 
 
 class Leader(NamedTuple):

@@ -72,9 +72,9 @@ def test_a_cut_off_coordinator_names_no_leader_and_workers_find_the_new_one(
 
             proxy.blackhole()
             # within its session (kazoo suspends after two thirds of it without an answer), plus load
-            time.sleep(3); (lambda: all(answer.error.code == pb.COORDINATOR_NOT_AVAILABLE
+            wait_until(lambda: all(answer.error.code == pb.COORDINATOR_NOT_AVAILABLE
                                    for answer in find_many(c, list(groups.values()))),
-                       )
+                       30, f"{c}, cut off from ZooKeeper, naming no leader")
             cluster.proc_of(a).kill()
             cluster.proc_of(a).wait(10)
 
@@ -91,8 +91,11 @@ def test_a_cut_off_coordinator_names_no_leader_and_workers_find_the_new_one(
             assert worker.wait_until(lambda w: w.coordinator_address == new_leader
                                      and w.state is WorkerState.STABLE, 15), (
                 f"the worker stayed at {worker.coordinator_address} while {b} named {new_leader}")
-            # the round in flight when the new leader was named may have asked b just before: two at most
-            assert worker.coordinator_lookups - lookups_then <= 2, (lookups_then, worker.coordinator_lookups)
+            # found by its next rounds, not after the cut: the rounds after the naming are the one in flight then
+            # and those the new leader's own loading asks for (COORDINATOR_LOAD_IN_PROGRESS sends the worker to
+            # look again; under load, loading takes a few of them): bounded, and far from a session's worth
+            rounds = worker.coordinator_lookups - lookups_then
+            assert rounds <= 10, (lookups_then, worker.coordinator_lookups)
             assert worker.generation == generation, "the worker re-joined: a rebalance from a coordinator fault"
             assert proxy.mode == "blackhole"  # all of this while the cut lasted
             # still cut off: still no leader named, and no stale hint either
