@@ -52,7 +52,7 @@ BIG_GROUP: str = _BENCH.GROUP
 _form_group_in_model = _BENCH._form_group_in_model
 bench_runtime = _BENCH.bench_runtime
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]  # a browser, a coordinator, workers: make test-heavy and make docs run it
 
 SHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"

@@ -96,6 +96,7 @@ def capped_server() -> Iterator[ServerThread]:
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # 30 s of a 4-worker run: stock worker processes and 1 MB joins; CI runs it in make test-heavy
 def test_the_member_that_would_overflow_the_leaders_answer_is_refused_and_the_group_runs(
         capped_server: ServerThread, cli_env: dict[str, str]) -> None:
     address = capped_server.address

@@ -26,7 +26,7 @@ from tests.coordinator.ha.sharded import Cluster, call, find_many, until_answere
 from tests.worker.test_e2e_grpc import Recorder
 from tests.zookeeper_server import ZooKeeperServer, wait_until
 
-pytestmark = [pytest.mark.slow, pytest.mark.zookeeper]
+pytestmark = [pytest.mark.slow, pytest.mark.heavy, pytest.mark.zookeeper]  # three coordinators, a worker, a cut: 25 s
 
 SHARDS = 12
 ZK_SESSION_S = 2.0

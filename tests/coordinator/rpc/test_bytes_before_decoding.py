@@ -197,6 +197,7 @@ def test_refusals_are_logged_a_few_lines_a_window_and_answered_after_the_delay(
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # 84 MiB sent per case and RSS measured: make test-heavy
 @pytest.mark.parametrize("who", ["no token", "no right on the group"])
 def test_a_flood_of_21_mib_put_tasks_costs_no_memory_and_few_log_lines(
         tmp_path: Path, cli_env: dict[str, str], who: str) -> None:
