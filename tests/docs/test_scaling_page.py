@@ -101,6 +101,10 @@ class Session:
         if argv[1:3] == ["cluster", "describe"]:
             command.append("--json")
             check = self.balanced
+        if argv[1:3] == ["groups", "list"]:
+            # the worker started in the background a moment before: its group is Stable once its first rebalance
+            # (the initial delay, then a join and a sync) is through, later on a loaded machine; asked again until then
+            check = self.stable
         deadline = time.monotonic() + timeout
         while True:
             result = subprocess.run(command, check=False, cwd=self.tmp, capture_output=True, text=True, timeout=60)
@@ -109,6 +113,10 @@ class Session:
                 return result.stdout
             assert time.monotonic() < deadline, (argv, result.returncode, result.stdout[-2000:], result.stderr)
             time.sleep(0.5)
+
+    @staticmethod
+    def stable(out: str) -> bool:
+        return out.startswith("shop\tStable")
 
     def balanced(self, out: str) -> bool:
         view = json.loads(out)
