@@ -109,6 +109,15 @@ def _rows(browser: WebDriver, table: str) -> list[list[str]]:
     return rows
 
 
+def _click_link(browser: WebDriver, table: str, text: str) -> None:
+    """Click the table's link showing ``text``, found and clicked in one script: the live part is swapped every
+    poll, so a link found by one WebDriver call can be gone (stale) by the next one's click."""
+    clicked: bool = browser.execute_script(
+        "const a = Array.from(document.querySelectorAll(arguments[0])).find(e => e.innerText.trim() === arguments[1]);"
+        " if (a) { a.click(); } return Boolean(a);", f"table#{table} a", text)
+    assert clicked, f"no link {text!r} in table {table}"
+
+
 def _text(browser: WebDriver, element_id: str) -> str:
     text: str = browser.execute_script(
         "const e = document.getElementById(arguments[0]); return e ? e.innerText.trim() : '';", element_id)
@@ -203,7 +212,7 @@ def test_a_hostile_group_id_renders_as_text_and_runs_nothing(
     wait = WebDriverWait(browser, 30, poll_frequency=0.1)
     wait.until(lambda b: _rows(b, "groups"))
     assert _rows(browser, "groups")[0][0] == HOSTILE
-    browser.find_element(By.LINK_TEXT, HOSTILE).click()
+    _click_link(browser, "groups", HOSTILE)
     wait.until(lambda b: _text(b, "group-state") == "Empty")
     assert browser.find_element(By.ID, "group-name").text == HOSTILE
     # at least one live update swapped in after the load: the escaped markup stays text there too
