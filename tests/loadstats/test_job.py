@@ -215,6 +215,8 @@ def test_idempotent_and_atomic(spark, tmp_path) -> None:
     assert read_meta(out)["snapshot_id"] == second.snapshot_id
 
 
+@pytest.mark.heavy  # a Spark session of its own on a third xdist worker (25 s to start, 42 s to run at load 12): the
+# job's rules stay in make test through the reference comparison and the repeated-rows case
 def test_empty_log_gives_empty_snapshot(spark, tmp_path) -> None:
     samples = tmp_path / "empty"
     samples.mkdir()
