@@ -76,7 +76,7 @@ from groupcoord.coordinator.rpc.server import RunningServer, serve_forever
 from groupcoord.coordinator.runtime.metrics import MetricsEndpoint, MetricsTls, serve_metrics
 from groupcoord.coordinator.runtime.office import Office
 from groupcoord.coordinator.runtime.router import ShardRouter
-from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
+from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime, SampleSink
 from groupcoord.coordinator.storage.sqlite_store import SqliteStore
 from groupcoord.coordinator.storage.store import GroupStore, MemoryStore, StoreError
 from groupcoord.loadstats.sample_log import DEFAULT_RETENTION_BYTES, DEFAULT_RETENTION_S, SampleLog
@@ -395,30 +395,33 @@ def run_coordinator(options: ServeOptions) -> int:
         samples = SampleLog(options.data_dir / "samples", retention_s=options.sample_retention_s or None,
                             retention_bytes=options.sample_retention_bytes or None)
         resources.callback(samples.close)
-        runtime: CoordinatorRuntime | ShardRouter
-        if backing.shards is not None:
-            elections = backing.shards
-            stores = [ZooKeeperStore(backing.client, elections.groups_path(s), elections.fencer(s))
-                      for s in range(elections.shards)]
-            runtime = ShardRouter.build(elections.offices, stores, view=elections, config=options.coordinator,
-                                        on_load_report=sample_sink(samples))
-            owner_of = runtime.member_principal
-        else:
-            runtime = CoordinatorRuntime(options.coordinator, store=backing.store, office=backing.office,
-                                         on_load_report=sample_sink(samples))
-            owner_of = runtime.model.member_principal
+        guard: Guard | None = None
+        if policy.enabled:  # its owner lookups go to the router built next, in the group's shard
+            guard = Guard(policy, owner_of=lambda *member: router.member_principal(*member))
+        router = _router(options, backing, sample_sink(samples), guard)
         relay = stderr_relay.current()
         if relay is not None:  # `groupcoord serve` reads its own stderr: count what it finds there
-            relay.count_in(runtime.metrics.registry)
-        guard = Guard(policy, owner_of=owner_of) if policy.enabled else None
-        if guard is not None:  # quotas count against the principal administering a group's name
-            for shard in runtime.runtimes if isinstance(runtime, ShardRouter) else [runtime]:
-                shard.model.account_of = accounts_of(guard)
+            relay.count_in(router.metrics.registry)
         try:
-            asyncio.run(_serve(runtime, options, backing, credentials, guard))
+            asyncio.run(_serve(router, options, backing, credentials, guard))
         except OSError as error:
             raise ValueError(f"cannot serve on {options.listen}: {error}") from None
     return 0
+
+
+def _router(options: ServeOptions, backing: _Backing, on_load_report: SampleSink,
+            guard: Guard | None) -> ShardRouter:
+    """Every shard's runtime (one, unsharded), built with what it needs: quotas count against the
+    principal administering a group's name when a guard is on."""
+    account_of = accounts_of(guard) if guard is not None else None
+    if backing.shards is not None:
+        elections = backing.shards
+        stores: list[GroupStore] = [ZooKeeperStore(backing.client, elections.groups_path(s), elections.fencer(s))
+                                    for s in range(elections.shards)]
+        return ShardRouter.build(elections.offices, stores, view=elections, config=options.coordinator,
+                                 on_load_report=on_load_report, account_of=account_of)
+    return ShardRouter([CoordinatorRuntime(options.coordinator, store=backing.store, office=backing.office,
+                                           on_load_report=on_load_report, account_of=account_of)])
 
 
 @dataclass
@@ -487,17 +490,17 @@ def _open_backing(options: ServeOptions, resources: ExitStack) -> _Backing:
     return _Backing(ZooKeeperStore(client, f"{options.zk_root}/groups", election), office, election, client=client)
 
 
-async def _serve(runtime: CoordinatorRuntime | ShardRouter, options: ServeOptions, backing: _Backing,
+async def _serve(router: ShardRouter, options: ServeOptions, backing: _Backing,
                  credentials: grpc.ServerCredentials | None = None, guard: Guard | None = None) -> None:
     election: LeaderElection | ShardElections | None = backing.election or backing.shards
     if options.advertise:
-        runtime.advertised = options.advertise  # FindCoordinator's answer; else the listen address
+        router.advertised = options.advertise  # FindCoordinator's answer; else the listen address
     if guard is not None:
         asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, lambda: _reload(guard, options))
-    if isinstance(runtime, CoordinatorRuntime) and election is None:
+    if election is None:
         # Load right before serving: restored sessions and join timers start now, not at some
         # earlier point of a slow start-up.
-        runtime.load()
+        router.load()
 
     def started(running: RunningServer) -> None:
         host = options.listen.rpartition(":")[0]
@@ -516,10 +519,10 @@ async def _serve(runtime: CoordinatorRuntime | ShardRouter, options: ServeOption
                   file=sys.stderr, flush=True)
         election.start(advertise)
 
-    metrics = start_metrics(runtime, options)
-    watching = start_snapshot_watch(runtime, options)
+    metrics = start_metrics(router, options)
+    watching = start_snapshot_watch(router, options)
     try:
-        await serve_forever(runtime, options.listen, on_started=started, credentials=credentials,
+        await serve_forever(router, options.listen, on_started=started, credentials=credentials,
                             interceptors=[guard] if guard is not None else None)
     finally:
         if watching is not None:
@@ -543,12 +546,12 @@ def _reload(guard: Guard, options: ServeOptions) -> None:
     acls = "-" if policy.acls is None else str(len(policy.acls.entries))
     log.info("reloaded: %s token(s), %s ACL entries", tokens, acls)
     print(f"groupcoord serve: reloaded: {tokens} token(s), {acls} ACL entries", file=sys.stderr, flush=True)
-def start_metrics(runtime: CoordinatorRuntime | ShardRouter, options: ServeOptions) -> MetricsEndpoint | None:
+def start_metrics(router: ShardRouter, options: ServeOptions) -> MetricsEndpoint | None:
     """With ``--metrics-listen``: the runtime's registry over HTTP, on a thread of its own."""
     if not options.metrics_listen:
         return None
-    runtime.metrics.attach(asyncio.get_running_loop())  # scrapes read the groups on this loop, from the start
-    runtime.metrics.group_labels = options.metrics_group_labels
+    router.metrics.attach(asyncio.get_running_loop())  # scrapes read the groups on this loop, from the start
+    router.metrics.group_labels = options.metrics_group_labels
     tls = None
     if options.metrics_tls and options.tls_cert is not None and options.tls_key is not None:
         tls = MetricsTls(cert=str(options.tls_cert), key=str(options.tls_key),
@@ -560,7 +563,7 @@ def start_metrics(runtime: CoordinatorRuntime | ShardRouter, options: ServeOptio
         def authorized(token: str) -> bool:
             return scrapers.principal_for(token) is not None
     try:
-        endpoint = serve_metrics(runtime.metrics.registry, options.metrics_listen, tls=tls, authorized=authorized)
+        endpoint = serve_metrics(router.metrics.registry, options.metrics_listen, tls=tls, authorized=authorized)
     except (OSError, ValueError) as error:
         raise ValueError(f"cannot serve metrics on {options.metrics_listen}: {error}") from None
     host = options.metrics_listen.rpartition(":")[0]
@@ -578,10 +581,10 @@ def start_metrics(runtime: CoordinatorRuntime | ShardRouter, options: ServeOptio
     return endpoint
 
 
-def start_snapshot_watch(runtime: CoordinatorRuntime | ShardRouter, options: ServeOptions) -> asyncio.Task[None] | None:
+def start_snapshot_watch(router: ShardRouter, options: ServeOptions) -> asyncio.Task[None] | None:
     """With ``--snapshots``: poll that path on the running loop (see ``coordinator.process.snapshot_watch``)."""
     if not options.snapshots:
         return None
     return asyncio.get_running_loop().create_task(
-        watch_snapshots(runtime, options.snapshots, options.snapshot_poll_s), name="snapshot-watch"
+        watch_snapshots(router, options.snapshots, options.snapshot_poll_s), name="snapshot-watch"
     )
