@@ -44,6 +44,7 @@ __all__ = [
     "Offload",
     "Effect",
     "Outbox",
+    "OK",
     "error",
     "error_response",
 ]
@@ -122,6 +123,10 @@ Effect = Reply | Persist | Forget | ArmTimer | CancelTimer | RecordLoad | Count 
 
 def error(code: pb.ErrorCode, message: str = "", hint: str = "") -> pb.Error:
     return pb.Error(code=code, message=message or pb.ErrorCode.Name(code), coordinator_hint=hint)
+
+
+OK = error(pb.NONE, "NONE")
+"""The error of every answer that succeeded."""
 
 
 def error_response(response_type: type[Message], failure: pb.Error) -> Message:

@@ -317,8 +317,9 @@ def _parser() -> argparse.ArgumentParser:
 def _run_serve(args: argparse.Namespace) -> int:
     # lazy: the coordinator's process layer (its runtime, kazoo, SQLite) is a second of imports on a busy
     # machine that every admin command would pay
+    from groupcoord.coordinator.process.options import ServeOptions
     from groupcoord.coordinator.process.print_config import render_options
-    from groupcoord.coordinator.process.serve import ServeOptions, run_coordinator
+    from groupcoord.coordinator.process.serve import run_coordinator
 
     try:
         options = ServeOptions.from_args(args)
