@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any, TypeVar
 
+from groupcoord.assignors.base import RebalanceProtocol
 from groupcoord.coordinator.clock import Clock, SystemClock
 from groupcoord.coordinator.config import CoordinatorConfig
 from groupcoord.coordinator.model import admin, limits, phases
@@ -104,7 +105,7 @@ class CoordinatorModel:
         if (group is None or group.state is not S.AWAITING_SYNC or request.member_id != group.leader_id
                 or request.generation != group.generation):
             return None
-        return inputs_of(group, group.rebalance_protocol == phases.COOPERATIVE)
+        return inputs_of(group, group.rebalance_protocol == RebalanceProtocol.COOPERATIVE)
 
     def heartbeat(self, request: pb.HeartbeatRequest, token: Token) -> list[Effect]:
         return self._step(handle_heartbeat, request, token)

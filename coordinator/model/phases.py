@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 
+from groupcoord.assignors.base import RebalanceProtocol
 from groupcoord.coordinator.model import limits
 from groupcoord.coordinator.model.answers import (  # moved there; still exported from here
     add_catalog,
@@ -58,7 +59,7 @@ __all__ = [
 
 log = logging.getLogger("groupcoord.coordinator")
 S = GroupState
-EAGER, COOPERATIVE = "eager", "cooperative"
+EAGER, COOPERATIVE = RebalanceProtocol.EAGER, RebalanceProtocol.COOPERATIVE  # still exported from here
 
 
 # ---------------------------------------------------------------------- join phase
@@ -162,8 +163,9 @@ def _complete_join(m: Model, out: Outbox, group: Group) -> None:
     group.unassigned = []
     group.revoking = set()
     group.synced = set()
-    cooperative = bool(group.members) and all(COOPERATIVE in mb.rebalance_protocols for mb in group.members.values())
-    group.rebalance_protocol = COOPERATIVE if cooperative else EAGER
+    cooperative = bool(group.members) and all(RebalanceProtocol.COOPERATIVE in mb.rebalance_protocols
+                                              for mb in group.members.values())
+    group.rebalance_protocol = RebalanceProtocol.COOPERATIVE if cooperative else RebalanceProtocol.EAGER
     group.owners = owners
     if not group.members:
         group.protocol = ""
