@@ -26,8 +26,9 @@ from google.protobuf.message import Message
 from groupcoord.v1 import groupcoord_pb2 as pb
 
 
-class Group(Protocol):
-    """What the outbox needs of a group: its id (the record is built by ``to_record``)."""
+class HasGroupId(Protocol):
+    """What the outbox needs of a group (``model.group.Group`` or a consumer group): its id (the record is
+    built by ``to_record``)."""
 
     group_id: str
 
@@ -145,7 +146,7 @@ class Outbox:
 
     def __init__(self, to_record: Callable[[Any], dict[str, Any]]) -> None:
         self._to_record = to_record
-        self._dirty: dict[str, Group] = {}
+        self._dirty: dict[str, HasGroupId] = {}
         self._forget: list[str] = []
         self._timers: list[Effect] = []
         self._loads: list[Effect] = []
@@ -159,7 +160,7 @@ class Outbox:
     def fail(self, to: Token | None, group_id: str, response_type: type[Message], failure: pb.Error) -> None:
         self.reply(to, group_id, error_response(response_type, failure))
 
-    def persist(self, group: Group) -> None:
+    def persist(self, group: HasGroupId) -> None:
         self._dirty[group.group_id] = group
 
     def forget(self, group_id: str) -> None:
