@@ -21,6 +21,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from functools import partial
 from types import MappingProxyType
 from typing import NamedTuple, Protocol, runtime_checkable
@@ -28,6 +29,7 @@ from typing import NamedTuple, Protocol, runtime_checkable
 from groupcoord.assignors.snapshot import LoadSnapshot
 
 __all__ = [
+    "RebalanceProtocol",
     "TaskReplica",
     "replica_of",
     "TaskSpec",
@@ -113,6 +115,20 @@ class TaskSplit:
     children: tuple[TaskSpec, ...]
 
 
+class RebalanceProtocol(StrEnum):
+    """How a group rebalances (KIP-429), spelled on the wire and in records as its value."""
+
+    EAGER = "eager"
+    """Every member stops all its tasks before each rebalance."""
+    COOPERATIVE = "cooperative"
+    """Only the tasks that move stop, over two generations (``assignors.cooperative``)."""
+
+    @classmethod
+    def of(cls, spelled: str) -> RebalanceProtocol:
+        """The protocol ``spelled`` names; anything else ("" on the wire, proto3's default) is eager."""
+        return cls.COOPERATIVE if spelled == cls.COOPERATIVE else cls.EAGER
+
+
 @dataclass(frozen=True, slots=True)
 class AssignmentContext:
     """Everything an assignor may use. Members and tasks are sorted by id."""
@@ -123,8 +139,8 @@ class AssignmentContext:
     tasks: tuple[TaskSpec, ...]
     load_snapshot: LoadSnapshot | None = None
     rng: random.Random = field(default_factory=lambda: random.Random(0))
-    rebalance_protocol: str = "eager"
-    """"cooperative" (KIP-429): each member's ``owned`` is what it runs now, and a replica owned
+    rebalance_protocol: RebalanceProtocol = RebalanceProtocol.EAGER
+    """``COOPERATIVE`` (KIP-429): each member's ``owned`` is what it runs now, and a replica owned
     by one member may not go to another in this generation (see ``assignors.cooperative``)."""
 
     def __post_init__(self) -> None:

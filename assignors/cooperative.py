@@ -17,12 +17,12 @@ only t1, the same target is valid as it is, and B starts t2.
 
 from __future__ import annotations
 
-from groupcoord.assignors.base import Assignment, AssignmentContext, TaskReplica
+from groupcoord.assignors.base import Assignment, AssignmentContext, RebalanceProtocol, TaskReplica
 
 __all__ = ["COOPERATIVE", "EAGER", "cooperative_step", "running"]
 
-EAGER = "eager"
-COOPERATIVE = "cooperative"
+EAGER = RebalanceProtocol.EAGER  # the names this module exported before the enum
+COOPERATIVE = RebalanceProtocol.COOPERATIVE
 
 
 def running(context: AssignmentContext) -> dict[TaskReplica, frozenset[str]]:

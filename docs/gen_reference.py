@@ -39,8 +39,8 @@ from groupcoord.assignors.balanced.config import BalancedConfig
 from groupcoord.assignors.pulsar.config import LoadBalancerConfig
 from groupcoord.cli.main import _parser as cli_parser  # the parser `groupcoord` runs (no public factory)
 from groupcoord.coordinator.config import CoordinatorConfig
+from groupcoord.coordinator.process.options import ServeOptions
 from groupcoord.coordinator.process.print_config import options_as_dict, render_options
-from groupcoord.coordinator.process.serve import ServeOptions
 from groupcoord.coordinator.process.stderr_relay import relay_metrics
 from groupcoord.coordinator.runtime.metrics import CoordinatorMetrics
 from groupcoord.coordinator.runtime.office import Standalone

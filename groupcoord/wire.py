@@ -26,8 +26,14 @@ from collections.abc import Iterable
 from types import MappingProxyType
 from typing import Any
 
-from groupcoord.assignors.base import Assignment, AssignmentContext, MemberInfo, TaskReplica, TaskSpec
-from groupcoord.assignors.cooperative import COOPERATIVE, EAGER
+from groupcoord.assignors.base import (
+    Assignment,
+    AssignmentContext,
+    MemberInfo,
+    RebalanceProtocol,
+    TaskReplica,
+    TaskSpec,
+)
 from groupcoord.assignors.snapshot import (
     TASK_STATS_FIELDS,
     WORKER_STATS_FIELDS,
@@ -146,7 +152,6 @@ def context_from_join(group_id: str, response: pb.JoinGroupResponse, seed: int |
     """The leader's view of the group in this generation; the random source is seeded by the
     generation (unless given) so a re-run of the same generation decides the same way."""
     snapshot = snapshot_from_pb(response.load_snapshot) if response.HasField("load_snapshot") else None
-    cooperative = response.rebalance_protocol == COOPERATIVE
     return AssignmentContext(
         group_id=group_id,
         generation=response.generation,
@@ -154,19 +159,19 @@ def context_from_join(group_id: str, response: pb.JoinGroupResponse, seed: int |
         tasks=tuple(task_spec(t) for t in response.tasks),
         load_snapshot=snapshot,
         rng=random.Random(response.generation if seed is None else seed),
-        rebalance_protocol=COOPERATIVE if cooperative else EAGER,
+        rebalance_protocol=RebalanceProtocol.of(response.rebalance_protocol),
     )
 
 
 def join_response_from_context(context: AssignmentContext) -> pb.JoinGroupResponse:
     """What a leader receives for ``context`` (its inverse, but for the random source): a
     context written down to replay an assignor elsewhere, or built by a test."""
-    cooperative = context.rebalance_protocol == COOPERATIVE
+    cooperative = context.rebalance_protocol == RebalanceProtocol.COOPERATIVE
     response = pb.JoinGroupResponse(
         generation=context.generation,
         members=[member_pb(m) for m in context.members],
         tasks=[task_pb(t) for t in context.tasks],
-        rebalance_protocol=COOPERATIVE if cooperative else "",  # empty on the wire means eager
+        rebalance_protocol=context.rebalance_protocol if cooperative else "",  # empty on the wire means eager
     )
     for described, member in zip(response.members, context.members, strict=True):
         described.assigned.extend(replicas_to_pb(member.owned))

@@ -55,7 +55,7 @@ _Answer = TypeVar("_Answer")
 AssignmentChange = Notice
 """What ``changes()`` yields: ``kind`` ("assigned", "revoked", "lost"), ``tasks``, ``generation``."""
 
-AsyncLoadReporter = Callable[["AsyncWorkerClient"], "pb.LoadReport | None | Awaitable[pb.LoadReport | None]"]
+AsyncLoadReportCallback = Callable[["AsyncWorkerClient"], "pb.LoadReport | None | Awaitable[pb.LoadReport | None]"]
 
 
 class AsyncWorkerClient(MemberView):
@@ -77,7 +77,7 @@ class AsyncWorkerClient(MemberView):
         assignor_lookup: AssignorLookup = get_assignor,
         channel_factory: AioChannelFactory | None = None,
         monotonic: Callable[[], float] = time.monotonic,
-        load_reporter: AsyncLoadReporter | None = None,
+        load_reporter: AsyncLoadReportCallback | None = None,
         metrics_registry: CollectorRegistry | None = None,
     ) -> None:
         self.config = config

@@ -39,7 +39,8 @@ __all__ = ["JoinListener", "TaskListener", "WorkerClient", "WorkerClosedError", 
 
 log = logging.getLogger("groupcoord.worker")
 
-LoadReporter = Callable[["WorkerClient"], "pb.LoadReport | None"]
+LoadReportCallback = Callable[["WorkerClient"], "pb.LoadReport | None"]
+"""What ``load_reporter`` is: ``worker.load.LoadReporter`` is one."""
 
 
 class WorkerClient(MemberView):
@@ -61,7 +62,7 @@ class WorkerClient(MemberView):
         channel_factory: ChannelFactory | None = None,
         sleep: Callable[[float], None] | None = None,
         monotonic: Callable[[], float] = time.monotonic,
-        load_reporter: LoadReporter | None = None,
+        load_reporter: LoadReportCallback | None = None,
         metrics_registry: CollectorRegistry | None = None,
     ) -> None:
         self.config = config

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from groupcoord.addresses import parse_addresses
+from groupcoord.assignors.base import RebalanceProtocol
 from groupcoord.channels import ClientSecurity
 
 __all__ = ["WorkerConfig", "parse_addresses"]
@@ -30,8 +31,8 @@ class WorkerConfig:
     on close it does not leave the group (its session timeout decides) unless asked to."""
     protocol_type: str = ""
     """The kind of group (e.g. the service's name): every member of a group must give the same one."""
-    rebalance_protocol: str = "eager"
-    """"eager": every task stops before each rebalance. "cooperative" (KIP-429): only the tasks that
+    rebalance_protocol: str = RebalanceProtocol.EAGER.value
+    """A ``RebalanceProtocol`` value. "eager": every task stops before each rebalance. "cooperative" (KIP-429): only the tasks that
     move stop, over two generations; used when every member of the group offers it."""
     assignors: tuple[str, ...] = ("round-robin",)
     """Assignor names this worker supports, most preferred first."""
@@ -88,8 +89,9 @@ class WorkerConfig:
             raise ValueError("rebalance_timeout_ms, retry_backoff_ms must be >= 0 and retry_backoff_max_ms >= retry_backoff_ms")
         if self.instance_id and (len(self.instance_id) > 255 or not self.instance_id.isprintable()):
             raise ValueError("instance_id must be printable, at most 255 characters")
-        if self.rebalance_protocol not in ("eager", "cooperative"):
-            raise ValueError(f"rebalance_protocol must be 'eager' or 'cooperative', not {self.rebalance_protocol!r}")
+        if self.rebalance_protocol not in tuple(RebalanceProtocol):
+            names = " or ".join(repr(p.value) for p in RebalanceProtocol)
+            raise ValueError(f"rebalance_protocol must be {names}, not {self.rebalance_protocol!r}")
         if not self.capacity > 0:
             raise ValueError("capacity must be > 0")
         self.security  # noqa: B018 - checks the TLS options go together

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from groupcoord.assignors.base import RebalanceProtocol
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.wire import replicas_to_pb
 from groupcoord.worker.config import WorkerConfig
@@ -12,7 +13,7 @@ __all__ = ["join_request", "heartbeat_request", "leave_request", "load_request"]
 
 def join_request(config: WorkerConfig, member_id: str, tasks: Ownership) -> pb.JoinGroupRequest:
     """JoinGroup: who we are, what we offer (assignors, rebalance protocols), what we run."""
-    cooperative = config.rebalance_protocol == "cooperative"
+    cooperative = config.rebalance_protocol == RebalanceProtocol.COOPERATIVE
     return pb.JoinGroupRequest(
         group_id=config.group_id,
         member_id=member_id,
@@ -22,7 +23,7 @@ def join_request(config: WorkerConfig, member_id: str, tasks: Ownership) -> pb.J
         rebalance_timeout_ms=config.rebalance_timeout_ms,
         protocols=list(config.assignors),
         protocol_type=config.protocol_type,
-        rebalance_protocols=["eager", "cooperative"] if cooperative else ["eager"],
+        rebalance_protocols=list(RebalanceProtocol) if cooperative else [RebalanceProtocol.EAGER],
         metadata=pb.MemberMetadata(
             rack=config.rack,
             pool=config.pool,

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from groupcoord import errors
+from groupcoord.assignors.base import RebalanceProtocol
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.worker.config import WorkerConfig
 from groupcoord.worker.give_up import give_up_at, give_up_margin
@@ -44,7 +45,7 @@ class Membership:
         self.leader_id = ""
         self.protocol = ""
         # the rebalance protocol of the last generation (before the first: what we offer)
-        self.rebalance_protocol = config.rebalance_protocol
+        self.rebalance_protocol = RebalanceProtocol.of(config.rebalance_protocol)
         self.last_heartbeat_ok = monotonic()
         self.heartbeats_failed = 0  # heartbeats in a row the coordinator did not answer (outage)
         self.rejoin_after_sync = False
@@ -54,7 +55,7 @@ class Membership:
         return bool(self.member_id) and self.member_id == self.leader_id
 
     def cooperative(self) -> bool:
-        return self.rebalance_protocol == "cooperative"
+        return self.rebalance_protocol == RebalanceProtocol.COOPERATIVE
 
     # ------------------------------------------------------------------ join / sync
 
@@ -67,7 +68,7 @@ class Membership:
         self.generation = response.generation
         self.leader_id = response.leader_id
         self.protocol = response.protocol
-        self.rebalance_protocol = response.rebalance_protocol or "eager"
+        self.rebalance_protocol = RebalanceProtocol.of(response.rebalance_protocol)
         log.info(
             "%s: joined generation %d as %s (leader %s, assignor %s)",
             self.config.client_id, response.generation,

@@ -115,7 +115,7 @@ LookupRound = Generator[LookupCall, Any, None]
 
 def lookup_round(route: Route, group_id: str, timeout: float) -> LookupRound:
     """One FindCoordinator round over the bootstrap addresses, without I/O: ``worker.lookup`` decides,
-    the threaded and the asyncio transport each make the calls it yields (``drive_lookup``). Returns
+    the threaded and the asyncio transport each make the calls it yields (their ``_locate``). Returns
     once the route knows where to go; raises the error the group request would fail with."""
     order = route.ask_order()
     each = lookup_timeout(timeout, len(order))

@@ -9,7 +9,7 @@ from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry
 
-from groupcoord.assignors.base import TaskReplica
+from groupcoord.assignors.base import RebalanceProtocol, TaskReplica
 from groupcoord.worker.config import WorkerConfig
 from groupcoord.worker.leader import AssignorLookup
 from groupcoord.worker.member import Member
@@ -101,6 +101,6 @@ class MemberView:
         return self._member.tasks.assigned
 
     @property
-    def rebalance_protocol(self) -> str:
-        """"eager" or "cooperative": how the current generation rebalances."""
+    def rebalance_protocol(self) -> RebalanceProtocol:
+        """How the current generation rebalances."""
         return self._member.session.rebalance_protocol

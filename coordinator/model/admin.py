@@ -5,7 +5,7 @@ state machine and return their answers (and writes) through the outbox.
 
 from __future__ import annotations
 
-from groupcoord.coordinator.model import limits, phases, quotas
+from groupcoord.coordinator.model import answers, limits, phases, quotas
 from groupcoord.coordinator.model.context import Model
 from groupcoord.coordinator.model.effects import Outbox, Token, error
 from groupcoord.coordinator.model.group import Group
@@ -83,7 +83,7 @@ def describe_group(m: Model, out: Outbox, request: pb.DescribeGroupRequest, toke
     def complete() -> None:
         for described, replicas in zip(response.members, assigned, strict=True):
             extend_in_slices(described.assigned, replicas)
-        phases.add_catalog(response, catalog, snap)
+        answers.add_catalog(response, catalog, snap)
 
     out.reply(token, group.group_id, response, complete)
 

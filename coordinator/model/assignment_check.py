@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 from groupcoord.coordinator.config import CoordinatorConfig
 from groupcoord.coordinator.model import limits
+from groupcoord.coordinator.model.effects import OK
 from groupcoord.coordinator.model.group import Group
-from groupcoord.coordinator.model.phases import OK
 from groupcoord.coordinator.model.slices import SLICE, extend_in_slices
 from groupcoord.coordinator.model.validation import AssignmentRejected, apply_splits, validate_assignment
 from groupcoord.v1 import groupcoord_pb2 as pb

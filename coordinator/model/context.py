@@ -23,6 +23,10 @@ class Model(Protocol):
     clock: Clock
     groups: dict[str, Group]
 
+    def new_member_id(self, name: str) -> str:
+        """A new member's id, unique, made from its instance or client id."""
+        ...
+
     def account_of(self, group_id: str, creator: str) -> str:
         """Whose quotas a group ``creator`` creates counts against (the principal administering its
         name, when the coordinator knows one: ``coordinator.auth.prefix_owner``; else ``creator``)."""

@@ -26,8 +26,9 @@ from google.protobuf.message import Message
 from groupcoord.v1 import groupcoord_pb2 as pb
 
 
-class Group(Protocol):
-    """What the outbox needs of a group: its id (the record is built by ``to_record``)."""
+class HasGroupId(Protocol):
+    """What the outbox needs of a group (``model.group.Group`` or a consumer group): its id (the record is
+    built by ``to_record``)."""
 
     group_id: str
 
@@ -44,6 +45,7 @@ __all__ = [
     "Offload",
     "Effect",
     "Outbox",
+    "OK",
     "error",
     "error_response",
 ]
@@ -124,6 +126,10 @@ def error(code: pb.ErrorCode, message: str = "", hint: str = "") -> pb.Error:
     return pb.Error(code=code, message=message or pb.ErrorCode.Name(code), coordinator_hint=hint)
 
 
+OK = error(pb.NONE, "NONE")
+"""The error of every answer that succeeded."""
+
+
 def error_response(response_type: type[Message], failure: pb.Error) -> Message:
     """``response_type`` carrying only ``failure`` (and generation -1 where the type has one)."""
     response: Any = response_type()
@@ -140,7 +146,7 @@ class Outbox:
 
     def __init__(self, to_record: Callable[[Any], dict[str, Any]]) -> None:
         self._to_record = to_record
-        self._dirty: dict[str, Group] = {}
+        self._dirty: dict[str, HasGroupId] = {}
         self._forget: list[str] = []
         self._timers: list[Effect] = []
         self._loads: list[Effect] = []
@@ -154,7 +160,7 @@ class Outbox:
     def fail(self, to: Token | None, group_id: str, response_type: type[Message], failure: pb.Error) -> None:
         self.reply(to, group_id, error_response(response_type, failure))
 
-    def persist(self, group: Group) -> None:
+    def persist(self, group: HasGroupId) -> None:
         self._dirty[group.group_id] = group
 
     def forget(self, group_id: str) -> None:

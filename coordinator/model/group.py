@@ -16,6 +16,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from groupcoord.assignors.base import RebalanceProtocol
 from groupcoord.coordinator.model.catalog_snapshot import CatalogSnapshot
 from groupcoord.coordinator.model.effects import Token
 from groupcoord.coordinator.model.pending import PendingIds
@@ -44,7 +45,7 @@ class Member:
     protocols: tuple[str, ...]  # changed only through ``Group.set_protocols`` (it keeps the counts)
     metadata: pb.MemberMetadata
     protocol_type: str = ""
-    rebalance_protocols: tuple[str, ...] = ()  # "eager" and/or "cooperative" (KIP-429)
+    rebalance_protocols: tuple[str, ...] = ()  # as offered on the wire: RebalanceProtocol values (KIP-429)
     # a JoinGroup held until the join phase completes; set and cleared only through
     # ``Group.hold_join`` / ``Group.take_join``, which keep the group's count of held joins
     join_token: Token | None = None
@@ -121,8 +122,8 @@ class Group:
     assignment: dict[str, list[pb.TaskReplica]] = field(default_factory=dict)
     # the leader's opaque bytes for each member, handed on unchanged in SyncGroup
     user_data: dict[str, bytes] = field(default_factory=dict)
-    # "eager" or "cooperative" for the current generation (cooperative when every member offers it)
-    rebalance_protocol: str = "eager"
+    # the current generation's (cooperative when every member offers it)
+    rebalance_protocol: RebalanceProtocol = RebalanceProtocol.EAGER
     # who may still be running each replica as the generation began: the coordinator's own record
     # (``coordinator.model.ownership``), never widened by a member's claim. Cooperative generations
     # give a replica to a new member only once nobody else runs it; the leader is told it always

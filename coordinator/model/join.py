@@ -12,7 +12,6 @@ member's join is answered depends on the group's state (``KNOWN_MEMBER_JOIN``, d
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Callable
 
 from groupcoord.coordinator.model import limits, phases, quotas
@@ -182,7 +181,7 @@ def _join_new_member(m: Model, out: Outbox, group: Group, request: pb.JoinGroupR
     if not group.supports_protocols(request.protocol_type, tuple(request.protocols)):
         fail(pb.INCONSISTENT_GROUP_PROTOCOL, _protocol_mismatch(group, request))
         return
-    member_id = f"{request.instance_id or request.client_id or 'member'}-{uuid.uuid4()}"
+    member_id = m.new_member_id(request.instance_id or request.client_id or 'member')
     if request.instance_id in group.static_members:
         _replace_static_member(m, out, group, request, member_id, token, principal)
     elif request.instance_id:  # a static member needs no second step: its instance id names it

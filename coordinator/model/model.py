@@ -15,10 +15,12 @@ with one handler per group state; ``phases`` holds the rebalance steps they shar
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any, TypeVar
 
+from groupcoord.assignors.base import RebalanceProtocol
 from groupcoord.coordinator.clock import Clock, SystemClock
 from groupcoord.coordinator.config import CoordinatorConfig
 from groupcoord.coordinator.model import admin, limits, phases
@@ -49,13 +51,22 @@ _TIMERS: dict[str, Callable[[CoordinatorModel, Outbox, Group, str], None]] = {
 }
 
 
+def random_member_id(name: str) -> str:
+    """The default id source of new members: ``name``, "-" and a random UUID (``limits`` counts its 37 characters)."""
+    return f"{name}-{uuid.uuid4()}"
+
+
 class CoordinatorModel:
     """Every group of this process; each method returns the effects of one step."""
 
     def __init__(self, config: CoordinatorConfig | None = None, *, clock: Clock | None = None,
                  lateness: Callable[[], float] | None = None,
-                 bulk: Callable[[], AbstractContextManager[None]] | None = None) -> None:
+                 bulk: Callable[[], AbstractContextManager[None]] | None = None,
+                 new_member_id: Callable[[str], str] | None = None) -> None:
+        """``new_member_id(name)``: a new member's id, unique, from its instance or client id (tests
+        inject a counter; by default the name, "-" and a random UUID)."""
         self.config = config or CoordinatorConfig()
+        self.new_member_id: Callable[[str], str] = new_member_id or random_member_id
         self.clock = clock or SystemClock()
         self.groups: dict[str, Group] = {}
         self._created: dict[str, set[str]] = {}  # principal -> ids of the groups it created (its quotas)
@@ -65,7 +76,7 @@ class CoordinatorModel:
         self.lateness: Callable[[], float] = lateness or (lambda: 0.0)
         self._bulk = bulk or nullcontext
         #: the groups of the consumer protocol (KIP-848, ``coordinator.model.consumer``)
-        self.consumer = ConsumerGroups(self)
+        self.consumer = ConsumerGroups(self, new_member_id=self.new_member_id)
         #: whose quotas a new group counts against: ``(group_id, creator) -> principal``; the process
         #: sets the ACL-based one (``coordinator.auth.prefix_owner``); by default the creator's
         self.account_of: Callable[[str, str], str] = lambda _group_id, creator: creator
@@ -104,7 +115,7 @@ class CoordinatorModel:
         if (group is None or group.state is not S.AWAITING_SYNC or request.member_id != group.leader_id
                 or request.generation != group.generation):
             return None
-        return inputs_of(group, group.rebalance_protocol == phases.COOPERATIVE)
+        return inputs_of(group, group.rebalance_protocol == RebalanceProtocol.COOPERATIVE)
 
     def heartbeat(self, request: pb.HeartbeatRequest, token: Token) -> list[Effect]:
         return self._step(handle_heartbeat, request, token)

@@ -2,23 +2,31 @@
 member liveness and removal. Functions take the model, the step's outbox and a group; they
 change the group through its state machine's triggers and put what must happen in the outbox.
 
-Timer keys: ``join/<g>`` (join phase), ``sync/<g>`` (members that never sync),
-``session/<g>/<m>`` (member liveness), ``pending/<g>/<m>`` (ids handed out with
-MEMBER_ID_REQUIRED and never used).
+The answers the phases give and their timers' keys are ``coordinator.model.answers``'s.
 """
 
 from __future__ import annotations
 
 import logging
-from functools import partial
 
+from groupcoord.assignors.base import RebalanceProtocol
 from groupcoord.coordinator.model import limits
-from groupcoord.coordinator.model.catalog_snapshot import CatalogSnapshot
+from groupcoord.coordinator.model.answers import (  # moved there; still exported from here
+    add_catalog,
+    expire_key,
+    fail_held,
+    join_answer,
+    join_key,
+    pending_key,
+    reply_join,
+    session_key,
+    sync_key,
+    sync_response,
+)
 from groupcoord.coordinator.model.context import Model
-from groupcoord.coordinator.model.effects import Outbox, TimerKey, Token, error
+from groupcoord.coordinator.model.effects import Outbox, TimerKey, error
 from groupcoord.coordinator.model.group import Group, Member
-from groupcoord.coordinator.model.ownership import Owners, by_member, owned_index, record_of, running
-from groupcoord.coordinator.model.slices import extend_in_slices
+from groupcoord.coordinator.model.ownership import Owners, by_member, record_of, running
 from groupcoord.coordinator.model.states import GroupState
 from groupcoord.v1 import groupcoord_pb2 as pb
 
@@ -51,116 +59,7 @@ __all__ = [
 
 log = logging.getLogger("groupcoord.coordinator")
 S = GroupState
-OK = error(pb.NONE, "NONE")
-EAGER, COOPERATIVE = "eager", "cooperative"
-
-
-def join_key(group_id: str) -> TimerKey:
-    return TimerKey("join", group_id)
-
-
-def sync_key(group_id: str) -> TimerKey:
-    return TimerKey("sync", group_id)
-
-
-def expire_key(group_id: str) -> TimerKey:
-    return TimerKey("expire", group_id)
-
-
-def session_key(group_id: str, member_id: str) -> TimerKey:
-    return TimerKey("session", group_id, member_id)
-
-
-def pending_key(group_id: str, member_id: str) -> TimerKey:
-    return TimerKey("pending", group_id, member_id)
-
-
-# ---------------------------------------------------------------------- answers
-
-
-def join_answer(group: Group, member_id: str = "", *, skip_assignment: bool = False) -> pb.JoinGroupResponse:
-    """The JoinGroup answer of the current generation as ``member_id`` sees it (a follower's whole
-    answer; the leader's gets more: ``reply_join``)."""
-    return pb.JoinGroupResponse(
-        error=OK,
-        generation=group.generation,
-        protocol=group.protocol,
-        protocol_type=group.protocol_type,
-        leader_id=group.leader_id,
-        member_id=member_id,
-        rebalance_protocol=group.rebalance_protocol,
-        skip_assignment=skip_assignment,
-    )
-
-
-def reply_join(out: Outbox, token: Token | None, group: Group, member: Member, *,
-               skip_assignment: bool = False, like: pb.JoinGroupResponse | None = None) -> None:
-    """Answer ``member``'s JoinGroup with the current generation as it sees it; the leader also gets
-    the members, the catalog and the load snapshot (those two copied off the loop: ``complete``).
-    ``like``: the generation's follower answer without a member id (``join_answer``), built once by
-    a phase's completion: a copy of it is a third of the cost of a new message, 10,000 times over."""
-    if like is not None and not skip_assignment:
-        response = pb.JoinGroupResponse()
-        response.CopyFrom(like)
-        response.member_id = member.member_id
-    else:
-        response = join_answer(group, member.member_id, skip_assignment=skip_assignment)
-    complete = None
-    if member.member_id == group.leader_id:
-        described = response.members
-        for other in group.members.values():  # each member copied once, into the answer itself
-            described.add(member_id=other.member_id, instance_id=other.instance_id, client_id=other.client_id,
-                          host=other.host, metadata=other.metadata)
-        # what each member owns is the coordinator's record, not its claim; filled in off the loop
-        # with the catalog (``owners`` is replaced at each generation, never changed in place)
-        complete = partial(_complete_leader_join, response, group.owners, group.catalog_snapshot(),
-                           group.load_snapshot)
-    out.reply(token, group.group_id, response, complete)
-
-
-def _complete_leader_join(response: pb.JoinGroupResponse, owners: Owners, catalog: CatalogSnapshot,
-                          load_snapshot: pb.LoadSnapshot | None) -> None:
-    owned = owned_index(owners)
-    before = response.generation - 1
-    for described in response.members:
-        mine = owned.get(described.member_id)
-        metadata = described.metadata
-        if metadata.owned:  # the member's claim is replaced by the record: no leader reads a claim
-            del metadata.owned[:]
-            metadata.owned_generation = -1
-        if mine:
-            described.assigned.extend(mine)
-            metadata.owned.extend(mine)
-            metadata.owned_generation = before
-    add_catalog(response, catalog, load_snapshot)
-
-
-def add_catalog(response: pb.JoinGroupResponse | pb.DescribeGroupResponse, catalog: CatalogSnapshot,
-                load_snapshot: pb.LoadSnapshot | None) -> None:
-    """The heavy part of a leader's JoinGroup answer (or a DescribeGroup's): off the loop."""
-    extend_in_slices(response.tasks, catalog.in_order())
-    if load_snapshot is not None:
-        response.load_snapshot.CopyFrom(load_snapshot)
-
-
-def sync_response(group: Group, member_id: str) -> pb.SyncGroupResponse:
-    """The member's tasks and the leader's bytes for it, unchanged (and the member is now told
-    what it runs: ``Group.synced``)."""
-    group.synced.add(member_id)
-    return pb.SyncGroupResponse(
-        error=OK, generation=group.generation, protocol=group.protocol, tasks=group.assignment.get(member_id, []),
-        user_data=group.user_data.get(member_id, b""), rejoin=bool(group.revoking),
-    )
-
-
-def fail_held(out: Outbox, group: Group, member: Member, code: pb.ErrorCode, message: str) -> None:
-    """Answer whatever ``member`` has parked with ``code``."""
-    token = group.take_join(member)
-    if token is not None:
-        out.fail(token, group.group_id, pb.JoinGroupResponse, error(code, message))
-    if member.sync_token is not None:
-        out.fail(member.sync_token, group.group_id, pb.SyncGroupResponse, error(code, message))
-        member.sync_token = None
+EAGER, COOPERATIVE = RebalanceProtocol.EAGER, RebalanceProtocol.COOPERATIVE  # still exported from here
 
 
 # ---------------------------------------------------------------------- join phase
@@ -264,8 +163,9 @@ def _complete_join(m: Model, out: Outbox, group: Group) -> None:
     group.unassigned = []
     group.revoking = set()
     group.synced = set()
-    cooperative = bool(group.members) and all(COOPERATIVE in mb.rebalance_protocols for mb in group.members.values())
-    group.rebalance_protocol = COOPERATIVE if cooperative else EAGER
+    cooperative = bool(group.members) and all(RebalanceProtocol.COOPERATIVE in mb.rebalance_protocols
+                                              for mb in group.members.values())
+    group.rebalance_protocol = RebalanceProtocol.COOPERATIVE if cooperative else RebalanceProtocol.EAGER
     group.owners = owners
     if not group.members:
         group.protocol = ""

@@ -18,6 +18,7 @@ import base64
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from groupcoord.assignors.base import RebalanceProtocol
 from groupcoord.coordinator.model.catalog_snapshot import CatalogSnapshot, b64
 from groupcoord.coordinator.model.group import Group, Member
 from groupcoord.v1 import groupcoord_pb2 as pb
@@ -61,7 +62,7 @@ def group_to_record(group: Group) -> dict[str, Any]:
         ],
         "assignment": {member_id: tuple(replicas) for member_id, replicas in group.assignment.items()},
         "user_data": {member_id: base64.b64encode(data).decode("ascii") for member_id, data in group.user_data.items()},
-        "rebalance_protocol": group.rebalance_protocol,
+        "rebalance_protocol": group.rebalance_protocol.value,
         "owners": dict(group.owners),
         "revoking": sorted([t, r] for t, r in group.revoking),
         "unassigned": [[u.task.task_id, u.task.replica, u.reason] for u in group.unassigned],
@@ -135,7 +136,7 @@ def group_from_record(draft: Mapping[str, Any]) -> Group:
             principal=m.get("principal", ""),  # records written before principals were kept have none
         ))
     group.leader_id = record["leader_id"]  # ``add`` names the first member leader; the record knows better
-    group.rebalance_protocol = record.get("rebalance_protocol", "eager")
+    group.rebalance_protocol = RebalanceProtocol.of(record.get("rebalance_protocol", ""))
     group.owners = {(t, r): frozenset(who) for t, r, who in record.get("owners", [])}
     group.revoking = {(t, r) for t, r in record.get("revoking", [])}
     group.user_data = {member_id: base64.b64decode(text) for member_id, text in record.get("user_data", {}).items()}

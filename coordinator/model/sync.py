@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from groupcoord.assignors.base import RebalanceProtocol
 from groupcoord.coordinator.model import limits, phases
 from groupcoord.coordinator.model.assignment_check import AssignmentCheck, check_assignment, inputs_of
 from groupcoord.coordinator.model.context import Model
@@ -88,7 +89,7 @@ def _in_other(m: Model, out: Outbox, group: Group, member: Member,
 def _accept_leader_sync(m: Model, out: Outbox, group: Group, request: pb.SyncGroupRequest,
                         checked: AssignmentCheck | None) -> None:
     """``checked``: the verdict the service reached on a thread; used if the group is still as it was."""
-    cooperative = group.rebalance_protocol == phases.COOPERATIVE
+    cooperative = group.rebalance_protocol == RebalanceProtocol.COOPERATIVE
     if checked is None or not checked.fits(group):
         checked = check_assignment(m.config, inputs_of(group, cooperative), request)
     if checked.rejected:

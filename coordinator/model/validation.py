@@ -123,6 +123,19 @@ def _validate_closely(
     # one pass over the request's replicas, then one over the catalog: O(request + catalog), with
     # the common single-replica task kept off the per-task sets (a 100,000-replica assignment is
     # checked in a fraction of a second)
+    owner, members_of_task = _check_assigned(member_pools, tasks, assignments, owners, held)
+    return _check_covered(member_pools, tasks, unassigned, owners, owner, members_of_task)
+
+
+def _check_assigned(
+    member_pools: Mapping[str, str],
+    tasks: Mapping[str, pb.Task],
+    assignments: Iterable[pb.MemberAssignment],
+    owners: Mapping[tuple[str, int], frozenset[str]] | None,
+    held: Sequence[Sequence[pb.TaskReplica]] | None,
+) -> tuple[dict[tuple[str, int], str], dict[str, set[str]]]:
+    """The request's replicas, one by one: who is given each replica, and (tasks of several
+    replicas only) which members hold a replica of each task."""
     owner: dict[tuple[str, int], str] = {}
     members_of_task: dict[str, set[str]] = {}  # tasks of several replicas only
     seen_members: set[str] = set()
@@ -170,6 +183,19 @@ def _validate_closely(
                 if member_id in holders:
                     raise AssignmentRejected(f"two replicas of task {task_id!r} assigned to {member_id!r}")
                 holders.add(member_id)
+    return owner, members_of_task
+
+
+def _check_covered(
+    member_pools: Mapping[str, str],
+    tasks: Mapping[str, pb.Task],
+    unassigned: Iterable[pb.UnassignedReplica],
+    owners: Mapping[tuple[str, int], frozenset[str]] | None,
+    owner: Mapping[tuple[str, int], str],
+    members_of_task: Mapping[str, set[str]],
+) -> set[tuple[str, int]]:
+    """The catalog, task by task: every replica assigned, reported unassigned or still being revoked,
+    as far as its pool has members; returns the replicas being revoked."""
     pool_sizes: dict[str, int] = {}
     for pool in member_pools.values():
         pool_sizes[pool] = pool_sizes.get(pool, 0) + 1

@@ -22,7 +22,6 @@ from collections.abc import Callable, Mapping
 from google.protobuf.message import Message
 
 from groupcoord.coordinator.runtime.router import ShardRouter
-from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.wire import snapshot_to_pb
 
@@ -34,8 +33,8 @@ log = logging.getLogger("groupcoord.snapshots")
 class SnapshotWatcher:
     """Reads the snapshot at ``path`` (any thread) and applies it to the coordinator (its loop only)."""
 
-    def __init__(self, runtime: CoordinatorRuntime | ShardRouter, path: str) -> None:
-        self.router = runtime if isinstance(runtime, ShardRouter) else ShardRouter([runtime])
+    def __init__(self, router: ShardRouter, path: str) -> None:
+        self.router = router
         self.path = path
         self._snapshot_id = ""
         self._snapshots: Mapping[str, pb.LoadSnapshot] = {}
@@ -97,9 +96,9 @@ def _log_refusal(group_id: str, snapshot_id: str) -> Callable[[Message], None]:
     return answered
 
 
-async def watch_snapshots(runtime: CoordinatorRuntime | ShardRouter, path: str, interval_s: float) -> None:
+async def watch_snapshots(router: ShardRouter, path: str, interval_s: float) -> None:
     """Poll ``path`` every ``interval_s`` seconds until cancelled (runs on the coordinator's loop)."""
-    watcher = SnapshotWatcher(runtime, path)
+    watcher = SnapshotWatcher(router, path)
     loop = asyncio.get_running_loop()
     while True:
         snapshots = await loop.run_in_executor(None, watcher.read)

@@ -25,7 +25,7 @@ from groupcoord.coordinator.auth.guard import Guard
 from groupcoord.coordinator.rpc.bounded import HEALTH_REQUEST_MAX_BYTES, bounded_handlers
 from groupcoord.coordinator.rpc.parsing import ParsingInterceptor
 from groupcoord.coordinator.rpc.service import AdminServicer, CoordinatorServicer, add_servicer
-from groupcoord.coordinator.runtime.router import ShardRouter
+from groupcoord.coordinator.runtime.router import ShardRouter, as_router
 from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
 from groupcoord.v1 import groupcoord_pb2 as pb
 
@@ -98,7 +98,7 @@ async def start_server(
     interceptors: list[grpc.aio.ServerInterceptor] | None = None,
 ) -> RunningServer:
     """Start serving ``runtime`` (or every shard's, sharded) on ``listen`` (host:port; port 0 picks a free one)."""
-    router = runtime if isinstance(runtime, ShardRouter) else ShardRouter([runtime])
+    router = as_router(runtime)
     limit = router.config.max_message_bytes
     probe = router.config.http2_bdp_probe
     if probe == "auto":  # off where callers may be refused for want of a token (see CoordinatorConfig)
@@ -143,7 +143,7 @@ async def start_server(
     if port == 0:
         raise OSError(f"cannot listen on {listen}")
     # FindCoordinator answers it; ``groupcoord serve`` sets the advertised one
-    router.advertised = router.runtimes[0].advertised or f"{_host_of(listen)}:{port}"
+    router.advertised = router.advertised or f"{_host_of(listen)}:{port}"
     loop = asyncio.get_running_loop()
     router.attach(loop)
     await server.start()
@@ -196,7 +196,7 @@ class ServerThread:
         interceptors: list[grpc.aio.ServerInterceptor] | None = None,
     ) -> None:
         runtime = runtime or CoordinatorRuntime()
-        self.router = runtime if isinstance(runtime, ShardRouter) else ShardRouter([runtime])
+        self.router = as_router(runtime)
         self.runtime = self.router.runtimes[0]  # the only one, unsharded
         self._listen = listen
         self._credentials = credentials

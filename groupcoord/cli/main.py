@@ -16,6 +16,7 @@ from typing import Any, NoReturn
 
 from groupcoord import errors
 from groupcoord.addresses import parse_addresses
+from groupcoord.assignors.base import RebalanceProtocol
 from groupcoord.cli.cluster import run_cluster
 from groupcoord.cli.common import (
     DEFAULT_LISTEN,
@@ -176,7 +177,7 @@ def _add_worker(sub: Any) -> None:
     worker.add_argument("--instance-id", default="",
                         help="static membership: a name that survives restarts (restarted within the session "
                              "timeout, the worker gets its tasks back without a rebalance)")
-    worker.add_argument("--rebalance-protocol", choices=["eager", "cooperative"], default="eager",
+    worker.add_argument("--rebalance-protocol", choices=[p.value for p in RebalanceProtocol], default=RebalanceProtocol.EAGER.value,
                         help="cooperative: only the tasks that move stop (when every member offers it)")
     worker.add_argument("--leave-on-exit", action="store_true",
                         help="with --instance-id: leave the group on exit (a scale-in) instead of letting the "
@@ -317,8 +318,9 @@ def _parser() -> argparse.ArgumentParser:
 def _run_serve(args: argparse.Namespace) -> int:
     # lazy: the coordinator's process layer (its runtime, kazoo, SQLite) is a second of imports on a busy
     # machine that every admin command would pay
+    from groupcoord.coordinator.process.options import ServeOptions
     from groupcoord.coordinator.process.print_config import render_options
-    from groupcoord.coordinator.process.serve import ServeOptions, run_coordinator
+    from groupcoord.coordinator.process.serve import run_coordinator
 
     try:
         options = ServeOptions.from_args(args)

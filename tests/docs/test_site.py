@@ -43,7 +43,7 @@ from groupcoord.assignors.pulsar.config import LoadBalancerConfig
 from groupcoord.cli.main import _parser
 from groupcoord.coordinator.config import CoordinatorConfig
 from groupcoord.coordinator.model import states as group_states
-from groupcoord.coordinator.process import serve
+from groupcoord.coordinator.process import options
 from groupcoord.coordinator.process.stderr_relay import relay_metrics
 from groupcoord.coordinator.runtime.metrics import CoordinatorMetrics
 from groupcoord.loadstats.follow_metrics import FollowMetrics
@@ -77,7 +77,7 @@ def _commands(parser: argparse.ArgumentParser, path: tuple[str, ...]) -> Iterato
 
 
 def _missing_config_keys(html: str) -> list[str]:
-    keys = set(serve._SERVER_KEYS) | {f.name for f in dataclasses.fields(CoordinatorConfig)}  # what --config takes
+    keys = set(options._SERVER_KEYS) | {f.name for f in dataclasses.fields(CoordinatorConfig)}  # what --config takes
     keys |= {f.name for cls in (WorkerConfig, BalancedConfig, LoadBalancerConfig) for f in dataclasses.fields(cls)}
     return sorted(f"config key {k}" for k in keys if f"<code>{k}</code>" not in html)
 

@@ -7,6 +7,7 @@ import grpc
 
 from groupcoord.coordinator.rpc.server import ServerThread
 from groupcoord.coordinator.rpc.service import MAX_FIND_COORDINATOR_GROUPS
+from groupcoord.coordinator.runtime.router import ShardRouter
 from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
 from groupcoord.coordinator.testing import FakeOffice
 from groupcoord.v1 import groupcoord_pb2 as pb
@@ -32,9 +33,9 @@ def test_a_standalone_coordinator_is_every_groups_coordinator() -> None:
 
 
 def test_the_advertised_address_is_answered_not_the_listen_address() -> None:
-    runtime = CoordinatorRuntime()
-    runtime.advertised = "coord-1.example:9400"
-    with ServerThread(runtime) as server, grpc.insecure_channel(server.address) as channel:
+    router = ShardRouter([CoordinatorRuntime()])
+    router.advertised = "coord-1.example:9400"
+    with ServerThread(router) as server, grpc.insecure_channel(server.address) as channel:
         found = pb_grpc.GroupCoordinatorStub(channel).FindCoordinator(
             pb.FindCoordinatorRequest(group_ids=["a"]), timeout=5)
         assert found.coordinators[0].address == "coord-1.example:9400"
@@ -42,7 +43,7 @@ def test_the_advertised_address_is_answered_not_the_listen_address() -> None:
 
 def test_a_standby_answers_the_actives_address_or_not_available() -> None:
     office = FakeOffice(in_office=False, term=0, address="active.example:9400")
-    runtime = CoordinatorRuntime(office=office)
+    runtime = ShardRouter([CoordinatorRuntime(office=office)])  # an unsharded coordinator: one shard
     runtime.advertised = "standby.example:9400"
     found = runtime.locate("g")
     assert (found.address, found.shard, found.error.code) == ("active.example:9400", 0, pb.NONE)

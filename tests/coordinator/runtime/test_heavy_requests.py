@@ -17,7 +17,7 @@ import grpc
 import pytest
 
 from groupcoord.coordinator.config import CoordinatorConfig
-from groupcoord.coordinator.model import phases, prechecks
+from groupcoord.coordinator.model import answers, prechecks
 from groupcoord.coordinator.model.assignment_check import check_assignment
 from groupcoord.coordinator.model.prechecks import check_catalog
 from groupcoord.coordinator.model.records import finish_record, group_from_record, group_to_record
@@ -130,12 +130,12 @@ def test_a_leaders_large_assignment_is_checked_off_the_loop(server: ServerThread
 
 
 def test_large_answers_are_completed_off_the_loop(server: ServerThread, monkeypatch: pytest.MonkeyPatch) -> None:
-    gate = Gate(phases.add_catalog)
+    gate = Gate(answers.add_catalog)
     with grpc.insecure_channel(server.address) as channel:
         stub, admin = pb_grpc.GroupCoordinatorStub(channel), pb_grpc.GroupAdminStub(channel)
         beat = _stable_probe(stub)
         admin.PutTasks(pb.PutTasksRequest(group_id="big", tasks=_catalog(TASKS)), timeout=30)
-        monkeypatch.setattr(phases, "add_catalog", gate)
+        monkeypatch.setattr(answers, "add_catalog", gate)
         described: Future[Any] = admin.DescribeGroup.future(pb.DescribeGroupRequest(group_id="big"), timeout=30)
         assert gate.entered.wait(10)
         _heartbeat_answered(stub, beat)

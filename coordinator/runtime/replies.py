@@ -1,0 +1,108 @@
+"""Answers to waiting requests: each request's answer callback kept by its token, and a reply's
+completion (``Reply.complete``: an answer too heavy to build on the event loop) run on a checker
+thread before the answer goes out. Also the model's ``Offload`` jobs, which come back the same way.
+
+One job of the runtime (``coordinator.runtime.runtime``); it decides nothing about groups.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from google.protobuf.message import Message
+
+from groupcoord.coordinator.model.effects import Effect, Offload, Reply, Token, error, error_response
+from groupcoord.coordinator.runtime.checkers import CheckerPool
+from groupcoord.v1 import groupcoord_pb2 as pb
+
+__all__ = ["Answer", "Replies"]
+
+log = logging.getLogger("groupcoord.runtime")
+Answer = Callable[[Message], None]
+
+
+class Replies:
+    """The answers of the requests a runtime has taken and not yet answered."""
+
+    def __init__(self, checkers: CheckerPool) -> None:
+        self._checkers = checkers
+        self._tokens = itertools.count(1)
+        self._answers: dict[Token, Answer] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None  # set by ``attach``: completions run off it
+
+    def attach(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+
+    def waiting(self) -> int:
+        """How many requests wait for their answer."""
+        return len(self._answers)
+
+    def take(self, answer: Answer) -> Token:
+        """Keep ``answer`` until its token is answered; returns the token."""
+        token = next(self._tokens)
+        self._answers[token] = answer
+        return token
+
+    def answer(self, token: Token, response: Message) -> None:
+        """Answer ``token`` with ``response`` (nothing if it was answered already)."""
+        answer = self._answers.pop(token, None)
+        if answer is not None:
+            answer(response)
+
+    def refuse(self, replies: list[Reply], failed: pb.Error) -> None:
+        """Answer each of ``replies`` with the error ``failed`` instead of its response."""
+        for reply in replies:
+            self.answer(reply.to, error_response(type(reply.response), failed))
+
+    def deliver(self, reply: Reply) -> None:
+        """Answer ``reply``, once its ``complete`` has run: inline when no loop is attached (tests,
+        tools), else on a checker thread and back on the loop."""
+        complete = reply.complete
+        if complete is None:
+            self.answer(reply.to, reply.response)
+            return
+        loop = self._loop
+        if loop is None:
+            complete()
+            self.answer(reply.to, reply.response)
+            return
+
+        def completed(future: asyncio.Future[None]) -> None:
+            failure = future.exception() if not future.cancelled() else None
+            if future.cancelled() or failure is not None:
+                log.error("completing an answer failed: %s", failure or "cancelled")
+                self.answer(reply.to, error_response(type(reply.response), error(
+                    pb.COORDINATOR_NOT_AVAILABLE, "the coordinator could not complete its answer")))
+                return
+            self.answer(reply.to, reply.response)
+
+        self._checkers.start(loop, complete).add_done_callback(completed)
+
+    def offload(self, effect: Offload, carry_out: Callable[[list[Effect]], None],
+                still_current: Callable[[], bool]) -> None:
+        """``effect.job`` off the loop (inline without one: tests, tools), then its ``then`` carried out
+        on the loop, unless ``still_current()`` says the runtime's term ended meanwhile."""
+        loop = self._loop
+        if loop is None:
+            try:
+                result: Any = effect.job()
+            except Exception as failure:  # noqa: BLE001  # the model records it; nothing else stops
+                result = failure
+            carry_out(effect.then(result))
+            return
+        outcome: list[Any] = []
+
+        def job() -> None:
+            outcome.append(effect.job())
+
+        def done(future: asyncio.Future[None]) -> None:
+            if future.cancelled() or not still_current():
+                return
+            failure = future.exception()
+            carry_out(effect.then(failure if failure is not None else outcome[0]))
+
+        self._checkers.start(loop, job).add_done_callback(done)

@@ -1,0 +1,38 @@
+"""What the runtimes of one process share: one clock, one loop-lag monitor, one pool of checker
+threads, one metrics registry and one byte budget for large requests.
+
+Built once (``ProcessParts.for_process``) and given to every shard's runtime at construction, so
+the router reads them from one place and no runtime is changed after it is built.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from groupcoord.coordinator.clock import Clock, SystemClock
+from groupcoord.coordinator.config import CoordinatorConfig
+from groupcoord.coordinator.runtime.byte_budget import ByteBudget
+from groupcoord.coordinator.runtime.checkers import CheckerPool
+from groupcoord.coordinator.runtime.lag import LagMonitor, lag_monitor_for
+from groupcoord.coordinator.runtime.metrics import CoordinatorMetrics
+
+__all__ = ["ProcessParts"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProcessParts:
+    """The parts of a coordinator process every shard's runtime uses."""
+
+    config: CoordinatorConfig
+    clock: Clock
+    lag: LagMonitor
+    checkers: CheckerPool  # request checks and answer completions too heavy for the event loop
+    metrics: CoordinatorMetrics  # its own registry: ``metrics.registry``
+    large_requests: ByteBudget  # bytes of large requests held at once (``coordinator.rpc.parsing``)
+
+    @classmethod
+    def for_process(cls, config: CoordinatorConfig | None = None, clock: Clock | None = None) -> ProcessParts:
+        config = config or CoordinatorConfig()
+        clock = clock or SystemClock()
+        return cls(config=config, clock=clock, lag=lag_monitor_for(clock), checkers=CheckerPool(),
+                   metrics=CoordinatorMetrics(), large_requests=ByteBudget(config.max_request_bytes_in_flight))

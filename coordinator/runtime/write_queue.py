@@ -1,0 +1,153 @@
+"""Each group's store writes, in order, and the replies that wait for them.
+
+A group has at most one write in flight and one queued (a newer record replaces the queued one:
+each record is the whole group). A reply waits for every write of its group queued before it, so a
+member never hears of a change the store could still lose, while a slow write (a ZooKeeper round
+trip) delays only its own group.
+
+What a finished write means for the runtime (answer the replies, roll the group back, stand down
+when fenced) is the runtime's: this module calls back with the outcome (``WriteOutcomes``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from groupcoord.coordinator.model.effects import Forget, Persist, Reply
+from groupcoord.coordinator.model.records import finish_record
+from groupcoord.coordinator.runtime.heap import bulk_job
+from groupcoord.coordinator.runtime.metrics import CoordinatorMetrics
+from groupcoord.coordinator.runtime.writers import Writer
+from groupcoord.coordinator.storage.store import GroupRecord, GroupStore
+
+__all__ = ["WriteOutcomes", "WriteQueue", "Writes"]
+
+Write = Persist | Forget
+
+
+@dataclass
+class Writes:
+    """One group's write queue."""
+
+    busy: Write | None = None
+    queued: Write | None = None
+    after_busy: list[Reply] = field(default_factory=list)
+    after_queued: list[Reply] = field(default_factory=list)
+
+
+class WriteOutcomes(Protocol):
+    """What the runtime does once a write has landed or failed."""
+
+    def deliver(self, reply: Reply) -> None:
+        """Answer a reply whose writes have landed."""
+
+    def write_failed(self, group_id: str, failure: BaseException, waiting: list[Reply],
+                     stored: GroupRecord | None) -> None:
+        """A write failed: ``waiting`` replies are unanswered, ``stored`` is the group as last stored."""
+
+
+class WriteQueue:
+    """Every group's writes of one runtime, and each group's record as last written or loaded."""
+
+    def __init__(self, store: GroupStore, writer: Writer, metrics: CoordinatorMetrics) -> None:
+        self.store = store
+        self.writer = writer
+        self._metrics = metrics
+        self._writes: dict[str, Writes] = {}
+        self._stored: dict[str, GroupRecord] = {}
+        #: store jobs started and not yet finished, unloaded groups' included (a hand-over waits for 0)
+        self.in_flight = 0
+        self.on_idle: Callable[[], object] | None = None  # called when ``in_flight`` drops to 0
+
+    def busy(self, group_id: str) -> bool:
+        """Whether a write of ``group_id`` is in flight (a reply to the group must wait for it)."""
+        return group_id in self._writes
+
+    def stored(self, group_id: str) -> GroupRecord | None:
+        return self._stored.get(group_id)
+
+    def records(self) -> dict[str, Any]:
+        """Each group's last durable record (for tests and tools)."""
+        return dict(self._stored)
+
+    def hold(self, reply: Reply) -> bool:
+        """Hold ``reply`` behind its group's writes; False: none, answer it now."""
+        writes = self._writes.get(reply.group_id) if reply.group_id else None
+        if writes is None:
+            return False
+        if writes.queued is not None:
+            writes.after_queued.append(reply)
+        else:
+            writes.after_busy.append(reply)
+        return True
+
+    def queue(self, write: Write) -> Writes | None:
+        """Queue ``write``; returns its group's queue if the write must be started (``start``)."""
+        writes = self._writes.get(write.group_id)
+        if writes is None:
+            writes = self._writes[write.group_id] = Writes(busy=write)
+            return writes
+        writes.queued = write  # the newer record supersedes any queued one
+        return None
+
+    def start(self, writes: Writes, write: Write, outcomes: WriteOutcomes) -> None:
+        writes.busy = write
+        store = self.store
+        finished: dict[str, dict[str, Any]] = {}
+        if isinstance(write, Persist):
+            def job() -> None:
+                record = finish_record(write.record)  # the serialising, here on the writer's thread
+                store.save(write.group_id, record)
+                finished[write.group_id] = record
+        else:
+            def job() -> None:
+                store.delete(write.group_id)
+        timed = self._metrics.timed_write("save" if isinstance(write, Persist) else "delete", bulk_job(job))
+        self.in_flight += 1
+
+        def done(failure: BaseException | None) -> None:
+            self.in_flight -= 1
+            try:
+                self._written(writes, write, failure, finished.get(write.group_id), outcomes)
+            finally:
+                if self.in_flight == 0 and self.on_idle is not None:
+                    self.on_idle()
+
+        self.writer.submit(timed, done)
+
+    def _written(self, writes: Writes, write: Write, failure: BaseException | None,
+                 record: dict[str, Any] | None, outcomes: WriteOutcomes) -> None:
+        group_id = write.group_id
+        if self._writes.get(group_id) is not writes:
+            return  # unloaded meanwhile: its replies were already answered
+        if failure is not None:
+            del self._writes[group_id]
+            outcomes.write_failed(group_id, failure, writes.after_busy + writes.after_queued,
+                                  self._stored.get(group_id))
+            return
+        if isinstance(write, Persist):
+            self._stored[group_id] = record if record is not None else finish_record(write.record)
+        else:
+            self._stored.pop(group_id, None)
+        done, writes.after_busy = writes.after_busy, writes.after_queued
+        writes.after_queued = []
+        queued, writes.queued, writes.busy = writes.queued, None, writes.queued
+        if queued is None:
+            del self._writes[group_id]
+        for reply in done:
+            outcomes.deliver(reply)
+        if queued is not None:
+            self.start(writes, queued, outcomes)
+
+    def begin(self, records: dict[str, GroupRecord]) -> None:
+        """A new term's groups, as loaded."""
+        self._stored = dict(records)
+
+    def drop(self) -> list[Reply]:
+        """Forget every queue and record (unloading); returns the replies that were waiting."""
+        pending = [reply for writes in self._writes.values() for reply in writes.after_busy + writes.after_queued]
+        self._writes.clear()
+        self._stored.clear()
+        return pending
