@@ -58,6 +58,7 @@ from groupcoord.coordinator.runtime.replies import Answer, Replies
 from groupcoord.coordinator.runtime.shared import ProcessParts
 from groupcoord.coordinator.runtime.terms import Terms
 from groupcoord.coordinator.runtime.timers import TimerQueue
+from groupcoord.coordinator.runtime.watchers import GroupWatcher
 from groupcoord.coordinator.runtime.write_queue import WriteQueue, Writes
 from groupcoord.coordinator.runtime.writers import InlineWriter, ThreadWriter, Writer
 from groupcoord.coordinator.storage.store import FencedError, GroupRecord, GroupStore, MemoryStore
@@ -109,6 +110,7 @@ class CoordinatorRuntime:
                             label=label)
         parts.metrics.bind(lambda: self.model.groups, self._terms.office, now=parts.clock.now,
                            wall_ms=parts.clock.wall_ms)
+        self.watchers: list[GroupWatcher] = []  # told of changes and unloads (the Session streams' news)
 
     # ------------------------------------------------------------------ parts (read-only)
 
@@ -288,6 +290,8 @@ class CoordinatorRuntime:
                 self.metrics.watch.changed(group)  # rebalances are told apart by what gets written
                 if self._on_change is not None:
                     self._on_change(group)
+                for watcher in self.watchers:
+                    watcher.changed(self, group)
         else:
             self.metrics.watch.forgotten(write.group_id)
         return self._writes.queue(write)
@@ -339,6 +343,8 @@ class CoordinatorRuntime:
 
     def drop_groups(self, hint: str) -> None:
         message = "this coordinator is no longer active"
+        for watcher in self.watchers:
+            watcher.unloaded(self)
         effects = self.model.unload(pb.NOT_COORDINATOR, message)
         self.timers.clear()
         failed = error(pb.NOT_COORDINATOR, message, hint)
