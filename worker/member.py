@@ -35,6 +35,7 @@ from groupcoord.worker.retry import at_once, backoff_s, retried
 from groupcoord.worker.rules import StableAction, rule_for
 from groupcoord.worker.session import Membership
 from groupcoord.worker.states import WorkerMachine, WorkerState
+from groupcoord.worker.stream_tags import Nudge, NudgeKind
 
 __all__ = ["ListenerHungError", "Member"]
 
@@ -70,6 +71,7 @@ class Member:
         self._assignor_lookup = assignor_lookup
         self.closing = False
         self.rebalance_requested = False
+        self.join_now = False  # the coordinator said on the stream that the group is rebalancing
         self.leave_on_close = not config.instance_id
         self.fatal_error: BaseException | None = None
         self.shut_down = False
@@ -124,6 +126,18 @@ class Member:
         notices, self.pending[:] = list(self.pending), []
         return notices
 
+    def hear(self, nudge: Nudge) -> bool:
+        """News from the coordinator's stream (any thread). Returns True when the driver should cut the
+        heartbeat wait short: a rebalance started (join now, not at the next heartbeat), the assignment
+        changed, tasks must go, the stream reconnected or the coordinator moved (heartbeat now). Only a
+        hint: without it the member's own heartbeat finds the same out one interval later."""
+        stable = self.machine.state is WorkerState.STABLE
+        if nudge.kind is NudgeKind.JOIN:
+            if not stable or 0 <= nudge.generation < self.session.generation:
+                return False  # joining already, or news of a rebalance that is over
+            self.join_now = True
+        return stable
+
     # ------------------------------------------------------------------ join / sync
 
     def _join_with_retry(self) -> Gen:
@@ -176,6 +190,7 @@ class Member:
             self.tasks.revoke_all()
             yield from self._flush()
         yield from self._lose_if_session_over()
+        self.join_now = False
         self.machine.fire("join")
         try:
             join = yield from self._join()
@@ -251,8 +266,8 @@ class Member:
         yield Sleep(session.next_heartbeat_s(), heartbeat=True)
         if self.closing:
             return
-        if self.rebalance_requested:
-            self.rebalance_requested = False
+        if self.rebalance_requested or self.join_now:
+            self.rebalance_requested = self.join_now = False
             self._rejoin()
             return
         request = heartbeat_request(self.config, session.member_id, session.generation)
