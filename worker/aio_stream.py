@@ -32,6 +32,7 @@ from groupcoord.worker.stream_tags import (
     TagBook,
     answer_of,
     member_of,
+    probe_verdict,
     reconnect_wait,
     session_request,
 )
@@ -48,7 +49,8 @@ class AioSessionStream:
 
     def __init__(self, key: tuple[Any, ...], address: str, open_channel: Callable[[str], grpc.aio.Channel],
                  metadata: tuple[tuple[str, str], ...] = (), *, reconnect_max_s: float = 1.0,
-                 remembered: Remembered | None = None, monotonic: Callable[[], float] = time.monotonic) -> None:
+                 remembered: Remembered | None = None, monotonic: Callable[[], float] = time.monotonic,
+                 probe_s: float = 5.0) -> None:
         self.key = key
         self.address = address
         self.hearers = Hearers()
@@ -66,13 +68,20 @@ class AioSessionStream:
         self._failures = 0
         self._retry_at = 0.0
         self._closed = False
+        self._probed = False
+        self._probing = asyncio.Lock()
+        self._probe_s = probe_s
 
     @property
     def unary(self) -> bool:
         return self._remembered.unary(self.key[1:], self._now())
 
-    def send(self, body: str, request: Message, hearer: Hearer) -> tuple[int, asyncio.Future[Message]]:
+    async def send(self, body: str, request: Message, hearer: Hearer) -> tuple[int, asyncio.Future[Message]]:
         """As ``SessionStream.send``, on the loop."""
+        if not self._probed:
+            async with self._probing:
+                if not self._probed:
+                    await self._probe()
         if self._closed:
             raise StreamBroken("the stream is closed")
         if self.unary:
@@ -105,14 +114,37 @@ class AioSessionStream:
         if channel is not None:
             await channel.close()
 
-    def _open(self) -> None:
+    def _session(self) -> Any:
         if self._channel is None:
             self._channel = self._open_channel(self.address)
+        return self._channel.stream_stream(SESSION_METHOD, request_serializer=pb.SessionRequest.SerializeToString,
+                                           response_deserializer=pb.SessionResponse.FromString)
+
+    async def _probe(self) -> None:
+        """As ``SessionStream._probe``: a call that sends nothing, once (grpc.aio reports a stream whose
+        first write races UNIMPLEMENTED as INTERNAL, so the stream's own end cannot tell)."""
+        if self.unary or self._closed or self._now() < self._retry_at:
+            return  # send() says why
+        call = self._session()(metadata=self._metadata or None, timeout=self._probe_s)
+        try:
+            await call.done_writing()
+            async for _ in call:
+                pass
+            status = "OK"
+        except grpc.RpcError as error:
+            status = (error.code() if hasattr(error, "code") else grpc.StatusCode.UNKNOWN).name
+        verdict = probe_verdict(status)
+        if verdict is False:
+            self._remembered.note(self.key[1:], self._now())
+            log.info("coordinator %s has no Session stream (UNIMPLEMENTED): unary calls there", self.address)
+        elif verdict is None:
+            self._failures += 1
+            self._retry_at = self._now() + reconnect_wait(self._failures, self._reconnect_max_s)
+        self._probed = verdict is True
+
+    def _open(self) -> None:
         outbox: _Outbox = asyncio.Queue()
-        call = self._channel.stream_stream(
-            SESSION_METHOD, request_serializer=pb.SessionRequest.SerializeToString,
-            response_deserializer=pb.SessionResponse.FromString,
-        )(_drain(outbox), metadata=self._metadata or None)
+        call = self._session()(_drain(outbox), metadata=self._metadata or None)
         self._outbox = outbox
         self._answered = False
         self.opened += 1
@@ -211,7 +243,7 @@ class AioStreamLink:
         if stream is None:
             return None
         try:
-            return stream.send(body, request, self._hear)
+            return await stream.send(body, request, self._hear)
         except (StreamUnsupported, StreamBroken):
             return None
 

@@ -34,6 +34,7 @@ from groupcoord.worker.stream_tags import (
     TagBook,
     answer_of,
     member_of,
+    probe_verdict,
     reconnect_wait,
     session_request,
 )
@@ -53,7 +54,8 @@ class SessionStream:
 
     def __init__(self, key: StreamKey, open_channel: Callable[[str], grpc.Channel],
                  metadata: tuple[tuple[str, str], ...] = (), *, reconnect_max_s: float = 1.0,
-                 remembered: Remembered | None = None, monotonic: Callable[[], float] = time.monotonic) -> None:
+                 remembered: Remembered | None = None, monotonic: Callable[[], float] = time.monotonic,
+                 probe_s: float = 5.0) -> None:
         self.key = key
         self.address = key[0]
         self.hearers = Hearers()
@@ -61,6 +63,7 @@ class SessionStream:
         self._open_channel = open_channel
         self._metadata = metadata
         self._reconnect_max_s = reconnect_max_s
+        self._probe_s = probe_s
         self._remembered = remembered if remembered is not None else Remembered()
         self._now = monotonic
         self._lock = threading.Lock()
@@ -71,6 +74,7 @@ class SessionStream:
         self._failures = 0
         self._retry_at = 0.0
         self._closed = False
+        self._probed = False  # the coordinator answered a probe: it serves Session
 
     @property
     def unary(self) -> bool:
@@ -88,6 +92,8 @@ class SessionStream:
             if self._outbox is None:
                 if self._now() < self._retry_at:
                     raise StreamBroken("reconnecting after a backoff")
+                if not self._probed:
+                    self._probe()
                 self._open()
             future: Future[Message] = Future()
             tag = self._book.open(future)
@@ -119,15 +125,36 @@ class SessionStream:
 
     # ------------------------------------------------------------------ inside
 
-    def _open(self) -> None:
-        """A new stream (under the lock); the reader thread owns its responses."""
+    def _session(self) -> Any:
         if self._channel is None:
             self._channel = self._open_channel(self.address)
+        return self._channel.stream_stream(SESSION_METHOD, request_serializer=pb.SessionRequest.SerializeToString,
+                                           response_deserializer=pb.SessionResponse.FromString)
+
+    def _probe(self) -> None:
+        """Ask once (under the lock) whether the coordinator serves Session: a call that sends nothing
+        (``stream_tags.probe_verdict``). Raises ``StreamUnsupported`` (remembered) or ``StreamBroken``."""
+        status = "OK"
+        try:
+            for _ in self._session()(iter(()), metadata=self._metadata or None, timeout=self._probe_s):
+                pass
+        except grpc.RpcError as error:
+            status = (error.code() if hasattr(error, "code") else grpc.StatusCode.UNKNOWN).name
+        verdict = probe_verdict(status)
+        if verdict is False:
+            self._remembered.note(self.key, self._now())
+            log.info("coordinator %s has no Session stream (UNIMPLEMENTED): unary calls there", self.address)
+            raise StreamUnsupported(self.address)
+        if verdict is None:
+            self._failures += 1
+            self._retry_at = self._now() + reconnect_wait(self._failures, self._reconnect_max_s)
+            raise StreamBroken(f"no answer to the Session probe from {self.address}: {status}")
+        self._probed = True
+
+    def _open(self) -> None:
+        """A new stream (under the lock); the reader thread owns its responses."""
         outbox: queue.SimpleQueue[pb.SessionRequest | None] = queue.SimpleQueue()
-        call = self._channel.stream_stream(
-            SESSION_METHOD, request_serializer=pb.SessionRequest.SerializeToString,
-            response_deserializer=pb.SessionResponse.FromString,
-        )(_drain(outbox), metadata=self._metadata or None)
+        call = self._session()(_drain(outbox), metadata=self._metadata or None)
         self._outbox = outbox
         self._answered = False
         self.opened += 1

@@ -22,7 +22,7 @@ from google.protobuf.message import Message
 from groupcoord.v1 import groupcoord_pb2 as pb
 
 __all__ = ["RESYNC", "SESSION_METHOD", "STREAMED", "Hearer", "Hearers", "Nudge", "NudgeKind", "Registry", "Remembered", "StreamBroken",
-           "StreamUnsupported", "TagBook", "answer_of", "member_of", "nudge_for", "reconnect_wait",
+           "StreamUnsupported", "TagBook", "answer_of", "member_of", "nudge_for", "probe_verdict", "reconnect_wait",
            "session_request"]
 
 log = logging.getLogger("groupcoord.worker")
@@ -45,6 +45,19 @@ class StreamUnsupported(Exception):
 
 class StreamBroken(Exception):
     """The stream ended before the answer came (its status in the message): the request's fate is unknown."""
+
+
+def probe_verdict(status: str) -> bool | None:
+    """Whether a coordinator serves Session, from the status (its name) of a Session call that sent nothing
+    and closed at once: UNIMPLEMENTED no; any answer of the coordinator's own (OK, a refusal) yes; no answer
+    (UNAVAILABLE, DEADLINE_EXCEEDED, CANCELLED) None: not known yet. The probe exists because a stream
+    whose first write races the server's UNIMPLEMENTED is reported INTERNAL by grpc.aio (2 in 40 came back
+    UNIMPLEMENTED in a loop here), so the stream's own end cannot tell."""
+    if status == "UNIMPLEMENTED":
+        return False
+    if status in ("UNAVAILABLE", "DEADLINE_EXCEEDED", "CANCELLED"):
+        return None
+    return True
 
 
 def session_request(tag: int, body: str, request: Message) -> pb.SessionRequest:
