@@ -174,8 +174,11 @@ class SessionStream:
 
     def _take(self, response: pb.SessionResponse) -> None:
         if response.tag == 0:
-            if response.HasField("news") and not self.hearers.tell(response.news):
-                log.debug("news for a member this process does not hold: %s", response.news)
+            if response.HasField("news"):
+                with self._lock:
+                    told = self.hearers.tell(response.news)
+                if not told:
+                    log.debug("news for a member this process does not hold: %s", response.news)
             return
         with self._lock:
             first = not self._answered
@@ -196,7 +199,8 @@ class SessionStream:
         if self.opened == 1:
             log.info("Session stream to %s open: members' calls go on it", self.address)
             return
-        told = self.hearers.resync()
+        with self._lock:
+            told = self.hearers.resync()
         log.info("Session stream to %s open again (stream %d): %d member(s) resync", self.address, self.opened, told)
 
     def _ended(self, outbox: queue.SimpleQueue[pb.SessionRequest | None], status: grpc.StatusCode,

@@ -85,6 +85,7 @@ class StreamLink:
                     timeout -= give_up[0]
             return answer_in_time(pending, timeout)
         except CancelledError:
+            pending[0].forget(pending[1])
             raise WorkerClosedError("closed during a request") from None
         finally:
             track(None)

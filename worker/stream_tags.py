@@ -141,22 +141,31 @@ Hearer = Callable[[Nudge], None]
 
 
 class Hearers:
-    """Who hears the news for each (group, member) on one stream: the transport that last sent for it."""
+    """Who hears the news for each (group, member) on one stream: the transport that last sent for it. A
+    transport holds one member id per group (a member that joined again as a new one replaces its old id)."""
 
     def __init__(self) -> None:
         self._by_member: dict[tuple[str, str], Hearer] = {}
+        self._member_of: dict[tuple[Hearer, str], str] = {}
 
     def __len__(self) -> int:
         return len(self._by_member)
 
     def listen(self, group_id: str, member_id: str, hearer: Hearer) -> None:
-        if member_id:
-            self._by_member[(group_id, member_id)] = hearer
+        if not member_id:
+            return
+        before = self._member_of.get((hearer, group_id))
+        if before is not None and before != member_id and self._by_member.get((group_id, before)) == hearer:
+            del self._by_member[(group_id, before)]
+        self._member_of[(hearer, group_id)] = member_id
+        self._by_member[(group_id, member_id)] = hearer
 
     def drop(self, hearer: Hearer) -> None:
         """A transport left this stream (closed, or moved to another coordinator)."""
         for key in [key for key, known in self._by_member.items() if known == hearer]:
             del self._by_member[key]
+        for key in [key for key in self._member_of if key[0] == hearer]:
+            del self._member_of[key]
 
     def tell(self, news: pb.SessionNews) -> bool:
         """Pass ``news`` to its member's transport; False when nobody here holds that member."""

@@ -181,3 +181,16 @@ def test_other_news_cuts_a_stable_members_heartbeat_wait_without_a_join(nudge: N
     member = _member(WorkerState.STABLE, 2)
     assert member.hear(nudge)
     assert not member.join_now
+
+
+def test_a_member_that_joined_again_as_a_new_one_is_heard_under_its_new_id_only() -> None:
+    heard: list[Nudge] = []
+    hearers = Hearers()
+    hearers.listen("orders", "m-old", heard.append)
+    hearers.listen("orders", "m-new", heard.append)  # UNKNOWN_MEMBER_ID, then a join as a new member
+    hearers.listen("billing", "m-b", heard.append)  # the same transport in another group keeps that one
+    assert len(hearers) == 2
+    old = pb.SessionNews(group_id="orders", member_id="m-old", assignment_changed=pb.AssignmentChanged())
+    assert not hearers.tell(old)
+    hearers.drop(heard.append)
+    assert len(hearers) == 0
