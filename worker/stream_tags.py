@@ -164,8 +164,8 @@ class Hearers:
         """A transport left this stream (closed, or moved to another coordinator)."""
         for key in [key for key, known in self._by_member.items() if known == hearer]:
             del self._by_member[key]
-        for key in [key for key in self._member_of if key[0] == hearer]:
-            del self._member_of[key]
+        for held in [held for held in self._member_of if held[0] == hearer]:
+            del self._member_of[held]
 
     def tell(self, news: pb.SessionNews) -> bool:
         """Pass ``news`` to its member's transport; False when nobody here holds that member."""
