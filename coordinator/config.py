@@ -116,6 +116,26 @@ class CoordinatorConfig:
     retries on each answer is refused at most ten times a second per call it keeps open, and the
     pause reads nothing and costs no CPU; at most 256 refusals wait at once. 0: at once (ms)."""
 
+    session_max_message_bytes: int = 16 * 1_048_576
+    """Session stream: largest message a stream may carry (bytes); each body is also held to its unary
+    twin's bound. A larger one is answered INVALID_REQUEST under its tag, unread past its first bytes."""
+    session_max_members: int = 10_000
+    """Session stream: most members one stream may carry at once (every group together); a request for
+    one more is answered INVALID_REQUEST and the stream goes on."""
+    session_max_in_flight: int = 20_000
+    """Session stream: most requests of one stream waiting for their answers (a parked JoinGroup counts);
+    one more is answered INVALID_REQUEST at once and the stream goes on."""
+    session_max_buffered_bytes: int = 32 * 1_048_576
+    """Session stream: most bytes of answers and news waiting for a slow reader, besides the message being
+    written; past it the stream is cut off with RESOURCE_EXHAUSTED, so a client that stops reading cannot
+    grow the coordinator's memory (bytes)."""
+    session_idle_timeout_ms: int = 600_000
+    """Session stream: a stream with no request waiting and none received for this long is closed
+    with UNAVAILABLE (Kafka's connections.max.idle.ms) (ms)."""
+    session_max_streams_per_principal: int = 1_000
+    """Session stream: most streams one authenticated principal may hold open on one coordinator; one
+    more is refused at open with RESOURCE_EXHAUSTED. Without authentication there is no quota."""
+
     def __post_init__(self) -> None:
         if self.group_min_session_timeout_ms <= 0:
             raise ConfigError("group_min_session_timeout_ms must be > 0")
@@ -146,6 +166,10 @@ class CoordinatorConfig:
                      "group_max_pending_members", "group_max_pending_members_per_principal", "group_pending_member_timeout_ms",
                      "max_groups_per_principal", "max_tasks_per_principal", "max_tasks_per_report", "max_snapshot_bytes", "max_snapshot_skew_ms",
                      "max_message_bytes", "max_pending_requests"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be > 0")
+        for name in ("session_max_message_bytes", "session_max_members", "session_max_in_flight",
+                     "session_max_buffered_bytes", "session_idle_timeout_ms", "session_max_streams_per_principal"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be > 0")
 

@@ -140,6 +140,8 @@ RULES: dict[str, Rule] = {
     _COORDINATOR + "LeaveGroup": Rule(Operation.MEMBER, _group_id, _leaving),
     _COORDINATOR + "ReportLoad": _MEMBER,
     _COORDINATOR + "GroupHeartbeat": _MEMBER,
+    # any authenticated principal may open one; each message is checked as its unary twin (rpc.session_stream)
+    _COORDINATOR + "Session": Rule(),
     # batched: any authenticated principal may ask; the answer is filtered per group (describe)
     _COORDINATOR + "FindCoordinator": Rule(filter_response=_only_locatable),
     _ADMIN + "ListGroups": Rule(filter_response=_only_describable),
@@ -307,6 +309,15 @@ class Guard(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc ships no 
             raise Denied(grpc.StatusCode.PERMISSION_DENIED,
                          f"{principal} may not {rule.operation.label} group {quoted(group_id)} "
                          f"({method.rsplit('/', 1)[-1]})")
+        denied = self.members_denied(method, principal, rule, request, group_id)
+        if denied is not None:
+            raise denied
+        return principal, rule
+
+    def members_denied(self, method: str, principal: str, rule: Rule, request: Any, group_id: str) -> Denied | None:
+        """PERMISSION_DENIED when ``request`` acts for a member another principal joined (and ``principal`` is
+        no admin of the group): asked per request, never cached, as a new member may appear at any time."""
+        acls = self.policy.acls
         for member_id, instance_id in rule.members(request):
             owner = self.owner_of(group_id, member_id, instance_id)
             if not owner or owner == principal:
@@ -314,10 +325,10 @@ class Guard(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc ships no 
             if acls is None or not acls.allows(principal, Operation.ADMIN, group_id):
                 who_named = f"instance {quoted(instance_id)}" if instance_id else f"member {quoted(member_id)}"
                 self._log(method, principal, f"{who_named} of group {quoted(group_id)} belongs to {owner}")
-                raise Denied(grpc.StatusCode.PERMISSION_DENIED,
-                             f"{principal} may not act for {who_named} of group {quoted(group_id)}: another "
-                             f"principal joined it ({method.rsplit('/', 1)[-1]}; needs admin on the group)")
-        return principal, rule
+                return Denied(grpc.StatusCode.PERMISSION_DENIED,
+                              f"{principal} may not act for {who_named} of group {quoted(group_id)}: another "
+                              f"principal joined it ({method.rsplit('/', 1)[-1]}; needs admin on the group)")
+        return None
 
     def _log(self, method: str, principal: str, what: str) -> None:
         self.refusal_log.refused(method, principal, what)

@@ -25,6 +25,8 @@ from groupcoord.coordinator.auth.guard import Guard
 from groupcoord.coordinator.rpc.bounded import HEALTH_REQUEST_MAX_BYTES, bounded_handlers
 from groupcoord.coordinator.rpc.parsing import ParsingInterceptor
 from groupcoord.coordinator.rpc.service import AdminServicer, CoordinatorServicer, add_servicer
+from groupcoord.coordinator.rpc.session_registry import SessionRegistry
+from groupcoord.coordinator.rpc.session_stream import session_service
 from groupcoord.coordinator.runtime.router import ShardRouter
 from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
 from groupcoord.v1 import groupcoord_pb2 as pb
@@ -42,6 +44,7 @@ class RunningServer:
     router: ShardRouter
     health: health.aio.HealthServicer
     timer_tasks: list[asyncio.Task[None]]
+    sessions: SessionRegistry | None = None  # the Session streams (issue 35)
 
     @property
     def runtime(self) -> CoordinatorRuntime:
@@ -58,6 +61,9 @@ class RunningServer:
         await self.router.lag.stop()
         await self.health.enter_graceful_shutdown()
         self.router.release_parked()
+        if self.sessions is not None:
+            await asyncio.sleep(0)  # released answers reach their streams' queues ...
+            self.sessions.stop()  # ... then CoordinatorMoved, and the streams end
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self.router.checkers.close)
         await loop.run_in_executor(None, self.router.close_writers)  # writes in flight land ...
@@ -124,7 +130,10 @@ async def start_server(
             ("grpc.server.max_pending_requests_hard_limit", 2 * router.config.max_pending_requests),
         ],
     )
-    add_servicer(server, "GroupCoordinator", CoordinatorServicer(router), router if inline else None)
+    coordinator = CoordinatorServicer(router)
+    add_servicer(server, "GroupCoordinator", coordinator, router if inline else None)
+    sessions = SessionRegistry(router)
+    server.add_generic_rpc_handlers((session_service(router, coordinator, guard, sessions),))
     add_servicer(server, "GroupAdmin", AdminServicer(router), router if inline else None)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, _GenericOnly(
@@ -153,8 +162,9 @@ async def start_server(
     for each in router.runtimes:
         timer_tasks.append(loop.create_task(_drive_timers(each)))
         each.office.watch(lambda each=each: loop.call_soon_threadsafe(each.timers.on_schedule))  # type: ignore[misc]
+    timer_tasks.append(loop.create_task(sessions.sweep_forever()))
     log.info("coordinator listening on %s (port %d)", listen, port)
-    return RunningServer(server, port, router, health_servicer, timer_tasks)
+    return RunningServer(server, port, router, health_servicer, timer_tasks, sessions)
 
 
 class _GenericOnly:

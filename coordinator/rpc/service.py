@@ -48,6 +48,7 @@ def add_servicer(server: grpc.aio.Server, service_name: str, servicer: Any,
     handlers = {
         method.name: parsing.method_handler(service_name, method.name, getattr(servicer, method.name), parse_large)
         for method in service.methods
+        if not method.client_streaming  # Session: ``coordinator.rpc.session_stream``
     }
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service.full_name, handlers),))
 

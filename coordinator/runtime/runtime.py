@@ -54,6 +54,7 @@ from groupcoord.coordinator.runtime.lag import LagMonitor, lag_monitor_for
 from groupcoord.coordinator.runtime.metrics import CoordinatorMetrics
 from groupcoord.coordinator.runtime.office import Office, Standalone
 from groupcoord.coordinator.runtime.timers import TimerQueue
+from groupcoord.coordinator.runtime.watchers import GroupWatcher
 from groupcoord.coordinator.runtime.writers import InlineWriter, ThreadWriter, Writer
 from groupcoord.coordinator.storage.store import FencedError, GroupRecord, GroupStore, MemoryStore
 from groupcoord.v1 import groupcoord_pb2 as pb
@@ -131,6 +132,7 @@ class CoordinatorRuntime:
         self.on_idle: Callable[[], object] | None = None  # called when ``in_flight`` drops to 0
         self.last_load_s: float | None = None  # how long the last load of a term took (metrics)
         self.label = ""  # prefix of its log lines ("shard 7: "), when the process has several runtimes
+        self.watchers: list[GroupWatcher] = []  # told of changes and unloads (the Session streams' news)
 
     @property
     def groups(self) -> dict[str, Group]:
@@ -315,6 +317,8 @@ class CoordinatorRuntime:
                 self.metrics.watch.changed(group)  # rebalances are told apart by what gets written
                 if self._on_change is not None:
                     self._on_change(group)
+                for watcher in self.watchers:
+                    watcher.changed(self, group)
         else:
             self.metrics.watch.forgotten(write.group_id)
         writes = self._writes.get(write.group_id)
@@ -415,6 +419,8 @@ class CoordinatorRuntime:
                      extra={"event": "unloaded", "term": self._term, "groups": len(self.model.groups)})
         self._term = None
         self.loading = False
+        for watcher in self.watchers:
+            watcher.unloaded(self)
         effects = self.model.unload(pb.NOT_COORDINATOR, message)
         self.timers.clear()
         pending = [reply for writes in self._writes.values() for reply in writes.after_busy + writes.after_queued]

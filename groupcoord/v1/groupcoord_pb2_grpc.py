@@ -69,6 +69,11 @@ class GroupCoordinatorStub:
                 request_serializer=groupcoord_dot_v1_dot_groupcoord__pb2.GroupHeartbeatRequest.SerializeToString,
                 response_deserializer=groupcoord_dot_v1_dot_groupcoord__pb2.GroupHeartbeatResponse.FromString,
                 _registered_method=True)
+        self.Session = channel.stream_stream(
+                '/groupcoord.v1.GroupCoordinator/Session',
+                request_serializer=groupcoord_dot_v1_dot_groupcoord__pb2.SessionRequest.SerializeToString,
+                response_deserializer=groupcoord_dot_v1_dot_groupcoord__pb2.SessionResponse.FromString,
+                _registered_method=True)
 
 
 class GroupCoordinatorServicer:
@@ -127,6 +132,25 @@ class GroupCoordinatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Session(self, request_iterator, context):
+        """One long-lived stream per worker process (issue 35, docs/stream.md): the
+        requests above (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, ReportLoad,
+        GroupHeartbeat) of any number of members and groups as tagged messages,
+        each answered as its unary twin is (same errors, in-band) under its tag,
+        and news pushed under tag 0. A credential is checked once, at open
+        (UNAUTHENTICATED); a message naming a group its principal may not act on
+        gets GROUP_AUTHORIZATION_FAILED in its answer and the stream goes on. The
+        stream ends with INVALID_ARGUMENT for an undecodable message, a tag of 0 or
+        a tag already in flight, RESOURCE_EXHAUSTED for too many streams of one
+        principal or a reader too slow for the answers it asked for, and
+        UNAVAILABLE when idle past session_idle_timeout_ms or when the coordinator
+        stops (after CoordinatorMoved news). A coordinator without it answers
+        UNIMPLEMENTED: use the unary RPCs.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GroupCoordinatorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -164,6 +188,11 @@ def add_GroupCoordinatorServicer_to_server(servicer, server):
                     servicer.GroupHeartbeat,
                     request_deserializer=groupcoord_dot_v1_dot_groupcoord__pb2.GroupHeartbeatRequest.FromString,
                     response_serializer=groupcoord_dot_v1_dot_groupcoord__pb2.GroupHeartbeatResponse.SerializeToString,
+            ),
+            'Session': grpc.stream_stream_rpc_method_handler(
+                    servicer.Session,
+                    request_deserializer=groupcoord_dot_v1_dot_groupcoord__pb2.SessionRequest.FromString,
+                    response_serializer=groupcoord_dot_v1_dot_groupcoord__pb2.SessionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -355,6 +384,33 @@ class GroupCoordinator:
             '/groupcoord.v1.GroupCoordinator/GroupHeartbeat',
             groupcoord_dot_v1_dot_groupcoord__pb2.GroupHeartbeatRequest.SerializeToString,
             groupcoord_dot_v1_dot_groupcoord__pb2.GroupHeartbeatResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Session(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/groupcoord.v1.GroupCoordinator/Session',
+            groupcoord_dot_v1_dot_groupcoord__pb2.SessionRequest.SerializeToString,
+            groupcoord_dot_v1_dot_groupcoord__pb2.SessionResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,60 @@
+"""What the coordinator tells a stream's members on its own (tag 0 news), decided from a group as it now is.
+
+Pure: takes the group (classic part, consumer part), the members of it that streams carry and what
+was told last, and returns the news to push; ``coordinator.rpc.session_registry`` asks after each
+change of a group's record and pushes what comes back. News is a hint to act now rather than at the
+next request: a member's own rules and the coordinator's fencing are the same with or without it.
+
+* classic protocol: once per rebalance, ``RebalanceStarted`` to every member that is not already
+  joining (its JoinGroup held), where it would otherwise learn it at its next heartbeat;
+* consumer protocol: once per new target, ``TasksToGiveUp`` to a member holding tasks its target no
+  longer has, else ``AssignmentChanged`` to a member whose assignment or epoch is behind it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from groupcoord.coordinator.model.consumer_group import ConsumerGroup
+from groupcoord.coordinator.model.group import Group
+from groupcoord.coordinator.model.states import GroupState
+from groupcoord.v1 import groupcoord_pb2 as pb
+
+__all__ = ["classic_news", "consumer_news", "moved_news"]
+
+
+def classic_news(group: Group, members: Iterable[str]) -> list[pb.SessionNews]:
+    """``RebalanceStarted`` for each of ``members`` of a rebalancing group not already joining."""
+    if group.state is not GroupState.PREPARING_REBALANCE:
+        return []
+    started = pb.RebalanceStarted(generation=group.generation)
+    told = []
+    for member_id in members:
+        member = group.members.get(member_id)
+        if member is not None and member.join_token is None:
+            told.append(pb.SessionNews(group_id=group.group_id, member_id=member_id, rebalance_started=started))
+    return told
+
+
+def consumer_news(group: ConsumerGroup, members: Iterable[str]) -> list[pb.SessionNews]:
+    """For a new target: each of ``members`` that must give tasks up, or whose assignment is behind it."""
+    told = []
+    for member_id in members:
+        member = group.members.get(member_id)
+        if member is None or member.away:
+            continue
+        target = group.target_of(member_id)
+        give_up = member.held - target
+        if give_up:
+            tasks = [pb.TaskReplica(task_id=t.task_id, replica=t.replica) for t in sorted(give_up)]
+            told.append(pb.SessionNews(group_id=group.group_id, member_id=member_id, tasks_to_give_up=pb.TasksToGiveUp(
+                member_epoch=member.epoch, tasks=tasks)))
+        elif member.epoch < group.target_epoch or member.reconciled.assigned != target:
+            told.append(pb.SessionNews(group_id=group.group_id, member_id=member_id,
+                                       assignment_changed=pb.AssignmentChanged(member_epoch=group.target_epoch)))
+    return told
+
+
+def moved_news(group_id: str, member_id: str, hint: str) -> pb.SessionNews:
+    return pb.SessionNews(group_id=group_id, member_id=member_id,
+                          coordinator_moved=pb.CoordinatorMoved(coordinator_hint=hint))

@@ -1,0 +1,490 @@
+"""The Session stream (issue 35): one long-lived bidi stream per worker process and coordinator.
+
+Each ``SessionRequest`` carries one request of any member (JoinGroup, SyncGroup, Heartbeat,
+LeaveGroup, ReportLoad, GroupHeartbeat) and is answered by **the same servicer method as its unary
+twin** (``coordinator.rpc.service``: same model step, same validation, same answers), under its tag;
+news goes out under tag 0 (``coordinator.rpc.session_registry``). Answers go out as they are ready,
+so out of tag order; one member's requests reach the model in the order sent (a request waits only
+behind a large one of its member's still being parsed off the loop).
+
+What the unary path does per call, the stream does once or per message:
+
+* **at open**: the principal from the token metadata or the mTLS peer (the guard's interceptor and
+  ``Guard.before_reading``, before any message is read) and its quota of streams;
+* **per message, before decoding** (one of 256 KiB and more, or over ``session_max_message_bytes``):
+  its tag, body and group id from its first bytes (``session_envelope.peek``): an oversized one is
+  answered INVALID_REQUEST under its tag, one for a group the principal may not act on
+  GROUP_AUTHORIZATION_FAILED, neither decoded;
+* **per message**: the ACLs for its group (the guard's decision cached per stream and policy), the
+  owner of each member it names (never cached), its twin's size bound, the stream's members and
+  requests in flight. A refusal is that message's answer; the stream goes on.
+
+A stream ends with a status for what breaks the stream itself: an undecodable message, tag 0 or a
+tag in flight (INVALID_ARGUMENT), a reader too slow for its answers (RESOURCE_EXHAUSTED: more than
+``session_max_buffered_bytes`` wait for it), idleness or the coordinator stopping (UNAVAILABLE).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from typing import Any, NoReturn
+
+import grpc
+from google.protobuf.message import DecodeError, Message
+
+from groupcoord.coordinator.auth.guard import CURRENT_PRINCIPAL, Denied, Guard
+from groupcoord.coordinator.model.effects import error, error_response
+from groupcoord.coordinator.rpc.gate import request_bounds
+from groupcoord.coordinator.rpc.parsing import PARSE_OFF_LOOP_FROM
+from groupcoord.coordinator.rpc.service import CoordinatorServicer
+from groupcoord.coordinator.rpc.session_envelope import (
+    BODIES,
+    ENVELOPE_SLACK,
+    SESSION_METHOD,
+    Body,
+    frame,
+    news_frame,
+    peek,
+)
+from groupcoord.coordinator.rpc.session_registry import MemberKey, SessionRegistry
+from groupcoord.coordinator.runtime.router import ShardRouter
+from groupcoord.v1 import groupcoord_pb2 as pb
+
+__all__ = ["SessionStream", "session_service"]
+
+log = logging.getLogger("groupcoord.session")
+BY_NAME = {body.name: body for body in BODIES.values()}
+_ACL_CACHE_MAX = 1_024  # groups one stream's cache remembers (cleared whole past it)
+_GONE = frozenset({pb.UNKNOWN_MEMBER_ID, pb.FENCED_INSTANCE_ID, pb.FENCED_MEMBER_EPOCH, pb.NOT_COORDINATOR})
+_STEPS_AT_START = frozenset({"join_group", "heartbeat", "leave_group"})  # twins with no off-loop check first
+_ABORT_CODES = {grpc.StatusCode.INVALID_ARGUMENT: pb.INVALID_REQUEST}  # else COORDINATOR_NOT_AVAILABLE
+
+
+class _Aborted(Exception):
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        super().__init__(details)
+        self.code = code
+        self.details = details
+
+
+class _TwinContext:
+    """The unary twin's ``context`` as a stream's message gives it: the stream's peer, and an abort that
+    becomes that message's in-band answer instead of the end of the stream."""
+
+    def __init__(self, peer: str) -> None:
+        self._peer = peer
+
+    def peer(self) -> str:
+        return self._peer
+
+    async def abort(self, code: grpc.StatusCode, details: str = "") -> NoReturn:
+        raise _Aborted(code, details)
+
+
+def _member_key(request: Any) -> MemberKey:
+    return (request.group_id, request.member_id or getattr(request, "instance_id", ""))
+
+
+class SessionStream:
+    """One open stream: reads, checks and dispatches its messages; queues and writes its answers."""
+
+    def __init__(self, router: ShardRouter, servicer: CoordinatorServicer, guard: Guard | None,
+                 registry: SessionRegistry, context: grpc.aio.ServicerContext, principal: str) -> None:
+        self.router = router
+        self.config = config = router.config
+        self.principal = principal
+        self.in_flight = 0
+        self.last_active = router.clock.now()
+        self.peak_buffered = 0
+        self._servicer = servicer
+        self._guard = guard if guard is not None and guard.policy.enabled else None
+        self._registry = registry
+        self._context = context
+        self._twin = _TwinContext(context.peer() or "")
+        bounds = request_bounds(config)
+        self._bounds = {number: min(config.session_max_message_bytes,
+                                    bounds.get(body.method, config.max_message_bytes)) + ENVELOPE_SLACK
+                        for number, body in BODIES.items()}
+        self._tags: set[int] = set()
+        self._members: set[MemberKey] = set()
+        self._behind: dict[str, asyncio.Future[None]] = {}  # group id -> its large request not yet stepped
+        self._acls: dict[str, Denied | None] = {}
+        self._policy = guard.policy if guard is not None else None
+        self._queue: deque[bytes] = deque()
+        self._buffered = 0
+        self._wake = asyncio.Event()
+        self._done = asyncio.Event()
+        self._reading = True
+        self._status: tuple[grpc.StatusCode, str] | None = None
+        self._flush = False
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # ------------------------------------------------------------------ life
+
+    async def run(self) -> None:
+        refusal = self._registry.open(self)
+        if refusal is not None:
+            await self._context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, refusal)
+        principal = self.principal
+        CURRENT_PRINCIPAL.set(principal)  # the twins' quotas and owners (the tasks below copy it)
+        loop = asyncio.get_running_loop()
+        writer = loop.create_task(self._write_loop())
+        reader = loop.create_task(self._read_loop())
+        try:
+            await self._done.wait()
+            reader.cancel()
+            if self._flush:  # news said goodbye: give the writer a moment to deliver it
+                async with asyncio.timeout(1.0):
+                    while self._queue and not writer.done():
+                        self._wake.set()
+                        await asyncio.sleep(0.01)
+        except TimeoutError:
+            pass
+        finally:
+            for task in (reader, writer, *self._tasks):
+                task.cancel()
+            self._registry.close(self, iter(self._members))
+            self._queue.clear()
+            self._buffered = 0
+        if self._status is not None:
+            log.info("session stream of %s ended: %s", principal or "-", self._status[1],
+                     extra={"event": "session_ended", "principal": principal, "reason": self._status[1]})
+            await self._context.abort(*self._status)
+
+    def finish(self, code: grpc.StatusCode, message: str, *, flush: bool = False) -> None:
+        """End the stream with ``code`` (the first reason given wins)."""
+        if self._status is None:
+            self._status = (code, message)
+            self._flush = flush
+        self._done.set()
+
+    def _maybe_done(self) -> None:
+        if not self._reading and self.in_flight == 0 and not self._queue:
+            self._done.set()
+
+    async def _read_loop(self) -> None:
+        context, clock = self._context, self.router.clock
+        try:
+            while self._status is None:
+                data = await context.read()
+                if not isinstance(data, bytes):  # grpc.aio.EOF: the client is done sending
+                    break
+                self.last_active = clock.now()
+                self._receive(data)
+                del data
+        except (asyncio.CancelledError, grpc.aio.AbortError):
+            raise
+        except Exception as failure:  # noqa: BLE001  # the transport broke: the stream is over
+            self.finish(grpc.StatusCode.CANCELLED, f"reading failed: {failure}")
+            return
+        self._reading = False
+        self._maybe_done()
+
+    async def _write_loop(self) -> None:
+        queue, write = self._queue, self._context.write
+        while True:
+            if not queue:
+                self._wake.clear()
+                self._maybe_done()
+                await self._wake.wait()
+                continue
+            data = queue[0]
+            await write(data)
+            if queue and queue[0] is data:
+                queue.popleft()
+                self._buffered -= len(data)
+
+    # ------------------------------------------------------------------ out
+
+    def _send(self, data: bytes) -> None:
+        """Queue an answer or news; past ``session_max_buffered_bytes`` behind the one being written, the
+        client is not reading: the stream is cut off and everything queued dropped."""
+        if self._status is not None:
+            return
+        queue = self._queue
+        waiting = self._buffered - len(queue[0]) + len(data) if queue else 0
+        limit = self.config.session_max_buffered_bytes
+        if waiting > limit:
+            log.warning("session stream of %s cut off: %d bytes wait for a client that does not read",
+                        self.principal or "-", waiting)
+            self.finish(grpc.StatusCode.RESOURCE_EXHAUSTED, (
+                f"the client does not read its answers: {waiting:,} bytes would wait for it, at most {limit:,} "
+                f"(session_max_buffered_bytes); read faster or ask less at once"))
+            queue.clear()
+            self._buffered = 0
+            return
+        queue.append(data)
+        self._buffered += len(data)
+        self.peak_buffered = max(self.peak_buffered, self._buffered)
+        self._wake.set()
+
+    def push(self, news: pb.SessionNews) -> None:
+        self._send(news_frame(news))
+
+    def forget_member(self, key: MemberKey) -> None:
+        self._members.discard(key)
+
+    def _answer(self, tag: int, body: Body, response: Message) -> None:
+        self._send(frame(tag, body.number, response.SerializeToString()))
+
+    def _refuse(self, tag: int, body: Body, failure: pb.Error) -> None:
+        self._answer(tag, body, error_response(body.response, failure))
+
+    # ------------------------------------------------------------------ in
+
+    def _receive(self, data: bytes) -> None:
+        size = len(data)
+        if size >= PARSE_OFF_LOOP_FROM or size > self.config.session_max_message_bytes:
+            self._receive_large(data)
+            return
+        try:
+            envelope = pb.SessionRequest.FromString(data)
+        except DecodeError as failure:
+            self.finish(grpc.StatusCode.INVALID_ARGUMENT, f"a message is not a valid SessionRequest: {failure}")
+            return
+        tag, kind = envelope.tag, envelope.WhichOneof("body")
+        if not self._tag_usable(tag):
+            return
+        if kind is None:  # a body this coordinator does not know (a newer client): an empty answer
+            self._send(pb.SessionResponse(tag=tag).SerializeToString())
+            return
+        body = BY_NAME[kind]
+        request = getattr(envelope, kind)
+        refusal = self._refusal(body, request, size)
+        if refusal is not None:
+            self._refuse(tag, body, refusal)
+            return
+        self._dispatch(tag, body, request)
+
+    def _tag_usable(self, tag: int) -> bool:
+        if tag == 0:
+            self.finish(grpc.StatusCode.INVALID_ARGUMENT, "a request's tag must not be 0 (0 is the coordinator's news)")
+        elif tag in self._tags:
+            self.finish(grpc.StatusCode.INVALID_ARGUMENT, f"tag {tag} is already in flight on this stream")
+        else:
+            return True
+        return False
+
+    def _receive_large(self, data: bytes) -> None:
+        """A message of 256 KiB or more: refused from its first bytes when it must be, else parsed off the loop."""
+        size = len(data)
+        first = peek(data, self.config.max_id_length)
+        if first is None:
+            self.finish(grpc.StatusCode.INVALID_ARGUMENT, f"a message of {size:,} bytes does not start with its tag "
+                        f"(a SessionRequest of 256 KiB or more must, as every protobuf encoder writes it)")
+            return
+        tag, body = first.tag, first.body
+        if not self._tag_usable(tag):
+            return
+        if body is None:
+            self._send(pb.SessionResponse(tag=tag).SerializeToString())
+            return
+        if size > self._bounds[body.number]:
+            self._refuse(tag, body, error(pb.INVALID_REQUEST, (
+                f"{body.method_name}: {size:,} bytes; at most {self._bounds[body.number]:,} on a Session stream "
+                f"(session_max_message_bytes, and the unary call's bound)")))
+            return
+        if first.group_id is not None:
+            denied = self._group_denied(body, first.group_id, first.id_bytes)
+            if denied is not None:
+                self._refuse(tag, body, denied)
+                return
+        if not self.router.large_requests.admit(size):
+            self._refuse(tag, body, error(pb.COORDINATOR_NOT_AVAILABLE, (
+                f"too many large requests at once (max_request_bytes_in_flight "
+                f"{self.config.max_request_bytes_in_flight}); retry shortly")))
+            return
+        self._tags.add(tag)
+        self.in_flight += 1
+        loop = asyncio.get_running_loop()
+        group_id = first.group_id or ""
+        behind = self._behind.get(group_id)
+        stepped = self._behind[group_id] = loop.create_future()  # its group's later requests wait for its step
+        task = loop.create_task(self._parse_large(tag, body, data, behind, (group_id, stepped)))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _parse_large(self, tag: int, body: Body, data: bytes, behind: asyncio.Future[None] | None,
+                           stepped: tuple[str, asyncio.Future[None]]) -> None:
+        size = len(data)
+        handed = False  # to a twin that checks it off the loop first: its task says when it stepped
+        try:
+            try:
+                envelope = await self.router.checkers.run(pb.SessionRequest.FromString, data)
+            except DecodeError as failure:
+                self.finish(grpc.StatusCode.INVALID_ARGUMENT, f"a message is not a valid SessionRequest: {failure}")
+                return
+            finally:
+                self.router.large_requests.release(size)
+                del data
+            if behind is not None:
+                await asyncio.shield(behind)
+            self._tags.discard(tag)
+            self.in_flight -= 1
+            request = getattr(envelope, body.name)
+            refusal = self._refusal(body, request, size)
+            if refusal is not None:
+                self._refuse(tag, body, refusal)
+                self._maybe_done()
+                return
+            self._dispatch(tag, body, request, waited=True,
+                           stepped=None if body.name in _STEPS_AT_START else stepped)
+            handed = body.name not in _STEPS_AT_START
+        finally:
+            if not handed:
+                self._stepped(*stepped)  # after its twin's task is created (that steps first), or refused
+
+    # ------------------------------------------------------------------ checks
+
+    def _refusal(self, body: Body, request: Any, size: int) -> pb.Error | None:
+        """Why this message is answered with an error without reaching its twin (None: it goes on)."""
+        bound = self._bounds[body.number]
+        if size > bound:
+            return error(pb.INVALID_REQUEST, f"{body.method_name}: {size:,} bytes; at most {bound:,} on a Session "
+                         f"stream (session_max_message_bytes, and the unary call's bound)")
+        guard = self._guard
+        if guard is not None:
+            group_id = request.group_id
+            denied = self._group_denied(body, group_id)
+            if denied is not None:
+                return denied
+            rule = guard.rules[body.method]
+            refused = guard.members_denied(body.method, self.principal, rule, request, group_id)
+            if refused is not None:
+                return error(pb.GROUP_AUTHORIZATION_FAILED, refused.message)
+        limit = self.config.session_max_in_flight
+        if self.in_flight >= limit:
+            return error(pb.INVALID_REQUEST, f"{self.in_flight} requests of this stream wait for their answers, at "
+                         f"most {limit} (session_max_in_flight): send it again once an answer comes")
+        key = _member_key(request)
+        limit = self.config.session_max_members
+        if key not in self._members and len(self._members) >= limit:
+            return error(pb.INVALID_REQUEST, f"this stream carries {len(self._members)} members, at most {limit} "
+                         f"(session_max_members): open another stream (or use unary calls) for more")
+        return None
+
+    def _group_denied(self, body: Body, group_id: str, id_bytes: int = -1) -> pb.Error | None:
+        """The guard's verdict on the group (id length, ACLs), cached per stream while the policy is the same."""
+        guard = self._guard
+        if guard is None:
+            return None
+        if guard.policy is not self._policy:  # reloaded (SIGHUP): decide afresh
+            self._policy = guard.policy
+            self._acls.clear()
+        if group_id in self._acls:
+            denied = self._acls[group_id]
+        else:
+            denied = guard.before_parsing(body.method, self.principal, group_id, id_bytes=id_bytes)
+            if len(self._acls) >= _ACL_CACHE_MAX:
+                self._acls.clear()
+            self._acls[group_id] = denied
+        if denied is None:
+            return None
+        if denied.code == grpc.StatusCode.INVALID_ARGUMENT:
+            return error(pb.INVALID_REQUEST, denied.message)
+        return error(pb.GROUP_AUTHORIZATION_FAILED, denied.message)
+
+    # ------------------------------------------------------------------ dispatch
+
+    def _dispatch(self, tag: int, body: Body, request: Any, *, waited: bool = False,
+                  stepped: tuple[str, asyncio.Future[None]] | None = None) -> None:
+        """Hand the request to its twin: at once when it can be (a quick heartbeat), else in a task of its own,
+        behind a large request of its group still on its way (``waited``: a large one, its turn come; ``stepped``:
+        its group waits for its answer)."""
+        key = _member_key(request)
+        if key[1] and key not in self._members:
+            self._carry(key)
+        self._tags.add(tag)
+        self.in_flight += 1
+        behind = None if waited else self._behind.get(request.group_id)
+        if behind is None and not waited and body.name == "heartbeat":
+            quick = self.router.for_group(request.group_id).quick_heartbeat(request)  # as the unary twin
+            if quick is not None:
+                self._answered(tag, body, request, quick)
+                return
+        task = asyncio.get_running_loop().create_task(self._handle(tag, body, request, behind, stepped))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _handle(self, tag: int, body: Body, request: Any, behind: asyncio.Future[None] | None,
+                      stepped: tuple[str, asyncio.Future[None]] | None) -> None:
+        try:
+            if behind is not None:
+                await asyncio.shield(behind)
+            twin = getattr(self._servicer, body.method_name)
+            try:
+                response = await twin(request, self._twin)
+            except _Aborted as aborted:
+                response = error_response(body.response, error(
+                    _ABORT_CODES.get(aborted.code, pb.COORDINATOR_NOT_AVAILABLE), f"{body.method_name}: "
+                    f"{aborted.details}"))
+        finally:
+            if stepped is not None:  # a large one whose twin checks it off the loop first: once answered
+                self._stepped(*stepped)
+        self._answered(tag, body, request, response)
+
+    def _stepped(self, group_id: str, stepped: asyncio.Future[None]) -> None:
+        if not stepped.done():
+            stepped.set_result(None)
+        if self._behind.get(group_id) is stepped:
+            del self._behind[group_id]
+
+    def _answered(self, tag: int, body: Body, request: Any, response: Any) -> None:
+        self._tags.discard(tag)
+        self.in_flight -= 1
+        self._note_members(body, request, response)
+        self._answer(tag, body, response)
+        self._maybe_done()
+
+    # ------------------------------------------------------------------ members
+
+    def _carry(self, key: MemberKey) -> None:
+        self._members.add(key)
+        self._registry.carry(key, self)
+
+    def _let_go(self, key: MemberKey) -> None:
+        if key in self._members:
+            self._members.discard(key)
+            self._registry.drop(key, self)
+
+    def _note_members(self, body: Body, request: Any, response: Any) -> None:
+        """Which members this stream carries, from what the coordinator answered."""
+        group_id = request.group_id
+        code = response.error.code
+        named = _member_key(request)
+        if code in _GONE:
+            self._let_go(named)
+            return
+        if body.name == "join_group":
+            if response.member_id and code in (pb.NONE, pb.MEMBER_ID_REQUIRED):
+                self._carry((group_id, response.member_id))
+        elif body.name == "group_heartbeat":
+            if code == pb.NONE and response.member_id:
+                key = (group_id, response.member_id)
+                if response.member_epoch < 0:
+                    self._let_go(key)
+                else:
+                    self._carry(key)
+        elif body.name == "leave_group":
+            self._let_go(named)
+            for each in request.members:
+                self._let_go((group_id, each.member_id or each.instance_id))
+
+
+def session_service(router: ShardRouter, servicer: CoordinatorServicer, guard: Guard | None,
+                    registry: SessionRegistry) -> grpc.GenericRpcHandler:
+    """The generic handler of ``GroupCoordinator/Session`` (bytes in and out: envelopes are read and written
+    by ``SessionStream`` itself)."""
+
+    async def session(_requests: Any, context: grpc.aio.ServicerContext) -> None:
+        principal = ""
+        if guard is not None and guard.policy.enabled:
+            principal, denied = guard.before_reading(SESSION_METHOD, context)  # metadata / mTLS only: nothing read
+            if denied is not None:
+                await guard.refuse(context, denied)
+        await SessionStream(router, servicer, guard, registry, context, principal).run()
+
+    handler = grpc.stream_stream_rpc_method_handler(session, request_deserializer=None, response_serializer=None)
+    return grpc.method_handlers_generic_handler("groupcoord.v1.GroupCoordinator", {"Session": handler})
