@@ -12,7 +12,8 @@ carries the stream side, so the client measured is the one shipped.
    every answer NONE; stepped up until a step fails, unary and stream in the same run. Ratio stream/unary.
 2. Classic protocol, one member joining a group of N (1,000 and 10,000; --quick 100) over streams, end to
    end: from the newcomer's JoinGroup to the last SyncGroup answer of the N+1 (the coordinator pushes
-   RebalanceStarted; every member joins at once).
+   RebalanceStarted; every member heartbeats at once, as the shipped client does, and joins on its
+   REBALANCE_IN_PROGRESS).
 3. From a rebalance's start (the newcomer's JoinGroup) to every member's JoinGroup, unary (each member
    hears it at its next 1 s heartbeat) vs stream (pushed).
 """
@@ -318,15 +319,18 @@ class Fleet:
                 self.synced[i] = time.monotonic()
 
     async def _live(self, i: int) -> None:
+        """As the shipped member: a heartbeat each second, or at once when news comes (pushed); its answer
+        decides (REBALANCE_IN_PROGRESS: join)."""
         while True:
             told = self.calls.news[self.member[i]]
             try:
                 await asyncio.wait_for(told.wait(), 1.0 + random.random() * 0.01)
+                told.clear()
             except TimeoutError:
-                beat = await self.calls.heartbeat(self.group, self.member[i], self.generation[i])
-                if beat.error.code != pb.REBALANCE_IN_PROGRESS:
-                    continue
-            await self._join(i)
+                pass
+            beat = await self.calls.heartbeat(self.group, self.member[i], self.generation[i])
+            if beat.error.code == pb.REBALANCE_IN_PROGRESS:
+                await self._join(i)
 
     async def rebalance(self, after_generation: int) -> dict[str, Any]:
         """Wait until every member synced a generation after ``after_generation`` (the newcomer, if this

@@ -71,7 +71,6 @@ class Member:
         self._assignor_lookup = assignor_lookup
         self.closing = False
         self.rebalance_requested = False
-        self.join_now = False  # the coordinator said on the stream that the group is rebalancing
         self.leave_on_close = not config.instance_id
         self.fatal_error: BaseException | None = None
         self.shut_down = False
@@ -128,15 +127,14 @@ class Member:
 
     def hear(self, nudge: Nudge) -> bool:
         """News from the coordinator's stream (any thread). Returns True when the driver should cut the
-        heartbeat wait short: a rebalance started (join now, not at the next heartbeat), the assignment
-        changed, tasks must go, the stream reconnected or the coordinator moved (heartbeat now). Only a
-        hint: without it the member's own heartbeat finds the same out one interval later."""
-        stable = self.machine.state is WorkerState.STABLE
-        if nudge.kind is NudgeKind.JOIN:
-            if not stable or 0 <= nudge.generation < self.session.generation:
-                return False  # joining already, or news of a rebalance that is over
-            self.join_now = True
-        return stable
+        heartbeat wait short: the member heartbeats now, not an interval from now, and its answer decides
+        as it always does (REBALANCE_IN_PROGRESS: join). So a rebalance started, an assignment changed,
+        tasks to give up, a reconnected stream or a moved coordinator are acted on within a round trip,
+        and news that turns out wrong (a change whose write then failed) costs a heartbeat, never a
+        rebalance: the member's rules are the same with or without it."""
+        if self.machine.state is not WorkerState.STABLE:
+            return False  # joining or syncing: the call in flight is the news it needs
+        return not (nudge.kind is NudgeKind.JOIN and 0 <= nudge.generation < self.session.generation)
 
     # ------------------------------------------------------------------ join / sync
 
@@ -190,7 +188,6 @@ class Member:
             self.tasks.revoke_all()
             yield from self._flush()
         yield from self._lose_if_session_over()
-        self.join_now = False
         self.machine.fire("join")
         try:
             join = yield from self._join()
@@ -266,8 +263,8 @@ class Member:
         yield Sleep(session.next_heartbeat_s(), heartbeat=True)
         if self.closing:
             return
-        if self.rebalance_requested or self.join_now:
-            self.rebalance_requested = self.join_now = False
+        if self.rebalance_requested:
+            self.rebalance_requested = False
             self._rejoin()
             return
         request = heartbeat_request(self.config, session.member_id, session.generation)

@@ -160,27 +160,20 @@ def _member(state: WorkerState, generation: int) -> Member:
     return member
 
 
-def test_a_rebalance_told_to_a_stable_member_makes_it_join_now() -> None:
+@pytest.mark.parametrize("nudge", [Nudge(NudgeKind.JOIN, generation=3), RESYNC, Nudge(NudgeKind.MOVED, hint="h:1")])
+def test_news_cuts_a_stable_members_heartbeat_wait_and_its_answer_decides(nudge: Nudge) -> None:
     member = _member(WorkerState.STABLE, 3)
-    assert member.hear(Nudge(NudgeKind.JOIN, generation=3))
-    assert member.join_now
+    assert member.hear(nudge)
+    assert member.machine.state is WorkerState.STABLE  # no join on the news alone: the heartbeat's answer decides
+    assert not member.rebalance_requested
 
 
 def test_news_of_an_older_rebalance_or_while_joining_changes_nothing() -> None:
     stale = _member(WorkerState.STABLE, 5)
     assert not stale.hear(Nudge(NudgeKind.JOIN, generation=4))
-    assert not stale.join_now
     joining = _member(WorkerState.JOINING, 5)
     assert not joining.hear(Nudge(NudgeKind.JOIN, generation=5))
-    assert not joining.join_now
     assert not joining.hear(RESYNC)  # its JoinGroup in flight is the news it needs
-
-
-@pytest.mark.parametrize("nudge", [RESYNC, Nudge(NudgeKind.MOVED, hint="h:1")])
-def test_other_news_cuts_a_stable_members_heartbeat_wait_without_a_join(nudge: Nudge) -> None:
-    member = _member(WorkerState.STABLE, 2)
-    assert member.hear(nudge)
-    assert not member.join_now
 
 
 def test_a_member_that_joined_again_as_a_new_one_is_heard_under_its_new_id_only() -> None:
