@@ -34,6 +34,7 @@ from groupcoord.worker.stream_tags import (
     member_of,
     probe_verdict,
     reconnect_wait,
+    refused_in_band,
     session_request,
 )
 
@@ -252,7 +253,7 @@ class AioStreamLink:
         Cancelling the waiting task (the client closing) cancels the wait."""
         tag, answer = sent
         try:
-            return await asyncio.wait_for(asyncio.shield(answer), max(0.0, timeout))
+            response = await asyncio.wait_for(asyncio.shield(answer), max(0.0, timeout))
         except TimeoutError:
             if self._stream is not None:
                 self._stream.forget(tag)
@@ -263,6 +264,10 @@ class AioStreamLink:
             if answer.cancelled():
                 raise WorkerClosedError("closed during a request") from None
             raise
+        refused = refused_in_band(response)
+        if refused is not None:
+            raise refused
+        return response
 
     def take_move(self) -> str | None:
         hint, self.moved_to = self.moved_to, None

@@ -108,7 +108,7 @@ class AsyncTransport:
                 response: pb.LeaveGroupResponse = await self.streams.wait(sent, timeout)
             else:
                 response = await (await self._stubs())[0].LeaveGroup(request, timeout=timeout, metadata=self._metadata)
-        except (StreamBroken, StreamUnsupported, TimeoutError) as failure:
+        except (StreamBroken, StreamUnsupported, TimeoutError, errors.NotAuthorizedError) as failure:
             log.info("%s: LeaveGroup not answered on the stream to %s: %s", self._name, self.address,
                      failure or "deadline")
             return False
@@ -183,13 +183,15 @@ class AsyncTransport:
             sent = await self.streams.send(address, STREAMED[method], request)
             if sent is not None:
                 try:
-                    return await self.streams.wait(sent, timeout)
+                    answer = await self.streams.wait(sent, timeout)
                 except StreamUnsupported:
-                    pass  # its first answer was UNIMPLEMENTED: nothing was served, send it unary
+                    answer = None  # its first answer was UNIMPLEMENTED: nothing was served, send it unary
                 except (StreamBroken, TimeoutError) as broken:
                     self._route.moved(None)
                     why = broken or "DEADLINE_EXCEEDED on the Session stream"
                     raise errors.CoordinatorNotAvailableError(f"{method} to {address} failed: {why}") from broken
+                if answer is not None:
+                    return answer
         coordinator, admin_stub = await self._stubs()
         address = self.address
         try:

@@ -19,7 +19,7 @@ from google.protobuf.message import Message
 
 from groupcoord.worker.effects import WorkerClosedError
 from groupcoord.worker.stream import SessionStream, StreamKey, shared_streams
-from groupcoord.worker.stream_tags import Nudge, NudgeKind, StreamBroken, StreamUnsupported
+from groupcoord.worker.stream_tags import Nudge, NudgeKind, StreamBroken, StreamUnsupported, refused_in_band
 
 __all__ = ["Pending", "StreamLink"]
 
@@ -71,7 +71,7 @@ class StreamLink:
         """The answer of a call on the stream, as ``Transport._wait`` waits for a unary one: ``track`` makes it
         the transport's call in flight (``abort()`` cancels it: ``WorkerClosedError``); after ``give_up``'s
         seconds its callback runs and the wait goes on. ``TimeoutError`` at the deadline, or the stream's
-        ``StreamBroken`` / ``StreamUnsupported``."""
+        ``StreamBroken`` / ``StreamUnsupported``; ``NotAuthorizedError`` for an ACL refusal (``refused_in_band``)."""
         answer = pending[2]
         track(answer)
         try:
@@ -83,12 +83,16 @@ class StreamLink:
                 except TimeoutError:
                     give_up[1]()
                     timeout -= give_up[0]
-            return answer_in_time(pending, timeout)
+            answer = answer_in_time(pending, timeout)
         except CancelledError:
             pending[0].forget(pending[1])
             raise WorkerClosedError("closed during a request") from None
         finally:
             track(None)
+        refused = refused_in_band(answer)
+        if refused is not None:
+            raise refused
+        return answer
 
     def ask(self, address: str, body: str, request: Message, timeout: float) -> Any:
         """One call on the stream, for LeaveGroup after a close; ``StreamUnsupported`` when it cannot go there."""

@@ -19,10 +19,11 @@ from typing import Any, Generic, TypeVar
 import tenacity
 from google.protobuf.message import Message
 
+from groupcoord import errors
 from groupcoord.v1 import groupcoord_pb2 as pb
 
 __all__ = ["RESYNC", "SESSION_METHOD", "STREAMED", "Hearer", "Hearers", "Nudge", "NudgeKind", "Registry", "Remembered", "StreamBroken",
-           "StreamUnsupported", "TagBook", "answer_of", "member_of", "nudge_for", "probe_verdict", "reconnect_wait",
+           "StreamUnsupported", "TagBook", "answer_of", "member_of", "nudge_for", "probe_verdict", "reconnect_wait", "refused_in_band",
            "session_request"]
 
 log = logging.getLogger("groupcoord.worker")
@@ -65,6 +66,16 @@ def session_request(tag: int, body: str, request: Message) -> pb.SessionRequest:
     envelope = pb.SessionRequest(tag=tag)
     getattr(envelope, body).CopyFrom(request)
     return envelope
+
+
+def refused_in_band(answer: Message) -> errors.NotAuthorizedError | None:
+    """A member call the coordinator refused on the stream for its group's ACL (GROUP_AUTHORIZATION_FAILED
+    in the answer, the stream going on) fails as its unary twin does (PERMISSION_DENIED): the same
+    ``NotAuthorizedError``, whose row stops the worker, whichever way the call went."""
+    error = getattr(answer, "error", None)
+    if error is not None and error.code == pb.GROUP_AUTHORIZATION_FAILED:
+        return errors.NotAuthorizedError(error.message or "not authorized for this group")
+    return None
 
 
 def answer_of(response: pb.SessionResponse) -> Message | None:

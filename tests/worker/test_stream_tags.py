@@ -187,3 +187,14 @@ def test_a_member_that_joined_again_as_a_new_one_is_heard_under_its_new_id_only(
     assert not hearers.tell(old)
     hearers.drop(heard.append)
     assert len(hearers) == 0
+
+
+def test_an_acl_refusal_in_an_answer_fails_as_its_unary_twin_does() -> None:
+    from groupcoord import errors
+    from groupcoord.worker.stream_tags import refused_in_band
+
+    denied = pb.JoinGroupResponse(error=pb.Error(code=pb.GROUP_AUTHORIZATION_FAILED, message="User:a may not"))
+    refused = refused_in_band(denied)
+    assert isinstance(refused, errors.NotAuthorizedError) and "User:a may not" in str(refused)
+    assert refused_in_band(pb.JoinGroupResponse(error=pb.Error(code=pb.REBALANCE_IN_PROGRESS))) is None
+    assert refused_in_band(pb.HeartbeatResponse()) is None
