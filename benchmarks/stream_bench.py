@@ -24,6 +24,7 @@ import argparse
 import asyncio
 import multiprocessing as mp
 import os
+import queue
 import random
 import sys
 import time
@@ -74,7 +75,7 @@ class Coordinator:
         queue = ctx.Queue()
         self.proc = ctx.Process(target=_serve, args=(queue, initial_delay_ms), daemon=True)
         self.proc.start()
-        self.address: str = queue.get(timeout=60)
+        self.address: str = queue.get(timeout=300)  # a loaded machine starts a process slowly
         if caps is not None:
             caps.cap(self.proc.pid or 0)
 
@@ -438,4 +439,8 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except (TimeoutError, OSError, mp.ProcessError, EOFError, queue.Empty) as failure:  # one line, no traceback
+        print(f"stream_bench: stopped: {type(failure).__name__}: {failure or 'no answer in time'}", file=sys.stderr)
+        sys.exit(1)
