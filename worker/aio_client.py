@@ -44,6 +44,7 @@ from groupcoord.worker.loop_lag import LoopLag, probe_for
 from groupcoord.worker.ownership import Notice
 from groupcoord.worker.states import WorkerState
 from groupcoord.worker.stopping import STOP_SIGNALS, wait_for_signal
+from groupcoord.worker.stream_tags import Nudge
 from groupcoord.worker.view import MemberView, transport_settings
 
 __all__ = ["AssignmentChange", "AsyncWorkerClient"]
@@ -87,6 +88,7 @@ class AsyncWorkerClient(MemberView):
         self._transport = AsyncTransport(config.coordinators, channel_factory, **transport_settings(config))
         self._make_member(config, assignor_lookup=assignor_lookup, monotonic=monotonic,
                           metrics_registry=metrics_registry, wake=self._poke, load_reports=load_reporter is not None)
+        self._transport.streams.on_nudge = self._hear
         self._streams: weakref.WeakSet[ChangeStream] = weakref.WeakSet()
         self._changed: asyncio.Event | None = None
         self._wake: asyncio.Event | None = None
@@ -292,6 +294,11 @@ class AsyncWorkerClient(MemberView):
             except TimeoutError:
                 pass
         wake.clear()
+
+    def _hear(self, nudge: Nudge) -> None:
+        """News on the stream (on the loop): the core decides; the heartbeat wait ends now if it says so."""
+        if self._member.hear(nudge) and self._wake is not None:
+            self._wake.set()
 
     # ------------------------------------------------------------------ listeners and streams
 

@@ -19,7 +19,9 @@ from groupcoord import errors
 from groupcoord.channels import ClientSecurity, channel_options
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
+from groupcoord.worker.aio_stream import AioStreamLink
 from groupcoord.worker.lookup import Route
+from groupcoord.worker.stream_tags import STREAMED, StreamBroken, StreamUnsupported
 from groupcoord.worker.transport import (
     describe_rpc_error,
     failure_for_response,
@@ -43,6 +45,7 @@ class AsyncTransport:
     def __init__(
         self, addresses: Sequence[str], channel_factory: AioChannelFactory | None = None, *, name: str = "worker",
         reconnect_backoff_max_ms: int = 1_000, security: ClientSecurity | None = None, group_id: str = "",
+        session_stream: bool = True,
     ) -> None:
         self._route = Route(addresses, name=name)
         self._route.enabled = bool(group_id)
@@ -51,6 +54,10 @@ class AsyncTransport:
         secure = security or ClientSecurity()
         self._channel_factory = channel_factory or (lambda address: secure.open_aio_channel(address, options))
         self._metadata = secure.call_metadata()
+        self.streams = AioStreamLink(self._channel_factory, secure if channel_factory is None else (
+            secure, id(channel_factory)), self._metadata, reconnect_max_s=reconnect_backoff_max_ms / 1000,
+            enabled=session_stream)
+        """The loop's Session streams this transport's member calls use (``on_nudge``: its news)."""
         self._name = name
         self._channel: grpc.aio.Channel | None = None
         self._channel_address = ""
@@ -64,6 +71,11 @@ class AsyncTransport:
     @property
     def lookups(self) -> int:
         return self._route.lookups
+
+    @property
+    def via(self) -> str:
+        """"stream" when the member's calls go on a Session stream now, else "unary"."""
+        return self.streams.via(self.address)
 
     async def join_group(self, request: pb.JoinGroupRequest, timeout: float) -> pb.JoinGroupResponse:
         response: pb.JoinGroupResponse = await self._call("JoinGroup", request, timeout)
@@ -91,8 +103,15 @@ class AsyncTransport:
     async def leave_group(self, request: pb.LeaveGroupRequest, timeout: float) -> bool:
         """Best effort: True when the coordinator took it; never raises (but a cancellation)."""
         try:
-            response: pb.LeaveGroupResponse = await (await self._stubs())[0].LeaveGroup(
-                request, timeout=timeout, metadata=self._metadata)
+            sent = await self.streams.send(self.address, "leave_group", request)
+            if sent is not None:
+                response: pb.LeaveGroupResponse = await self.streams.wait(sent, timeout)
+            else:
+                response = await (await self._stubs())[0].LeaveGroup(request, timeout=timeout, metadata=self._metadata)
+        except (StreamBroken, StreamUnsupported, TimeoutError, errors.NotAuthorizedError) as failure:
+            log.info("%s: LeaveGroup not answered on the stream to %s: %s", self._name, self.address,
+                     failure or "deadline")
+            return False
         except grpc.RpcError as error:
             log.info("%s: could not send LeaveGroup to %s: %s", self._name, self.address, describe_rpc_error(error))
             return False
@@ -102,6 +121,7 @@ class AsyncTransport:
         return True
 
     async def close(self) -> None:
+        await self.streams.release()
         await self._drop_channel()
 
     # ------------------------------------------------------------------ finding the coordinator
@@ -151,8 +171,27 @@ class AsyncTransport:
             await channel.close()
 
     async def _call(self, method: str, request: Message, timeout: float, *, admin: bool = False) -> Any:
+        hint = self.streams.take_move()
+        if hint is not None:  # CoordinatorMoved heard on the stream: to its hint, or FindCoordinator again
+            log.info("%s: told on the stream that the group's coordinator moved%s", self._name,
+                     f" to {hint}" if hint else "")
+            self._route.moved(errors.NotCoordinatorError("the coordinator moved (Session news)"), hint)
         if self._route.lookup_needed():
             await self._locate(timeout)
+        if not admin and method in STREAMED:
+            address = self.address
+            sent = await self.streams.send(address, STREAMED[method], request)
+            if sent is not None:
+                try:
+                    answer = await self.streams.wait(sent, timeout)
+                except StreamUnsupported:
+                    answer = None  # its first answer was UNIMPLEMENTED: nothing was served, send it unary
+                except (StreamBroken, TimeoutError) as broken:
+                    self._route.moved(None)
+                    why = broken or "DEADLINE_EXCEEDED on the Session stream"
+                    raise errors.CoordinatorNotAvailableError(f"{method} to {address} failed: {why}") from broken
+                if answer is not None:
+                    return answer
         coordinator, admin_stub = await self._stubs()
         address = self.address
         try:

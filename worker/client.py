@@ -32,6 +32,7 @@ from groupcoord.worker.listener import JoinListener, TaskListener
 from groupcoord.worker.ownership import Notice
 from groupcoord.worker.states import WorkerState
 from groupcoord.worker.stopping import STOP_SIGNALS, block_until_signal
+from groupcoord.worker.stream_tags import Nudge
 from groupcoord.worker.transport import ChannelFactory, Transport, WorkerClosedError
 from groupcoord.worker.view import MemberView, transport_settings
 
@@ -75,6 +76,8 @@ class WorkerClient(MemberView):
         self._make_member(config, assignor_lookup=assignor_lookup, monotonic=monotonic,
                           metrics_registry=metrics_registry, wake=self._wake_waiters, on_tasks=self._wake_waiters,
                           load_reports=load_reporter is not None)
+        self._nudged = threading.Event()  # news on the stream cuts the heartbeat wait short
+        self._transport.streams.on_nudge = self._hear
         self._thread = threading.Thread(target=self._run, name=f"groupcoord-worker-{config.client_id}", daemon=True)
 
     # ------------------------------------------------------------------ public API (and MemberView's)
@@ -122,6 +125,7 @@ class WorkerClient(MemberView):
             self._member.leave_on_close = leave_group
         self._member.closing = True
         self._closing.set()
+        self._nudged.set()
         self._transport.abort()
         self._wake_waiters()
         if self._thread.is_alive():
@@ -159,7 +163,11 @@ class WorkerClient(MemberView):
                 return method(effect.request, effect.timeout)
             return method(effect.request, effect.timeout, (effect.give_up_in, self._give_up_unanswered))
         if isinstance(effect, Sleep):
-            self._sleep(effect.seconds)
+            if effect.heartbeat and self._sleep == self._wait_unless_closing:
+                self._nudged.wait(effect.seconds)
+                self._nudged.clear()
+            else:
+                self._sleep(effect.seconds)
         elif isinstance(effect, Deliver):
             self._deliver(effect.notice)
             return True
@@ -186,6 +194,11 @@ class WorkerClient(MemberView):
 
     def _wait_unless_closing(self, seconds: float) -> None:
         self._closing.wait(seconds)
+
+    def _hear(self, nudge: Nudge) -> None:
+        """News on the stream (its reader's thread): the core decides; a heartbeat wait ends now if it says so."""
+        if self._member.hear(nudge):
+            self._nudged.set()
 
     def _wake_waiters(self) -> None:
         with self._cond:

@@ -66,6 +66,10 @@ class WorkerConfig:
     """PEM private key of ``tls_cert``."""
     token_file: str = ""
     """File holding a bearer token (one line), for coordinators that authenticate by token."""
+    session_stream: bool = True
+    """Carry joins, syncs, heartbeats, leaves and load reports on the process's one Session stream per
+    coordinator when the coordinator offers it (unary calls where it answers UNIMPLEMENTED); False: unary
+    calls only."""
 
     @property
     def security(self) -> ClientSecurity:

@@ -35,6 +35,7 @@ from groupcoord.worker.retry import at_once, backoff_s, retried
 from groupcoord.worker.rules import StableAction, rule_for
 from groupcoord.worker.session import Membership
 from groupcoord.worker.states import WorkerMachine, WorkerState
+from groupcoord.worker.stream_tags import Nudge, NudgeKind
 
 __all__ = ["ListenerHungError", "Member"]
 
@@ -123,6 +124,17 @@ class Member:
             self.tasks.lose_all()
         notices, self.pending[:] = list(self.pending), []
         return notices
+
+    def hear(self, nudge: Nudge) -> bool:
+        """News from the coordinator's stream (any thread). Returns True when the driver should cut the
+        heartbeat wait short: the member heartbeats now, not an interval from now, and its answer decides
+        as it always does (REBALANCE_IN_PROGRESS: join). So a rebalance started, an assignment changed,
+        tasks to give up, a reconnected stream or a moved coordinator are acted on within a round trip,
+        and news that turns out wrong (a change whose write then failed) costs a heartbeat, never a
+        rebalance: the member's rules are the same with or without it."""
+        if self.machine.state is not WorkerState.STABLE:
+            return False  # joining or syncing: the call in flight is the news it needs
+        return not (nudge.kind is NudgeKind.JOIN and 0 <= nudge.generation < self.session.generation)
 
     # ------------------------------------------------------------------ join / sync
 

@@ -51,6 +51,9 @@ class Watched(Protocol):
     @property
     def coordinator_lookups(self) -> int: ...
 
+    @property
+    def coordinator_via(self) -> str: ...
+
 
 class RebalanceTime:
     """Time a worker spends running but not Stable, from its state changes (any thread)."""
@@ -114,6 +117,9 @@ class WorkerCollector(Collector):
                                       labels=labels)
         coordinator = GaugeMetricFamily("groupcoord_worker_coordinator", "1 for the coordinator address this "
                                         "worker's group requests go to now", labels=[*labels, "address"])
+        stream = GaugeMetricFamily("groupcoord_worker_session_stream", "1 when this worker's calls go on the "
+                                   "process's Session stream to its coordinator now, 0 when they are unary calls",
+                                   labels=labels)
         with self._lock:
             clients = list(self._clients.items())
         for key, (ref, timer) in clients:
@@ -133,7 +139,8 @@ class WorkerCollector(Collector):
             count.add_metric(ids, timer.rebalances)
             lookups.add_metric(ids, client.coordinator_lookups)
             coordinator.add_metric([*ids, client.coordinator_address], 1)
-        yield from (state, owned, generation, seconds, count, lookups, coordinator)
+            stream.add_metric(ids, 1 if client.coordinator_via == "stream" else 0)
+        yield from (state, owned, generation, seconds, count, lookups, coordinator, stream)
 
 
 _COLLECTORS: weakref.WeakKeyDictionary[CollectorRegistry, WorkerCollector] = weakref.WeakKeyDictionary()

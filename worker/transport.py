@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Generator, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +32,8 @@ from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
 from groupcoord.worker.effects import WorkerClosedError
 from groupcoord.worker.lookup import CoordinatorList, Route
+from groupcoord.worker.stream_link import StreamLink
+from groupcoord.worker.stream_tags import STREAMED, StreamBroken, StreamUnsupported
 
 __all__ = ["ChannelFactory", "CoordinatorList", "GiveUp", "Transport", "WorkerClosedError", "advertised_self",
            "LookupCall", "describe_rpc_error", "failure_for_response", "failure_for_rpc_error", "lookup_round",
@@ -166,6 +169,7 @@ class Transport:
     def __init__(
         self, addresses: Sequence[str], channel_factory: ChannelFactory | None = None, *, name: str = "worker",
         reconnect_backoff_max_ms: int = 1_000, security: ClientSecurity | None = None, group_id: str = "",
+        session_stream: bool = True,
     ) -> None:
         self._route = Route(addresses, name=name)
         self._route.enabled = bool(group_id)
@@ -173,12 +177,17 @@ class Transport:
         options = channel_options(reconnect_backoff_max_ms)
         secure = security or ClientSecurity()
         self._channel_factory = channel_factory or (lambda address: secure.open_channel(address, options))
+        # members with the same security (or the same channel factory) share a stream
+        self.streams = StreamLink(self._channel_factory, secure if channel_factory is None else (secure, id(
+            channel_factory)), secure.call_metadata, reconnect_max_s=reconnect_backoff_max_ms / 1000,
+            enabled=session_stream, name=name)
+        """The process's Session streams this transport's member calls use (``on_nudge``: its news)."""
         self._name = name
         self._channel: grpc.Channel | None = None
         self._channel_address = ""
         self._stub: Any = None  # a GroupCoordinatorStub once connected
         self._admin: Any = None  # a GroupAdminStub on the same channel
-        self._inflight: grpc.Future | None = None
+        self._inflight: grpc.Future | Future[Any] | None = None
         self._aborted = threading.Event()
 
     @property
@@ -190,6 +199,11 @@ class Transport:
     def lookups(self) -> int:
         """FindCoordinator rounds so far."""
         return self._route.lookups
+
+    @property
+    def via(self) -> str:
+        """"stream" when the member's calls go on a Session stream now, else "unary"."""
+        return self.streams.via(self.address)
 
     # ------------------------------------------------------------------ the calls
 
@@ -222,10 +236,17 @@ class Transport:
     def leave_group(self, request: pb.LeaveGroupRequest, timeout: float) -> bool:
         """Best effort, also after ``abort()``: True when the coordinator took it; never raises."""
         try:
-            response: pb.LeaveGroupResponse = self._stubs()[0].LeaveGroup(request, timeout=timeout)
-        except grpc.RpcError as error:
-            log.info("%s: could not send LeaveGroup to %s: %s", self._name, self.address, describe_rpc_error(error))
-            return False
+            response: pb.LeaveGroupResponse = self.streams.ask(self.address, "leave_group", request, timeout)
+        except (StreamBroken, StreamUnsupported, TimeoutError) as failure:
+            if isinstance(failure, TimeoutError):
+                log.info("%s: no answer to LeaveGroup from %s on the stream", self._name, self.address)
+                return False
+            try:
+                response = self._stubs()[0].LeaveGroup(request, timeout=timeout)
+            except grpc.RpcError as error:
+                log.info("%s: could not send LeaveGroup to %s: %s", self._name, self.address,
+                         describe_rpc_error(error))
+                return False
         if response.error.code != pb.NONE:
             log.info("%s: leave: %s", self._name, response.error.message)
             return False
@@ -241,6 +262,7 @@ class Transport:
             inflight.cancel()
 
     def close(self) -> None:
+        self.streams.release()
         self._drop_channel()
 
     # ------------------------------------------------------------------ finding the coordinator
@@ -314,8 +336,13 @@ class Transport:
               give_up: GiveUp | None = None) -> Any:
         if self._aborted.is_set():
             raise WorkerClosedError("closed")
+        self._follow_news()
         if self._route.lookup_needed():
             self._locate(timeout)
+        if not admin and method in STREAMED:
+            sent, answer = self._try_stream(method, request, timeout, give_up)
+            if sent:
+                return answer
         coordinator, admin_stub = self._stubs()
         address = self.address
         try:
@@ -326,6 +353,33 @@ class Transport:
             if move:
                 self._route.moved(None)
             raise failure from rpc_error
+
+    # ------------------------------------------------------------------ the Session stream
+
+    def _track(self, inflight: Future[Any] | None) -> None:
+        self._inflight = inflight
+
+    def _follow_news(self) -> None:
+        """CoordinatorMoved heard on the stream: go to its hint, or ask FindCoordinator again."""
+        hint = self.streams.take_move()
+        if hint is not None:
+            self._route.moved(errors.NotCoordinatorError("the coordinator moved (Session news)"), hint)
+
+    def _try_stream(self, method: str, request: Message, timeout: float,
+                    give_up: GiveUp | None) -> tuple[bool, Any]:
+        """(True, the answer) when the call went on the stream; (False, None): send it unary."""
+        address = self.address
+        pending = self.streams.send(address, STREAMED[method], request)
+        if pending is None:
+            return False, None
+        try:
+            return True, self.streams.wait(pending, timeout, give_up, self._aborted, self._track)
+        except StreamUnsupported:
+            return False, None  # the stream's first answer was UNIMPLEMENTED: nothing was served
+        except (StreamBroken, TimeoutError) as failure:
+            self._route.moved(None)
+            why = failure or "DEADLINE_EXCEEDED on the Session stream"
+            raise errors.CoordinatorNotAvailableError(f"{method} to {address} failed: {why}") from failure
 
     def _raise_for(self, error: pb.Error, *, member_id: str = "") -> None:
         failure, move_to = failure_for_response(error, member_id=member_id)

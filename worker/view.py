@@ -24,6 +24,8 @@ class _Routed(Protocol):
     def address(self) -> str: ...
     @property
     def lookups(self) -> int: ...
+    @property
+    def via(self) -> str: ...
 
 
 def transport_settings(config: WorkerConfig) -> dict[str, Any]:
@@ -31,7 +33,7 @@ def transport_settings(config: WorkerConfig) -> dict[str, Any]:
     coordinator's return (gRPC's default backoff grows to seconds during an outage, long enough to lose a
     session the outage itself would not)."""
     return {"name": config.client_id, "reconnect_backoff_max_ms": min(500, config.heartbeat_interval_ms),
-            "security": config.security, "group_id": config.group_id}
+            "security": config.security, "group_id": config.group_id, "session_stream": config.session_stream}
 
 
 class MemberView:
@@ -66,6 +68,12 @@ class MemberView:
     def coordinator_lookups(self) -> int:
         """FindCoordinator rounds this worker asked (a growing count says its coordinator keeps moving)."""
         return self._transport.lookups
+
+    @property
+    def coordinator_via(self) -> str:
+        """"stream" when this member's calls go on the process's Session stream to its coordinator now,
+        "unary" when they are unary calls (the coordinator has no stream, it is reconnecting, or it is off)."""
+        return self._transport.via
 
     @property
     def fatal_error(self) -> BaseException | None:

@@ -149,9 +149,10 @@ class Quiet:
     def on_revoked(self, tasks: Any) -> None: ...
 
 
-def worker(server: ServerThread, group: str, **security: str) -> WorkerClient:
+def worker(server: ServerThread, group: str, *, session_stream: bool = True, **security: str) -> WorkerClient:
     config = WorkerConfig(group_id=group, coordinators=server.address, client_id="w", session_timeout_ms=5_000,
-                          heartbeat_interval_ms=200, retry_backoff_max_ms=200, **security)
+                          heartbeat_interval_ms=200, retry_backoff_max_ms=200, session_stream=session_stream,
+                          **security)
     return WorkerClient(config, Quiet())
 
 
@@ -379,7 +380,8 @@ def test_the_owner_survives_a_restart(pki: Pki, tokens: Tokens, tmp_path: Path) 
 # ---------------------------------------------------------------------------------------------- mTLS
 
 
-def test_the_certificate_subject_is_the_principal(mtls_server: ServerThread, pki: Pki) -> None:
+@pytest.mark.parametrize("session_stream", [False, True], ids=["unary", "stream"])
+def test_the_certificate_subject_is_the_principal(mtls_server: ServerThread, pki: Pki, session_stream: bool) -> None:
     cert, key = pki.client("worker-a")
     client = worker(mtls_server, "a", tls_ca=str(pki.ca_file), tls_cert=str(cert), tls_key=str(key))
     security = ClientSecurity(tls_ca=str(pki.ca_file), tls_cert=str(cert), tls_key=str(key))
@@ -387,12 +389,15 @@ def test_the_certificate_subject_is_the_principal(mtls_server: ServerThread, pki
         stable_members(reader, "a", 1)
         assert [m[1] for m in snapshot(mtls_server, "a")[2]] == [subject("worker-a")]
     other_cert, other_key = pki.client("worker-b")
-    intruder = worker(mtls_server, "a", tls_ca=str(pki.ca_file), tls_cert=str(other_cert), tls_key=str(other_key))
+    intruder = worker(mtls_server, "a", tls_ca=str(pki.ca_file), tls_cert=str(other_cert), tls_key=str(other_key),
+                      session_stream=session_stream)
     with intruder:
         wait_until(lambda: intruder.fatal_error is not None, 20, "the intruder to stop")
     assert isinstance(intruder.fatal_error, errors.NotAuthorizedError)
-    # no entry names this subject: refused from its certificate alone, before its JoinGroup is read
-    assert f"{subject('worker-b')} may not member any group (JoinGroup)" in str(intruder.fatal_error)
+    if session_stream:  # the stream checks the group of each message it read: the same refusal, in-band
+        assert f"{subject('worker-b')} may not member group 'a' (JoinGroup)" in str(intruder.fatal_error)
+    else:  # no entry names this subject: refused from its certificate alone, before its JoinGroup is read
+        assert f"{subject('worker-b')} may not member any group (JoinGroup)" in str(intruder.fatal_error)
 
 
 @pytest.mark.parametrize("case", ["wrong CA", "certificate of another CA", "expired certificate", "no certificate"])

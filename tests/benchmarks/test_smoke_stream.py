@@ -1,0 +1,49 @@
+"""The Session stream benchmark runs end to end at smoke size: a capped coordinator process, generator
+processes on unary calls and on streams, the capacity steps and the join of one member, every row."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.paths import ROOT
+
+BENCH = ROOT / "benchmarks" / "stream_bench.py"
+
+
+@pytest.mark.slow
+@pytest.mark.heavy
+def test_stream_bench_quick_prints_every_row(cli_env: dict[str, str]) -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCH), "--quick", "--steps", "40", "--sizes", "30", "--generators", "2"],
+        check=False, cwd=ROOT, capture_output=True, text=True, timeout=300, env=cli_env,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    steps = [line.split()[:2] for line in lines if line.startswith("  ")]
+    assert steps == [["unary", "40"], ["stream", "40"]], done.stdout
+    assert all("errors 0" in line for line in lines if line.startswith("  ")), done.stdout
+    rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in lines
+            if line.startswith("| ") and "---" not in line]
+    assert [row[0] for row in rows] == ["measure", "members held at p99 < 100 ms (1 hb/s)",
+                                        "one member joins 30: every JoinGroup sent (s)",
+                                        "one member joins 30: every member synced (s)"], done.stdout
+    joined_unary, joined_stream = (float(cell) for cell in rows[2][1:3])
+    # pushed: every member joins before the next 1 s heartbeat would have told it
+    assert joined_stream < 1.0 <= joined_unary + 0.2, done.stdout
+    assert "generators' least idle share" in done.stdout
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--steps", "100,x"], "'100,x' is not a comma-separated list of positive whole numbers"),
+    (["--sizes", "0"], "'0' is not a comma-separated list of positive whole numbers"),
+    (["--cores", "99"], "--cores: between 0 (no budget) and"),
+])
+def test_stream_bench_refuses_bad_input_in_one_line(cli_env: dict[str, str], args: list[str], message: str) -> None:
+    done = subprocess.run([sys.executable, str(BENCH), *args], check=False, cwd=ROOT,
+                          capture_output=True, text=True, timeout=60, env=cli_env)
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    assert message in done.stderr

@@ -1,0 +1,200 @@
+"""The worker's Session stream decisions without I/O (``worker.stream_tags``): tags, answers, news, resync,
+the shared registry, the remembered UNIMPLEMENTED; and the member core's answer to news (``Member.hear``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from groupcoord.v1 import groupcoord_pb2 as pb
+from groupcoord.worker.config import WorkerConfig
+from groupcoord.worker.member import Member
+from groupcoord.worker.states import WorkerState
+from groupcoord.worker.stream_tags import (
+    RESYNC,
+    STREAMED,
+    Hearers,
+    Nudge,
+    NudgeKind,
+    Registry,
+    Remembered,
+    TagBook,
+    answer_of,
+    nudge_for,
+    reconnect_wait,
+    session_request,
+)
+
+
+def test_tags_start_at_one_never_repeat_and_find_their_waiter_once() -> None:
+    book: TagBook[str] = TagBook()
+    tags = [book.open(name) for name in ("a", "b", "c")]
+    assert tags == [1, 2, 3]
+    assert book.answered(2) == "b"
+    assert book.answered(2) is None  # a second answer for the same tag finds nobody
+    book.forget(1)  # its caller stopped waiting (deadline): a late answer is dropped
+    assert book.answered(1) is None
+    assert book.open("d") == 4  # never reused, even once 1 and 2 are free
+    assert sorted(book.fail_all()) == ["c", "d"]
+    assert len(book) == 0
+    assert book.answered(0) is None  # 0 is news, never a request
+
+
+@pytest.mark.parametrize("method", sorted(STREAMED))
+def test_every_streamed_call_goes_in_its_own_body_and_its_answer_comes_out(method: str) -> None:
+    body = STREAMED[method]
+    request_type = type(getattr(pb.SessionRequest(), body))
+    request = request_type(group_id="orders")
+    envelope = session_request(7, body, request)
+    assert envelope.tag == 7 and envelope.WhichOneof("body") == body
+    assert getattr(envelope, body).group_id == "orders"
+    response = pb.SessionResponse(tag=7)
+    getattr(response, body).SetInParent()
+    assert answer_of(response) == getattr(response, body)
+
+
+def test_news_and_an_empty_body_are_no_answer() -> None:
+    assert answer_of(pb.SessionResponse(tag=3)) is None
+    news = pb.SessionResponse(news=pb.SessionNews(group_id="g", member_id="m"))
+    assert answer_of(news) is None
+
+
+def _news(**body: object) -> pb.SessionNews:
+    return pb.SessionNews(group_id="orders", member_id="m-1", **body)  # type: ignore[arg-type]
+
+
+def test_each_kind_of_news_becomes_its_nudge() -> None:
+    assert nudge_for(_news(rebalance_started=pb.RebalanceStarted(generation=4))) == Nudge(NudgeKind.JOIN, 4)
+    assert nudge_for(_news(assignment_changed=pb.AssignmentChanged(member_epoch=3))) == Nudge(NudgeKind.HEARTBEAT)
+    assert nudge_for(_news(tasks_to_give_up=pb.TasksToGiveUp(member_epoch=3))) == Nudge(NudgeKind.HEARTBEAT)
+    moved = _news(coordinator_moved=pb.CoordinatorMoved(coordinator_hint="127.0.0.1:9"))
+    assert nudge_for(moved) == Nudge(NudgeKind.MOVED, hint="127.0.0.1:9")
+    assert nudge_for(_news()) is None  # news of a kind this client does not know: ignored
+
+
+def test_news_reaches_only_its_member_and_a_resync_reaches_every_member_once() -> None:
+    heard: list[tuple[str, Nudge]] = []
+    hearers = Hearers()
+
+    def hearer(name: str) -> Callable[[Nudge], None]:
+        return lambda nudge: heard.append((name, nudge))
+
+    one, two = hearer("one"), hearer("two")
+    hearers.listen("orders", "m-1", one)
+    hearers.listen("orders", "m-2", two)
+    hearers.listen("orders", "", two)  # a member without an id yet is not listed
+    hearers.listen("billing", "m-9", two)  # one transport may speak for a member of another group too
+    assert hearers.tell(_news(assignment_changed=pb.AssignmentChanged()))
+    assert heard == [("one", Nudge(NudgeKind.HEARTBEAT))]
+    stranger = pb.SessionNews(group_id="orders", member_id="m-3", assignment_changed=pb.AssignmentChanged())
+    assert not hearers.tell(stranger)
+    heard.clear()
+    assert hearers.resync() == 2
+    assert sorted(heard) == [("one", RESYNC), ("two", RESYNC)]
+    hearers.drop(two)
+    assert len(hearers) == 1
+
+
+def test_a_hearer_that_raises_does_not_stop_the_others(caplog: pytest.LogCaptureFixture) -> None:
+    heard: list[Nudge] = []
+    hearers = Hearers()
+
+    def broken(nudge: Nudge) -> None:
+        raise RuntimeError("listener bug")
+
+    hearers.listen("orders", "m-1", broken)
+    hearers.listen("orders", "m-2", heard.append)
+    assert hearers.resync() == 2
+    assert heard == [RESYNC]
+    assert "news handler failed" in caplog.text
+
+
+def test_the_registry_shares_one_stream_per_key_and_hands_it_back_at_the_last_release() -> None:
+    made: list[str] = []
+    registry: Registry[str] = Registry()
+
+    def make(name: str) -> Callable[[], str]:
+        def made_now() -> str:
+            made.append(name)
+            return name
+        return made_now
+
+    assert registry.acquire(("a:1", "creds"), make("first")) == "first"
+    assert registry.acquire(("a:1", "creds"), make("second")) == "first"
+    assert registry.acquire(("a:1", "other creds"), make("third")) == "third"
+    assert made == ["first", "third"]
+    assert registry.users(("a:1", "creds")) == 2
+    assert registry.release(("a:1", "creds")) is None
+    assert registry.release(("a:1", "creds")) == "first"  # the last user: the caller closes it
+    assert registry.release(("a:1", "creds")) is None  # a release too many is harmless
+    assert len(registry) == 1
+
+
+def test_unimplemented_is_remembered_per_address_and_asked_again_later() -> None:
+    remembered = Remembered(recheck_s=600)
+    assert not remembered.unary("a:1", now=0)
+    remembered.note("a:1", now=10)
+    assert remembered.unary("a:1", now=11)
+    assert not remembered.unary("b:2", now=11)
+    assert remembered.unary("a:1", now=609)
+    assert not remembered.unary("a:1", now=610)  # a rolling upgrade may have brought the stream
+    assert not remembered.unary("a:1", now=611)
+
+
+def test_the_reconnect_backoff_grows_and_stays_within_its_bound() -> None:
+    waits = [reconnect_wait(failures, max_s=0.5) for failures in range(1, 12)]
+    assert all(0.05 <= wait <= 0.5 for wait in waits)
+    assert waits[0] <= 0.1 and waits[-1] == 0.5
+
+
+def _member(state: WorkerState, generation: int) -> Member:
+    config = WorkerConfig(group_id="orders", coordinators=("127.0.0.1:1",))
+    member = Member(config, assignor_lookup=lambda name: None, monotonic=lambda: 0.0)  # type: ignore[arg-type,return-value]
+    member.session.generation = generation
+    for trigger in ("start", "join", "joined", "synced"):  # along the diagram's edges, up to ``state``
+        if member.machine.state is state:
+            break
+        member.machine.fire(trigger)  # type: ignore[arg-type]
+    assert member.machine.state is state
+    return member
+
+
+@pytest.mark.parametrize("nudge", [Nudge(NudgeKind.JOIN, generation=3), RESYNC, Nudge(NudgeKind.MOVED, hint="h:1")])
+def test_news_cuts_a_stable_members_heartbeat_wait_and_its_answer_decides(nudge: Nudge) -> None:
+    member = _member(WorkerState.STABLE, 3)
+    assert member.hear(nudge)
+    assert member.machine.state is WorkerState.STABLE  # no join on the news alone: the heartbeat's answer decides
+    assert not member.rebalance_requested
+
+
+def test_news_of_an_older_rebalance_or_while_joining_changes_nothing() -> None:
+    stale = _member(WorkerState.STABLE, 5)
+    assert not stale.hear(Nudge(NudgeKind.JOIN, generation=4))
+    joining = _member(WorkerState.JOINING, 5)
+    assert not joining.hear(Nudge(NudgeKind.JOIN, generation=5))
+    assert not joining.hear(RESYNC)  # its JoinGroup in flight is the news it needs
+
+
+def test_a_member_that_joined_again_as_a_new_one_is_heard_under_its_new_id_only() -> None:
+    heard: list[Nudge] = []
+    hearers = Hearers()
+    hearers.listen("orders", "m-old", heard.append)
+    hearers.listen("orders", "m-new", heard.append)  # UNKNOWN_MEMBER_ID, then a join as a new member
+    hearers.listen("billing", "m-b", heard.append)  # the same transport in another group keeps that one
+    assert len(hearers) == 2
+    old = pb.SessionNews(group_id="orders", member_id="m-old", assignment_changed=pb.AssignmentChanged())
+    assert not hearers.tell(old)
+    hearers.drop(heard.append)
+    assert len(hearers) == 0
+
+
+def test_an_acl_refusal_in_an_answer_fails_as_its_unary_twin_does() -> None:
+    from groupcoord import errors
+    from groupcoord.worker.stream_tags import refused_in_band
+
+    denied = pb.JoinGroupResponse(error=pb.Error(code=pb.GROUP_AUTHORIZATION_FAILED, message="User:a may not"))
+    refused = refused_in_band(denied)
+    assert isinstance(refused, errors.NotAuthorizedError) and "User:a may not" in str(refused)
+    assert refused_in_band(pb.JoinGroupResponse(error=pb.Error(code=pb.REBALANCE_IN_PROGRESS))) is None
+    assert refused_in_band(pb.HeartbeatResponse()) is None
