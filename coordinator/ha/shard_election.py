@@ -15,12 +15,10 @@ write it even before it notices. Not kazoo's ``SetPartitioner``: it releases eve
 membership change (kazoo issue #392); here a shard moves alone and the others keep serving.
 
 **Reading by delta.** The view (live members, each shard's leader) is read whole at start and after
-each reconnection or error (the server forgets a connection's watches). From then on a watch
-event names what changed and only that is read again (``coordinator.ha.shard_reads``): the
-``members`` children, or one shard's ``leader`` (a data watch while it exists, an ``exists`` watch
-while it is free). A shard changing hands costs each coordinator one notification and one read,
-O(coordinators) in all, not O(coordinators x shards) as when every event re-read every shard
-(issue 37). While a shard is free the plan is redone every ``recheck_s`` from memory, with no reads.
+each reconnection or error (the server forgets a connection's watches); then only what a watch
+event names (``coordinator.ha.shard_reads``): the ``members`` children or one shard's ``leader``.
+A shard changing hands costs each coordinator one notification and one read, O(coordinators) in
+all, not O(coordinators x shards) (issue 37). A free shard is re-planned every ``recheck_s`` from memory.
 
 Who takes what is ``coordinator.ha.balance.plan`` on that view. A hand-over is graceful: the shard
 leaves office (the runtime unloads it: parked calls get NOT_COORDINATOR naming the receiver), its
@@ -28,8 +26,7 @@ writes in flight land (still fenced by our epoch), the runtime says ``drained`` 
 ``handover_timeout`` passes), and only then is the leader node deleted, so the receiver's load sees
 every write we acknowledged. Session states and pauses are ``coordinator.ha.zk_session``'s: every
 shard dropped at once, no leader named until the view is read again, our leader nodes re-won with
-new epochs on reconnection with the same session. Threads: one talks to ZooKeeper, one runs the
-callbacks, one ticks the pause detector.
+new epochs on reconnection with the same session. Threads: ZooKeeper's, the callbacks', the pauses'.
 """
 
 from __future__ import annotations
@@ -47,7 +44,7 @@ from kazoo.protocol.states import WatchedEvent
 from groupcoord.coordinator.ha.balance import plan
 from groupcoord.coordinator.ha.election import Fence, resign
 from groupcoord.coordinator.ha.shard_offices import Leader, ShardFencer, ShardOffice, ensure_cluster
-from groupcoord.coordinator.ha.shard_reads import ViewReader
+from groupcoord.coordinator.ha.shard_reads import ViewReader, WinTimes
 from groupcoord.coordinator.ha.zk_session import SessionTerms
 from groupcoord.coordinator.storage.store import FencedError
 
@@ -100,13 +97,18 @@ class ShardElections(SessionTerms):
         self._callbacks: queue.SimpleQueue[int | None] = queue.SimpleQueue()  # shard whose office changed
         self._threads: list[threading.Thread] = []
         self._reader = ViewReader(client, self.root, shards, op_timeout, on_leader=self._on_leader_event,
-                                  on_members=self._on_members_event)
+                                  on_members=self._on_members_event, monotonic=monotonic)
         self.offices = [ShardOffice(self, s) for s in range(shards)]
 
     @property
     def reads(self) -> int:
         """ZooKeeper reads this process made for the elections (benchmarks and tests count them)."""
         return self._reader.reads
+
+    @property
+    def wins(self) -> dict[int, WinTimes]:
+        """Per shard, when our last win of it was noticed, begun, read and won (benchmarks split failovers)."""
+        return dict(self._reader.wins)
 
     def shard_path(self, shard: int) -> str:
         return f"{self.root}/shards/{shard}"
@@ -133,8 +135,7 @@ class ShardElections(SessionTerms):
         self._wake.set()
 
     def stop(self) -> None:
-        """Leave: every shard out of office, leader nodes and our member node deleted (others take over
-        at once instead of after our session)."""
+        """Leave: shards out of office, our leader and member nodes deleted (others take over at once)."""
         if not self._threads:
             return
         self._stopping.set()
@@ -284,6 +285,7 @@ class ShardElections(SessionTerms):
         """Read what changed, update the view, act on our part of the plan."""
         self._reader.prepare()
         with self._lock:
+            self._reader.begin()
             disconnects = self._disconnects
             full, self._full = self._full, False
             dirty = set(range(self.shards)) if full else self._dirty
@@ -319,8 +321,7 @@ class ShardElections(SessionTerms):
 
     def _update_view(self, found: dict[int, Leader | None], members: list[str] | None, session: int | None,
                      disconnects: int, full: bool) -> dict[int, int] | None:
-        """Take in what was read; the shards to win again (shard -> our node's version), or None when
-        the connection wavered meanwhile (read everything again)."""
+        """Take in what was read; the shards to win again (-> our node's version), None if the connection wavered."""
         now = self._monotonic()
         rewin: dict[int, int] = {}
         with self._lock:
