@@ -78,6 +78,7 @@ class SimCoordinator:
         self.client = connect(zk, session_timeout=session_s)
         self.elections = ShardElections(self.client, ZK_ROOT, name, shards, session_timeout=session_s)
         self.won: dict[int, float] = {}
+        self.stores: dict[int, ZooKeeperStore] = {}  # one per shard, as the runtime keeps them
         self.in_office: set[int] = set()  # as its callbacks said: polling it costs the survivors nothing
         self.loaded_groups = 0
         for office in self.elections.offices:
@@ -87,8 +88,8 @@ class SimCoordinator:
         if office.in_office():
             self.in_office.add(office.shard)
             if office.shard not in self.won or self.won[office.shard] < 0:
-                store = ZooKeeperStore(self.client, self.elections.groups_path(office.shard),
-                                       self.elections.fencer(office.shard))
+                store = self.stores.setdefault(office.shard, ZooKeeperStore(
+                    self.client, self.elections.groups_path(office.shard), self.elections.fencer(office.shard)))
                 while office.in_office():  # a load that timed out (a loaded machine) is tried again
                     try:
                         self.loaded_groups += len(store.load_all())

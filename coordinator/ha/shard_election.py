@@ -35,7 +35,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, SessionExpiredError
@@ -298,23 +298,20 @@ class ShardElections(SessionTerms):
                 with self._lock:
                     self._full = True  # not one of the members yet: nothing to decide
                 return
-        members = self._reader.members() if members_dirty else None
-        found, again = self._reader.leaders(sorted(dirty))
-        for shard in again:
-            self.recheck(shard)
+        members, found, unsettled = self._reader.read(sorted(dirty), members=members_dirty)
         rewin = self._update_view(found, members, session, disconnects, full)
         if rewin is None:
             return
-        for shard in rewin:  # ours after a reconnect or a pause: win again with a new epoch
-            self._win(shard, disconnects, leader_version=rewin[shard])
+        self._win(rewin, disconnects)  # ours after a reconnect or a pause: win again with a new epoch
         with self._lock:
             view = {s: leader.address for s, leader in self._leaders.items()}
             now = self._monotonic()
             overdue = [s for s, since in self._free_since.items() if now - since >= self._overdue_after]
             live = list(self._members)
         decided = plan(self.address, live, view, self.shards, overdue=overdue, max_moves=self._max_moves)
-        for shard in decided.take:
-            self._win(shard, disconnects, leader_version=None)
+        self._win(dict.fromkeys(decided.take), disconnects)
+        for shard in self._reader.settle(unsettled):  # read as free, but its node was there again
+            self.recheck(shard)
         if decided.release:
             self._hand_over(decided.release, decided.receivers)
             self._wake.set()
@@ -348,26 +345,26 @@ class ShardElections(SessionTerms):
             self._view_current = True  # after a disconnect, the first step to get here read everything
         return rewin
 
-    def _win(self, shard: int, disconnects: int, *, leader_version: int | None) -> None:
-        """Take ``shard`` (create its leader node) or re-take it (``leader_version``: ours already)."""
-        fence = self._reader.win(shard, self.address, leader_version)
-        if fence is None:
-            self.recheck(shard)  # somebody moved first: read the shard again
-            return
-        if self._stopping.is_set():
-            resign(self._client, fence, self._op_timeout)
-            return
-        with self._lock:
-            self._pause_detected()
-            if self._disconnects != disconnects:
-                self._wake.set()
-                return
-            self._fences[shard] = fence
-            self._leaders[shard] = Leader(self.address, fence.epoch, self._session_id() or 0, fence.leader_version)
-            self._free_since.pop(shard, None)
-            self._callbacks.put(shard)
-        log.info("%s leads shard %d (epoch %d)", self.address, shard, fence.epoch,
-                 extra={"event": "shard_elected", "shard": shard, "term": fence.epoch})
+    def _win(self, claims: Mapping[int, int | None], disconnects: int) -> None:
+        """Take each shard (create its leader node) or re-take it (-> our node's version), in one pipeline."""
+        for shard, fence in (self._reader.win(claims, self.address) if claims else {}).items():
+            if fence is None:
+                self.recheck(shard)  # somebody moved first: read the shard again
+                continue
+            if self._stopping.is_set():
+                resign(self._client, fence, self._op_timeout)
+                continue
+            with self._lock:
+                self._pause_detected()
+                if self._disconnects != disconnects:
+                    self._wake.set()
+                    return
+                self._fences[shard] = fence
+                self._leaders[shard] = Leader(self.address, fence.epoch, self._session_id() or 0, fence.leader_version)
+                self._free_since.pop(shard, None)
+                self._callbacks.put(shard)
+            log.info("%s leads shard %d (epoch %d)", self.address, shard, fence.epoch,
+                     extra={"event": "shard_elected", "shard": shard, "term": fence.epoch})
 
     def _hand_over(self, shards: list[int], receivers: dict[int, str]) -> None:
         """Out of office first, wait for the runtime to drain each shard, then delete its leader node."""

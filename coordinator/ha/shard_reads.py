@@ -4,8 +4,10 @@ Every read sets a watch that names what it read, so the elections read again onl
 names (``coordinator.ha.shard_election`` says why). ``reads`` counts the reads made, for the
 benchmarks and tests that check a change costs O(1) reads per coordinator.
 
-A failover waits on these round trips, so none is made that is not needed: a shard whose watch said
-its leader node was deleted is checked with ``exists`` alone (a ``get`` would only fail), and a win
+A failover waits on these round trips, so none is made that is not needed: a step's reads go out
+together (the members with the leader nodes); a shard whose watch said its leader node was deleted
+is free at once (its ``exists`` watch is set in the same pipeline, and only looked at after the
+step has claimed: a node there again makes the claim fail and the shard be read again); and a win
 bumps the epoch from the version last seen in the leader node (``epoch`` in its JSON is the epoch
 node's version), reading the epoch node only when that is unknown or stale: the transaction still
 checks the version, so a wrong guess fails and is retried, never wins. ``wins`` keeps, per shard,
@@ -21,7 +23,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 from urllib.parse import quote, unquote
 
@@ -32,11 +34,20 @@ from kazoo.protocol.states import EventType, WatchedEvent
 from groupcoord.coordinator.ha.election import Fence
 from groupcoord.coordinator.ha.shard_offices import Leader, leader_of
 
-__all__ = ["ViewReader", "WinTimes"]
+__all__ = ["Reads", "ViewReader", "WinTimes"]
 
 log = logging.getLogger("groupcoord.ha.shards")
 
 Watch = Callable[[WatchedEvent], None]
+
+
+class Reads(NamedTuple):
+    """One step's reads: the members (None: not read), each shard's leader (None: free), and the free
+    shards' ``exists`` watches still in flight (``ViewReader.settle``)."""
+
+    members: list[str] | None
+    found: dict[int, Leader | None]
+    unsettled: list[tuple[int, Any]]
 
 
 class WinTimes(NamedTuple):
@@ -142,74 +153,79 @@ class ViewReader:
             return False
         return True
 
-    def members(self) -> list[str]:
-        self.reads += 1
-        names = self._call(self._client.get_children_async(self.members_path, watch=self._on_members))
-        return sorted(unquote(n) for n in names)
-
-    def leaders(self, shards: Iterable[int]) -> tuple[dict[int, Leader | None], list[int]]:
-        """Each shard's leader node (None: free), watched: a data watch if there, an ``exists`` watch if
-        not. Second: the shards whose node appeared between the two reads (to read again)."""
+    def read(self, shards: Iterable[int], *, members: bool) -> Reads:
+        """What changed, in one pipeline: the members' names (if asked) and each shard's leader node
+        (None: free), watched: a data watch if it is there, an ``exists`` watch if not. A free shard is
+        not waited for: its ``exists`` is in flight while the step acts (``settle`` it afterwards)."""
         c = self._client
+        names = c.get_children_async(self.members_path, watch=self._on_members) if members else None
         shards = list(shards)
-        gone = [s for s in shards if s in self._deleted]  # a get would fail: go straight to exists
+        gone = {s for s in shards if s in self._deleted}  # its watch said deleted: a get would only fail
         self._deleted.difference_update(gone)
-        gone_checks = [(s, c.exists_async(f"{self.shard_path(s)}/leader", watch=self._on_leader)) for s in gone]
+        unsettled = [(s, self._watch_free(s)) for s in sorted(gone)]
         reads = [(s, c.get_async(f"{self.shard_path(s)}/leader", watch=self._on_leader))
-                 for s in shards if s not in set(gone)]
-        found: dict[int, Leader | None] = {}
-        absent = []
+                 for s in shards if s not in gone]
+        found: dict[int, Leader | None] = dict.fromkeys(gone)
         for shard, result in reads:
             try:
                 data, node = self._call(result)
             except NoNodeError:
-                absent.append(shard)
+                found[shard] = None
+                unsettled.append((shard, self._watch_free(shard)))
                 continue
             found[shard] = leader = Leader(*leader_of(data), node.ephemeralOwner, node.version)
             if leader.epoch > 0:
                 self._epochs[shard] = leader.epoch
-        checks = [(s, c.exists_async(f"{self.shard_path(s)}/leader", watch=self._on_leader)) for s in absent]
-        self.reads += len(gone_checks) + len(reads) + len(checks)
-        again = []
-        for shard, result in [*gone_checks, *checks]:
-            if self._call(result) is None:
-                found[shard] = None
-            else:
-                again.append(shard)  # there again already: read it (with a data watch) on the next step
+        member_names = None if names is None else sorted(unquote(n) for n in self._call(names))
+        self.reads += (names is not None) + len(reads) + len(unsettled)
         self._read = self._monotonic()
-        return found, again
+        return Reads(member_names, found, unsettled)
 
-    def win(self, shard: int, address: str, leader_version: int | None) -> Fence | None:
-        """Take ``shard``: create its leader node (or, ``leader_version`` given, rewrite ours) and bump its
-        epoch, in one transaction. The fence, or None when somebody moved first."""
-        epoch_path, leader_path = f"{self.shard_path(shard)}/epoch", f"{self.shard_path(shard)}/leader"
-        seen = self._epochs.get(shard)
-        for guessed in ((True, False) if seen is not None else (False,)):
-            if not guessed:
-                self.reads += 1
-                seen = self._call(self._client.get_async(epoch_path))[1].version
-            assert seen is not None
-            results = self._commit_win(epoch_path, leader_path, address, seen, leader_version)
+    def _watch_free(self, shard: int) -> Any:
+        return self._client.exists_async(f"{self.shard_path(shard)}/leader", watch=self._on_leader)
+
+    def settle(self, unsettled: list[tuple[int, Any]]) -> list[int]:
+        """The shards read as free whose leader node was there again when its watch was set (read them)."""
+        return [shard for shard, result in unsettled if self._call(result) is not None]
+
+    def win(self, claims: Mapping[int, int | None], address: str) -> dict[int, Fence | None]:
+        """Take each shard: create its leader node (or, its version given, rewrite ours) and bump its
+        epoch, in one transaction per shard, all in one pipeline. Each one's fence, or None when
+        somebody moved first. A shard whose epoch we guessed wrong is read and tried once more."""
+        unknown = [(s, self._client.get_async(f"{self.shard_path(s)}/epoch")) for s in claims if s not in self._epochs]
+        self.reads += len(unknown)
+        seen = {s: self._epochs[s] for s in claims if s in self._epochs}
+        seen.update((s, self._call(result)[1].version) for s, result in unknown)
+        read_now = {s for s, _ in unknown}
+        pending = [(s, self._commit_win(s, address, seen[s], claims[s])) for s in claims]
+        out: dict[int, Fence | None] = {}
+        stale: dict[int, int | None] = {}
+        for shard, result in pending:
+            results = self._call(result)
+            base, leader_version = f"{self.shard_path(shard)}", claims[shard]
             if not any(isinstance(r, Exception) for r in results):
-                self._epochs[shard] = seen + 1
+                self._epochs[shard] = seen[shard] + 1
                 self.wins[shard] = WinTimes(self._noticed_then, self._began, self._read, self._monotonic())
-                return Fence(seen + 1, epoch_path, leader_path, 0 if leader_version is None else leader_version + 1)
-            if not isinstance(results[1], BadVersionError):
-                return None  # the leader node: somebody moved first
-            self._epochs.pop(shard, None)  # the epoch moved on since we saw it: read it and try once more
-        return None
+                out[shard] = Fence(seen[shard] + 1, f"{base}/epoch", f"{base}/leader",
+                                   0 if leader_version is None else leader_version + 1)
+            elif isinstance(results[1], BadVersionError) and shard not in read_now:
+                self._epochs.pop(shard, None)  # the epoch moved on since we saw it: read it, try once more
+                stale[shard] = leader_version
+            else:
+                out[shard] = None  # the leader node: somebody moved first
+        if stale:
+            out.update(self.win(stale, address))
+        return out
 
-    def _commit_win(self, epoch_path: str, leader_path: str, address: str, version: int,
-                    leader_version: int | None) -> list[Any]:
-        """The win's transaction with the epoch node at ``version``; its results (exceptions if it failed)."""
-        epoch = version + 1
+    def _commit_win(self, shard: int, address: str, version: int, leader_version: int | None) -> Any:
+        """The win's transaction with the epoch node at ``version``, sent (its async result)."""
+        epoch, base = version + 1, self.shard_path(shard)
         payload = json.dumps({"address": address, "epoch": epoch, "host": socket.gethostname(),
                               "pid": os.getpid()}).encode()
         tx = self._client.transaction()
         if leader_version is None:
-            tx.create(leader_path, payload, ephemeral=True)
+            tx.create(f"{base}/leader", payload, ephemeral=True)
         else:
-            tx.set_data(leader_path, payload, version=leader_version)
-        tx.set_data(epoch_path, json.dumps({"epoch": epoch, "address": address}).encode(), version=version)
-        results: list[Any] = self._call(tx.commit_async())
-        return results
+            tx.set_data(f"{base}/leader", payload, version=leader_version)
+        tx.set_data(f"{base}/epoch", json.dumps({"epoch": epoch, "address": address}).encode(), version=version)
+        return tx.commit_async()
