@@ -291,6 +291,7 @@ class ShardElections(SessionTerms):
             dirty = set(range(self.shards)) if full else self._dirty
             self._dirty = set()
             members_dirty, self._members_dirty = self._members_dirty or full, False
+            held = set(self._fences)  # a deletion event may predate our own win of it: read those
         session = self._session_id()
         if full or not self._registered:
             self._registered = self._reader.register(self.address, session)
@@ -298,7 +299,7 @@ class ShardElections(SessionTerms):
                 with self._lock:
                     self._full = True  # not one of the members yet: nothing to decide
                 return
-        members, found, unsettled = self._reader.read(sorted(dirty), members=members_dirty)
+        members, found, unsettled = self._reader.read(sorted(dirty), members=members_dirty, held=held)
         rewin = self._update_view(found, members, session, disconnects, full)
         if rewin is None:
             return

@@ -23,7 +23,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any, NamedTuple
 from urllib.parse import quote, unquote
 
@@ -153,15 +153,17 @@ class ViewReader:
             return False
         return True
 
-    def read(self, shards: Iterable[int], *, members: bool) -> Reads:
+    def read(self, shards: Iterable[int], *, members: bool, held: Collection[int] = ()) -> Reads:
         """What changed, in one pipeline: the members' names (if asked) and each shard's leader node
         (None: free), watched: a data watch if it is there, an ``exists`` watch if not. A free shard is
-        not waited for: its ``exists`` is in flight while the step acts (``settle`` it afterwards)."""
+        not waited for: its ``exists`` is in flight while the step acts (``settle`` it afterwards).
+        ``held``: shards we lead, always read (a deletion event may be older than our win of it)."""
         c = self._client
         names = c.get_children_async(self.members_path, watch=self._on_members) if members else None
         shards = list(shards)
-        gone = {s for s in shards if s in self._deleted}  # its watch said deleted: a get would only fail
-        self._deleted.difference_update(gone)
+        deleted = self._deleted.intersection(shards)
+        self._deleted.difference_update(deleted)  # taken by this step, whichever way it reads them
+        gone = {s for s in deleted if s not in held}  # a get would only fail
         unsettled = [(s, self._watch_free(s)) for s in sorted(gone)]
         reads = [(s, c.get_async(f"{self.shard_path(s)}/leader", watch=self._on_leader))
                  for s in shards if s not in gone]

@@ -141,3 +141,15 @@ def test_claims_of_several_shards_go_out_together_and_each_is_fenced(client: Kaz
     assert won[2] is None
     assert view.reads == reads + 1  # only shard 1's epoch was read
     assert [client.exists(f"{view.shard_path(s)}/epoch").version for s in (0, 1, 2)] == [2, 3, 1]
+
+
+def test_a_deletion_older_than_our_own_win_does_not_make_us_think_it_free(client: KazooClient) -> None:
+    events = Events()
+    view = reader(client, events)
+    assert view.win({0: None}, "old:1")[0] is not None
+    view.read([0], members=False)
+    client.delete(f"{view.shard_path(0)}/leader")
+    assert events.arrived.wait(10), "no watch event for the deletion"
+    assert view.win({0: None}, "me:1")[0] is not None  # won before the step looked at the deletion
+    _, found, unsettled = view.read([0], members=False, held={0})
+    assert found[0] is not None and found[0].address == "me:1" and unsettled == []
