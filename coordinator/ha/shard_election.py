@@ -348,7 +348,7 @@ class ShardElections(SessionTerms):
 
     def _win(self, claims: Mapping[int, int | None], disconnects: int) -> None:
         """Take each shard (create its leader node) or re-take it (-> our node's version), in one pipeline."""
-        for shard, fence in (self._reader.win(claims, self.address) if claims else {}).items():
+        for shard, fence in self._reader.win(claims, self.address):
             if fence is None:
                 self.recheck(shard)  # somebody moved first: read the shard again
                 continue

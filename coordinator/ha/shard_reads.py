@@ -23,7 +23,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
 from urllib.parse import quote, unquote
 
@@ -39,6 +39,7 @@ __all__ = ["Reads", "ViewReader", "WinTimes"]
 log = logging.getLogger("groupcoord.ha.shards")
 
 Watch = Callable[[WatchedEvent], None]
+CLAIMS_AT_ONCE = 16  # a failover's survivor claims one or two; a cold start's first one, every shard
 
 
 class Reads(NamedTuple):
@@ -190,10 +191,17 @@ class ViewReader:
         """The shards read as free whose leader node was there again when its watch was set (read them)."""
         return [shard for shard, result in unsettled if self._call(result) is not None]
 
-    def win(self, claims: Mapping[int, int | None], address: str) -> dict[int, Fence | None]:
+    def win(self, claims: Mapping[int, int | None], address: str) -> Iterator[tuple[int, Fence | None]]:
         """Take each shard: create its leader node (or, its version given, rewrite ours) and bump its
-        epoch, in one transaction per shard, all in one pipeline. Each one's fence, or None when
-        somebody moved first. A shard whose epoch we guessed wrong is read and tried once more."""
+        epoch, in one transaction per shard, pipelined ``CLAIMS_AT_ONCE`` at a time (a cold start's
+        first coordinator claims every shard: not thousands of requests at once). Yields each one's
+        fence, or None when somebody moved first, as its pipeline completes."""
+        items = list(claims.items())
+        for start in range(0, len(items), CLAIMS_AT_ONCE):
+            yield from self._win_together(dict(items[start:start + CLAIMS_AT_ONCE]), address).items()
+
+    def _win_together(self, claims: Mapping[int, int | None], address: str) -> dict[int, Fence | None]:
+        """``win`` in one pipeline. A shard whose epoch we guessed wrong is read and tried once more."""
         unknown = [(s, self._client.get_async(f"{self.shard_path(s)}/epoch")) for s in claims if s not in self._epochs]
         self.reads += len(unknown)
         seen = {s: self._epochs[s] for s in claims if s in self._epochs}
@@ -216,7 +224,7 @@ class ViewReader:
             else:
                 out[shard] = None  # the leader node: somebody moved first
         if stale:
-            out.update(self.win(stale, address))
+            out.update(self._win_together(stale, address))
         return out
 
     def _commit_win(self, shard: int, address: str, version: int, leader_version: int | None) -> Any:

@@ -56,7 +56,7 @@ def reader(client: KazooClient, events: Events, shards: int = 4) -> ViewReader:
 def test_a_claim_after_a_deletion_costs_one_exists_and_one_transaction(client: KazooClient) -> None:
     events = Events()
     view = reader(client, events)
-    fence = view.win({0: None}, "old:1")[0]  # the first win knows no epoch: it reads the epoch node
+    fence = dict(view.win({0: None}, "old:1"))[0]  # the first win knows no epoch: it reads the epoch node
     assert fence is not None and fence.epoch == 1
     view.begin()
     members, found, unsettled = view.read([0], members=True)
@@ -69,7 +69,7 @@ def test_a_claim_after_a_deletion_costs_one_exists_and_one_transaction(client: K
     members, found, unsettled = view.read([0], members=False)
     assert members is None and found == {0: None}
     assert view.reads == reads + 1  # exists only, not waited for: a get would have failed first
-    fence = view.win({0: None}, "new:1")[0]
+    fence = dict(view.win({0: None}, "new:1"))[0]
     assert fence is not None and fence.epoch == 2
     assert view.reads == reads + 1  # the epoch came from the leader node seen: no read of it
     assert view.settle(unsettled) == []  # it was free when the watch was set
@@ -81,13 +81,13 @@ def test_a_claim_after_a_deletion_costs_one_exists_and_one_transaction(client: K
 
 def test_a_guessed_epoch_that_moved_on_is_read_and_the_win_fenced_by_it(client: KazooClient) -> None:
     view = reader(client, Events())
-    assert view.win({1: None}, "old:1")[1] is not None
+    assert dict(view.win({1: None}, "old:1"))[1] is not None
     view.begin()
     view.read([1], members=False)
     client.delete(f"{view.shard_path(1)}/leader")
     client.set(f"{view.shard_path(1)}/epoch", b"bumped behind our back")  # version 2: our guess of 1 is stale
     reads = view.reads
-    fence = view.win({1: None}, "new:1")[1]
+    fence = dict(view.win({1: None}, "new:1"))[1]
     assert fence is not None and fence.epoch == 3  # not 2: the stale guess failed and the epoch was read
     assert view.reads == reads + 1
     assert client.exists(f"{view.shard_path(1)}/epoch").version == 3
@@ -99,11 +99,11 @@ def test_a_shard_someone_else_took_is_not_won(client: KazooClient) -> None:
     client.create(f"{view.shard_path(0)}/leader", json.dumps({"address": "other:1", "epoch": 1}).encode(),
                   ephemeral=True)
     client.set(f"{view.shard_path(0)}/epoch", b"")
-    assert view.win({0: None}, "late:1")[0] is None  # the create fails: nobody retries a shard that has a leader
+    assert dict(view.win({0: None}, "late:1"))[0] is None  # the create fails: nobody retries a shard that has a leader
     assert client.exists(f"{view.shard_path(0)}/epoch").version == 1  # and the epoch did not move
     view.begin()
     view.read([0], members=False)  # now the epoch is known (1): the guess is right, the create still fails
-    assert view.win({0: None}, "late:1")[0] is None
+    assert dict(view.win({0: None}, "late:1"))[0] is None
     assert client.exists(f"{view.shard_path(0)}/epoch").version == 1
     assert 0 not in view.wins
 
@@ -111,7 +111,7 @@ def test_a_shard_someone_else_took_is_not_won(client: KazooClient) -> None:
 def test_a_shard_read_as_free_but_taken_meanwhile_is_read_again(client: KazooClient) -> None:
     events = Events()
     view = reader(client, events)
-    assert view.win({0: None}, "old:1")[0] is not None
+    assert dict(view.win({0: None}, "old:1"))[0] is not None
     view.read([0], members=False)
     client.delete(f"{view.shard_path(0)}/leader")
     assert events.arrived.wait(10), "no watch event for the deletion"
@@ -119,7 +119,7 @@ def test_a_shard_read_as_free_but_taken_meanwhile_is_read_again(client: KazooCli
                   ephemeral=True)  # another coordinator took it before we looked
     _, found, unsettled = view.read([0], members=False)
     assert found == {0: None}  # the deletion said free: not waited for ...
-    assert view.win({0: None}, "slow:1")[0] is None  # ... so a claim may go out, and fails on the node there
+    assert dict(view.win({0: None}, "slow:1"))[0] is None  # ... so a claim may go out, and fails on the node there
     assert view.settle(unsettled) == [0]  # and the step reads it again
     _, found, unsettled = view.read([0], members=False)
     assert found[0] is not None and found[0].address == "fast:1" and unsettled == []
@@ -127,7 +127,7 @@ def test_a_shard_read_as_free_but_taken_meanwhile_is_read_again(client: KazooCli
 
 def test_claims_of_several_shards_go_out_together_and_each_is_fenced(client: KazooClient) -> None:
     view = reader(client, Events())
-    first = view.win({0: None, 1: None, 2: None}, "old:1")  # epochs unknown: read together, then won
+    first = dict(view.win({0: None, 1: None, 2: None}, "old:1"))  # epochs unknown: read together, then won
     assert [f.epoch if f else None for f in first.values()] == [1, 1, 1]
     view.read([0, 1, 2], members=False)
     for shard in (0, 1, 2):
@@ -135,7 +135,7 @@ def test_claims_of_several_shards_go_out_together_and_each_is_fenced(client: Kaz
     client.set(f"{view.shard_path(1)}/epoch", b"bumped")  # shard 1's guess is stale
     client.create(f"{view.shard_path(2)}/leader", b"{}", ephemeral=True)  # shard 2 taken meanwhile
     reads = view.reads
-    won = view.win({0: None, 1: None, 2: None}, "new:1")
+    won = dict(view.win({0: None, 1: None, 2: None}, "new:1"))
     assert won[0] is not None and won[0].epoch == 2
     assert won[1] is not None and won[1].epoch == 3  # read again after its guess failed
     assert won[2] is None
@@ -146,10 +146,20 @@ def test_claims_of_several_shards_go_out_together_and_each_is_fenced(client: Kaz
 def test_a_deletion_older_than_our_own_win_does_not_make_us_think_it_free(client: KazooClient) -> None:
     events = Events()
     view = reader(client, events)
-    assert view.win({0: None}, "old:1")[0] is not None
+    assert dict(view.win({0: None}, "old:1"))[0] is not None
     view.read([0], members=False)
     client.delete(f"{view.shard_path(0)}/leader")
     assert events.arrived.wait(10), "no watch event for the deletion"
-    assert view.win({0: None}, "me:1")[0] is not None  # won before the step looked at the deletion
+    assert dict(view.win({0: None}, "me:1"))[0] is not None  # won before the step looked at the deletion
     _, found, unsettled = view.read([0], members=False, held={0})
     assert found[0] is not None and found[0].address == "me:1" and unsettled == []
+
+
+def test_a_cold_start_claims_every_shard_a_pipeline_at_a_time(client: KazooClient) -> None:
+    view = reader(client, Events(), shards=40)
+    won = view.win(dict.fromkeys(range(40)), "first:1")
+    first = [next(won) for _ in range(16)]  # the first pipeline's answers, before the rest is sent
+    assert [shard for shard, fence in first] == list(range(16)) and all(fence for _, fence in first)
+    assert client.exists(f"{view.shard_path(16)}/leader") is None
+    rest = dict(won)
+    assert sorted(rest) == list(range(16, 40)) and all(f is not None and f.epoch == 1 for f in rest.values())
