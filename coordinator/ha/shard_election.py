@@ -15,12 +15,10 @@ write it even before it notices. Not kazoo's ``SetPartitioner``: it releases eve
 membership change (kazoo issue #392); here a shard moves alone and the others keep serving.
 
 **Reading by delta.** The view (live members, each shard's leader) is read whole at start and after
-each reconnection or error (the server forgets a connection's watches). From then on a watch
-event names what changed and only that is read again (``coordinator.ha.shard_reads``): the
-``members`` children, or one shard's ``leader`` (a data watch while it exists, an ``exists`` watch
-while it is free). A shard changing hands costs each coordinator one notification and one read,
-O(coordinators) in all, not O(coordinators x shards) as when every event re-read every shard
-(issue 37). While a shard is free the plan is redone every ``recheck_s`` from memory, with no reads.
+each reconnection or error (the server forgets a connection's watches); then only what a watch
+event names (``coordinator.ha.shard_reads``): the ``members`` children or one shard's ``leader``.
+A shard changing hands costs each coordinator one notification and one read, O(coordinators) in
+all, not O(coordinators x shards) (issue 37). A free shard is re-planned every ``recheck_s`` from memory.
 
 Who takes what is ``coordinator.ha.balance.plan`` on that view. A hand-over is graceful: the shard
 leaves office (the runtime unloads it: parked calls get NOT_COORDINATOR naming the receiver), its
@@ -28,8 +26,7 @@ writes in flight land (still fenced by our epoch), the runtime says ``drained`` 
 ``handover_timeout`` passes), and only then is the leader node deleted, so the receiver's load sees
 every write we acknowledged. Session states and pauses are ``coordinator.ha.zk_session``'s: every
 shard dropped at once, no leader named until the view is read again, our leader nodes re-won with
-new epochs on reconnection with the same session. Threads: one talks to ZooKeeper, one runs the
-callbacks, one ticks the pause detector.
+new epochs on reconnection with the same session. Threads: ZooKeeper's, the callbacks', the pauses'.
 """
 
 from __future__ import annotations
@@ -38,7 +35,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, SessionExpiredError
@@ -47,7 +44,7 @@ from kazoo.protocol.states import WatchedEvent
 from groupcoord.coordinator.ha.balance import plan
 from groupcoord.coordinator.ha.election import Fence, resign
 from groupcoord.coordinator.ha.shard_offices import Leader, ShardFencer, ShardOffice, ensure_cluster
-from groupcoord.coordinator.ha.shard_reads import ViewReader
+from groupcoord.coordinator.ha.shard_reads import ViewReader, WinTimes
 from groupcoord.coordinator.ha.zk_session import SessionTerms
 from groupcoord.coordinator.storage.store import FencedError
 
@@ -100,13 +97,18 @@ class ShardElections(SessionTerms):
         self._callbacks: queue.SimpleQueue[int | None] = queue.SimpleQueue()  # shard whose office changed
         self._threads: list[threading.Thread] = []
         self._reader = ViewReader(client, self.root, shards, op_timeout, on_leader=self._on_leader_event,
-                                  on_members=self._on_members_event)
+                                  on_members=self._on_members_event, monotonic=monotonic)
         self.offices = [ShardOffice(self, s) for s in range(shards)]
 
     @property
     def reads(self) -> int:
         """ZooKeeper reads this process made for the elections (benchmarks and tests count them)."""
         return self._reader.reads
+
+    @property
+    def wins(self) -> dict[int, WinTimes]:
+        """Per shard, when our last win of it was noticed, begun, read and won (benchmarks split failovers)."""
+        return dict(self._reader.wins)
 
     def shard_path(self, shard: int) -> str:
         return f"{self.root}/shards/{shard}"
@@ -133,8 +135,7 @@ class ShardElections(SessionTerms):
         self._wake.set()
 
     def stop(self) -> None:
-        """Leave: every shard out of office, leader nodes and our member node deleted (others take over
-        at once instead of after our session)."""
+        """Leave: shards out of office, our leader and member nodes deleted (others take over at once)."""
         if not self._threads:
             return
         self._stopping.set()
@@ -284,11 +285,13 @@ class ShardElections(SessionTerms):
         """Read what changed, update the view, act on our part of the plan."""
         self._reader.prepare()
         with self._lock:
+            self._reader.begin()
             disconnects = self._disconnects
             full, self._full = self._full, False
             dirty = set(range(self.shards)) if full else self._dirty
             self._dirty = set()
             members_dirty, self._members_dirty = self._members_dirty or full, False
+            held = set(self._fences)  # a deletion event may predate our own win of it: read those
         session = self._session_id()
         if full or not self._registered:
             self._registered = self._reader.register(self.address, session)
@@ -296,31 +299,27 @@ class ShardElections(SessionTerms):
                 with self._lock:
                     self._full = True  # not one of the members yet: nothing to decide
                 return
-        members = self._reader.members() if members_dirty else None
-        found, again = self._reader.leaders(sorted(dirty))
-        for shard in again:
-            self.recheck(shard)
+        members, found, unsettled = self._reader.read(sorted(dirty), members=members_dirty, held=held)
         rewin = self._update_view(found, members, session, disconnects, full)
         if rewin is None:
             return
-        for shard in rewin:  # ours after a reconnect or a pause: win again with a new epoch
-            self._win(shard, disconnects, leader_version=rewin[shard])
+        self._win(rewin, disconnects)  # ours after a reconnect or a pause: win again with a new epoch
         with self._lock:
             view = {s: leader.address for s, leader in self._leaders.items()}
             now = self._monotonic()
             overdue = [s for s, since in self._free_since.items() if now - since >= self._overdue_after]
             live = list(self._members)
         decided = plan(self.address, live, view, self.shards, overdue=overdue, max_moves=self._max_moves)
-        for shard in decided.take:
-            self._win(shard, disconnects, leader_version=None)
+        self._win(dict.fromkeys(decided.take), disconnects)
+        for shard in self._reader.settle(unsettled):  # read as free, but its node was there again
+            self.recheck(shard)
         if decided.release:
             self._hand_over(decided.release, decided.receivers)
             self._wake.set()
 
     def _update_view(self, found: dict[int, Leader | None], members: list[str] | None, session: int | None,
                      disconnects: int, full: bool) -> dict[int, int] | None:
-        """Take in what was read; the shards to win again (shard -> our node's version), or None when
-        the connection wavered meanwhile (read everything again)."""
+        """Take in what was read; the shards to win again (-> our node's version), None if the connection wavered."""
         now = self._monotonic()
         rewin: dict[int, int] = {}
         with self._lock:
@@ -347,26 +346,26 @@ class ShardElections(SessionTerms):
             self._view_current = True  # after a disconnect, the first step to get here read everything
         return rewin
 
-    def _win(self, shard: int, disconnects: int, *, leader_version: int | None) -> None:
-        """Take ``shard`` (create its leader node) or re-take it (``leader_version``: ours already)."""
-        fence = self._reader.win(shard, self.address, leader_version)
-        if fence is None:
-            self.recheck(shard)  # somebody moved first: read the shard again
-            return
-        if self._stopping.is_set():
-            resign(self._client, fence, self._op_timeout)
-            return
-        with self._lock:
-            self._pause_detected()
-            if self._disconnects != disconnects:
-                self._wake.set()
-                return
-            self._fences[shard] = fence
-            self._leaders[shard] = Leader(self.address, fence.epoch, self._session_id() or 0, fence.leader_version)
-            self._free_since.pop(shard, None)
-            self._callbacks.put(shard)
-        log.info("%s leads shard %d (epoch %d)", self.address, shard, fence.epoch,
-                 extra={"event": "shard_elected", "shard": shard, "term": fence.epoch})
+    def _win(self, claims: Mapping[int, int | None], disconnects: int) -> None:
+        """Take each shard (create its leader node) or re-take it (-> our node's version), in one pipeline."""
+        for shard, fence in self._reader.win(claims, self.address):
+            if fence is None:
+                self.recheck(shard)  # somebody moved first: read the shard again
+                continue
+            if self._stopping.is_set():
+                resign(self._client, fence, self._op_timeout)
+                continue
+            with self._lock:
+                self._pause_detected()
+                if self._disconnects != disconnects:
+                    self._wake.set()
+                    return
+                self._fences[shard] = fence
+                self._leaders[shard] = Leader(self.address, fence.epoch, self._session_id() or 0, fence.leader_version)
+                self._free_since.pop(shard, None)
+                self._callbacks.put(shard)
+            log.info("%s leads shard %d (epoch %d)", self.address, shard, fence.epoch,
+                     extra={"event": "shard_elected", "shard": shard, "term": fence.epoch})
 
     def _hand_over(self, shards: list[int], receivers: dict[int, str]) -> None:
         """Out of office first, wait for the runtime to drain each shard, then delete its leader node."""

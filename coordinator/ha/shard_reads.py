@@ -3,6 +3,16 @@
 Every read sets a watch that names what it read, so the elections read again only what an event
 names (``coordinator.ha.shard_election`` says why). ``reads`` counts the reads made, for the
 benchmarks and tests that check a change costs O(1) reads per coordinator.
+
+A failover waits on these round trips, so none is made that is not needed: a step's reads go out
+together (the members with the leader nodes); a shard whose watch said its leader node was deleted
+is free at once (its ``exists`` watch is set in the same pipeline, and only looked at after the
+step has claimed: a node there again makes the claim fail and the shard be read again); and a win
+bumps the epoch from the version last seen in the leader node (``epoch`` in its JSON is the epoch
+node's version), reading the epoch node only when that is unknown or stale: the transaction still
+checks the version, so a wrong guess fails and is retried, never wins. ``wins`` keeps, per shard,
+when its last win's step noticed, began, read and won (``WinTimes``), for the benchmark that splits a
+failover's time into its parts.
 """
 
 from __future__ import annotations
@@ -11,38 +21,93 @@ import json
 import logging
 import os
 import socket
-from collections.abc import Callable, Iterable
-from typing import Any
+import threading
+import time
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from typing import Any, NamedTuple
 from urllib.parse import quote, unquote
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NodeExistsError, NoNodeError
-from kazoo.protocol.states import WatchedEvent
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.protocol.states import EventType, WatchedEvent
 
 from groupcoord.coordinator.ha.election import Fence
 from groupcoord.coordinator.ha.shard_offices import Leader, leader_of
 
-__all__ = ["ViewReader"]
+__all__ = ["Reads", "ViewReader", "WinTimes"]
 
 log = logging.getLogger("groupcoord.ha.shards")
 
 Watch = Callable[[WatchedEvent], None]
+CLAIMS_AT_ONCE = 16  # a failover's survivor claims one or two; a cold start's first one, every shard
+
+
+class Reads(NamedTuple):
+    """One step's reads: the members (None: not read), each shard's leader (None: free), and the free
+    shards' ``exists`` watches still in flight (``ViewReader.settle``)."""
+
+    members: list[str] | None
+    found: dict[int, Leader | None]
+    unsettled: list[tuple[int, Any]]
+
+
+class WinTimes(NamedTuple):
+    """When the step that won a shard noticed its cause, began, had its reads and won (``monotonic``)."""
+
+    noticed: float  # the first watch event it answers reached us (kazoo's thread), else ``began``
+    began: float
+    read: float
+    won: float
 
 
 class ViewReader:
     """The reads of one coordinator's view; called from its election thread only."""
 
     def __init__(self, client: KazooClient, root: str, shards: int, op_timeout: float, *,
-                 on_leader: Watch, on_members: Watch) -> None:
+                 on_leader: Watch, on_members: Watch, monotonic: Callable[[], float] = time.monotonic) -> None:
         self._client = client
         self.root = root
         self.shards = shards
         self._op_timeout = op_timeout
-        self._on_leader = on_leader
-        self._on_members = on_members
+        self._notify_leader = on_leader
+        self._notify_members = on_members
+        self._monotonic = monotonic
         self.members_path = f"{root}/members"
         self.reads = 0
         self._prepared = False
+        self._epochs: dict[int, int] = {}  # shard -> its epoch as last seen in its leader node
+        self._deleted: set[int] = set()  # shards whose watch said the leader node was deleted
+        self._stamp_lock = threading.Lock()
+        self._noticed: float | None = None  # first event not yet taken by a step
+        self._noticed_then = self._began = self._read = 0.0  # the current step's
+        self.wins: dict[int, WinTimes] = {}  # shard -> its last win's times (one per shard: bounded)
+
+    # -- watches (kazoo's thread) and the step's clock (the election thread) -------------------------
+
+    def _on_leader(self, event: WatchedEvent) -> None:
+        self._stamp()
+        if event.type == EventType.DELETED:
+            try:
+                self._deleted.add(int(event.path.rsplit("/", 2)[-2]))
+            except (ValueError, IndexError, AttributeError):
+                pass
+        self._notify_leader(event)
+
+    def _on_members(self, event: WatchedEvent) -> None:
+        self._stamp()
+        self._notify_members(event)
+
+    def _stamp(self) -> None:
+        with self._stamp_lock:
+            if self._noticed is None:
+                self._noticed = self._monotonic()
+
+    def begin(self) -> None:
+        """A step takes the events noticed so far (call where it takes what they marked)."""
+        with self._stamp_lock:
+            self._began = self._read = self._monotonic()
+            self._noticed_then = self._began if self._noticed is None else self._noticed
+            self._noticed = None
 
     def shard_path(self, shard: int) -> str:
         return f"{self.root}/shards/{shard}"
@@ -89,51 +154,88 @@ class ViewReader:
             return False
         return True
 
-    def members(self) -> list[str]:
-        self.reads += 1
-        names = self._call(self._client.get_children_async(self.members_path, watch=self._on_members))
-        return sorted(unquote(n) for n in names)
-
-    def leaders(self, shards: Iterable[int]) -> tuple[dict[int, Leader | None], list[int]]:
-        """Each shard's leader node (None: free), watched: a data watch if there, an ``exists`` watch if
-        not. Second: the shards whose node appeared between the two reads (to read again)."""
+    def read(self, shards: Iterable[int], *, members: bool, held: Collection[int] = ()) -> Reads:
+        """What changed, in one pipeline: the members' names (if asked) and each shard's leader node
+        (None: free), watched: a data watch if it is there, an ``exists`` watch if not. A free shard is
+        not waited for: its ``exists`` is in flight while the step acts (``settle`` it afterwards).
+        ``held``: shards we lead, always read (a deletion event may be older than our win of it)."""
         c = self._client
-        reads = [(s, c.get_async(f"{self.shard_path(s)}/leader", watch=self._on_leader)) for s in shards]
-        found: dict[int, Leader | None] = {}
-        absent = []
+        names = c.get_children_async(self.members_path, watch=self._on_members) if members else None
+        shards = list(shards)
+        deleted = self._deleted.intersection(shards)
+        self._deleted.difference_update(deleted)  # taken by this step, whichever way it reads them
+        gone = {s for s in deleted if s not in held}  # a get would only fail
+        unsettled = [(s, self._watch_free(s)) for s in sorted(gone)]
+        reads = [(s, c.get_async(f"{self.shard_path(s)}/leader", watch=self._on_leader))
+                 for s in shards if s not in gone]
+        found: dict[int, Leader | None] = dict.fromkeys(gone)
         for shard, result in reads:
             try:
                 data, node = self._call(result)
             except NoNodeError:
-                absent.append(shard)
-                continue
-            found[shard] = Leader(*leader_of(data), node.ephemeralOwner, node.version)
-        checks = [(s, c.exists_async(f"{self.shard_path(s)}/leader", watch=self._on_leader)) for s in absent]
-        self.reads += len(reads) + len(checks)
-        again = []
-        for shard, result in checks:
-            if self._call(result) is None:
                 found[shard] = None
-            else:
-                again.append(shard)
-        return found, again
+                unsettled.append((shard, self._watch_free(shard)))
+                continue
+            found[shard] = leader = Leader(*leader_of(data), node.ephemeralOwner, node.version)
+            if leader.epoch > 0:
+                self._epochs[shard] = leader.epoch
+        member_names = None if names is None else sorted(unquote(n) for n in self._call(names))
+        self.reads += (names is not None) + len(reads) + len(unsettled)
+        self._read = self._monotonic()
+        return Reads(member_names, found, unsettled)
 
-    def win(self, shard: int, address: str, leader_version: int | None) -> Fence | None:
-        """Take ``shard``: create its leader node (or, ``leader_version`` given, rewrite ours) and bump its
-        epoch, in one transaction. The fence, or None when somebody moved first."""
-        c = self._client
-        epoch_path, leader_path = f"{self.shard_path(shard)}/epoch", f"{self.shard_path(shard)}/leader"
-        self.reads += 1
-        _, epoch_stat = self._call(c.get_async(epoch_path))
-        epoch = epoch_stat.version + 1
+    def _watch_free(self, shard: int) -> Any:
+        return self._client.exists_async(f"{self.shard_path(shard)}/leader", watch=self._on_leader)
+
+    def settle(self, unsettled: list[tuple[int, Any]]) -> list[int]:
+        """The shards read as free whose leader node was there again when its watch was set (read them)."""
+        return [shard for shard, result in unsettled if self._call(result) is not None]
+
+    def win(self, claims: Mapping[int, int | None], address: str) -> Iterator[tuple[int, Fence | None]]:
+        """Take each shard: create its leader node (or, its version given, rewrite ours) and bump its
+        epoch, in one transaction per shard, pipelined ``CLAIMS_AT_ONCE`` at a time (a cold start's
+        first coordinator claims every shard: not thousands of requests at once). Yields each one's
+        fence, or None when somebody moved first, as its pipeline completes."""
+        items = list(claims.items())
+        for start in range(0, len(items), CLAIMS_AT_ONCE):
+            yield from self._win_together(dict(items[start:start + CLAIMS_AT_ONCE]), address).items()
+
+    def _win_together(self, claims: Mapping[int, int | None], address: str) -> dict[int, Fence | None]:
+        """``win`` in one pipeline. A shard whose epoch we guessed wrong is read and tried once more."""
+        unknown = [(s, self._client.get_async(f"{self.shard_path(s)}/epoch")) for s in claims if s not in self._epochs]
+        self.reads += len(unknown)
+        seen = {s: self._epochs[s] for s in claims if s in self._epochs}
+        seen.update((s, self._call(result)[1].version) for s, result in unknown)
+        read_now = {s for s, _ in unknown}
+        pending = [(s, self._commit_win(s, address, seen[s], claims[s])) for s in claims]
+        out: dict[int, Fence | None] = {}
+        stale: dict[int, int | None] = {}
+        for shard, result in pending:
+            results = self._call(result)
+            base, leader_version = f"{self.shard_path(shard)}", claims[shard]
+            if not any(isinstance(r, Exception) for r in results):
+                self._epochs[shard] = seen[shard] + 1
+                self.wins[shard] = WinTimes(self._noticed_then, self._began, self._read, self._monotonic())
+                out[shard] = Fence(seen[shard] + 1, f"{base}/epoch", f"{base}/leader",
+                                   0 if leader_version is None else leader_version + 1)
+            elif isinstance(results[1], BadVersionError) and shard not in read_now:
+                self._epochs.pop(shard, None)  # the epoch moved on since we saw it: read it, try once more
+                stale[shard] = leader_version
+            else:
+                out[shard] = None  # the leader node: somebody moved first
+        if stale:
+            out.update(self._win_together(stale, address))
+        return out
+
+    def _commit_win(self, shard: int, address: str, version: int, leader_version: int | None) -> Any:
+        """The win's transaction with the epoch node at ``version``, sent (its async result)."""
+        epoch, base = version + 1, self.shard_path(shard)
         payload = json.dumps({"address": address, "epoch": epoch, "host": socket.gethostname(),
                               "pid": os.getpid()}).encode()
-        tx = c.transaction()
+        tx = self._client.transaction()
         if leader_version is None:
-            tx.create(leader_path, payload, ephemeral=True)
+            tx.create(f"{base}/leader", payload, ephemeral=True)
         else:
-            tx.set_data(leader_path, payload, version=leader_version)
-        tx.set_data(epoch_path, json.dumps({"epoch": epoch, "address": address}).encode(), version=epoch_stat.version)
-        if any(isinstance(r, Exception) for r in self._call(tx.commit_async())):
-            return None
-        return Fence(epoch, epoch_path, leader_path, 0 if leader_version is None else leader_version + 1)
+            tx.set_data(f"{base}/leader", payload, version=leader_version)
+        tx.set_data(f"{base}/epoch", json.dumps({"epoch": epoch, "address": address}).encode(), version=version)
+        return tx.commit_async()

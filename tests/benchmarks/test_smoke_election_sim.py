@@ -33,5 +33,12 @@ def test_election_sim_quick_reads_per_change(cli_env: dict[str, str]) -> None:
         assert row["zk_reads"] <= 10 * 20 * row["shards"], row
         # each survivor: the lost node's deletion and the winner's creation, an epoch read per win
         assert row["election_reads"] <= 6 * survivors * row["shards"], row
+    for row in (out["one"], out["many"]):  # where the time went: ZooKeeper's expiry, then the election's parts
+        parts = row["parts"]
+        assert set(parts) == {"zookeeper", "notify", "queued", "read", "claim", "load", "after_expiry"}, parts
+        assert all(0 <= part["p50"] <= part["max"] for part in parts.values()), parts
+    one = out["one"]["parts"]  # one session: every lost shard's time is its expiry plus what followed it
+    assert abs(out["one"]["max"] - (one["zookeeper"]["max"] + one["after_expiry"]["max"])) < 0.01, out["one"]
+    assert one["zookeeper"]["max"] > 0, one  # found in ZooKeeper's log, after the kill
     assert out["steady"]["election_reads"] == 0, out["steady"]  # nothing changes: nothing is read
     assert 0 < out["added"]["moves"] <= 256 // 21 + 1, out["added"]  # the newcomer's share, nothing more

@@ -1,0 +1,165 @@
+"""The shard elections' reads and wins (``ViewReader``) on a real ZooKeeper: a failover makes no round
+trip it does not need (issue 37: a dead coordinator's shards led again within its session + tick
++ 1 s), and a win that guessed the epoch still cannot win on a stale one."""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from kazoo.client import KazooClient
+from kazoo.protocol.states import WatchedEvent
+
+from groupcoord.coordinator.ha.election import connect
+from groupcoord.coordinator.ha.shard_reads import ViewReader
+from tests.zookeeper_server import ZooKeeperServer
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def zk() -> Iterator[ZooKeeperServer]:
+    with ZooKeeperServer() as server:
+        yield server
+
+
+@pytest.fixture
+def client(zk: ZooKeeperServer) -> Iterator[KazooClient]:
+    made = connect(zk.hosts, session_timeout=10.0)
+    yield made
+    made.stop()
+    made.close()
+
+
+class Events:
+    """The watch events a reader passes on, for a test to wait for."""
+
+    def __init__(self) -> None:
+        self.leader: list[WatchedEvent] = []
+        self.arrived = threading.Event()
+
+    def on_leader(self, event: WatchedEvent) -> None:
+        self.leader.append(event)
+        self.arrived.set()
+
+
+def reader(client: KazooClient, events: Events, shards: int = 4) -> ViewReader:
+    made = ViewReader(client, f"/groupcoord/test-{uuid.uuid4().hex[:8]}", shards, 10.0,
+                      on_leader=events.on_leader, on_members=lambda event: None)
+    made.prepare()
+    return made
+
+
+def test_a_claim_after_a_deletion_costs_one_exists_and_one_transaction(client: KazooClient) -> None:
+    events = Events()
+    view = reader(client, events)
+    fence = dict(view.win({0: None}, "old:1"))[0]  # the first win knows no epoch: it reads the epoch node
+    assert fence is not None and fence.epoch == 1
+    view.begin()
+    members, found, unsettled = view.read([0], members=True)
+    assert members == [] and unsettled == []
+    assert found[0] is not None and found[0].address == "old:1" and found[0].epoch == 1
+    client.delete(f"{view.shard_path(0)}/leader")  # its session ended
+    assert events.arrived.wait(10), "no watch event for the deletion"
+    reads = view.reads
+    view.begin()
+    members, found, unsettled = view.read([0], members=False)
+    assert members is None and found == {0: None}
+    assert view.reads == reads + 1  # exists only, not waited for: a get would have failed first
+    fence = dict(view.win({0: None}, "new:1"))[0]
+    assert fence is not None and fence.epoch == 2
+    assert view.reads == reads + 1  # the epoch came from the leader node seen: no read of it
+    assert view.settle(unsettled) == []  # it was free when the watch was set
+    data, stat = client.get(f"{view.shard_path(0)}/epoch")
+    assert stat.version == 2 and json.loads(data) == {"epoch": 2, "address": "new:1"}
+    times = view.wins[0]
+    assert times.noticed <= times.began <= times.read <= times.won
+
+
+def test_a_guessed_epoch_that_moved_on_is_read_and_the_win_fenced_by_it(client: KazooClient) -> None:
+    view = reader(client, Events())
+    assert dict(view.win({1: None}, "old:1"))[1] is not None
+    view.begin()
+    view.read([1], members=False)
+    client.delete(f"{view.shard_path(1)}/leader")
+    client.set(f"{view.shard_path(1)}/epoch", b"bumped behind our back")  # version 2: our guess of 1 is stale
+    reads = view.reads
+    fence = dict(view.win({1: None}, "new:1"))[1]
+    assert fence is not None and fence.epoch == 3  # not 2: the stale guess failed and the epoch was read
+    assert view.reads == reads + 1
+    assert client.exists(f"{view.shard_path(1)}/epoch").version == 3
+    assert json.loads(client.get(f"{view.shard_path(1)}/leader")[0])["epoch"] == 3
+
+
+def test_a_shard_someone_else_took_is_not_won(client: KazooClient) -> None:
+    view = reader(client, Events())
+    client.create(f"{view.shard_path(0)}/leader", json.dumps({"address": "other:1", "epoch": 1}).encode(),
+                  ephemeral=True)
+    client.set(f"{view.shard_path(0)}/epoch", b"")
+    assert dict(view.win({0: None}, "late:1"))[0] is None  # the create fails: nobody retries a shard that has a leader
+    assert client.exists(f"{view.shard_path(0)}/epoch").version == 1  # and the epoch did not move
+    view.begin()
+    view.read([0], members=False)  # now the epoch is known (1): the guess is right, the create still fails
+    assert dict(view.win({0: None}, "late:1"))[0] is None
+    assert client.exists(f"{view.shard_path(0)}/epoch").version == 1
+    assert 0 not in view.wins
+
+
+def test_a_shard_read_as_free_but_taken_meanwhile_is_read_again(client: KazooClient) -> None:
+    events = Events()
+    view = reader(client, events)
+    assert dict(view.win({0: None}, "old:1"))[0] is not None
+    view.read([0], members=False)
+    client.delete(f"{view.shard_path(0)}/leader")
+    assert events.arrived.wait(10), "no watch event for the deletion"
+    client.create(f"{view.shard_path(0)}/leader", json.dumps({"address": "fast:1", "epoch": 2}).encode(),
+                  ephemeral=True)  # another coordinator took it before we looked
+    _, found, unsettled = view.read([0], members=False)
+    assert found == {0: None}  # the deletion said free: not waited for ...
+    assert dict(view.win({0: None}, "slow:1"))[0] is None  # ... so a claim may go out, and fails on the node there
+    assert view.settle(unsettled) == [0]  # and the step reads it again
+    _, found, unsettled = view.read([0], members=False)
+    assert found[0] is not None and found[0].address == "fast:1" and unsettled == []
+
+
+def test_claims_of_several_shards_go_out_together_and_each_is_fenced(client: KazooClient) -> None:
+    view = reader(client, Events())
+    first = dict(view.win({0: None, 1: None, 2: None}, "old:1"))  # epochs unknown: read together, then won
+    assert [f.epoch if f else None for f in first.values()] == [1, 1, 1]
+    view.read([0, 1, 2], members=False)
+    for shard in (0, 1, 2):
+        client.delete(f"{view.shard_path(shard)}/leader")
+    client.set(f"{view.shard_path(1)}/epoch", b"bumped")  # shard 1's guess is stale
+    client.create(f"{view.shard_path(2)}/leader", b"{}", ephemeral=True)  # shard 2 taken meanwhile
+    reads = view.reads
+    won = dict(view.win({0: None, 1: None, 2: None}, "new:1"))
+    assert won[0] is not None and won[0].epoch == 2
+    assert won[1] is not None and won[1].epoch == 3  # read again after its guess failed
+    assert won[2] is None
+    assert view.reads == reads + 1  # only shard 1's epoch was read
+    assert [client.exists(f"{view.shard_path(s)}/epoch").version for s in (0, 1, 2)] == [2, 3, 1]
+
+
+def test_a_deletion_older_than_our_own_win_does_not_make_us_think_it_free(client: KazooClient) -> None:
+    events = Events()
+    view = reader(client, events)
+    assert dict(view.win({0: None}, "old:1"))[0] is not None
+    view.read([0], members=False)
+    client.delete(f"{view.shard_path(0)}/leader")
+    assert events.arrived.wait(10), "no watch event for the deletion"
+    assert dict(view.win({0: None}, "me:1"))[0] is not None  # won before the step looked at the deletion
+    _, found, unsettled = view.read([0], members=False, held={0})
+    assert found[0] is not None and found[0].address == "me:1" and unsettled == []
+
+
+def test_a_cold_start_claims_every_shard_a_pipeline_at_a_time(client: KazooClient) -> None:
+    view = reader(client, Events(), shards=40)
+    won = view.win(dict.fromkeys(range(40)), "first:1")
+    first = [next(won) for _ in range(16)]  # the first pipeline's answers, before the rest is sent
+    assert [shard for shard, fence in first] == list(range(16)) and all(fence for _, fence in first)
+    assert client.exists(f"{view.shard_path(16)}/leader") is None
+    rest = dict(won)
+    assert sorted(rest) == list(range(16, 40)) and all(f is not None and f.epoch == 1 for f in rest.values())
