@@ -19,7 +19,6 @@ from groupcoord.coordinator.clock import FakeClock
 from groupcoord.coordinator.config import CoordinatorConfig
 from groupcoord.coordinator.rpc.server import ServerThread
 from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
-from groupcoord.coordinator.testing import FakeOffice
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
 from tests.security_pki import Pki, Tokens
@@ -173,15 +172,6 @@ def test_bad_bytes_and_bad_fields_get_clear_errors(coordinator: Coordinator) -> 
     bad = c.member.GroupHeartbeat(pb.GroupHeartbeatRequest(group_id=G, member_epoch=-7), timeout=10)
     assert bad.error.code == pb.INVALID_REQUEST and "member_epoch" in bad.error.message
     assert c.group() is None
-
-
-def test_an_ha_coordinator_refuses_the_protocol_for_now() -> None:
-    """Persisted, but not yet tried through a failover: an HA (or sharded) coordinator says so."""
-    runtime = CoordinatorRuntime(CoordinatorConfig(), office=FakeOffice())
-    with ServerThread(runtime) as server, grpc.insecure_channel(server.address) as channel:
-        answer = pb_grpc.GroupCoordinatorStub(channel).GroupHeartbeat(
-            pb.GroupHeartbeatRequest(group_id=G, member_epoch=0), timeout=10)
-    assert answer.error.code == pb.INVALID_REQUEST and "standalone coordinator" in answer.error.message
 
 
 ACLS = """
