@@ -80,6 +80,9 @@ class ConsumerGroup:
     entries: dict[str, dict[str, object]] = field(default_factory=dict)
     entry_of: Callable[[ConsumerMember], dict[str, object]] | None = None
     last_error: str = ""  # the assignor's last failure, if its last run failed
+    # each member's target as its record writes it, kept while the target's set is the same object, so
+    # a member's write sorts no target (``coordinator.model.consumer_records.target_entry``)
+    target_pairs: dict[str, tuple[frozenset[TaskReplica], list[list[object]]]] = field(default_factory=dict)
 
     def bump(self) -> None:
         """Something the assignor reads changed: a new group epoch (the target is now behind it)."""
