@@ -236,7 +236,7 @@ class ConsumerGroups:
             member.session_timeout_ms = request.session_timeout_ms or member.session_timeout_ms
             group.refresh(member)
             self._persist(out, group)
-        member.lost_mark = self.m.lateness()
+        member.lost_mark, member.last_seen = self.m.lateness(), self.m.clock.now()
         out.arm(TimerKey("c-session", group.group_id, member.member_id), member.session_timeout_ms / 1000)
         before = member.reconciled
         owned = owned_of(request)
@@ -374,7 +374,8 @@ class ConsumerGroups:
         classic = self.m.groups.get(group_id)
         if not record or classic is None:
             return
-        group = self.groups[group_id] = consumer_from_record(group_id, record, classic.catalog_version)
+        group = self.groups[group_id] = consumer_from_record(group_id, record, classic.catalog_version,
+                                                             self.m.clock.now())
         self._assignors.add(group.assignor)
         for member in group.members.values():
             out.arm(TimerKey("c-session", group_id, member.member_id), member.session_timeout_ms / 1000)

@@ -42,6 +42,7 @@ class ConsumerMember:
     sent: frozenset[TaskReplica] | None = None
     # the coordinator's lost time when the member was last heard from (as classic members keep it)
     lost_mark: float = 0.0
+    last_seen: float = 0.0  # when the coordinator last heard from it (DescribeGroup)
     info: MemberInfo | None = None  # what the assignor sees of it, rebuilt when its metadata changes
 
     @property

@@ -69,7 +69,9 @@ def consumer_to_record(group: ConsumerGroup) -> dict[str, Any]:
     }
 
 
-def consumer_from_record(group_id: str, record: Mapping[str, Any], catalog_version: int | None) -> ConsumerGroup:
+def consumer_from_record(group_id: str, record: Mapping[str, Any], catalog_version: int | None,
+                         now: float = 0.0) -> ConsumerGroup:
+    """The group as stored; ``now``: when its members were last heard of (their sessions start afresh)."""
     group = ConsumerGroup(group_id, record["assignor"], epoch=record["epoch"], target_epoch=record["target_epoch"],
                           catalog_version=catalog_version, last_error=record.get("last_error", ""),
                           entry_of=member_entry)
@@ -80,7 +82,7 @@ def consumer_from_record(group_id: str, record: Mapping[str, Any], catalog_versi
         member = ConsumerMember(
             member_id=m["member_id"], instance_id=m["instance_id"], client_id=m["client_id"], host=m["host"],
             principal=m["principal"], metadata=metadata, session_timeout_ms=m["session_timeout_ms"],
-            rebalance_timeout_ms=m["rebalance_timeout_ms"], away=m["away"])
+            rebalance_timeout_ms=m["rebalance_timeout_ms"], away=m["away"], last_seen=now)
         member.reconciled = Reconciled(MemberState.STABLE, m["epoch"], frozenset())
         group.add(member)
         group.hold(member, Reconciled(MemberState(m["state"]), m["epoch"], _tasks(m["assigned"]),
