@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from groupcoord.assignors.base import MemberInfo, TaskReplica
+from groupcoord.coordinator.model.catalog_snapshot import CatalogSnapshot
 from groupcoord.coordinator.model.reconcile import MemberState, Reconciled
 from groupcoord.v1 import groupcoord_pb2 as pb
 
@@ -84,6 +85,10 @@ class ConsumerGroup:
     # each member's target as its record writes it, kept while the target's set is the same object, so
     # a member's write sorts no target (``coordinator.model.consumer_records.target_entry``)
     target_pairs: dict[str, tuple[frozenset[TaskReplica], list[list[object]]]] = field(default_factory=dict)
+    # the basis of an incremental target: the catalog the target was computed from, and the replicas of
+    # the target's members gone since (``coordinator.model.consumer_target.target_for``)
+    target_catalog: CatalogSnapshot | None = None
+    orphans: set[TaskReplica] = field(default_factory=set)
 
     def bump(self) -> None:
         """Something the assignor reads changed: a new group epoch (the target is now behind it)."""
