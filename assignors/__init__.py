@@ -13,6 +13,7 @@ from groupcoord.assignors.base import (
     eligible_members,
 )
 from groupcoord.assignors.cooperative import COOPERATIVE, EAGER, cooperative_step
+from groupcoord.assignors.incremental import IncrementalAssignor, TargetChange
 from groupcoord.assignors.registry import UnknownAssignorError, available_assignors, get_assignor, register
 from groupcoord.assignors.snapshot import LoadSnapshot, TaskLoadStats, WorkerLoadStats
 
@@ -28,6 +29,9 @@ __all__ = [
     "TaskReplica",
     "TaskSplit",
     "eligible_members",
+    # incremental targets (the consumer protocol's coordinator)
+    "IncrementalAssignor",
+    "TargetChange",
     # cooperative rebalancing (KIP-429)
     "EAGER",
     "COOPERATIVE",

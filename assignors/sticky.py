@@ -50,6 +50,7 @@ import heapq
 from collections import defaultdict
 
 from groupcoord.assignors.base import Assignment, AssignmentContext, AssignorError, MemberInfo, TaskReplica, TaskSpec
+from groupcoord.assignors.incremental import TargetChange, rebalance_counts
 
 __all__ = ["StickyAssignor"]
 
@@ -71,6 +72,11 @@ class StickyAssignor:
         for pool in sorted(pools):
             _Pool(pool, pools[pool], members_of.get(pool, []), previous, result).run()
         return result
+
+    def assign_incremental(self, change: TargetChange) -> dict[str, frozenset[TaskReplica]] | None:
+        """The same count rule from the previous target alone (``assignors.incremental``), for a catalog of
+        plain tasks and members in the default pool; ``None`` otherwise (the coordinator runs ``assign``)."""
+        return rebalance_counts(change)
 
 
 def _previous_claims(context: AssignmentContext) -> dict[tuple[str, int], tuple[str, TaskReplica]]:

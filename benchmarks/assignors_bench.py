@@ -9,6 +9,8 @@ run). Scenarios, at 100,000 tasks over 1,000 members by default:
 * ``round-robin`` and ``sticky`` from scratch, then after one member leaves
   and after one joins, all starting from the same previous assignment (our
   sticky result from scratch), so movement compares like with like.
+* The consumer protocol's server-side target when one member joins 10,000 (100,000 tasks): the
+  coordinator's whole computation, a full sticky pass against the incremental one (issue 34).
 * The same with kafka-python's ``RoundRobinPartitionAssignor`` and
   ``StickyPartitionAssignor`` (one topic whose partitions are the tasks, every
   member subscribed, the previous assignment passed as sticky user data),
@@ -410,6 +412,49 @@ def large_rows(n_tasks: int, n_members: int, repeat: int) -> list[Row]:
     return rows
 
 
+def server_target_rows(n_tasks: int, n_members: int, repeat: int) -> list[Row]:
+    """The consumer protocol's server-side target when one member joins (issue 34): the coordinator's
+    whole job off the loop (``consumer_target.target_for``: context, assignor, checks), a full sticky
+    pass against the incremental one from the previous target; the O(members) copies the loop makes
+    for it (``inputs_of``) are inside the timed part too. CPU time, best of ``repeat``."""
+    from groupcoord.coordinator.model.catalog_snapshot import CatalogSnapshot
+    from groupcoord.coordinator.model.consumer_target import TargetInputs, target_for
+    from groupcoord.v1 import groupcoord_pb2 as pb
+
+    ids = member_ids(n_members)
+    catalog = CatalogSnapshot(1, {t: pb.Task(task_id=t) for t in task_ids(n_tasks)})
+    owned: dict[str, list[TaskReplica]] = {m: [] for m in ids}
+    for i, task_id in enumerate(sorted(catalog.tasks)):
+        owned[ids[i % n_members]].append(TaskReplica(task_id, 0))
+    target = {m: frozenset(replicas) for m, replicas in owned.items()}
+    newcomer = f"m{n_members:05d}"
+    members = tuple(MemberInfo(m, owned=tuple(owned[m]), owned_generation=1) for m in ids) + (MemberInfo(newcomer),)
+    everyone = {*ids, newcomer}
+    catalog.plain()  # computed once per catalog version, by the full pass that made the previous target
+
+    def run(incremental: bool) -> Any:
+        previous = {m: target[m] for m in everyone if m in target} if incremental else None
+        inputs = TargetInputs("bench", 2, "sticky", members, catalog, None, previous=previous,
+                              previous_catalog=catalog if incremental else None)
+        return target_for(inputs, everyone)
+
+    rows = []
+    size = f"{n_tasks:,} / {n_members:,} +1"
+    for label, incremental in (("full pass", False), ("incremental", True)):
+        seconds = cpu = float("inf")
+        for _ in range(repeat):
+            with settled_heap():
+                cpu_start, start = time.process_time(), time.perf_counter()
+                result = run(incremental)
+                seconds = min(seconds, time.perf_counter() - start)
+                cpu = min(cpu, time.process_time() - cpu_start)
+        assert isinstance(result, dict), result
+        rows.append(Row("server-side target, one member joins", f"sticky, {label}", size, seconds,
+                        balance(result).count_max_over_mean, movement(owned, result),
+                        f"CPU {cpu:.3f} s" + ("; target < 0.1 s" if incremental and cpu >= 0.1 else "")))
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, one run each (smoke test)")
@@ -429,6 +474,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.only_large:
         repeat = args.repeat or (1 if args.quick else 3)
         large = large_rows(*((5_000, 500) if args.quick else (100_000, 10_000)), repeat)
+        large += server_target_rows(*((5_000, 500) if args.quick else (100_000, 10_000)), repeat)
         render(large, f"every built-in assignor at the size of a large group (issue 27): best of {repeat} run(s), "
                f"load average {os.getloadavg()[0]:.2f}")
         return 0
@@ -455,6 +501,7 @@ def main(argv: list[str] | None = None) -> int:
     render(rows, f"assignors: best of {repeat} run(s)")
     if not args.no_large:
         large = large_rows(*((5_000, 500) if args.quick else (100_000, 10_000)), repeat)
+        large += server_target_rows(*((5_000, 500) if args.quick else (100_000, 10_000)), repeat)
         render(large, f"every built-in assignor at the size of a large group (issue 27): best of {repeat} run(s), "
                f"load average {os.getloadavg()[0]:.2f}")
     return 0

@@ -5,7 +5,11 @@ state machine and return their answers (and writes) through the outbox.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from groupcoord.coordinator.model import answers, limits, phases, quotas
+from groupcoord.coordinator.model.consumer_describe import CLASSIC, overlay_description, overlay_listing
+from groupcoord.coordinator.model.consumer_group import ConsumerGroup
 from groupcoord.coordinator.model.context import Model
 from groupcoord.coordinator.model.effects import Outbox, Token, error
 from groupcoord.coordinator.model.group import Group
@@ -34,20 +38,21 @@ STATE_PB = {
 }
 
 
-def list_groups(m: Model, out: Outbox, request: pb.ListGroupsRequest, token: Token) -> None:
-    out.reply(token, "", pb.ListGroupsResponse(groups=[
-        pb.GroupListing(
-            group_id=g.group_id,
-            state=STATE_PB[g.state],
-            generation=g.generation,
-            num_members=len(g.members),
-            protocol=g.protocol,
-        )
-        for g in sorted(m.groups.values(), key=lambda g: g.group_id)
-    ]))
+def list_groups(m: Model, out: Outbox, request: pb.ListGroupsRequest, token: Token,
+                consumer: Mapping[str, ConsumerGroup] | None = None) -> None:
+    """``consumer``: the consumer-protocol groups, listed as what they are (``consumer_describe``)."""
+    listings = []
+    for g in sorted(m.groups.values(), key=lambda g: g.group_id):
+        listing = pb.GroupListing(group_id=g.group_id, state=STATE_PB[g.state], generation=g.generation,
+                                  num_members=len(g.members), protocol=g.protocol, group_type=CLASSIC)
+        if consumer and g.group_id in consumer:
+            overlay_listing(listing, consumer[g.group_id])
+        listings.append(listing)
+    out.reply(token, "", pb.ListGroupsResponse(groups=listings))
 
 
-def describe_group(m: Model, out: Outbox, request: pb.DescribeGroupRequest, token: Token) -> None:
+def describe_group(m: Model, out: Outbox, request: pb.DescribeGroupRequest, token: Token,
+                   consumer: Mapping[str, ConsumerGroup] | None = None) -> None:
     failure = m.check_group_id(request.group_id)
     group = m.groups.get(request.group_id) if failure is None else None
     if failure is None and group is None:
@@ -68,7 +73,10 @@ def describe_group(m: Model, out: Outbox, request: pb.DescribeGroupRequest, toke
         ],
         unassigned=group.unassigned,
         last_error=group.last_error,
+        group_type=CLASSIC,
     )
+    consumer_group = consumer.get(group.group_id) if consumer else None
+    consumer_part = overlay_description(response, consumer_group, now) if consumer_group is not None else None
     snap = group.load_snapshot
     if snap is not None and not request.include_load_snapshot:  # the per-worker figures only
         response.load_snapshot.CopyFrom(pb.LoadSnapshot(
@@ -81,8 +89,11 @@ def describe_group(m: Model, out: Outbox, request: pb.DescribeGroupRequest, toke
     catalog = group.catalog_snapshot()
 
     def complete() -> None:
-        for described, replicas in zip(response.members, assigned, strict=True):
-            extend_in_slices(described.assigned, replicas)
+        if consumer_part is not None:
+            consumer_part()
+        else:
+            for described, replicas in zip(response.members, assigned, strict=True):
+                extend_in_slices(described.assigned, replicas)
         answers.add_catalog(response, catalog, snap)
 
     out.reply(token, group.group_id, response, complete)

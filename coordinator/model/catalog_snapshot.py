@@ -21,7 +21,7 @@ class CatalogSnapshot:
     (a dict of references), read by other threads (records, large answers, request checks).
     Anything derived from it is computed at most once, by whichever thread asks first."""
 
-    __slots__ = ("_in_order", "_serialised", "_weights", "tasks", "version")
+    __slots__ = ("_in_order", "_plain", "_serialised", "_weights", "tasks", "version")
 
     def __init__(self, version: int, tasks: dict[str, pb.Task]) -> None:
         self.version = version
@@ -29,6 +29,7 @@ class CatalogSnapshot:
         self._in_order: list[pb.Task] | None = None
         self._serialised: list[str] | None = None
         self._weights: tuple[dict[str, float] | None] | None = None
+        self._plain: bool | None = None
 
     def in_order(self) -> list[pb.Task]:
         """The tasks sorted by id (how answers list them)."""
@@ -53,3 +54,13 @@ class CatalogSnapshot:
             weights = {task_id: (task.weight or 1.0) for task_id, task in self.tasks.items()}
             done = self._weights = (None if all(w == 1.0 for w in weights.values()) else weights,)
         return done[0]
+
+    def plain(self) -> bool:
+        """Every task in the default pool with one replica and the same weight: what an incremental
+        target needs to count rather than place (``assignors.incremental``)."""
+        done = self._plain
+        if done is None:
+            weights = {task.weight or 1.0 for task in self.tasks.values()}
+            done = self._plain = len(weights) <= 1 and all(
+                task.replicas <= 1 and not task.pool for task in self.tasks.values())
+        return done

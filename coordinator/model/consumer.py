@@ -36,7 +36,7 @@ from groupcoord.coordinator.model.consumer_answer import ConsumerSettings, answe
 from groupcoord.coordinator.model.consumer_checks import owned_of, request_error
 from groupcoord.coordinator.model.consumer_group import LEAVE_EPOCH, STATIC_LEAVE_EPOCH, ConsumerGroup, ConsumerMember
 from groupcoord.coordinator.model.consumer_records import consumer_from_record, member_entry, record_of
-from groupcoord.coordinator.model.consumer_target import TargetInputs, assignor_exists, check_target, compute_target
+from groupcoord.coordinator.model.consumer_target import TargetInputs, assignor_exists, inputs_of, installed, target_for
 from groupcoord.coordinator.model.context import Model
 from groupcoord.coordinator.model.effects import Effect, Outbox, TimerKey, Token, error
 from groupcoord.coordinator.model.group import Group
@@ -236,7 +236,7 @@ class ConsumerGroups:
             member.session_timeout_ms = request.session_timeout_ms or member.session_timeout_ms
             group.refresh(member)
             self._persist(out, group)
-        member.lost_mark = self.m.lateness()
+        member.lost_mark, member.last_seen = self.m.lateness(), self.m.clock.now()
         out.arm(TimerKey("c-session", group.group_id, member.member_id), member.session_timeout_ms / 1000)
         before = member.reconciled
         owned = owned_of(request)
@@ -276,7 +276,7 @@ class ConsumerGroups:
         log.info("group %s: member %s %s (consumer protocol)", group.group_id, member.member_id, why,
                  extra={"event": "member_removed", "group": group.group_id, "member": member.member_id, "reason": why})
         group.remove(member)
-        group.target.pop(member.member_id, None)
+        group.orphans.update(group.target.pop(member.member_id, ()))
         out.cancel(TimerKey("c-session", group.group_id, member.member_id))
         out.cancel(TimerKey("c-revoke", group.group_id, member.member_id))
         if group.members:
@@ -325,25 +325,20 @@ class ConsumerGroups:
     def _start_target(self, out: Outbox, group: ConsumerGroup) -> None:
         if group.computing or group.target_epoch >= group.epoch:
             return
-        classic = self.m.groups.get(group.group_id)
-        catalog = classic.catalog_snapshot() if classic is not None else None
-        members = tuple(m.assignor_view() for m in group.members.values())
-        inputs = TargetInputs(group.group_id, group.epoch, group.assignor, members, catalog,
-                              classic.load_snapshot if classic is not None else None)
-        ids = set(group.members)
+        inputs, ids = inputs_of(group, self.m.groups.get(group.group_id)), set(group.members)
         group.computing = True
         self._last_assign[group.group_id] = self.m.clock.now()
-        out.offload(lambda: check_target(compute_target(inputs), ids, catalog),
-                    lambda result: self._install(group, inputs.epoch, result))
+        out.offload(lambda: target_for(inputs, ids), lambda result: self._install(group, inputs, result))
 
-    def _install(self, group: ConsumerGroup, epoch: int, result: Any) -> list[Effect]:
-        """A computation landed (on the loop): the target of ``epoch``, unless the group is gone."""
+    def _install(self, group: ConsumerGroup, inputs: TargetInputs, result: Any) -> list[Effect]:
+        """A computation landed (on the loop): the target of its epoch, unless the group is gone."""
         out = Outbox(self.to_record)
         if self.groups.get(group.group_id) is not group:
             return []
         group.computing = False
+        epoch = inputs.epoch
         if isinstance(result, dict):
-            group.target = {member_id: tasks for member_id, tasks in result.items() if member_id in group.members}
+            installed(group, inputs, result)
             group.target_epoch, group.last_error = epoch, ""
             self._persist(out, group)
         else:
@@ -374,7 +369,8 @@ class ConsumerGroups:
         classic = self.m.groups.get(group_id)
         if not record or classic is None:
             return
-        group = self.groups[group_id] = consumer_from_record(group_id, record, classic.catalog_version)
+        group = self.groups[group_id] = consumer_from_record(group_id, record, classic.catalog_version,
+                                                             self.m.clock.now())
         self._assignors.add(group.assignor)
         for member in group.members.values():
             out.arm(TimerKey("c-session", group_id, member.member_id), member.session_timeout_ms / 1000)

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from groupcoord.assignors.base import MemberInfo, TaskReplica
+from groupcoord.coordinator.model.catalog_snapshot import CatalogSnapshot
 from groupcoord.coordinator.model.reconcile import MemberState, Reconciled
 from groupcoord.v1 import groupcoord_pb2 as pb
 
@@ -42,6 +43,7 @@ class ConsumerMember:
     sent: frozenset[TaskReplica] | None = None
     # the coordinator's lost time when the member was last heard from (as classic members keep it)
     lost_mark: float = 0.0
+    last_seen: float = 0.0  # when the coordinator last heard from it (DescribeGroup)
     info: MemberInfo | None = None  # what the assignor sees of it, rebuilt when its metadata changes
 
     @property
@@ -80,6 +82,13 @@ class ConsumerGroup:
     entries: dict[str, dict[str, object]] = field(default_factory=dict)
     entry_of: Callable[[ConsumerMember], dict[str, object]] | None = None
     last_error: str = ""  # the assignor's last failure, if its last run failed
+    # each member's target as its record writes it, kept while the target's set is the same object, so
+    # a member's write sorts no target (``coordinator.model.consumer_records.target_entry``)
+    target_pairs: dict[str, tuple[frozenset[TaskReplica], list[list[object]]]] = field(default_factory=dict)
+    # the basis of an incremental target: the catalog the target was computed from, and the replicas of
+    # the target's members gone since (``coordinator.model.consumer_target.target_for``)
+    target_catalog: CatalogSnapshot | None = None
+    orphans: set[TaskReplica] = field(default_factory=set)
 
     def bump(self) -> None:
         """Something the assignor reads changed: a new group epoch (the target is now behind it)."""

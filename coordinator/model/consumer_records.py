@@ -20,7 +20,7 @@ from groupcoord.coordinator.model.reconcile import MemberState, Reconciled
 from groupcoord.coordinator.model.records import group_to_record
 from groupcoord.v1 import groupcoord_pb2 as pb
 
-__all__ = ["consumer_to_record", "consumer_from_record", "member_entry", "record_of"]
+__all__ = ["consumer_to_record", "consumer_from_record", "member_entry", "record_of", "target_entry"]
 
 
 def _pairs(tasks: Iterable[TaskReplica]) -> list[list[Any]]:
@@ -42,19 +42,36 @@ def member_entry(m: ConsumerMember) -> dict[str, object]:
     }
 
 
+def target_entry(group: ConsumerGroup) -> dict[str, list[list[Any]]]:
+    """The target as the record writes it: a member's pairs are sorted once per target it is given
+    (a new target, or a member gone), not on every write of the group (100,000 tasks: ~200 ms)."""
+    kept = group.target_pairs
+    entry: dict[str, list[list[Any]]] = {}
+    for member_id, tasks in group.target.items():
+        pairs = kept.get(member_id)
+        if pairs is None or pairs[0] is not tasks:
+            pairs = kept[member_id] = (tasks, _pairs(tasks))
+        entry[member_id] = pairs[1]
+    if len(kept) > len(entry):
+        group.target_pairs = {member_id: kept[member_id] for member_id in entry}
+    return entry
+
+
 def consumer_to_record(group: ConsumerGroup) -> dict[str, Any]:
     """The group's consumer part: its figures, its target, and each member's kept entry (no member read)."""
     return {
         "epoch": group.epoch,
         "target_epoch": group.target_epoch,
         "assignor": group.assignor,
-        "target": {member_id: _pairs(tasks) for member_id, tasks in group.target.items()},
+        "target": target_entry(group),
         "last_error": group.last_error,
         "members": list(group.entries.values()),
     }
 
 
-def consumer_from_record(group_id: str, record: Mapping[str, Any], catalog_version: int | None) -> ConsumerGroup:
+def consumer_from_record(group_id: str, record: Mapping[str, Any], catalog_version: int | None,
+                         now: float = 0.0) -> ConsumerGroup:
+    """The group as stored; ``now``: when its members were last heard of (their sessions start afresh)."""
     group = ConsumerGroup(group_id, record["assignor"], epoch=record["epoch"], target_epoch=record["target_epoch"],
                           catalog_version=catalog_version, last_error=record.get("last_error", ""),
                           entry_of=member_entry)
@@ -65,7 +82,7 @@ def consumer_from_record(group_id: str, record: Mapping[str, Any], catalog_versi
         member = ConsumerMember(
             member_id=m["member_id"], instance_id=m["instance_id"], client_id=m["client_id"], host=m["host"],
             principal=m["principal"], metadata=metadata, session_timeout_ms=m["session_timeout_ms"],
-            rebalance_timeout_ms=m["rebalance_timeout_ms"], away=m["away"])
+            rebalance_timeout_ms=m["rebalance_timeout_ms"], away=m["away"], last_seen=now)
         member.reconciled = Reconciled(MemberState.STABLE, m["epoch"], frozenset())
         group.add(member)
         group.hold(member, Reconciled(MemberState(m["state"]), m["epoch"], _tasks(m["assigned"]),

@@ -5,10 +5,17 @@ catalog snapshot of one version, the latest load snapshot) and the runtime runs
 ``compute_target`` on a checker thread: the assignor (any ``Assignor`` by name: the built-ins,
 ``register``-ed ones, entry points) never holds the loop. ``check_target`` turns its answer into
 the target the model installs, or says why it cannot be used.
+
+Incremental (``target_for``): when the group has a target computed from a catalog this process still
+holds, the job first works out what changed since (members in and out, catalog keys added and
+deleted) and offers it to an ``IncrementalAssignor``; its answer is checked for what moved only
+(``check_moves``; an answer that fails it is dropped for the full pass). No previous target here (a new group, a restart, a failover), a catalog task
+edited in place, or the assignor declining: the full pass, as ever.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from groupcoord.assignors.base import (
@@ -19,12 +26,18 @@ from groupcoord.assignors.base import (
     TaskReplica,
     TaskSpec,
 )
+from groupcoord.assignors.incremental import IncrementalAssignor, TargetChange
 from groupcoord.assignors.registry import UnknownAssignorError, get_assignor
 from groupcoord.coordinator.model.catalog_snapshot import CatalogSnapshot
+from groupcoord.coordinator.model.consumer_group import ConsumerGroup
+from groupcoord.coordinator.model.group import Group
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.wire import snapshot_from_pb, task_spec
 
-__all__ = ["TargetInputs", "compute_target", "check_target", "assignor_exists"]
+__all__ = ["TargetInputs", "compute_target", "check_target", "assignor_exists", "target_for", "change_since",
+           "check_moves", "inputs_of", "installed"]
+
+Target = dict[str, frozenset[TaskReplica]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +50,11 @@ class TargetInputs:
     members: tuple[MemberInfo, ...]
     catalog: CatalogSnapshot | None
     load_snapshot: pb.LoadSnapshot | None
+    # the previous target (of the members still here), the catalog it was computed from, and the
+    # replicas of members gone since: an incremental computation's basis (None: none here)
+    previous: Mapping[str, frozenset[TaskReplica]] | None = None
+    previous_catalog: CatalogSnapshot | None = None
+    orphans: frozenset[TaskReplica] = frozenset()
 
 
 def assignor_exists(name: str) -> bool:
@@ -83,3 +101,74 @@ def check_target(answer: Assignment | str, members: set[str],
         if member_id in members:
             target[member_id] = given
     return target
+
+
+def change_since(inputs: TargetInputs) -> TargetChange | None:
+    """What changed since the previous target, or None when there is no basis for it. Off the loop:
+    a catalog edit is found by comparing two snapshots' keys (C set operations)."""
+    old, new, previous = inputs.previous_catalog, inputs.catalog, inputs.previous
+    if previous is None or old is None or new is None:
+        return None
+    added: set[str] = set()
+    gone: set[str] = set()
+    if new is not old:
+        added, gone = new.tasks.keys() - old.tasks.keys(), old.tasks.keys() - new.tasks.keys()
+        if not old.plain() or any(new.tasks[t] is not old.tasks[t] for t in new.tasks.keys() & old.tasks.keys()):
+            return None  # a task edited in place (replicas, pool, weight): placed afresh
+    homeless = inputs.orphans | {TaskReplica(t, 0) for t in added}
+    return TargetChange(previous=previous, members=inputs.members, homeless=frozenset(homeless),
+                        removed=frozenset(TaskReplica(t, 0) for t in gone), total=len(new.tasks), plain=new.plain())
+
+
+def check_moves(change: TargetChange, target: Mapping[str, frozenset[TaskReplica]], members: set[str],
+                catalog: CatalogSnapshot) -> Target | str:
+    """An incremental answer checked for what moved: every member has a target, and what a member
+    gained was free (homeless, or given up by another) and is given once, and is in the catalog."""
+    if set(target) != members:
+        return "the incremental target does not name exactly the group's members"
+    free: set[TaskReplica] = set(change.homeless)
+    gained: list[TaskReplica] = []
+    for member_id, tasks in target.items():
+        had = change.previous.get(member_id, frozenset())
+        if tasks is not had:
+            free |= had - tasks
+            gained += tasks - had
+    if len(set(gained)) != len(gained) or not free.issuperset(gained):
+        return "the incremental target gives a task replica twice, or one that its holder keeps"
+    known = catalog.tasks
+    if any(task.replica != 0 or task.task_id not in known for task in gained):
+        return "the incremental target gives a task replica that is not in the catalog"
+    return {member_id: frozenset(tasks) for member_id, tasks in target.items()}
+
+
+def target_for(inputs: TargetInputs, members: set[str]) -> Target | str:
+    """The new target (off the loop): incremental when the assignor can and there is a basis, else a full pass."""
+    change = change_since(inputs)
+    if change is not None and inputs.catalog is not None:
+        try:
+            assignor = get_assignor(inputs.assignor)
+            answer = assignor.assign_incremental(change) if isinstance(assignor, IncrementalAssignor) else None
+        except (AssignorError, UnknownAssignorError) as failure:
+            return f"assignor {inputs.assignor!r}: {failure}"
+        checked = check_moves(change, answer, members, inputs.catalog) if answer is not None else None
+        if isinstance(checked, dict):
+            return checked  # else (declined, or refused: a broken shortcut must not stall the group) the full pass
+    return check_target(compute_target(inputs), members, inputs.catalog)
+
+
+def inputs_of(group: ConsumerGroup, classic: Group | None) -> TargetInputs:
+    """What the next computation reads, taken on the loop: references and O(members) copies only."""
+    catalog = classic.catalog_snapshot() if classic is not None else None
+    members = tuple(m.assignor_view() for m in group.members.values())
+    previous = {member_id: group.target[member_id] for member_id in group.members if member_id in group.target}
+    return TargetInputs(group.group_id, group.epoch, group.assignor, members, catalog,
+                        classic.load_snapshot if classic is not None else None, previous=previous,
+                        previous_catalog=group.target_catalog, orphans=frozenset(group.orphans))
+
+
+def installed(group: ConsumerGroup, inputs: TargetInputs, target: Target) -> None:
+    """Install a computed target: members gone meanwhile are dropped, and their replicas are the next
+    computation's orphans; the catalog it read is the next one's basis."""
+    group.target = {member_id: tasks for member_id, tasks in target.items() if member_id in group.members}
+    group.orphans = set().union(*(tasks for member_id, tasks in target.items() if member_id not in group.members))
+    group.target_catalog = inputs.catalog

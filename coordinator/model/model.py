@@ -132,10 +132,10 @@ class CoordinatorModel:
         return self._step(handle_report_load, request, token, checked)
 
     def list_groups(self, request: pb.ListGroupsRequest, token: Token) -> list[Effect]:
-        return self._step(admin.list_groups, request, token)
+        return self._step(admin.list_groups, request, token, self.consumer.groups)
 
     def describe_group(self, request: pb.DescribeGroupRequest, token: Token) -> list[Effect]:
-        return self._step(admin.describe_group, request, token)
+        return self._step(admin.describe_group, request, token, self.consumer.groups)
 
     def put_tasks(self, request: pb.PutTasksRequest, token: Token, checked: CatalogCheck | None = None,
                   principal: str = "") -> list[Effect]:

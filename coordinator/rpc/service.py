@@ -27,7 +27,6 @@ from groupcoord.coordinator.model.prechecks import Verdict
 from groupcoord.coordinator.rpc import parsing
 from groupcoord.coordinator.rpc.gate import MAX_FIND_COORDINATOR_GROUPS
 from groupcoord.coordinator.rpc.parsing import Malformed
-from groupcoord.coordinator.runtime.office import Standalone
 from groupcoord.coordinator.runtime.router import ShardRouter
 from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
 from groupcoord.v1 import groupcoord_pb2 as pb
@@ -154,13 +153,9 @@ class CoordinatorServicer(pb_grpc.GroupCoordinatorServicer):
 
     @_guarded
     async def GroupHeartbeat(self, request: pb.GroupHeartbeatRequest, context: grpc.aio.ServicerContext) -> Any:
-        """The consumer protocol (``coordinator.model.consumer``), persisted with its group's record; not yet
-        served by HA or sharded coordinators (their failover is not tested with it yet)."""
+        """The consumer protocol (``coordinator.model.consumer``), persisted with its group's record, so an
+        HA failover or a shard move resumes it where the store has it (``ConsumerGroups.resume``)."""
         runtime = self.router.for_group(request.group_id)
-        if not isinstance(runtime.office, Standalone):
-            return pb.GroupHeartbeatResponse(error=pb.Error(code=pb.INVALID_REQUEST, message=(
-                "the consumer protocol (GroupHeartbeat) runs only on a standalone coordinator for now (not HA or "
-                "sharded); use the classic protocol (JoinGroup) here")))
         host = _peer_host(context)
         principal = CURRENT_PRINCIPAL.get()
         checked = None

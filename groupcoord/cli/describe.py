@@ -21,7 +21,7 @@ __all__ = ["describe_as_dict", "print_describe", "short_id", "state_name"]
 
 _STATE_NAMES: dict[int, str] = {
     pb.EMPTY: "Empty", pb.PREPARING_REBALANCE: "PreparingRebalance", pb.AWAITING_SYNC: "AwaitingSync",
-    pb.STABLE: "Stable", pb.DEAD: "Dead",
+    pb.STABLE: "Stable", pb.DEAD: "Dead", pb.ASSIGNING: "Assigning", pb.RECONCILING: "Reconciling",
 }
 
 
@@ -59,6 +59,17 @@ def _load_snapshot(snap: pb.LoadSnapshot) -> dict[str, Any]:
     }
 
 
+def _replica_names(replicas: Any) -> list[str]:
+    return [t.task_id if t.replica == 0 else f"{t.task_id}#{t.replica}" for t in replicas]
+
+
+def _consumer_member(described: pb.DescribedMember) -> dict[str, Any]:
+    """A consumer-protocol member's reconciliation: its epoch and state, target against what it has."""
+    c = described.consumer
+    return {"member_epoch": c.member_epoch, "state": c.state, "away": c.away, "target": _replica_names(c.target),
+            "revoking": _replica_names(c.revoking), "waiting": _replica_names(c.waiting)}
+
+
 def describe_as_dict(response: pb.DescribeGroupResponse) -> dict[str, Any]:
     """The stable JSON shape of ``groups describe --json`` (documented in docs/cli.md, "groupcoord groups describe")."""
     members = []
@@ -71,11 +82,13 @@ def describe_as_dict(response: pb.DescribeGroupResponse) -> dict[str, Any]:
             "host": m.host,
             "rack": m.metadata.rack,
             "pool": m.metadata.pool,
-            "tasks": [t.task_id if t.replica == 0 else f"{t.task_id}#{t.replica}" for t in described.assigned],
+            "tasks": _replica_names(described.assigned),
             "last_seen_ms_ago": described.last_seen_ms_ago,
+            **(_consumer_member(described) if described.HasField("consumer") else {}),
         })
     result: dict[str, Any] = {
         "group": response.group_id,
+        "type": response.group_type or "classic",
         "state": state_name(response.state),
         "generation": response.generation,
         "protocol": response.protocol,
@@ -88,6 +101,8 @@ def describe_as_dict(response: pb.DescribeGroupResponse) -> dict[str, Any]:
         "last_error": response.last_error,
         "balance": _balance(response),
     }
+    if response.group_type == "consumer":
+        result["group_epoch"], result["target_epoch"] = response.group_epoch, response.target_epoch
     if response.HasField("load_snapshot"):
         result["load_snapshot"] = _load_snapshot(response.load_snapshot)
     return result
@@ -111,17 +126,24 @@ def _id_width(info: dict[str, Any], width: int) -> int:
 def _members_table(info: dict[str, Any], width: int, wide: bool) -> Table:
     members = Table(box=None, show_edge=False, pad_edge=False)
     load = info.get("load_snapshot", {}).get("workers", {})
+    consumer = info["type"] == "consumer"
     columns = ["MEMBER-ID", "INSTANCE-ID", "HOST", "RACK", "POOL", "#", "TASKS"]
+    if consumer:
+        columns[5:5] = ["EPOCH", "RECONCILING"]
+        columns += ["TARGET#", "GIVING-UP", "WAITING-FOR"]
     if load:
         columns += ["CPU%", "MSG/S IN+OUT"]
     ids = 10_000 if wide else _id_width(info, width)
     for column in columns:  # ids never wrap: they are shortened (or shown whole with --wide)
-        members.add_column(column, overflow="fold" if column == "TASKS" else "ellipsis",
-                           no_wrap=column != "TASKS")
+        folds = column in ("TASKS", "GIVING-UP", "WAITING-FOR")
+        members.add_column(column, overflow="fold" if folds else "ellipsis", no_wrap=not folds)
     for m in info["members"]:
         row = [short_id(m["member_id"], ids), short_id(m["instance_id"], ids) or "-", m["host"] or "-",
                m["rack"] or "-", m["pool"] or "-",
                str(len(m["tasks"])), " ".join(m["tasks"]) or "-"]
+        if consumer:
+            row[5:5] = [str(m["member_epoch"]), "away" if m["away"] else m["state"]]
+            row += [str(len(m["target"])), " ".join(m["revoking"]) or "-", " ".join(m["waiting"]) or "-"]
         if load:
             w = load.get(m["member_id"])
             row += ["-", "-"] if w is None else [
@@ -142,7 +164,11 @@ def print_describe(info: dict[str, Any], *, width: int | None = None, wide: bool
     head = Table(box=None, show_edge=False, pad_edge=False, show_header=False)
     head.add_column("key", no_wrap=True)
     head.add_column("value", overflow="fold")
-    for key, value in (("GROUP", info["group"]), ("STATE", f"{info['state']}, generation {info['generation']}"),
+    if info["type"] == "consumer":
+        state = f"{info['state']}, group epoch {info['group_epoch']}, target epoch {info['target_epoch']}"
+    else:
+        state = f"{info['state']}, generation {info['generation']}"
+    for key, value in (("GROUP", info["group"]), ("STATE", state), ("PROTOCOL", info["type"]),
                        ("ASSIGNOR", info["protocol"] or "-"), ("LEADER", short_id(info["leader"], ids) or "-"),
                        ("MEMBERS", f"{len(info['members'])} member(s), {len(info['tasks'])} task(s)")):
         head.add_row(key, value)

@@ -11,6 +11,7 @@ from groupcoord.admin import AdminClient
 from groupcoord.cli.common import UsageError, open_admin, printable, resolve_group
 from groupcoord.cli.describe import describe_as_dict, print_describe, state_name
 from groupcoord.cli.plan import run_plan
+from groupcoord.v1 import groupcoord_pb2 as pb
 
 __all__ = ["run_groups", "run_tasks"]
 
@@ -33,14 +34,15 @@ def run_groups(args: argparse.Namespace) -> int:
                 print(f"groupcoord groups: {listing.leaderless_shards} shard(s) have no leader right now: their "
                       "groups are not listed", file=sys.stderr)
             if args.json:
-                print(json.dumps([{"group": g.group_id, "state": state_name(g.state), "generation": g.generation,
-                                   "members": g.num_members, "protocol": g.protocol} for g in groups]))
+                print(json.dumps([_listing_as_dict(g) for g in groups]))
             else:
                 if not groups:
                     print("(no groups)")
                 for g in groups:
-                    print(f"{printable(g.group_id)}\t{state_name(g.state)}\tgeneration {g.generation}\t"
-                          f"{g.num_members} member(s)\t{printable(g.protocol) or '-'}")
+                    where = f"epoch {g.group_epoch} (target {g.target_epoch})" if g.group_type == "consumer" \
+                        else f"generation {g.generation}"
+                    print(f"{printable(g.group_id)}\t{state_name(g.state)}\t{where}\t{g.num_members} member(s)\t"
+                          f"{printable(g.protocol) or '-'}\t{g.group_type or 'classic'}")
             return 0
         info = describe_as_dict(admin.describe_group(args.group))
         if args.json:
@@ -48,6 +50,15 @@ def run_groups(args: argparse.Namespace) -> int:
         else:
             print_describe(info, wide=args.wide)
         return 0
+
+
+def _listing_as_dict(g: pb.GroupListing) -> dict[str, object]:
+    """One group of ``groups list --json`` (docs/cli.md); a consumer group adds its epochs."""
+    listed: dict[str, object] = {"group": g.group_id, "type": g.group_type or "classic", "state": state_name(g.state),
+                                 "generation": g.generation, "members": g.num_members, "protocol": g.protocol}
+    if g.group_type == "consumer":
+        listed["group_epoch"], listed["target_epoch"] = g.group_epoch, g.target_epoch
+    return listed
 
 
 def _remove_members(admin: AdminClient, args: argparse.Namespace) -> int:

@@ -26,7 +26,7 @@ __all__ = [
 
 _STATE_NAMES: dict[int, str] = {
     pb.EMPTY: "Empty", pb.PREPARING_REBALANCE: "PreparingRebalance", pb.AWAITING_SYNC: "AwaitingSync",
-    pb.STABLE: "Stable", pb.DEAD: "Dead",
+    pb.STABLE: "Stable", pb.DEAD: "Dead", pb.ASSIGNING: "Assigning", pb.RECONCILING: "Reconciling",
 }
 _SHARD_STATES: dict[int, str] = {
     pb.SHARD_ACTIVE: "active", pb.SHARD_LOADING: "loading", pb.SHARD_UNLOADING: "unloading",
@@ -136,8 +136,17 @@ def _member_row(d: pb.DescribedMember, leader_id: str, workers: Mapping[str, pb.
         "member_id": member.member_id, "client_id": member.client_id, "instance_id": member.instance_id,
         "host": member.host, "rack": member.metadata.rack, "pool": member.metadata.pool,
         "leader": member.member_id == leader_id, "tasks": [_replica(t) for t in d.assigned],
-        "last_seen_ms_ago": d.last_seen_ms_ago, "load": load,
+        "last_seen_ms_ago": d.last_seen_ms_ago, "load": load, "consumer": _reconciliation(d),
     }
+
+
+def _reconciliation(d: pb.DescribedMember) -> dict[str, Any] | None:
+    """A consumer-protocol member's epoch and state, its target's size, what it gives up and waits for."""
+    if not d.HasField("consumer"):
+        return None
+    c = d.consumer
+    return {"epoch": c.member_epoch, "state": "away" if c.away else c.state, "target": len(c.target),
+            "revoking": [_replica(t) for t in c.revoking], "waiting": [_replica(t) for t in c.waiting]}
 
 
 def group_view(response: pb.DescribeGroupResponse, history: Sequence[Rebalance],
@@ -152,6 +161,8 @@ def group_view(response: pb.DescribeGroupResponse, history: Sequence[Rebalance],
     return {
         "group_id": response.group_id, "state": state_name(response.state), "generation": response.generation,
         "protocol": response.protocol, "leader_id": response.leader_id, "members": members,
+        "type": response.group_type or "classic", "group_epoch": response.group_epoch,
+        "target_epoch": response.target_epoch,
         "tasks": len(response.tasks), "unassigned": [(_replica(u.task), u.reason) for u in response.unassigned],
         "last_error": response.last_error, "imbalance": imbalance(response),
         "snapshot": {"snapshot_id": snapshot.snapshot_id,

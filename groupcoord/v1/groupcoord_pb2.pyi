@@ -41,6 +41,8 @@ class GroupState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     AWAITING_SYNC: _ClassVar[GroupState]
     STABLE: _ClassVar[GroupState]
     DEAD: _ClassVar[GroupState]
+    ASSIGNING: _ClassVar[GroupState]
+    RECONCILING: _ClassVar[GroupState]
 
 class ShardState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -78,6 +80,8 @@ PREPARING_REBALANCE: GroupState
 AWAITING_SYNC: GroupState
 STABLE: GroupState
 DEAD: GroupState
+ASSIGNING: GroupState
+RECONCILING: GroupState
 SHARD_STATE_UNKNOWN: ShardState
 SHARD_ACTIVE: ShardState
 SHARD_LOADING: ShardState
@@ -645,18 +649,24 @@ class ListGroupsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GroupListing(_message.Message):
-    __slots__ = ("group_id", "state", "generation", "num_members", "protocol")
+    __slots__ = ("group_id", "state", "generation", "num_members", "protocol", "group_type", "group_epoch", "target_epoch")
     GROUP_ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     NUM_MEMBERS_FIELD_NUMBER: _ClassVar[int]
     PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+    GROUP_TYPE_FIELD_NUMBER: _ClassVar[int]
+    GROUP_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    TARGET_EPOCH_FIELD_NUMBER: _ClassVar[int]
     group_id: str
     state: GroupState
     generation: int
     num_members: int
     protocol: str
-    def __init__(self, group_id: _Optional[str] = ..., state: _Optional[_Union[GroupState, str]] = ..., generation: _Optional[int] = ..., num_members: _Optional[int] = ..., protocol: _Optional[str] = ...) -> None: ...
+    group_type: str
+    group_epoch: int
+    target_epoch: int
+    def __init__(self, group_id: _Optional[str] = ..., state: _Optional[_Union[GroupState, str]] = ..., generation: _Optional[int] = ..., num_members: _Optional[int] = ..., protocol: _Optional[str] = ..., group_type: _Optional[str] = ..., group_epoch: _Optional[int] = ..., target_epoch: _Optional[int] = ...) -> None: ...
 
 class ListGroupsResponse(_message.Message):
     __slots__ = ("error", "groups")
@@ -675,17 +685,35 @@ class DescribeGroupRequest(_message.Message):
     def __init__(self, group_id: _Optional[str] = ..., include_load_snapshot: _Optional[bool] = ...) -> None: ...
 
 class DescribedMember(_message.Message):
-    __slots__ = ("member", "assigned", "last_seen_ms_ago")
+    __slots__ = ("member", "assigned", "last_seen_ms_ago", "consumer")
     MEMBER_FIELD_NUMBER: _ClassVar[int]
     ASSIGNED_FIELD_NUMBER: _ClassVar[int]
     LAST_SEEN_MS_AGO_FIELD_NUMBER: _ClassVar[int]
+    CONSUMER_FIELD_NUMBER: _ClassVar[int]
     member: GroupMember
     assigned: _containers.RepeatedCompositeFieldContainer[TaskReplica]
     last_seen_ms_ago: int
-    def __init__(self, member: _Optional[_Union[GroupMember, _Mapping]] = ..., assigned: _Optional[_Iterable[_Union[TaskReplica, _Mapping]]] = ..., last_seen_ms_ago: _Optional[int] = ...) -> None: ...
+    consumer: ConsumerMemberState
+    def __init__(self, member: _Optional[_Union[GroupMember, _Mapping]] = ..., assigned: _Optional[_Iterable[_Union[TaskReplica, _Mapping]]] = ..., last_seen_ms_ago: _Optional[int] = ..., consumer: _Optional[_Union[ConsumerMemberState, _Mapping]] = ...) -> None: ...
+
+class ConsumerMemberState(_message.Message):
+    __slots__ = ("member_epoch", "state", "target", "revoking", "waiting", "away")
+    MEMBER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    REVOKING_FIELD_NUMBER: _ClassVar[int]
+    WAITING_FIELD_NUMBER: _ClassVar[int]
+    AWAY_FIELD_NUMBER: _ClassVar[int]
+    member_epoch: int
+    state: str
+    target: _containers.RepeatedCompositeFieldContainer[TaskReplica]
+    revoking: _containers.RepeatedCompositeFieldContainer[TaskReplica]
+    waiting: _containers.RepeatedCompositeFieldContainer[TaskReplica]
+    away: bool
+    def __init__(self, member_epoch: _Optional[int] = ..., state: _Optional[str] = ..., target: _Optional[_Iterable[_Union[TaskReplica, _Mapping]]] = ..., revoking: _Optional[_Iterable[_Union[TaskReplica, _Mapping]]] = ..., waiting: _Optional[_Iterable[_Union[TaskReplica, _Mapping]]] = ..., away: _Optional[bool] = ...) -> None: ...
 
 class DescribeGroupResponse(_message.Message):
-    __slots__ = ("error", "group_id", "state", "generation", "protocol", "leader_id", "members", "tasks", "unassigned", "last_error", "load_snapshot")
+    __slots__ = ("error", "group_id", "state", "generation", "protocol", "leader_id", "members", "tasks", "unassigned", "last_error", "load_snapshot", "group_type", "group_epoch", "target_epoch")
     ERROR_FIELD_NUMBER: _ClassVar[int]
     GROUP_ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -697,6 +725,9 @@ class DescribeGroupResponse(_message.Message):
     UNASSIGNED_FIELD_NUMBER: _ClassVar[int]
     LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
     LOAD_SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    GROUP_TYPE_FIELD_NUMBER: _ClassVar[int]
+    GROUP_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    TARGET_EPOCH_FIELD_NUMBER: _ClassVar[int]
     error: Error
     group_id: str
     state: GroupState
@@ -708,7 +739,10 @@ class DescribeGroupResponse(_message.Message):
     unassigned: _containers.RepeatedCompositeFieldContainer[UnassignedReplica]
     last_error: str
     load_snapshot: LoadSnapshot
-    def __init__(self, error: _Optional[_Union[Error, _Mapping]] = ..., group_id: _Optional[str] = ..., state: _Optional[_Union[GroupState, str]] = ..., generation: _Optional[int] = ..., protocol: _Optional[str] = ..., leader_id: _Optional[str] = ..., members: _Optional[_Iterable[_Union[DescribedMember, _Mapping]]] = ..., tasks: _Optional[_Iterable[_Union[Task, _Mapping]]] = ..., unassigned: _Optional[_Iterable[_Union[UnassignedReplica, _Mapping]]] = ..., last_error: _Optional[str] = ..., load_snapshot: _Optional[_Union[LoadSnapshot, _Mapping]] = ...) -> None: ...
+    group_type: str
+    group_epoch: int
+    target_epoch: int
+    def __init__(self, error: _Optional[_Union[Error, _Mapping]] = ..., group_id: _Optional[str] = ..., state: _Optional[_Union[GroupState, str]] = ..., generation: _Optional[int] = ..., protocol: _Optional[str] = ..., leader_id: _Optional[str] = ..., members: _Optional[_Iterable[_Union[DescribedMember, _Mapping]]] = ..., tasks: _Optional[_Iterable[_Union[Task, _Mapping]]] = ..., unassigned: _Optional[_Iterable[_Union[UnassignedReplica, _Mapping]]] = ..., last_error: _Optional[str] = ..., load_snapshot: _Optional[_Union[LoadSnapshot, _Mapping]] = ..., group_type: _Optional[str] = ..., group_epoch: _Optional[int] = ..., target_epoch: _Optional[int] = ...) -> None: ...
 
 class PutTasksRequest(_message.Message):
     __slots__ = ("group_id", "tasks")

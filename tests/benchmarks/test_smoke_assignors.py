@@ -27,6 +27,7 @@ def test_assignors_bench_quick_runs() -> None:
         "kafka-python",
         "every built-in assignor at the size of a large group",
         "pulsar-threshold",
+        "sticky, incremental",
     ):
         assert expected in done.stdout, done.stdout
 

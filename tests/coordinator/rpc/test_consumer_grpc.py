@@ -3,6 +3,7 @@ client would speak it; the server's timers on an injected clock (sessions end wh
 
 from __future__ import annotations
 
+import json
 import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -19,7 +20,6 @@ from groupcoord.coordinator.clock import FakeClock
 from groupcoord.coordinator.config import CoordinatorConfig
 from groupcoord.coordinator.rpc.server import ServerThread
 from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
-from groupcoord.coordinator.testing import FakeOffice
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
 from tests.security_pki import Pki, Tokens
@@ -175,15 +175,6 @@ def test_bad_bytes_and_bad_fields_get_clear_errors(coordinator: Coordinator) -> 
     assert c.group() is None
 
 
-def test_an_ha_coordinator_refuses_the_protocol_for_now() -> None:
-    """Persisted, but not yet tried through a failover: an HA (or sharded) coordinator says so."""
-    runtime = CoordinatorRuntime(CoordinatorConfig(), office=FakeOffice())
-    with ServerThread(runtime) as server, grpc.insecure_channel(server.address) as channel:
-        answer = pb_grpc.GroupCoordinatorStub(channel).GroupHeartbeat(
-            pb.GroupHeartbeatRequest(group_id=G, member_epoch=0), timeout=10)
-    assert answer.error.code == pb.INVALID_REQUEST and "standalone coordinator" in answer.error.message
-
-
 ACLS = """
 [[acl]]
 principal = "User:w1"
@@ -262,3 +253,83 @@ def test_a_long_owned_list_is_checked_and_bounded() -> None:
         many = beat([pb.TaskReplica(task_id=f"t{i}") for i in range(2_001)])
         assert many.error.code == pb.INVALID_REQUEST and "max_tasks_per_request" in many.error.message
         assert server.call(lambda: runtime.model.consumer.held(G)) == {}
+
+
+def _names(replicas: Any) -> set[str]:
+    return {t.task_id for t in replicas}
+
+
+def test_describe_list_the_cli_and_the_console_show_a_consumer_group_as_it_is(
+        coordinator: Coordinator, capsys: pytest.CaptureFixture[str]) -> None:
+    """Mid-change: a and b asked to give a task up each and not yet done, d waiting for them."""
+    from groupcoord.cli import main
+    from groupcoord.console.app import ConsoleSettings, templates
+    from groupcoord.console.views import group_view, page_of
+
+    c = coordinator
+    c.admin.PutTasks(pb.PutTasksRequest(group_id=G, tasks=[pb.Task(task_id=f"t{i}") for i in range(6)]), timeout=10)
+    a, b, d = (Member(c.member, n) for n in "abd")
+    a.join(), b.join()
+    c.target_settled()
+    a.beat(), b.beat()
+    d.join()
+    c.target_settled()
+    a.beat(report=False), b.beat(report=False), d.beat()
+    described = c.admin.DescribeGroup(pb.DescribeGroupRequest(group_id=G), timeout=10)
+    group = c.group()
+    assert described.error.code == pb.NONE and described.group_type == "consumer"
+    assert described.state == pb.RECONCILING and described.generation == 0 and described.protocol == "sticky"
+    assert (described.group_epoch, described.target_epoch) == (group.epoch, group.target_epoch)
+    shown = {m.member.member_id: m for m in described.members}
+    assert set(shown) == {a.member_id, b.member_id, d.member_id} and len(described.tasks) == 6
+    for member in (a, b):
+        state = shown[member.member_id].consumer
+        assert state.state == "unrevoked_tasks" and state.member_epoch == member.epoch < group.target_epoch
+        assert _names(shown[member.member_id].assigned) == {t for t, _ in member.running} == _names(state.target)
+        assert len(state.revoking) == 1 and not state.waiting
+    waiting = shown[d.member_id].consumer
+    assert waiting.state == "unreleased_tasks" and waiting.member_epoch == group.target_epoch == d.epoch
+    assert not shown[d.member_id].assigned and _names(waiting.waiting) == _names(waiting.target)
+    assert _names(waiting.waiting) == _names(shown[a.member_id].consumer.revoking) | _names(
+        shown[b.member_id].consumer.revoking)
+
+    [listed] = [g for g in c.admin.ListGroups(pb.ListGroupsRequest(), timeout=10).groups if g.group_id == G]
+    assert (listed.group_type, listed.state, listed.num_members, listed.group_epoch, listed.target_epoch) == (
+        "consumer", pb.RECONCILING, 3, group.epoch, group.target_epoch)
+
+    assert main(["groups", "describe", "--group", G, "--coordinator", c.server.address, "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert (info["type"], info["state"], info["group_epoch"], info["target_epoch"]) == (
+        "consumer", "Reconciling", group.epoch, group.target_epoch)
+    by_id = {m["member_id"]: m for m in info["members"]}
+    assert by_id[d.member_id]["waiting"] and by_id[d.member_id]["state"] == "unreleased_tasks"
+    assert by_id[a.member_id]["revoking"] and by_id[a.member_id]["member_epoch"] == a.epoch
+    assert main(["groups", "describe", "--group", G, "--coordinator", c.server.address, "--wide"]) == 0
+    table = capsys.readouterr().out
+    assert f"Reconciling, group epoch {group.epoch}, target epoch {group.target_epoch}" in table
+    assert "GIVING-UP" in table and "WAITING-FOR" in table and "unreleased_tasks" in table
+    assert main(["groups", "list", "--coordinator", c.server.address]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith(f"{G}\t"))
+    assert line == f"{G}\tReconciling\tepoch {group.epoch} (target {group.target_epoch})\t3 member(s)\tsticky\tconsumer"
+
+    view = group_view(described, [], None, now_ms=0)
+    html = templates().get_template("_group.html").render(
+        settings=ConsoleSettings(access_token="t"), query={}, group=view, group_id=G,
+        members=page_of(view["members"], 1, 100), problem="", notice="")
+    assert f'id="group-epochs">{group.epoch}, target epoch {group.target_epoch}' in html
+    assert "unreleased_tasks, target 2; waiting for" in html and "; giving up t" in html
+
+    for member in (a, b, d, a, b, d):  # everyone reports: the group settles
+        member.beat()
+    settled = c.admin.DescribeGroup(pb.DescribeGroupRequest(group_id=G), timeout=10)
+    assert settled.state == pb.STABLE and {m.consumer.member_epoch for m in settled.members} == {group.target_epoch}
+    assert all(_names(m.assigned) == _names(m.consumer.target) and not m.consumer.waiting for m in settled.members)
+
+
+def test_a_classic_group_is_listed_and_described_as_classic(coordinator: Coordinator) -> None:
+    c = coordinator
+    c.admin.PutTasks(pb.PutTasksRequest(group_id="old", tasks=[pb.Task(task_id="t")]), timeout=10)
+    described = c.admin.DescribeGroup(pb.DescribeGroupRequest(group_id="old"), timeout=10)
+    assert described.group_type == "classic" and described.group_epoch == 0
+    [listed] = c.admin.ListGroups(pb.ListGroupsRequest(), timeout=10).groups
+    assert listed.group_type == "classic" and listed.state == pb.EMPTY

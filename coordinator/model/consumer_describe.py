@@ -1,0 +1,88 @@
+"""How ListGroups and DescribeGroup show a consumer-protocol group: as what it is.
+
+A consumer group's catalog lives in the classic group of the same id, so the admin answers start
+from that one (``coordinator.model.admin``) and this module overlays the consumer part: its type,
+group and target epochs, a state in Kafka's consumer-group terms, and per member its epoch,
+reconciliation state, target, what it is giving up and what it waits for others to release.
+
+The state (``group_state``) reads every member: an admin question, asked by an operator, never
+by a member's request. What goes into the answer is read on the loop as immutable sets; the
+protobuf copies are made off the loop (``complete``), as the classic describe does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from groupcoord.assignors.base import TaskReplica
+from groupcoord.coordinator.model.consumer_group import ConsumerGroup
+from groupcoord.coordinator.model.reconcile import MemberState
+from groupcoord.coordinator.model.slices import extend_in_slices
+from groupcoord.v1 import groupcoord_pb2 as pb
+
+__all__ = ["CLASSIC", "CONSUMER", "group_state", "overlay_listing", "overlay_description"]
+
+CLASSIC = "classic"
+CONSUMER = "consumer"
+
+
+def group_state(group: ConsumerGroup) -> pb.GroupState:
+    """EMPTY; ASSIGNING (target behind the group epoch); RECONCILING (a member not yet at the target,
+    or giving tasks up, or waiting for them); else STABLE. A static member away waits, it does not
+    reconcile."""
+    if not group.members:
+        return pb.EMPTY
+    if group.target_epoch < group.epoch:
+        return pb.ASSIGNING
+    for member in group.members.values():
+        if not member.away and (member.reconciled.state is not MemberState.STABLE
+                                or member.epoch < group.target_epoch):
+            return pb.RECONCILING
+    return pb.STABLE
+
+
+def overlay_listing(listing: pb.GroupListing, group: ConsumerGroup) -> None:
+    listing.group_type = CONSUMER
+    listing.state = group_state(group)
+    listing.generation = 0
+    listing.num_members = len(group.members)
+    listing.protocol = group.assignor
+    listing.group_epoch = group.epoch
+    listing.target_epoch = group.target_epoch
+
+
+def _as_pb(tasks: Iterable[TaskReplica]) -> list[pb.TaskReplica]:
+    return [pb.TaskReplica(task_id=t.task_id, replica=t.replica) for t in sorted(tasks)]
+
+
+def overlay_description(response: pb.DescribeGroupResponse, group: ConsumerGroup, now: float) -> Callable[[], None]:
+    """Fill the group's figures and its members now; returns what copies their task lists (off the loop)."""
+    response.group_type = CONSUMER
+    response.state = group_state(group)
+    response.generation = 0
+    response.protocol = group.assignor
+    response.leader_id = ""
+    response.group_epoch = group.epoch
+    response.target_epoch = group.target_epoch
+    if group.last_error:
+        response.last_error = group.last_error
+    del response.members[:]
+    lists = []
+    for member in group.members.values():
+        reconciled, target = member.reconciled, group.target_of(member.member_id)
+        response.members.append(pb.DescribedMember(
+            member=pb.GroupMember(member_id=member.member_id, instance_id=member.instance_id,
+                                  client_id=member.client_id, host=member.host, metadata=member.metadata),
+            last_seen_ms_ago=int(max(0.0, now - member.last_seen) * 1000),
+            consumer=pb.ConsumerMemberState(member_epoch=member.epoch, state=reconciled.state.value,
+                                            away=member.away)))
+        lists.append((reconciled.assigned, target, reconciled.revoking, target - reconciled.assigned))
+
+    def complete() -> None:
+        for described, (assigned, target, revoking, waiting) in zip(response.members, lists, strict=True):
+            extend_in_slices(described.assigned, _as_pb(assigned))
+            extend_in_slices(described.consumer.target, _as_pb(target))
+            extend_in_slices(described.consumer.revoking, _as_pb(revoking))
+            extend_in_slices(described.consumer.waiting, _as_pb(waiting))
+
+    return complete

@@ -1,0 +1,145 @@
+"""The coordinator computes a consumer group's target incrementally when it can: a member in or out
+and catalog keys added or deleted go through ``assign_incremental``; a task edited in place, a target
+it no longer has a basis for (a restart) or an assignor without the method take the full pass. The
+incremental result is checked for what moved (``check_moves``): a bad answer is refused, not installed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from groupcoord.assignors.base import TaskReplica
+from groupcoord.assignors.incremental import TargetChange
+from groupcoord.assignors.round_robin import RoundRobinAssignor
+from groupcoord.assignors.sticky import StickyAssignor
+from groupcoord.coordinator.clock import FakeClock
+from groupcoord.coordinator.model.consumer_target import check_moves
+from groupcoord.coordinator.model.effects import Effect, Offload, Reply, TimerKey
+from groupcoord.coordinator.model.model import CoordinatorModel
+from groupcoord.v1 import groupcoord_pb2 as pb
+
+G = "g"
+
+
+def run(model: CoordinatorModel, effects: list[Effect]) -> list[Reply]:
+    replies = []
+    for effect in effects:
+        if isinstance(effect, Offload):
+            replies += run(model, effect.then(effect.job()))
+        elif isinstance(effect, Reply):
+            replies.append(effect)
+    return replies
+
+
+def join(model: CoordinatorModel, name: str, assignor: str = "sticky") -> str:
+    [reply] = run(model, model.group_heartbeat(pb.GroupHeartbeatRequest(
+        group_id=G, member_epoch=0, client_id=name, assignor=assignor), 1))
+    response: Any = reply.response
+    assert response.error.code == pb.NONE, response.error
+    return str(response.member_id)
+
+
+def settle(model: CoordinatorModel) -> None:
+    run(model, model.fire(TimerKey("c-assign", G)))
+    group = model.consumer.groups[G]
+    assert group.target_epoch == group.epoch and not group.last_error, group.last_error
+
+
+class Calls:
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.full = self.incremental = 0
+        full, incremental = StickyAssignor.assign, StickyAssignor.assign_incremental
+
+        def counted_full(assignor: StickyAssignor, context: Any) -> Any:
+            self.full += 1
+            return full(assignor, context)
+
+        def counted_incremental(assignor: StickyAssignor, change: TargetChange) -> Any:
+            self.incremental += 1
+            return incremental(assignor, change)
+
+        monkeypatch.setattr(StickyAssignor, "assign", counted_full)
+        monkeypatch.setattr(StickyAssignor, "assign_incremental", counted_incremental)
+
+    def since(self) -> tuple[int, int]:
+        seen = (self.full, self.incremental)
+        self.full = self.incremental = 0
+        return seen
+
+
+def tasks(*ids: str, weight: float = 0.0) -> pb.PutTasksRequest:
+    return pb.PutTasksRequest(group_id=G, tasks=[pb.Task(task_id=t, weight=weight) for t in ids])
+
+
+def test_joins_leaves_and_catalog_keys_go_incremental_and_the_rest_full(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = Calls(monkeypatch)
+    model = CoordinatorModel(clock=FakeClock())
+    model.put_tasks(tasks(*(f"t{i}" for i in range(9))), 1)
+    a = join(model, "a")
+    settle(model)
+    assert calls.since() == (1, 0)  # a new group: no previous target
+    b, c = join(model, "b"), join(model, "c")
+    settle(model)
+    group = model.consumer.groups[G]
+    assert calls.since()[0] == 0 and sorted(len(t) for t in group.target.values()) == [3, 3, 3]
+    run(model, model.group_heartbeat(pb.GroupHeartbeatRequest(group_id=G, member_id=b, member_epoch=-1), 1))
+    settle(model)
+    assert calls.since()[0] == 0 and sorted(len(t) for t in group.target.values()) == [4, 5]
+    assert set().union(*group.target.values()) == {TaskReplica(f"t{i}") for i in range(9)}
+    run(model, model.put_tasks(tasks("t9", "t10"), 1))
+    run(model, model.delete_tasks(pb.DeleteTasksRequest(group_id=G, task_ids=["t0"]), 1))
+    settle(model)
+    assert calls.since()[0] == 0 and len(set().union(*group.target.values())) == 10
+    assert TaskReplica("t0") not in set().union(*group.target.values())
+    run(model, model.put_tasks(tasks("t1", weight=3.0), 1))  # edited in place: placed afresh
+    settle(model)
+    assert calls.since() == (1, 0)
+    model.validate()
+    assert {a, c} == set(group.target)
+
+
+def test_an_assignor_without_the_method_runs_its_full_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    counted = []
+    full = RoundRobinAssignor.assign
+    monkeypatch.setattr(RoundRobinAssignor, "assign", lambda self, ctx: counted.append(1) or full(self, ctx))
+    model = CoordinatorModel(clock=FakeClock())
+    model.put_tasks(tasks("t1", "t2"), 1)
+    join(model, "a", "round-robin")
+    settle(model)
+    join(model, "b", "round-robin")
+    settle(model)
+    assert len(counted) == 2
+
+
+def test_a_broken_incremental_answer_is_dropped_for_the_full_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = Calls(monkeypatch)
+    model = CoordinatorModel(clock=FakeClock())
+    model.put_tasks(tasks("t1", "t2", "t3"), 1)
+    a = join(model, "a")
+    settle(model)
+    monkeypatch.setattr(StickyAssignor, "assign_incremental",  # gives b what a keeps
+                        lambda self, change: {**change.previous, **{m.member_id: change.previous[a]
+                                                                    for m in change.members if m.member_id != a}})
+    join(model, "b")
+    settle(model)
+    group = model.consumer.groups[G]
+    assert calls.since() == (2, 0) and sorted(len(t) for t in group.target.values()) == [1, 2]
+    assert set().union(*group.target.values()) == {TaskReplica(t) for t in ("t1", "t2", "t3")}
+
+
+def test_a_bad_incremental_answer_is_refused() -> None:
+    from groupcoord.coordinator.model.catalog_snapshot import CatalogSnapshot
+
+    t1, t2, t3 = TaskReplica("t1"), TaskReplica("t2"), TaskReplica("t3")
+    catalog = CatalogSnapshot(1, {t: pb.Task(task_id=t) for t in ("t1", "t2")})
+    a_had = frozenset({t1, t2})
+    change = TargetChange(previous={"a": a_had}, members=(), homeless=frozenset(), removed=frozenset(), total=2,
+                          plain=True)
+    assert isinstance(check_moves(change, {"a": frozenset({t1}), "b": frozenset({t2})}, {"a", "b"}, catalog), dict)
+    assert "twice" in str(check_moves(change, {"a": a_had, "b": frozenset({t2})}, {"a", "b"}, catalog))
+    stray = TargetChange(previous={"a": a_had}, members=(), homeless=frozenset({t3}), removed=frozenset(), total=2,
+                         plain=True)  # free, but not in the catalog
+    assert "catalog" in str(check_moves(stray, {"a": a_had, "b": frozenset({t3})}, {"a", "b"}, catalog))
+    assert "members" in str(check_moves(change, {"a": a_had}, {"a", "b"}, catalog))
