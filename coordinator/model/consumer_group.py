@@ -17,11 +17,21 @@ from groupcoord.assignors.base import MemberInfo, TaskReplica
 from groupcoord.coordinator.model.reconcile import MemberState, Reconciled
 from groupcoord.v1 import groupcoord_pb2 as pb
 
-__all__ = ["ConsumerGroup", "ConsumerMember", "LEAVE_EPOCH", "STATIC_LEAVE_EPOCH", "JOIN_EPOCH"]
+__all__ = ["ClassicTraits", "ConsumerGroup", "ConsumerMember", "LEAVE_EPOCH", "STATIC_LEAVE_EPOCH", "JOIN_EPOCH"]
 
 JOIN_EPOCH = 0
 LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2
+
+
+@dataclass(frozen=True, slots=True)
+class ClassicTraits:
+    """A classic-protocol member inside a consumer group (``coordinator.model.conversion``): what its
+    JoinGroup said that the consumer protocol has no field for, kept to answer it and to convert back."""
+
+    protocols: tuple[str, ...]
+    protocol_type: str
+    rebalance_protocols: tuple[str, ...]
 
 
 @dataclass(eq=False)
@@ -43,6 +53,7 @@ class ConsumerMember:
     # the coordinator's lost time when the member was last heard from (as classic members keep it)
     lost_mark: float = 0.0
     info: MemberInfo | None = None  # what the assignor sees of it, rebuilt when its metadata changes
+    classic: ClassicTraits | None = None  # set for a member speaking the classic protocol (a converted group)
 
     @property
     def epoch(self) -> int:
@@ -80,6 +91,7 @@ class ConsumerGroup:
     entries: dict[str, dict[str, object]] = field(default_factory=dict)
     entry_of: Callable[[ConsumerMember], dict[str, object]] | None = None
     last_error: str = ""  # the assignor's last failure, if its last run failed
+    classic_members: int = 0  # members speaking the classic protocol (a converted group), counted
 
     def bump(self) -> None:
         """Something the assignor reads changed: a new group epoch (the target is now behind it)."""
@@ -87,6 +99,7 @@ class ConsumerGroup:
 
     def add(self, member: ConsumerMember) -> None:
         self.members[member.member_id] = member
+        self.classic_members += member.classic is not None
         if member.instance_id:
             self.static_members[member.instance_id] = member.member_id
         self.refresh(member)
@@ -100,6 +113,7 @@ class ConsumerGroup:
         """The member is gone: whatever it held is free for the next owner at once."""
         self.hold(member, Reconciled(MemberState.STABLE, member.epoch, frozenset()))
         del self.members[member.member_id]
+        self.classic_members -= member.classic is not None
         self.entries.pop(member.member_id, None)
         if member.instance_id and self.static_members.get(member.instance_id) == member.member_id:
             del self.static_members[member.instance_id]
@@ -150,5 +164,6 @@ class ConsumerGroup:
         if self.entry_of is not None:
             assert self.entries == {i: self.entry_of(m) for i, m in self.members.items()}, "stale record entries"
         assert self.target_epoch <= self.epoch
+        assert self.classic_members == sum(m.classic is not None for m in self.members.values())
         assert {i: m for i, m in self.static_members.items()} == {
             m.instance_id: m.member_id for m in self.members.values() if m.instance_id}
