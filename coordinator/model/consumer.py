@@ -4,24 +4,20 @@
 
 * member epoch 0 joins (a static member whose instance is away, epoch -2, takes its place and
   its tasks; a live one holding the instance id refuses the newcomer: UNRELEASED_INSTANCE_ID);
-* -1 leaves (its tasks are free at once); -2 leaves for a while (a static member keeps its tasks
-  until it comes back or its session ends);
+* -1 leaves (its tasks free at once); -2 leaves for a while (a static member's tasks wait for it);
 * any other epoch must be the member's current one, or its previous one with no more than its
   assignment owned (the answer that bumped it may have been lost); else FENCED_MEMBER_EPOCH;
-* then the member alone is reconciled toward its target (``coordinator.model.reconcile``):
-  nothing here visits the other members.
+* then the member alone is reconciled toward its target (``reconcile``): no other member is read.
 
 Membership, metadata and catalog changes bump the group epoch; a keyed timer per group
-(``c-assign``) then asks for a new target at most once per ``assignment_interval_ms``, computed
-off the loop (``Offload``, ``coordinator.model.consumer_target``). Sessions (``c-session``) and
-revocations that take longer than the member's rebalance timeout (``c-revoke``) end on timers.
+(``c-assign``) then asks for a new target at most once per ``assignment_interval_ms``, computed off
+the loop (``consumer_target``) or by a leader member (``leader_assignor``). Sessions (``c-session``)
+and revocations past the member's rebalance timeout (``c-revoke``) end on timers.
 
-Beside the classic protocol: the group's catalog and load snapshot are those of the classic
-group of the same id (created, Empty, when a consumer group is; PutTasks edits it as ever), and
-so is its record: the consumer state is its ``consumer`` entry (``consumer_records``), written
-before a member hears of a change. A classic group converts when a consumer-protocol member joins
-it, and back when its last one leaves (``conversion``); classic members of a converted group are
-answered by ``classic_members``.
+The group's catalog, load snapshot and record are those of the classic group of the same id
+(Empty); the consumer state is the record's ``consumer`` entry (``consumer_records``), written before
+a member hears of a change. A classic group converts when a consumer-protocol member joins it, and
+back when its last one leaves (``conversion``; its classic members: ``classic_members``).
 """
 
 from __future__ import annotations
@@ -32,7 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from groupcoord.assignors.base import TaskReplica
-from groupcoord.coordinator.model import conversion, phases, quotas
+from groupcoord.coordinator.model import conversion, leader_assignor, phases, quotas
 from groupcoord.coordinator.model.consumer_answer import ConsumerSettings, answer
 from groupcoord.coordinator.model.consumer_checks import owned_of, request_error
 from groupcoord.coordinator.model.consumer_group import LEAVE_EPOCH, STATIC_LEAVE_EPOCH, ConsumerGroup, ConsumerMember
@@ -48,7 +44,7 @@ from groupcoord.v1 import groupcoord_pb2 as pb
 __all__ = ["ConsumerGroups", "ConsumerSettings", "TIMER_KINDS"]
 
 log = logging.getLogger("groupcoord.consumer")
-TIMER_KINDS = frozenset({"c-session", "c-revoke", "c-assign"})
+TIMER_KINDS = frozenset({"c-session", "c-revoke", "c-assign", "c-leader"})
 
 
 class ConsumerGroups:
@@ -206,6 +202,8 @@ class ConsumerGroups:
             member.metadata, member.info = request.metadata, None
             group.refresh(member)
             self._changed(out, group)
+        if request.HasField("target"):  # a leader's answer (``leader_assignor``)
+            leader_assignor.take_answer(self, out, group, member, request.target)
         return self._renewed(out, group, member, request, token)
 
     def _member(self, group: ConsumerGroup | None,
@@ -250,8 +248,9 @@ class ConsumerGroups:
             out.cancel(revoke_key)
         if after is not before:
             self._persist(out, group)
-        out.reply(token, group.group_id, answer(member, self.settings.heartbeat_interval_ms, request.member_epoch,
-                                                 owned))
+        response = answer(member, self.settings.heartbeat_interval_ms, request.member_epoch, owned)
+        leader_assignor.attach(group, member, response)
+        out.reply(token, group.group_id, response)
         return None
 
     # ------------------------------------------------------------------ changes and timers
@@ -300,8 +299,8 @@ class ConsumerGroups:
         group = self.groups.get(key.group_id)
         if group is None:
             return
-        if key.kind == "c-assign":
-            self._start_target(out, group)
+        if key.kind in ("c-assign", "c-leader"):
+            self._start_target(out, group) if key.kind == "c-assign" else leader_assignor.timed_out(self, out, group)
             return
         member = group.members.get(key.member_id)
         if member is None:
@@ -331,6 +330,8 @@ class ConsumerGroups:
     def _start_target(self, out: Outbox, group: ConsumerGroup) -> None:
         if group.computing or group.target_epoch >= group.epoch:
             return
+        if leader_assignor.is_client(group.assignor):
+            return leader_assignor.ask(self, out, group)
         classic = self.m.groups.get(group.group_id)
         catalog = classic.catalog_snapshot() if classic is not None else None
         members = tuple(m.assignor_view() for m in group.members.values())

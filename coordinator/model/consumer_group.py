@@ -92,6 +92,13 @@ class ConsumerGroup:
     entry_of: Callable[[ConsumerMember], dict[str, object]] | None = None
     last_error: str = ""  # the assignor's last failure, if its last run failed
     classic_members: int = 0  # members speaking the classic protocol (a converted group), counted
+    # a "client:<name>" assignor (``coordinator.model.leader_assignor``): the leader, the request it is
+    # asked (and whether its answer carried it), a leader whose last answer failed, replica -> member
+    leader_id: str = ""
+    asked: pb.TargetRequest | None = None
+    asked_sent: bool = False
+    failed_leader: str = ""
+    target_index: dict[TaskReplica, str] | None = None
 
     def bump(self) -> None:
         """Something the assignor reads changed: a new group epoch (the target is now behind it)."""
