@@ -4,23 +4,20 @@
 
 * member epoch 0 joins (a static member whose instance is away, epoch -2, takes its place and
   its tasks; a live one holding the instance id refuses the newcomer: UNRELEASED_INSTANCE_ID);
-* -1 leaves (its tasks are free at once); -2 leaves for a while (a static member keeps its tasks
-  until it comes back or its session ends);
+* -1 leaves (its tasks free at once); -2 leaves for a while (a static member's tasks wait for it);
 * any other epoch must be the member's current one, or its previous one with no more than its
   assignment owned (the answer that bumped it may have been lost); else FENCED_MEMBER_EPOCH;
-* then the member alone is reconciled toward its target (``coordinator.model.reconcile``):
-  nothing here visits the other members.
+* then the member alone is reconciled toward its target (``reconcile``): no other member is read.
 
 Membership, metadata and catalog changes bump the group epoch; a keyed timer per group
-(``c-assign``) then asks for a new target at most once per ``assignment_interval_ms``, computed
-off the loop (``Offload``, ``coordinator.model.consumer_target``). Sessions (``c-session``) and
-revocations that take longer than the member's rebalance timeout (``c-revoke``) end on timers.
+(``c-assign``) then asks for a new target at most once per ``assignment_interval_ms``, computed off
+the loop (``consumer_target``) or by a leader member (``leader_assignor``). Sessions (``c-session``)
+and revocations past the member's rebalance timeout (``c-revoke``) end on timers.
 
-Beside the classic protocol: the group's catalog and load snapshot are those of the classic
-group of the same id (created, Empty, when a consumer group is; PutTasks edits it as ever), and
-so is its record: the consumer state is its ``consumer`` entry (``consumer_records``), written
-before a member hears of a change. A group with classic members refuses consumer members and the
-other way round, with INCONSISTENT_GROUP_PROTOCOL (converting a group is a later piece).
+The group's catalog, load snapshot and record are those of the classic group of the same id
+(Empty); the consumer state is the record's ``consumer`` entry (``consumer_records``), written before
+a member hears of a change. A classic group converts when a consumer-protocol member joins it, and
+back when its last one leaves (``conversion``; its classic members: ``classic_members``).
 """
 
 from __future__ import annotations
@@ -31,7 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from groupcoord.assignors.base import TaskReplica
-from groupcoord.coordinator.model import phases, quotas
+from groupcoord.coordinator.model import conversion, leader_assignor, phases, quotas
 from groupcoord.coordinator.model.consumer_answer import ConsumerSettings, answer
 from groupcoord.coordinator.model.consumer_checks import owned_of, request_error
 from groupcoord.coordinator.model.consumer_group import LEAVE_EPOCH, STATIC_LEAVE_EPOCH, ConsumerGroup, ConsumerMember
@@ -47,7 +44,7 @@ from groupcoord.v1 import groupcoord_pb2 as pb
 __all__ = ["ConsumerGroups", "ConsumerSettings", "TIMER_KINDS"]
 
 log = logging.getLogger("groupcoord.consumer")
-TIMER_KINDS = frozenset({"c-session", "c-revoke", "c-assign"})
+TIMER_KINDS = frozenset({"c-session", "c-revoke", "c-assign", "c-leader"})
 
 
 class ConsumerGroups:
@@ -75,9 +72,7 @@ class ConsumerGroups:
         failure = self.m.check_group_id(request.group_id) or bounds
         classic = self.m.groups.get(request.group_id)
         if failure is None and classic is not None and (classic.members or classic.pending_members):
-            failure = error(pb.INCONSISTENT_GROUP_PROTOCOL, f"group {request.group_id!r} runs the classic protocol "
-                            f"({len(classic.members)} members); a consumer-protocol member cannot join it until it is "
-                            f"empty (converting a group is not built yet)")
+            failure = conversion.converting_join(self, out, classic, request, principal)
         if failure is None:
             if request.member_epoch == 0:
                 failure = self._join(out, request, token, host, principal)
@@ -96,7 +91,7 @@ class ConsumerGroups:
             return self._rejoin_static(out, group, request, token)
         if group is not None and request.member_id in group.members:  # a retried join: its state, in full
             return self._renewed(out, group, group.members[request.member_id], request, token)
-        failure = self._admission(group, request, assignor, principal)
+        failure = self.admission(group, request, assignor, principal)
         if failure is not None:
             return failure
         if group is None:
@@ -114,7 +109,7 @@ class ConsumerGroups:
         self._changed(out, group)
         return self._renewed(out, group, member, request, token)
 
-    def _admission(self, group: ConsumerGroup | None, request: pb.GroupHeartbeatRequest, assignor: str,
+    def admission(self, group: ConsumerGroup | None, request: pb.GroupHeartbeatRequest, assignor: str,
                    principal: str) -> pb.Error | None:
         """Why a new member may not join (None: it may)."""
         if group is not None and assignor != group.assignor:
@@ -207,6 +202,8 @@ class ConsumerGroups:
             member.metadata, member.info = request.metadata, None
             group.refresh(member)
             self._changed(out, group)
+        if request.HasField("target"):  # a leader's answer (``leader_assignor``)
+            leader_assignor.take_answer(self, out, group, member, request.target)
         return self._renewed(out, group, member, request, token)
 
     def _member(self, group: ConsumerGroup | None,
@@ -251,8 +248,9 @@ class ConsumerGroups:
             out.cancel(revoke_key)
         if after is not before:
             self._persist(out, group)
-        out.reply(token, group.group_id, answer(member, self.settings.heartbeat_interval_ms, request.member_epoch,
-                                                 owned))
+        response = answer(member, self.settings.heartbeat_interval_ms, request.member_epoch, owned)
+        leader_assignor.attach(group, member, response)
+        out.reply(token, group.group_id, response)
         return None
 
     # ------------------------------------------------------------------ changes and timers
@@ -279,23 +277,30 @@ class ConsumerGroups:
         group.orphans.update(group.target.pop(member.member_id, ()))
         out.cancel(TimerKey("c-session", group.group_id, member.member_id))
         out.cancel(TimerKey("c-revoke", group.group_id, member.member_id))
+        if conversion.should_downgrade(group, member):
+            conversion.downgrade(self, out, group)
+            return
         if group.members:
             self._changed(out, group)
             return
         del self.groups[group.group_id]  # nothing left to reconcile: the id is free for either protocol
-        self._last_assign.pop(group.group_id, None)
-        out.cancel(TimerKey("c-assign", group.group_id))
+        self.forget_assignments(out, group.group_id)
         classic = self.m.groups.get(group.group_id)
         if classic is not None:
             out.persist(classic)  # its record without the consumer part
             phases.expire_later(self.m, out, classic)  # deleted after the retention if nothing is left
 
+    def forget_assignments(self, out: Outbox, group_id: str) -> None:
+        """The group is no consumer group any more: no target to compute for it."""
+        self._last_assign.pop(group_id, None)
+        out.cancel(TimerKey("c-assign", group_id))
+
     def fire(self, out: Outbox, key: TimerKey) -> None:
         group = self.groups.get(key.group_id)
         if group is None:
             return
-        if key.kind == "c-assign":
-            self._start_target(out, group)
+        if key.kind in ("c-assign", "c-leader"):
+            self._start_target(out, group) if key.kind == "c-assign" else leader_assignor.timed_out(self, out, group)
             return
         member = group.members.get(key.member_id)
         if member is None:
@@ -325,6 +330,8 @@ class ConsumerGroups:
     def _start_target(self, out: Outbox, group: ConsumerGroup) -> None:
         if group.computing or group.target_epoch >= group.epoch:
             return
+        if leader_assignor.is_client(group.assignor):
+            return leader_assignor.ask(self, out, group)
         inputs, ids = inputs_of(group, self.m.groups.get(group.group_id)), set(group.members)
         group.computing = True
         self._last_assign[group.group_id] = self.m.clock.now()
@@ -378,15 +385,6 @@ class ConsumerGroups:
                 out.arm(TimerKey("c-revoke", group_id, member.member_id), member.rebalance_timeout_ms / 1000)
         if group.target_epoch < group.epoch:
             self._ask_target(out, group)
-
-    def refusal_for_classic(self, group_id: str) -> pb.Error | None:
-        """A classic JoinGroup into a group with consumer-protocol members: refused for now."""
-        group = self.groups.get(group_id)
-        if group is None or not group.members:
-            return None
-        return error(pb.INCONSISTENT_GROUP_PROTOCOL, f"group {group_id!r} runs the consumer protocol "
-                     f"({len(group.members)} members); a classic member cannot join it until it is empty "
-                     f"(converting a group is not built yet)")
 
     def held(self, group_id: str) -> dict[TaskReplica, str]:
         """Who holds each task replica of a group (tests, tools)."""

@@ -18,11 +18,21 @@ from groupcoord.coordinator.model.catalog_snapshot import CatalogSnapshot
 from groupcoord.coordinator.model.reconcile import MemberState, Reconciled
 from groupcoord.v1 import groupcoord_pb2 as pb
 
-__all__ = ["ConsumerGroup", "ConsumerMember", "LEAVE_EPOCH", "STATIC_LEAVE_EPOCH", "JOIN_EPOCH"]
+__all__ = ["ClassicTraits", "ConsumerGroup", "ConsumerMember", "LEAVE_EPOCH", "STATIC_LEAVE_EPOCH", "JOIN_EPOCH"]
 
 JOIN_EPOCH = 0
 LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2
+
+
+@dataclass(frozen=True, slots=True)
+class ClassicTraits:
+    """A classic-protocol member inside a consumer group (``coordinator.model.conversion``): what its
+    JoinGroup said that the consumer protocol has no field for, kept to answer it and to convert back."""
+
+    protocols: tuple[str, ...]
+    protocol_type: str
+    rebalance_protocols: tuple[str, ...]
 
 
 @dataclass(eq=False)
@@ -45,6 +55,7 @@ class ConsumerMember:
     lost_mark: float = 0.0
     last_seen: float = 0.0  # when the coordinator last heard from it (DescribeGroup)
     info: MemberInfo | None = None  # what the assignor sees of it, rebuilt when its metadata changes
+    classic: ClassicTraits | None = None  # set for a member speaking the classic protocol (a converted group)
 
     @property
     def epoch(self) -> int:
@@ -89,6 +100,14 @@ class ConsumerGroup:
     # the target's members gone since (``coordinator.model.consumer_target.target_for``)
     target_catalog: CatalogSnapshot | None = None
     orphans: set[TaskReplica] = field(default_factory=set)
+    classic_members: int = 0  # members speaking the classic protocol (a converted group), counted
+    # a "client:<name>" assignor (``coordinator.model.leader_assignor``): the leader, the request it is
+    # asked (and whether its answer carried it), a leader whose last answer failed, replica -> member
+    leader_id: str = ""
+    asked: pb.TargetRequest | None = None
+    asked_sent: bool = False
+    failed_leader: str = ""
+    target_index: dict[TaskReplica, str] | None = None
 
     def bump(self) -> None:
         """Something the assignor reads changed: a new group epoch (the target is now behind it)."""
@@ -96,6 +115,7 @@ class ConsumerGroup:
 
     def add(self, member: ConsumerMember) -> None:
         self.members[member.member_id] = member
+        self.classic_members += member.classic is not None
         if member.instance_id:
             self.static_members[member.instance_id] = member.member_id
         self.refresh(member)
@@ -109,6 +129,7 @@ class ConsumerGroup:
         """The member is gone: whatever it held is free for the next owner at once."""
         self.hold(member, Reconciled(MemberState.STABLE, member.epoch, frozenset()))
         del self.members[member.member_id]
+        self.classic_members -= member.classic is not None
         self.entries.pop(member.member_id, None)
         if member.instance_id and self.static_members.get(member.instance_id) == member.member_id:
             del self.static_members[member.instance_id]
@@ -159,5 +180,6 @@ class ConsumerGroup:
         if self.entry_of is not None:
             assert self.entries == {i: self.entry_of(m) for i, m in self.members.items()}, "stale record entries"
         assert self.target_epoch <= self.epoch
+        assert self.classic_members == sum(m.classic is not None for m in self.members.values())
         assert {i: m for i, m in self.static_members.items()} == {
             m.instance_id: m.member_id for m in self.members.values() if m.instance_id}

@@ -14,7 +14,7 @@ from typing import Any
 
 from groupcoord.assignors.base import TaskReplica
 from groupcoord.coordinator.model.catalog_snapshot import b64
-from groupcoord.coordinator.model.consumer_group import ConsumerGroup, ConsumerMember
+from groupcoord.coordinator.model.consumer_group import ClassicTraits, ConsumerGroup, ConsumerMember
 from groupcoord.coordinator.model.group import Group
 from groupcoord.coordinator.model.reconcile import MemberState, Reconciled
 from groupcoord.coordinator.model.records import group_to_record
@@ -33,13 +33,17 @@ def _tasks(pairs: Iterable[list[Any]]) -> frozenset[TaskReplica]:
 
 def member_entry(m: ConsumerMember) -> dict[str, object]:
     """One member's part of the record (kept per member by ``ConsumerGroup.refresh``)."""
-    return {
+    entry: dict[str, object] = {
         "member_id": m.member_id, "instance_id": m.instance_id, "client_id": m.client_id, "host": m.host,
         "principal": m.principal, "metadata": b64(m.metadata), "session_timeout_ms": m.session_timeout_ms,
         "rebalance_timeout_ms": m.rebalance_timeout_ms, "state": m.reconciled.state.value,
         "epoch": m.epoch, "previous_epoch": m.previous_epoch, "away": m.away,
         "assigned": _pairs(m.reconciled.assigned), "revoking": _pairs(m.reconciled.revoking),
     }
+    if m.classic is not None:  # a classic-protocol member of a converted group
+        entry["classic"] = {"protocols": list(m.classic.protocols), "protocol_type": m.classic.protocol_type,
+                            "rebalance_protocols": list(m.classic.rebalance_protocols)}
+    return entry
 
 
 def target_entry(group: ConsumerGroup) -> dict[str, list[list[Any]]]:
@@ -82,7 +86,8 @@ def consumer_from_record(group_id: str, record: Mapping[str, Any], catalog_versi
         member = ConsumerMember(
             member_id=m["member_id"], instance_id=m["instance_id"], client_id=m["client_id"], host=m["host"],
             principal=m["principal"], metadata=metadata, session_timeout_ms=m["session_timeout_ms"],
-            rebalance_timeout_ms=m["rebalance_timeout_ms"], away=m["away"], last_seen=now)
+            rebalance_timeout_ms=m["rebalance_timeout_ms"], away=m["away"], last_seen=now,
+            classic=_classic(m.get("classic")))
         member.reconciled = Reconciled(MemberState.STABLE, m["epoch"], frozenset())
         group.add(member)
         group.hold(member, Reconciled(MemberState(m["state"]), m["epoch"], _tasks(m["assigned"]),
@@ -90,6 +95,12 @@ def consumer_from_record(group_id: str, record: Mapping[str, Any], catalog_versi
         member.previous_epoch = m["previous_epoch"]
         group.refresh(member)
     return group
+
+
+def _classic(entry: Mapping[str, Any] | None) -> ClassicTraits | None:
+    if entry is None:
+        return None
+    return ClassicTraits(tuple(entry["protocols"]), entry["protocol_type"], tuple(entry["rebalance_protocols"]))
 
 
 def record_of(classic: Group, group: ConsumerGroup | None) -> dict[str, Any]:

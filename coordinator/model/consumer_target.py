@@ -58,7 +58,10 @@ class TargetInputs:
 
 
 def assignor_exists(name: str) -> bool:
-    """Whether ``name`` resolves to an assignor in this process (imports it on first use)."""
+    """Whether ``name`` resolves to an assignor in this process (imports it on first use); a leader-side
+    one, ``client:<name>``, runs on a member (``leader_assignor``): any name."""
+    if name.startswith("client:"):
+        return len(name) > len("client:")
     try:
         get_assignor(name)
     except UnknownAssignorError:

@@ -25,8 +25,9 @@ from groupcoord.coordinator.clock import Clock, SystemClock
 from groupcoord.coordinator.config import CoordinatorConfig
 from groupcoord.coordinator.model import admin, limits, phases
 from groupcoord.coordinator.model.assignment_check import AssignmentCheck, AssignmentInputs, inputs_of
+from groupcoord.coordinator.model.classic_members import classic_heartbeat, classic_join, classic_leave, classic_sync
 from groupcoord.coordinator.model.consumer import TIMER_KINDS, ConsumerGroups
-from groupcoord.coordinator.model.effects import ArmTimer, Effect, Outbox, Reply, TimerKey, Token, error, error_response
+from groupcoord.coordinator.model.effects import ArmTimer, Effect, Outbox, Reply, TimerKey, Token, error
 from groupcoord.coordinator.model.group import Group, Member
 from groupcoord.coordinator.model.join import handle_join
 from groupcoord.coordinator.model.membership import handle_heartbeat, handle_leave, handle_report_load, quick_heartbeat
@@ -93,10 +94,15 @@ class CoordinatorModel:
         return out.effects()
 
     def join(self, request: pb.JoinGroupRequest, token: Token, host: str = "", principal: str = "") -> list[Effect]:
-        refusal = self.consumer.refusal_for_classic(request.group_id)
-        if refusal is not None:
-            return [Reply(token, "", error_response(pb.JoinGroupResponse, refusal))]
+        if request.group_id in self.consumer.groups:  # a classic member of a consumer group
+            return self._classic_step(classic_join, request, token, host, principal)
         return self._step(handle_join, request, token, host, principal)
+
+    def _classic_step(self, handler: Callable[..., None], *args: Any) -> list[Effect]:
+        """A classic request for a consumer-protocol group: ``coordinator.model.classic_members``."""
+        out = Outbox(self.consumer.to_record)
+        handler(self.consumer, out, *args)
+        return out.effects()
 
     def group_heartbeat(self, request: pb.GroupHeartbeatRequest, token: Token, host: str = "",
                         principal: str = "", checked: Verdict | None = None) -> list[Effect]:
@@ -106,6 +112,8 @@ class CoordinatorModel:
         return out.effects()
 
     def sync(self, request: pb.SyncGroupRequest, token: Token, checked: AssignmentCheck | None = None) -> list[Effect]:
+        if request.group_id in self.consumer.groups:
+            return self._classic_step(classic_sync, request, token)
         return self._step(handle_sync, request, token, checked)
 
     def assignment_inputs(self, request: pb.SyncGroupRequest) -> AssignmentInputs | None:
@@ -118,6 +126,8 @@ class CoordinatorModel:
         return inputs_of(group, group.rebalance_protocol == RebalanceProtocol.COOPERATIVE)
 
     def heartbeat(self, request: pb.HeartbeatRequest, token: Token) -> list[Effect]:
+        if request.group_id in self.consumer.groups:
+            return self._classic_step(classic_heartbeat, request, token)
         return self._step(handle_heartbeat, request, token)
 
     def quick_heartbeat(self, request: pb.HeartbeatRequest) -> tuple[ArmTimer, pb.HeartbeatResponse] | None:
@@ -126,6 +136,8 @@ class CoordinatorModel:
         return quick_heartbeat(self, request)
 
     def leave(self, request: pb.LeaveGroupRequest, token: Token) -> list[Effect]:
+        if request.group_id in self.consumer.groups:
+            return self._classic_step(classic_leave, request, token)
         return self._step(handle_leave, request, token)
 
     def report_load(self, request: pb.ReportLoadRequest, token: Token, checked: Verdict | None = None) -> list[Effect]:

@@ -527,7 +527,7 @@ class TaskReplicaList(_message.Message):
     def __init__(self, tasks: _Optional[_Iterable[_Union[TaskReplica, _Mapping]]] = ...) -> None: ...
 
 class GroupHeartbeatRequest(_message.Message):
-    __slots__ = ("group_id", "member_id", "member_epoch", "instance_id", "metadata", "owned", "assignor", "rebalance_timeout_ms", "session_timeout_ms", "client_id")
+    __slots__ = ("group_id", "member_id", "member_epoch", "instance_id", "metadata", "owned", "assignor", "rebalance_timeout_ms", "session_timeout_ms", "client_id", "target")
     GROUP_ID_FIELD_NUMBER: _ClassVar[int]
     MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
     MEMBER_EPOCH_FIELD_NUMBER: _ClassVar[int]
@@ -538,6 +538,7 @@ class GroupHeartbeatRequest(_message.Message):
     REBALANCE_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     SESSION_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
     group_id: str
     member_id: str
     member_epoch: int
@@ -548,21 +549,48 @@ class GroupHeartbeatRequest(_message.Message):
     rebalance_timeout_ms: int
     session_timeout_ms: int
     client_id: str
-    def __init__(self, group_id: _Optional[str] = ..., member_id: _Optional[str] = ..., member_epoch: _Optional[int] = ..., instance_id: _Optional[str] = ..., metadata: _Optional[_Union[MemberMetadata, _Mapping]] = ..., owned: _Optional[_Union[TaskReplicaList, _Mapping]] = ..., assignor: _Optional[str] = ..., rebalance_timeout_ms: _Optional[int] = ..., session_timeout_ms: _Optional[int] = ..., client_id: _Optional[str] = ...) -> None: ...
+    target: TargetAnswer
+    def __init__(self, group_id: _Optional[str] = ..., member_id: _Optional[str] = ..., member_epoch: _Optional[int] = ..., instance_id: _Optional[str] = ..., metadata: _Optional[_Union[MemberMetadata, _Mapping]] = ..., owned: _Optional[_Union[TaskReplicaList, _Mapping]] = ..., assignor: _Optional[str] = ..., rebalance_timeout_ms: _Optional[int] = ..., session_timeout_ms: _Optional[int] = ..., client_id: _Optional[str] = ..., target: _Optional[_Union[TargetAnswer, _Mapping]] = ...) -> None: ...
+
+class TargetRequest(_message.Message):
+    __slots__ = ("group_epoch", "assignor", "members", "tasks", "load_snapshot")
+    GROUP_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNOR_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    LOAD_SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    group_epoch: int
+    assignor: str
+    members: _containers.RepeatedCompositeFieldContainer[GroupMember]
+    tasks: _containers.RepeatedCompositeFieldContainer[Task]
+    load_snapshot: LoadSnapshot
+    def __init__(self, group_epoch: _Optional[int] = ..., assignor: _Optional[str] = ..., members: _Optional[_Iterable[_Union[GroupMember, _Mapping]]] = ..., tasks: _Optional[_Iterable[_Union[Task, _Mapping]]] = ..., load_snapshot: _Optional[_Union[LoadSnapshot, _Mapping]] = ...) -> None: ...
+
+class TargetAnswer(_message.Message):
+    __slots__ = ("group_epoch", "assignments", "error")
+    GROUP_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNMENTS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    group_epoch: int
+    assignments: _containers.RepeatedCompositeFieldContainer[MemberAssignment]
+    error: str
+    def __init__(self, group_epoch: _Optional[int] = ..., assignments: _Optional[_Iterable[_Union[MemberAssignment, _Mapping]]] = ..., error: _Optional[str] = ...) -> None: ...
 
 class GroupHeartbeatResponse(_message.Message):
-    __slots__ = ("error", "member_id", "member_epoch", "heartbeat_interval_ms", "assignment")
+    __slots__ = ("error", "member_id", "member_epoch", "heartbeat_interval_ms", "assignment", "compute_target")
     ERROR_FIELD_NUMBER: _ClassVar[int]
     MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
     MEMBER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_INTERVAL_MS_FIELD_NUMBER: _ClassVar[int]
     ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
+    COMPUTE_TARGET_FIELD_NUMBER: _ClassVar[int]
     error: Error
     member_id: str
     member_epoch: int
     heartbeat_interval_ms: int
     assignment: TaskReplicaList
-    def __init__(self, error: _Optional[_Union[Error, _Mapping]] = ..., member_id: _Optional[str] = ..., member_epoch: _Optional[int] = ..., heartbeat_interval_ms: _Optional[int] = ..., assignment: _Optional[_Union[TaskReplicaList, _Mapping]] = ...) -> None: ...
+    compute_target: TargetRequest
+    def __init__(self, error: _Optional[_Union[Error, _Mapping]] = ..., member_id: _Optional[str] = ..., member_epoch: _Optional[int] = ..., heartbeat_interval_ms: _Optional[int] = ..., assignment: _Optional[_Union[TaskReplicaList, _Mapping]] = ..., compute_target: _Optional[_Union[TargetRequest, _Mapping]] = ...) -> None: ...
 
 class SessionRequest(_message.Message):
     __slots__ = ("tag", "join_group", "sync_group", "heartbeat", "leave_group", "report_load", "group_heartbeat")

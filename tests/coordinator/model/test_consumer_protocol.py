@@ -201,18 +201,24 @@ def test_catalog_edits_move_the_group_epoch_and_reach_the_members() -> None:
     assert set().union(*f.running().values()) == {TaskReplica("t2"), TaskReplica("t3")}
 
 
-def test_classic_and_consumer_members_do_not_mix_yet() -> None:
+def test_classic_members_join_a_consumer_group_as_classic_members_of_it() -> None:
+    """Mixing is test_conversion.py's subject; here: where each request goes, and what is refused."""
     f = fleet("a")
     f.join("a")
-    join = f.h.join(G)
-    assert join.code == pb.INCONSISTENT_GROUP_PROTOCOL and "consumer protocol" in join.response.error.message
+    join = f.h.join(G)  # a classic member of a consumer group: an id at once, no leader
+    assert join.code == pb.NONE and join.response.member_id and join.response.leader_id == ""
+    assert f.h.model.consumer.groups[G].classic_members == 1
     deleted = f.h.admin("delete_group", pb.DeleteGroupRequest(group_id=G))
     assert deleted.error.code == pb.NON_EMPTY_GROUP
     h = harness()
-    h.join_new("classic")
-    refused = heartbeat(h, pb.GroupHeartbeatRequest(group_id="classic", member_epoch=0, session_timeout_ms=6_000))
+    h.join("pending")  # only an id handed out: no member to convert
+    refused = heartbeat(h, pb.GroupHeartbeatRequest(group_id="pending", member_epoch=0, session_timeout_ms=6_000))
     assert refused.code == pb.INCONSISTENT_GROUP_PROTOCOL and "classic protocol" in refused.response.error.message
-    f.leave("a")  # the last consumer member gone: a classic member may have the group
+    h.join_new("classic")  # a classic group mid-rebalance converts only once Stable
+    refused = heartbeat(h, pb.GroupHeartbeatRequest(group_id="classic", member_epoch=0, session_timeout_ms=6_000))
+    assert refused.code == pb.REBALANCE_IN_PROGRESS and "only when Stable" in refused.response.error.message
+    f.leave("a")  # the last consumer member gone: the classic one has the group, back to classic
+    assert G not in f.h.model.consumer.groups and f.h.state(G) == "PreparingRebalance"
     assert f.h.join(G).code == pb.MEMBER_ID_REQUIRED
 
 

@@ -1,0 +1,249 @@
+"""Converting a running group between the protocols (Kafka 4's online upgrade and downgrade), in the
+model on a fake clock with every group's ``validate()`` after each step: a consumer-protocol member
+converts a Stable classic group, the classic members keep working inside it (answered from the
+target), the group converts back when its last consumer member leaves, no task runs on two members
+at any step, and refused conversions change nothing."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from groupcoord.assignors.base import TaskReplica
+from groupcoord.coordinator.config import CoordinatorConfig
+from groupcoord.coordinator.model.reconcile import MemberState
+from groupcoord.coordinator.storage.store import MemoryStore
+from groupcoord.coordinator.testing import Harness
+from groupcoord.v1 import groupcoord_pb2 as pb
+from tests.coordinator.model.classic_sim import ClassicFleet
+from tests.coordinator.model.consumer_sim import SESSION_MS, Fleet, G, heartbeat
+
+CATALOG = {TaskReplica(f"t{i}") for i in range(6)}
+
+
+class Mixed:
+    """A classic fleet and a consumer fleet on one harness, checked together at every step."""
+
+    def __init__(self, classic: str, consumer: str, *, cooperative: bool = False, store: MemoryStore | None = None,
+                 tasks: int = 6) -> None:
+        self.h = Harness(CoordinatorConfig(group_initial_rebalance_delay_ms=500), store=store)
+        assert self.h.put_tasks(G, *(f"t{i}" for i in range(tasks))) == pb.NONE
+        self.classic = ClassicFleet(self.h, classic, cooperative=cooperative)
+        self.consumer = Fleet(self.h, list(consumer))
+
+    def running(self) -> dict[str, set[TaskReplica]]:
+        return {**self.classic.running(), **self.consumer.running()}
+
+    def check(self) -> None:
+        seen: dict[TaskReplica, str] = {}
+        for name, tasks in self.running().items():
+            for task in tasks:
+                assert task not in seen, f"{task} run by {seen[task]} and {name} at once"
+                seen[task] = name
+
+    def form_classic(self) -> None:
+        for name in self.classic.members:
+            self.classic.join(name)
+        self.settle()
+        assert self.h.state(G) == "Stable"
+
+    def settle(self, rounds: int = 12) -> None:
+        for _ in range(rounds):
+            self.h.advance(0.3)
+            self.expire_silent()
+            for name in self.classic.members:
+                self.classic.step(name)
+                self.check()
+            for name, m in self.consumer.members.items():
+                if m.joined:
+                    self.consumer.beat(name)
+                    self.check()
+
+    def expire_silent(self) -> None:
+        """Members that heard nothing for a session stop by themselves (before anyone else acts)."""
+        self.consumer.expire_silent()
+        self.classic.expire_silent()
+
+    def all_run(self) -> set[TaskReplica]:
+        return set().union(*self.running().values())
+
+
+@pytest.mark.parametrize("cooperative", [False, True], ids=["eager", "cooperative"])
+def test_a_consumer_member_converts_a_stable_classic_group_and_both_kinds_run(cooperative: bool) -> None:
+    mx = Mixed("ab", "c", cooperative=cooperative)
+    mx.form_classic()
+    before = mx.running()
+    assert mx.all_run() == CATALOG and set(before) == {"a", "b"}
+    joined = mx.consumer.join("c")
+    assert joined.error.code == pb.NONE
+    group = mx.h.model.consumer.groups[G]
+    assert group.classic_members == 2 and len(group.members) == 3
+    assert mx.h.state(G) == "Empty" and not mx.h.group(G).members  # the classic record holds the catalog only
+    assert {group.members[mx.classic.members[n].member_id].epoch for n in "ab"} == {mx.classic.members["a"].generation}
+    mx.check()
+    mx.settle()
+    running = mx.running()
+    assert mx.all_run() == CATALOG and sorted(map(len, running.values())) == [2, 2, 2]
+    for name in "ab":  # classic members answered from the target, reconciled
+        member = group.members[mx.classic.members[name].member_id]
+        assert member.reconciled.state is MemberState.STABLE and member.epoch == group.target_epoch
+        assert member.reconciled.assigned == running[name]
+
+
+def test_the_group_converts_back_when_its_last_consumer_member_leaves() -> None:
+    mx = Mixed("ab", "c", cooperative=True)
+    mx.form_classic()
+    mx.consumer.join("c")
+    mx.settle()
+    assert len(mx.running()["c"]) == 2
+    left = mx.consumer.leave("c")
+    assert left.error.code == pb.NONE
+    assert G not in mx.h.model.consumer.groups
+    classic = mx.h.group(G)
+    assert mx.h.state(G) == "PreparingRebalance" and set(classic.members) == {
+        mx.classic.members[n].member_id for n in "ab"}
+    mx.settle()
+    assert mx.h.state(G) == "Stable" and mx.all_run() == CATALOG and set(mx.running()) == {"a", "b"}
+
+
+def test_a_converted_group_takes_new_classic_members_and_their_leaves() -> None:
+    mx = Mixed("abd", "c")
+    for name in "ab":
+        mx.classic.join(name)
+    mx.settle()
+    mx.consumer.join("c")
+    mx.settle()
+    mx.classic.join("d")  # a classic newcomer after the conversion: given an id at once, no leader
+    joined = mx.classic.members["d"]
+    assert joined.member_id and joined.member_id in mx.h.model.consumer.groups[G].members
+    mx.settle()
+    assert mx.all_run() == CATALOG and sorted(map(len, mx.running().values())) == [1, 1, 2, 2]
+    assert mx.classic.leave("a") == pb.NONE
+    mx.settle()
+    assert mx.all_run() == CATALOG and "a" not in mx.running()
+
+
+def test_a_silent_classic_member_of_a_converted_group_is_removed_after_its_session() -> None:
+    mx = Mixed("ab", "c")
+    mx.form_classic()
+    mx.consumer.join("c")
+    mx.settle()
+    silent = mx.classic.members["b"]
+    group = mx.h.model.consumer.groups[G]
+    for _ in range(30):  # b stops heartbeating; the others go on
+        mx.h.advance(0.3)
+        mx.classic.step("a")
+        mx.consumer.beat("c")
+        mx.classic.expire_silent()
+        mx.check()
+    assert silent.member_id == "" and len(group.members) == 2
+    mx.settle()
+    assert mx.all_run() == CATALOG
+
+
+def test_conversion_is_refused_while_the_classic_group_rebalances_and_nothing_changes() -> None:
+    mx = Mixed("ab", "c")
+    mx.form_classic()
+    mx.classic.join("a")  # a re-joins: the group prepares a rebalance, a's join is held
+    assert mx.h.state(G) == "PreparingRebalance"
+    refused = mx.consumer.join("c")
+    assert refused.error.code == pb.REBALANCE_IN_PROGRESS and "only when Stable" in refused.error.message
+    assert G not in mx.h.model.consumer.groups and len(mx.h.group(G).members) == 2
+    mx.settle()
+    assert mx.consumer.join("c").error.code == pb.NONE  # Stable again: now it converts
+
+
+@pytest.mark.parametrize(("fields", "code", "words"), [
+    ({"assignor": "no-such-assignor"}, pb.UNSUPPORTED_ASSIGNOR, "no-such-assignor"),
+    ({"session_timeout_ms": 10}, pb.INVALID_SESSION_TIMEOUT, "session_timeout_ms"),
+    ({"member_epoch": 3, "member_id": "m"}, pb.INCONSISTENT_GROUP_PROTOCOL, "classic protocol"),
+])
+def test_a_refused_conversion_leaves_the_classic_group_as_it_was(fields: dict[str, object], code: int,
+                                                                   words: str) -> None:
+    mx = Mixed("ab", "")
+    mx.form_classic()
+    generation = mx.h.group(G).generation
+    request = pb.GroupHeartbeatRequest(group_id=G, member_epoch=0, session_timeout_ms=SESSION_MS)
+    for key, value in fields.items():
+        setattr(request, key, value)
+    refused = heartbeat(mx.h, request)
+    assert refused.code == code and words in refused.response.error.message
+    assert G not in mx.h.model.consumer.groups
+    assert mx.h.state(G) == "Stable" and mx.h.group(G).generation == generation and len(mx.h.group(G).members) == 2
+
+
+def test_bad_classic_requests_in_a_converted_group_get_clear_errors() -> None:
+    mx = Mixed("ab", "c")
+    mx.form_classic()
+    mx.consumer.join("c")
+    a, c = mx.classic.members["a"], mx.consumer.members["c"]
+    assert mx.h.heartbeat(G, a.member_id, a.generation + 7) == pb.ILLEGAL_GENERATION
+    assert mx.h.heartbeat(G, "nobody", 1) == pb.UNKNOWN_MEMBER_ID
+    assert mx.h.heartbeat(G, c.member_id, c.epoch) == pb.INCONSISTENT_GROUP_PROTOCOL
+    assert mx.h.sync(G, a.member_id, a.generation + 1).code == pb.ILLEGAL_GENERATION
+    short = mx.h.join(G, a.member_id, session_timeout_ms=10)
+    assert short.code == pb.INVALID_SESSION_TIMEOUT and "session_timeout_ms" in short.response.error.message
+    assert mx.h.join(G, "forged-id").code == pb.UNKNOWN_MEMBER_ID
+    none = mx.h.join(G, a.member_id, protocols=())
+    assert none.code == pb.INCONSISTENT_GROUP_PROTOCOL
+    group = mx.h.model.consumer.groups[G]
+    assert len(group.members) == 3 and group.classic_members == 2  # nothing joined, nothing lost
+
+
+def test_a_converted_group_survives_a_restart_with_its_classic_members() -> None:
+    store = MemoryStore()
+    mx = Mixed("ab", "c", store=store, cooperative=True)
+    mx.form_classic()
+    mx.consumer.join("c")
+    mx.settle()
+    again = Harness(CoordinatorConfig(), store=store)
+    assert again.runtime.load() == 1
+    group = again.model.consumer.groups[G]
+    assert group.classic_members == 2
+    a = group.members[mx.classic.members["a"].member_id]
+    assert a.classic is not None and a.classic.rebalance_protocols == ("cooperative",)
+    assert a.reconciled.assigned == mx.running()["a"]
+    mx.h = mx.classic.h = mx.consumer.h = again  # the members go on against the new process
+    assert again.heartbeat(G, mx.classic.members["b"].member_id, mx.classic.members["b"].generation) == pb.NONE
+    mx.consumer.leave("c")  # and the group converts back there
+    mx.settle()
+    assert again.state(G) == "Stable" and mx.all_run() == CATALOG
+
+
+EVENTS = st.lists(st.tuples(st.sampled_from(["step", "join", "leave", "silent", "wait"]),
+                            st.sampled_from("abcd")), min_size=10, max_size=60)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(events=EVENTS, cooperative=st.booleans())
+def test_no_task_is_run_by_two_members_across_conversions(events: list[tuple[str, str]], cooperative: bool) -> None:
+    """Classic members a, b; consumer members c, d, joining and leaving in any order (each join of
+    the first converts, each last leave converts back), silent members, time passing."""
+    mx = Mixed("ab", "cd", cooperative=cooperative)
+    mx.form_classic()
+    for what, name in events:
+        is_consumer = name in mx.consumer.members
+        if what == "wait":
+            mx.h.advance(2.5)
+            mx.expire_silent()
+        elif what == "silent":
+            mx.h.advance(0.4)
+            mx.expire_silent()
+        elif is_consumer and what == "join" and not mx.consumer.members[name].joined:
+            mx.consumer.join(name)
+        elif is_consumer and what == "leave" and mx.consumer.members[name].joined:
+            mx.consumer.leave(name)
+        elif is_consumer and mx.consumer.members[name].joined:
+            mx.consumer.beat(name)
+        elif not is_consumer and what == "leave" and mx.classic.members[name].in_group:
+            mx.classic.leave(name)
+        elif not is_consumer and what == "join" and mx.classic.members[name].gone:
+            mx.classic.join(name)
+        elif not is_consumer:
+            mx.classic.step(name)
+        mx.check()
+    mx.settle(rounds=20)
+    if any(m.joined for m in mx.consumer.members.values()) or any(
+            m.in_group or m.pending for m in mx.classic.members.values()):
+        assert mx.all_run() == CATALOG, mx.running()
