@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from groupcoord.assignors.base import TaskReplica
 from groupcoord.coordinator.model import limits
 from groupcoord.coordinator.model.consumer_group import ClassicTraits, ConsumerGroup, ConsumerMember
-from groupcoord.coordinator.model.conversion import COOPERATIVE
+from groupcoord.coordinator.model.conversion import COOPERATIVE, EAGER
 from groupcoord.coordinator.model.effects import Outbox, TimerKey, Token, error
 from groupcoord.coordinator.model.reconcile import MemberState, Reconciled, reconcile
 from groupcoord.v1 import groupcoord_pb2 as pb
@@ -115,7 +115,7 @@ def _join_answer(member: ConsumerMember) -> pb.JoinGroupResponse:
     return pb.JoinGroupResponse(
         error=error(pb.NONE), generation=member.epoch, protocol=traits.protocols[0],
         protocol_type=traits.protocol_type, leader_id="", member_id=member.member_id,
-        rebalance_protocol=COOPERATIVE if COOPERATIVE in traits.rebalance_protocols else "eager")
+        rebalance_protocol=COOPERATIVE if COOPERATIVE in traits.rebalance_protocols else EAGER)
 
 
 def classic_join(cg: ConsumerGroups, out: Outbox, request: pb.JoinGroupRequest, token: Token, host: str,

@@ -30,7 +30,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from groupcoord.assignors.base import TaskReplica
+from groupcoord.assignors.base import RebalanceProtocol, TaskReplica
 from groupcoord.coordinator.model import phases
 from groupcoord.coordinator.model.consumer_group import ClassicTraits, ConsumerGroup, ConsumerMember
 from groupcoord.coordinator.model.consumer_records import member_entry
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 __all__ = ["converting_join", "upgrade_refusal", "upgrade", "downgrade", "should_downgrade", "COOPERATIVE"]
 
 log = logging.getLogger("groupcoord.consumer")
-COOPERATIVE = "cooperative"
+EAGER, COOPERATIVE = RebalanceProtocol.EAGER, RebalanceProtocol.COOPERATIVE
 Held = dict[str, tuple[frozenset[TaskReplica], frozenset[TaskReplica]]]
 
 
@@ -178,7 +178,7 @@ def downgrade(cg: ConsumerGroups, out: Outbox, group: ConsumerGroup) -> None:
         phases.arm_session(m, out, classic, member)
     classic.owners = owners
     classic.rebalance_protocol = COOPERATIVE if all(
-        COOPERATIVE in mb.rebalance_protocols for mb in classic.members.values()) else "eager"
+        COOPERATIVE in mb.rebalance_protocols for mb in classic.members.values()) else EAGER
     del cg.groups[gid]
     cg.forget_assignments(out, gid)
     log.info("group %s: converted back to the classic protocol at generation %d (%d members)", gid,

@@ -193,4 +193,4 @@ def _fall_back(cg: ConsumerGroups, out: Outbox, group: ConsumerGroup, why: str) 
     group.computing, group.target_index = True, None  # a whole new target: the index is rebuilt on next use
     cg._last_assign[group.group_id] = cg.m.clock.now()
     out.offload(lambda: check_target(compute_target(inputs), ids, catalog),
-                lambda result: cg._install(group, inputs.epoch, result))
+                lambda result: cg._install(group, inputs, result))  # a full pass: no basis
