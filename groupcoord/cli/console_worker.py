@@ -55,7 +55,6 @@ class JsonLinesListener:
 
 
 def _config(args: argparse.Namespace) -> WorkerConfig:
-    names = tuple(a.strip() for a in (args.assignor or "round-robin").split(",") if a.strip())
     consumer = args.protocol == "consumer"
     try:
         config = WorkerConfig(
@@ -63,9 +62,8 @@ def _config(args: argparse.Namespace) -> WorkerConfig:
             coordinators=args.coordinator,
             client_id=args.name,
             protocol=args.protocol,
-            # the consumer protocol's assignor runs on the coordinator: named only when asked for
-            server_assignor=names[0] if consumer and args.assignor else "",
-            assignors=names,
+            server_assignor=args.server_assignor,  # the consumer protocol's: the coordinator checks the name
+            assignors=tuple(a.strip() for a in args.assignor.split(",") if a.strip()),
             session_timeout_ms=args.session_timeout_ms,
             heartbeat_interval_ms=args.heartbeat_interval_ms,
             rebalance_timeout_ms=args.rebalance_timeout_ms,
@@ -80,7 +78,7 @@ def _config(args: argparse.Namespace) -> WorkerConfig:
             token_file=args.token_file,
         )
         config.security.check(config.coordinators)
-        for name in () if consumer else config.assignors:  # the coordinator checks its own assignor's name
+        for name in () if consumer else config.assignors:  # the consumer protocol assigns on the coordinator
             get_assignor(name)
     except (ValueError, UnknownAssignorError) as error:
         raise UsageError(str(error)) from None
