@@ -100,6 +100,24 @@ class AsyncTransport:
         await self._raise_for(response.error)
         return response
 
+    async def group_heartbeat(self, request: pb.GroupHeartbeatRequest, timeout: float) -> pb.GroupHeartbeatResponse:
+        response: pb.GroupHeartbeatResponse = await self._call("GroupHeartbeat", request, timeout)
+        await self._raise_for(response.error, member_id=response.member_id or request.member_id)
+        return response
+
+    async def group_leave(self, request: pb.GroupHeartbeatRequest, timeout: float) -> bool:
+        """A GroupHeartbeat with epoch -1 or -2: best effort; never raises (but a cancellation)."""
+        try:
+            response: pb.GroupHeartbeatResponse = await (await self._stubs())[0].GroupHeartbeat(
+                request, timeout=timeout, metadata=self._metadata)
+        except grpc.RpcError as error:
+            log.info("%s: could not leave at %s: %s", self._name, self.address, describe_rpc_error(error))
+            return False
+        if response.error.code != pb.NONE:
+            log.info("%s: leave: %s", self._name, response.error.message)
+            return False
+        return True
+
     async def leave_group(self, request: pb.LeaveGroupRequest, timeout: float) -> bool:
         """Best effort: True when the coordinator took it; never raises (but a cancellation)."""
         try:

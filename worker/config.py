@@ -5,12 +5,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Literal, get_args
 
 from groupcoord.addresses import parse_addresses
 from groupcoord.assignors.base import RebalanceProtocol
 from groupcoord.channels import ClientSecurity
 
-__all__ = ["WorkerConfig", "parse_addresses"]
+__all__ = ["GROUP_PROTOCOLS", "GroupProtocol", "WorkerConfig", "parse_addresses"]
+
+GroupProtocol = Literal["classic", "consumer"]
+"""The group protocols a worker speaks: the classic JoinGroup/SyncGroup/Heartbeat, or the consumer
+protocol's one GroupHeartbeat (KIP-848's shape, docs/protocols.md)."""
+GROUP_PROTOCOLS: tuple[str, ...] = get_args(GroupProtocol)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -29,6 +35,13 @@ class WorkerConfig:
     """Static membership (KIP-345): a name for this process that survives its restarts, unique in
     the group. Restarted within the session timeout, it gets its tasks back without a rebalance;
     on close it does not leave the group (its session timeout decides) unless asked to."""
+    protocol: GroupProtocol = "classic"
+    """The group protocol: "classic" (JoinGroup, SyncGroup, Heartbeat; a leader worker assigns) or
+    "consumer" (one GroupHeartbeat; the coordinator assigns and moves tasks member by member, with no
+    group-wide barrier). Every member of a group speaks the same one."""
+    server_assignor: str = ""
+    """Consumer protocol only: the coordinator-side assignor to ask for by name ("": the coordinator's
+    default, sticky); every member of a group names the same one. The classic protocol uses ``assignors``."""
     protocol_type: str = ""
     """The kind of group (e.g. the service's name): every member of a group must give the same one."""
     rebalance_protocol: str = RebalanceProtocol.EAGER.value
@@ -43,7 +56,9 @@ class WorkerConfig:
     """How long the coordinator waits for this member to re-join (and sync) in a rebalance before
     removing it (ms)."""
     heartbeat_interval_ms: int = 3_000
-    """Time between heartbeats (and load reports) in Stable; less than the session timeout (ms)."""
+    """Time between heartbeats (and load reports) in Stable; less than the session timeout (ms). The
+    consumer protocol heartbeats at the interval each answer of the coordinator sets (this is used only
+    until the first answer)."""
     retry_backoff_ms: int = 100
     """First retry backoff after a failed join, sync or call; doubles with jitter (ms)."""
     retry_backoff_max_ms: int = 10_000
@@ -96,6 +111,8 @@ class WorkerConfig:
         if self.rebalance_protocol not in tuple(RebalanceProtocol):
             names = " or ".join(repr(p.value) for p in RebalanceProtocol)
             raise ValueError(f"rebalance_protocol must be {names}, not {self.rebalance_protocol!r}")
+        if self.protocol not in GROUP_PROTOCOLS:
+            raise ValueError(f"protocol must be one of {', '.join(map(repr, GROUP_PROTOCOLS))}, not {self.protocol!r}")
         if not self.capacity > 0:
             raise ValueError("capacity must be > 0")
         self.security  # noqa: B018 - checks the TLS options go together

@@ -24,7 +24,10 @@ class WorkerClosedError(RuntimeError):
     """The client was closed, or stopped on a fatal error (see ``fatal_error``)."""
 
 
-Method = Literal["join_group", "sync_group", "heartbeat", "report_load", "describe_group", "leave_group"]
+Method = Literal["join_group", "sync_group", "heartbeat", "report_load", "describe_group", "leave_group",
+                 "group_heartbeat", "group_leave"]
+"""The transport's calls; ``group_heartbeat`` and ``group_leave`` are the consumer protocol's GroupHeartbeat
+(a leave, -1 or -2, is best effort like ``leave_group``: it answers True or False and never raises)."""
 
 
 @dataclass(frozen=True)

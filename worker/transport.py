@@ -233,6 +233,24 @@ class Transport:
         self._raise_for(response.error)
         return response
 
+    def group_heartbeat(self, request: pb.GroupHeartbeatRequest, timeout: float) -> pb.GroupHeartbeatResponse:
+        """The consumer protocol's one call (join, heartbeat); its error code raised as the classic calls' are."""
+        response: pb.GroupHeartbeatResponse = self._call("GroupHeartbeat", request, timeout)
+        self._raise_for(response.error, member_id=response.member_id or request.member_id)
+        return response
+
+    def group_leave(self, request: pb.GroupHeartbeatRequest, timeout: float) -> bool:
+        """A GroupHeartbeat with epoch -1 or -2: best effort, also after ``abort()``; never raises."""
+        try:
+            response: pb.GroupHeartbeatResponse = self._stubs()[0].GroupHeartbeat(request, timeout=timeout)
+        except grpc.RpcError as error:
+            log.info("%s: could not leave at %s: %s", self._name, self.address, describe_rpc_error(error))
+            return False
+        if response.error.code != pb.NONE:
+            log.info("%s: leave: %s", self._name, response.error.message)
+            return False
+        return True
+
     def leave_group(self, request: pb.LeaveGroupRequest, timeout: float) -> bool:
         """Best effort, also after ``abort()``: True when the coordinator took it; never raises."""
         try:

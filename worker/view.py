@@ -4,19 +4,23 @@ core's construction with its metrics and wake-up, the transport's settings."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry
 
-from groupcoord.assignors.base import RebalanceProtocol, TaskReplica
+from groupcoord.assignors.base import TaskReplica
 from groupcoord.worker.config import WorkerConfig
+from groupcoord.worker.consumer_member import ConsumerMember
 from groupcoord.worker.leader import AssignorLookup
 from groupcoord.worker.member import Member
 from groupcoord.worker.metrics import watch_worker
 from groupcoord.worker.states import WorkerState
 
 __all__ = ["MemberView", "transport_settings"]
+
+log = logging.getLogger("groupcoord.worker")
 
 
 class _Routed(Protocol):
@@ -40,7 +44,7 @@ class MemberView:
     """Read-only properties over the member core (``_member``) the client drives and its transport."""
 
     config: WorkerConfig
-    _member: Member
+    _member: Member | ConsumerMember
     _transport: _Routed
 
     def _make_member(self, config: WorkerConfig, *, assignor_lookup: AssignorLookup, monotonic: Callable[[], float],
@@ -56,6 +60,13 @@ class MemberView:
             wake()
 
         transport = self._transport
+        if config.protocol == "consumer":  # the coordinator assigns: no assignor lookup, no leader's load re-check
+            if load_reports:
+                log.warning("%s: load reports are not sent in the consumer protocol (yet): the load reporter is "
+                            "not called", config.client_id)
+            self._member = ConsumerMember(config, monotonic=monotonic, on_change=changed, on_tasks=on_tasks,
+                                          where=lambda: transport.address)
+            return
         self._member = Member(config, assignor_lookup=assignor_lookup, monotonic=monotonic, on_change=changed,
                               on_tasks=on_tasks, where=lambda: transport.address, load_reports=load_reports)
 
@@ -109,6 +120,7 @@ class MemberView:
         return self._member.tasks.assigned
 
     @property
-    def rebalance_protocol(self) -> RebalanceProtocol:
-        """How the current generation rebalances."""
+    def rebalance_protocol(self) -> str:
+        """How the current generation rebalances: a ``RebalanceProtocol`` ("eager", "cooperative"), or
+        "consumer" in that protocol."""
         return self._member.session.rebalance_protocol

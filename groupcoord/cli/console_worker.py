@@ -55,11 +55,14 @@ class JsonLinesListener:
 
 
 def _config(args: argparse.Namespace) -> WorkerConfig:
+    consumer = args.protocol == "consumer"
     try:
         config = WorkerConfig(
             group_id=resolve_group(args),
             coordinators=args.coordinator,
             client_id=args.name,
+            protocol=args.protocol,
+            server_assignor=args.server_assignor,  # the consumer protocol's: the coordinator checks the name
             assignors=tuple(a.strip() for a in args.assignor.split(",") if a.strip()),
             session_timeout_ms=args.session_timeout_ms,
             heartbeat_interval_ms=args.heartbeat_interval_ms,
@@ -75,7 +78,7 @@ def _config(args: argparse.Namespace) -> WorkerConfig:
             token_file=args.token_file,
         )
         config.security.check(config.coordinators)
-        for name in config.assignors:
+        for name in () if consumer else config.assignors:  # the consumer protocol assigns on the coordinator
             get_assignor(name)
     except (ValueError, UnknownAssignorError) as error:
         raise UsageError(str(error)) from None

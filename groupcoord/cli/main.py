@@ -166,8 +166,14 @@ def _add_worker(sub: Any) -> None:
                         help="time between heartbeats (below a third of the session timeout)")
     worker.add_argument("--rebalance-timeout-ms", type=positive_int, default=60_000,
                         help="how long a rebalance waits for this worker to re-join")
+    worker.add_argument("--protocol", default="classic",
+                        help="group protocol: classic (default; JoinGroup/SyncGroup, a leader worker assigns) or consumer "
+                             "(one GroupHeartbeat, the coordinator assigns, no group-wide barrier)")
     worker.add_argument("--assignor", default="round-robin",
                         help="assignor name(s) this worker supports, most preferred first (comma-separated)")
+    worker.add_argument("--server-assignor", default="",
+                        help="with --protocol consumer: the assignor the coordinator runs for the group, by name "
+                             "(none: the coordinator's default, sticky)")
     worker.add_argument("--rack", default="", help="the worker's rack, for rack-aware assignors (default: none)")
     worker.add_argument("--pool", default="", help="the worker's resource pool: it gets only that pool's tasks "
                                                    "(default: none)")
