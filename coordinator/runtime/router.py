@@ -22,15 +22,12 @@ from groupcoord.coordinator.clock import Clock
 from groupcoord.coordinator.config import CoordinatorConfig
 from groupcoord.coordinator.model.group import Group
 from groupcoord.coordinator.runtime import discovery
-from groupcoord.coordinator.runtime.byte_budget import ByteBudget
-from groupcoord.coordinator.runtime.checkers import CheckerPool
 from groupcoord.coordinator.runtime.discovery import ClusterView, OfficeView
-from groupcoord.coordinator.runtime.lag import LagMonitor
-from groupcoord.coordinator.runtime.metrics import CoordinatorMetrics, ShardCollector, ShardFigures
+from groupcoord.coordinator.runtime.metrics import ShardCollector, ShardFigures
 from groupcoord.coordinator.runtime.office import Office, Standalone
 from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime, SampleSink
 from groupcoord.coordinator.runtime.shard_map import shard_of
-from groupcoord.coordinator.runtime.shared import ProcessParts
+from groupcoord.coordinator.runtime.shared import ProcessParts, WithProcessParts
 from groupcoord.coordinator.runtime.writers import ThreadWriter
 from groupcoord.coordinator.storage.store import GroupStore
 from groupcoord.v1 import groupcoord_pb2 as pb
@@ -38,7 +35,7 @@ from groupcoord.v1 import groupcoord_pb2 as pb
 __all__ = ["ClusterView", "ShardRouter", "as_router"]
 
 
-class ShardRouter:
+class ShardRouter(WithProcessParts):
     """Routes each group to its shard's runtime; answers the questions about the whole process."""
 
     def __init__(self, runtimes: Sequence[CoordinatorRuntime], *, view: ClusterView | None = None) -> None:
@@ -74,32 +71,6 @@ class ShardRouter:
                                        label=f"shard {shard}: ", account_of=account_of)
                     for shard, (office, store) in enumerate(zip(offices, stores, strict=True))]
         return cls(runtimes, view=view)
-
-    # ------------------------------------------------------------------ the process's parts
-
-    @property
-    def config(self) -> CoordinatorConfig:
-        return self.parts.config
-
-    @property
-    def clock(self) -> Clock:
-        return self.parts.clock
-
-    @property
-    def checkers(self) -> CheckerPool:
-        return self.parts.checkers
-
-    @property
-    def lag(self) -> LagMonitor:
-        return self.parts.lag
-
-    @property
-    def metrics(self) -> CoordinatorMetrics:
-        return self.parts.metrics
-
-    @property
-    def large_requests(self) -> ByteBudget:
-        return self.parts.large_requests
 
     # ------------------------------------------------------------------ routing
 

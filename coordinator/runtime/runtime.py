@@ -48,14 +48,10 @@ from groupcoord.coordinator.model.effects import (
 )
 from groupcoord.coordinator.model.group import Group
 from groupcoord.coordinator.model.model import CoordinatorModel
-from groupcoord.coordinator.runtime.byte_budget import ByteBudget
-from groupcoord.coordinator.runtime.checkers import CheckerPool
 from groupcoord.coordinator.runtime.heap import BULK_EFFECTS, in_bulk, pace_collector
-from groupcoord.coordinator.runtime.lag import LagMonitor
-from groupcoord.coordinator.runtime.metrics import CoordinatorMetrics
 from groupcoord.coordinator.runtime.office import HandOver, Office
 from groupcoord.coordinator.runtime.replies import Answer, Replies
-from groupcoord.coordinator.runtime.shared import ProcessParts
+from groupcoord.coordinator.runtime.shared import ProcessParts, WithProcessParts
 from groupcoord.coordinator.runtime.terms import Terms
 from groupcoord.coordinator.runtime.timers import TimerQueue
 from groupcoord.coordinator.runtime.watchers import GroupWatcher
@@ -75,7 +71,7 @@ class SampleSink(Protocol):
     def __call__(self, group_id: str, member_id: str, report: pb.LoadReport) -> None: ...
 
 
-class CoordinatorRuntime:
+class CoordinatorRuntime(WithProcessParts):
     """A ``CoordinatorModel`` with its store, timers, waiting requests and office."""
 
     def __init__(
@@ -112,31 +108,7 @@ class CoordinatorRuntime:
                            wall_ms=parts.clock.wall_ms)
         self.watchers: list[GroupWatcher] = []  # told of changes and unloads (the Session streams' news)
 
-    # ------------------------------------------------------------------ parts (read-only)
-
-    @property
-    def config(self) -> CoordinatorConfig:
-        return self.parts.config
-
-    @property
-    def clock(self) -> Clock:
-        return self.parts.clock
-
-    @property
-    def lag(self) -> LagMonitor:
-        return self.parts.lag
-
-    @property
-    def checkers(self) -> CheckerPool:
-        return self.parts.checkers
-
-    @property
-    def metrics(self) -> CoordinatorMetrics:
-        return self.parts.metrics
-
-    @property
-    def large_requests(self) -> ByteBudget:
-        return self.parts.large_requests
+    # ------------------------------------------------------------------ its parts (config, clock, ...: ``WithProcessParts``)
 
     @property
     def store(self) -> GroupStore:

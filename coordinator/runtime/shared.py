@@ -16,7 +16,7 @@ from groupcoord.coordinator.runtime.checkers import CheckerPool
 from groupcoord.coordinator.runtime.lag import LagMonitor, lag_monitor_for
 from groupcoord.coordinator.runtime.metrics import CoordinatorMetrics
 
-__all__ = ["ProcessParts"]
+__all__ = ["ProcessParts", "WithProcessParts"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -36,3 +36,33 @@ class ProcessParts:
         clock = clock or SystemClock()
         return cls(config=config, clock=clock, lag=lag_monitor_for(clock), checkers=CheckerPool(),
                    metrics=CoordinatorMetrics(), large_requests=ByteBudget(config.max_request_bytes_in_flight))
+
+
+class WithProcessParts:
+    """The process's parts read as attributes of their holder (a runtime, or the router of several)."""
+
+    parts: ProcessParts
+
+    @property
+    def config(self) -> CoordinatorConfig:
+        return self.parts.config
+
+    @property
+    def clock(self) -> Clock:
+        return self.parts.clock
+
+    @property
+    def lag(self) -> LagMonitor:
+        return self.parts.lag
+
+    @property
+    def checkers(self) -> CheckerPool:
+        return self.parts.checkers
+
+    @property
+    def metrics(self) -> CoordinatorMetrics:
+        return self.parts.metrics
+
+    @property
+    def large_requests(self) -> ByteBudget:
+        return self.parts.large_requests
