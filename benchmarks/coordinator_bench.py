@@ -669,21 +669,22 @@ def bench_rebalance(sizes: list[int], processes: int | None = None, rate: float 
                "noop_us": noop_us, "floor": row["calls"] * noop_us / 1e6}
 
 
-def model_rebalance(members: int, profile: Any = None) -> dict[str, float]:
+def model_rebalance(members: int, profile: Any = None, tasks: int | None = None) -> dict[str, float]:
     """The coordinator's own share of a rebalance (no network): a Stable group of ``members`` over
     10·N tasks, one more joins, every member heartbeats (told to re-join), re-joins and syncs, the
     followers first, then the leader with a round-robin assignment. Every request goes through the
     runtime as the server's would (effects carried out, metrics observed, records written inline).
     ``coordinator`` is the time in the runtime; ``leader`` the leader's own work (its context, the
     assignor, its SyncGroup), timed apart; the answer sizes are the leader's JoinGroup answer and its
-    SyncGroup request. ``profile``: a ``cProfile.Profile`` enabled in the coordinator's parts only."""
+    SyncGroup request. ``profile``: a ``cProfile.Profile`` enabled in the coordinator's parts only;
+    ``tasks``: another catalog size (benchmarks/protocol_bench.py)."""
     from groupcoord.assignors.registry import get_assignor
     from groupcoord.coordinator.runtime.heap import pace_collector
     from groupcoord.wire import context_from_join, sync_request_from_assignment
 
     pace_collector()  # as a server's runtime does when it attaches to its loop
     runtime = bench_runtime()
-    ids = _form_group_in_model(runtime, members, tasks=10 * members)
+    ids = _form_group_in_model(runtime, members, tasks=10 * members if tasks is None else tasks)
     generation = runtime.groups[GROUP].generation
 
     def join_request(member_id: str) -> pb.JoinGroupRequest:

@@ -26,6 +26,7 @@ BENCHMARKS = {
     "downtime": "downtime_bench.py",  # task downtime: rolling restart, scale-out; eager vs cooperative (issue 12)
     "worker_footprint": "worker_footprint_bench.py",  # CPU and memory: threaded vs asyncio client, 1, 100 and 1,000 members (issues 24, 27)
     "scale": "scale_bench.py",  # 1 vs 2 sharded coordinators' capacity, shard move and failover times (issue 23)
+    "protocol": "protocol_bench.py",  # one member joins a group of 1,000 / 10,000: classic vs consumer protocol (issue 34)
     "election_sim": "election_sim.py",  # 100 coordinators, 1,024 shards on one ZooKeeper: failover, reads, CPU (issue 37)
     "stream": "stream_bench.py",  # unary vs Session stream: members per process, joins of 1,000/10,000 (issue 35)
 }

@@ -151,7 +151,9 @@ def test_mixed_clients_share_a_catalog_and_no_task_runs_twice(consumer_server: S
     finally:
         fleet.note("end")
         stop_processes(fleet.procs.values())
-    report = check(OwnershipLog.read(log), session_s=SESSION_MS / 1000, rebalance_timeout_s=10,
+    # the coordinator extends sessions by the time its own loop lost (a loaded machine): so may the gaps
+    lost = consumer_server.runtime.lag.lost()
+    report = check(OwnershipLog.read(log), session_s=SESSION_MS / 1000, rebalance_timeout_s=10 + lost,
                    heartbeat_s=HEARTBEAT_MS / 1000)
     assert report.violations == [], "\n".join(report.violations)
     overlaps = [o for o in report.overlaps if o.allowed]

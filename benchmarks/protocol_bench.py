@@ -1,0 +1,234 @@
+"""Classic vs consumer protocol: one member joining a Stable group, side by side in one run (issue 34).
+
+    python benchmarks/protocol_bench.py [--quick] [--sizes 1000,10000] [--tasks 100000]
+
+Both protocols are driven in this process through the coordinator's runtime, as
+``coordinator_bench.py --parts model`` drives the classic one (no network: the coordinator's own
+share; gRPC's floor per call is that benchmark's ``transport`` part), over a catalog of 100,000 tasks.
+
+* **classic**: ``coordinator_bench.model_rebalance``: every member's heartbeat is answered
+  REBALANCE_IN_PROGRESS, every member re-joins and syncs, the leader's assignment (round-robin) last.
+* **consumer**: a Stable consumer-protocol group (sticky, the coordinator's default assignor); each
+  member heartbeats every interval at its own phase, as a fleet does; at t=0 one member joins. The
+  target is computed once (batched), then each member is walked toward it on its own heartbeats; a
+  member that gives tasks up tells the coordinator at once (one extra call), the others only take
+  the new epoch on the heartbeat they would have sent anyway. The simulation runs on a fake clock
+  until the newcomer runs its whole target and no task is held by two members.
+
+Reported per size: the coordinator's CPU for the change (consumer: the window's CPU less what the
+same number of plain heartbeats costs, measured after on the same group; the assignor's share
+apart), the calls the change made (consumer: beyond each member's regular heartbeats) and how many
+members made one, and, consumer only, when the newcomer ran its tasks, in heartbeat intervals
+after its first heartbeat. Targets at 10,000 (issue 34): CPU <= 0.1 s, newcomer <= 2 intervals.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import heapq
+import random
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from coordinator_bench import GROUP, _call, _load, logging_off, model_rebalance
+
+from groupcoord.assignors.base import TaskReplica
+from groupcoord.coordinator.clock import FakeClock
+from groupcoord.coordinator.config import CoordinatorConfig
+from groupcoord.coordinator.model import consumer as consumer_model
+from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
+from groupcoord.v1 import groupcoord_pb2 as pb
+
+INTERVAL_S = 5.0  # the coordinator's default consumer_heartbeat_interval_ms
+SESSION_MS = 600_000
+
+
+@dataclass
+class Sim:
+    """One member as the simulation sees it: its epoch, what it runs, what the coordinator last heard."""
+
+    member_id: str
+    epoch: int
+    running: frozenset[TaskReplica] = frozenset()
+    heard: frozenset[TaskReplica] | None = frozenset()
+
+
+@dataclass
+class Window:
+    calls: int = 0
+    extra_calls: int = 0
+    callers: set[str] = field(default_factory=set)  # members that made a call they would not have made
+    regular: int = 0  # regular heartbeats in the window
+    assignor_cpu: float = 0.0
+
+
+def _runtime() -> tuple[CoordinatorRuntime, FakeClock]:
+    clock = FakeClock()
+    config = CoordinatorConfig(group_initial_rebalance_delay_ms=0, group_min_session_timeout_ms=100,
+                               group_max_size=1_000_000, consumer_heartbeat_interval_ms=int(INTERVAL_S * 1000),
+                               consumer_assignment_interval_ms=100)
+    return CoordinatorRuntime(config, clock=clock), clock
+
+
+def _beat(runtime: CoordinatorRuntime, member: Sim) -> pb.GroupHeartbeatResponse:
+    request = pb.GroupHeartbeatRequest(group_id=GROUP, member_id=member.member_id, member_epoch=member.epoch)
+    if member.heard != member.running:
+        request.owned.SetInParent()
+        request.owned.tasks.extend(pb.TaskReplica(task_id=t.task_id, replica=t.replica) for t in member.running)
+    sent = member.running
+    answer: pb.GroupHeartbeatResponse = _call(runtime, "group_heartbeat", request)[0]
+    assert answer.error.code == pb.NONE, answer.error.message
+    member.heard = sent
+    member.epoch = answer.member_epoch
+    if answer.HasField("assignment"):  # the client: revoke what left, start what came (worker.consumer_member)
+        member.running = frozenset(TaskReplica(t.task_id, t.replica) for t in answer.assignment.tasks)
+    return answer
+
+
+def _join(runtime: CoordinatorRuntime, name: str) -> Sim:
+    request = pb.GroupHeartbeatRequest(group_id=GROUP, member_epoch=0, client_id=name, session_timeout_ms=SESSION_MS,
+                                       rebalance_timeout_ms=SESSION_MS)
+    answer: pb.GroupHeartbeatResponse = _call(runtime, "group_heartbeat", request)[0]
+    assert answer.error.code == pb.NONE, answer.error.message
+    return Sim(answer.member_id, answer.member_epoch,
+               frozenset(TaskReplica(t.task_id, t.replica) for t in answer.assignment.tasks))
+
+
+def _stable_group(members: int, tasks: int) -> tuple[CoordinatorRuntime, FakeClock, list[Sim]]:
+    """A Stable consumer group, formed through the runtime (set-up, not measured)."""
+    runtime, clock = _runtime()
+    _call(runtime, "put_tasks", pb.PutTasksRequest(group_id=GROUP, tasks=[pb.Task(task_id=f"t{i}")
+                                                                           for i in range(tasks)]))
+    sims = [_join(runtime, f"m{i}") for i in range(members)]
+    for _ in range(3):  # the target, then each member takes it and says so
+        clock.advance(0.2)
+        runtime.poll_timers()
+        for sim in sims:
+            _beat(runtime, sim)
+    held = sum(len(s.running) for s in sims)
+    assert held == tasks, f"{held} of {tasks} tasks running after the set-up"
+    return runtime, clock, sims
+
+
+
+def consumer_change(members: int, tasks: int, seed: int = 7) -> dict[str, float]:
+    """One member joins a Stable group of ``members``: simulate heartbeats on the fake clock until the
+    newcomer runs its whole target; the coordinator's CPU and the calls, as the module says."""
+    runtime, clock, sims = _stable_group(members, tasks)
+    model = runtime.model
+    rng = random.Random(seed)
+    start = clock.now()
+    queue = [(start + rng.uniform(0, INTERVAL_S), i) for i in range(members)]  # each member's phase
+    heapq.heapify(queue)
+    window = Window()
+    timed = consumer_model.compute_target
+
+    def compute(inputs: Any) -> Any:
+        began = time.process_time()
+        try:
+            return timed(inputs)
+        finally:
+            window.assignor_cpu += time.process_time() - began
+
+    consumer_model.compute_target = compute  # type: ignore[assignment]  # the assignor's share, apart
+    gc.collect()
+    cpu_start = time.process_time()
+    newcomer = _join(runtime, "newcomer")
+    window.calls += 1
+    window.extra_calls += 1
+    window.callers.add(newcomer.member_id)
+    sims.append(newcomer)
+    heapq.heappush(queue, (start + INTERVAL_S, members))
+    ran_at = None
+    try:
+        while ran_at is None:
+            at, index = heapq.heappop(queue)
+            clock.advance(at - clock.now())
+            runtime.poll_timers()
+            sim = sims[index]
+            _beat(runtime, sim)
+            window.calls += 1
+            window.regular += 1
+            while sim.running != sim.heard:  # gave tasks up: told at once, one extra call
+                _beat(runtime, sim)
+                window.calls += 1
+                window.extra_calls += 1
+                window.callers.add(sim.member_id)
+            heapq.heappush(queue, (at + INTERVAL_S, index))
+            group = model.consumer.groups[GROUP]
+            target = group.target.get(newcomer.member_id)
+            if sim is newcomer and target and newcomer.running == frozenset(target):
+                ran_at = at
+        window_cpu = time.process_time() - cpu_start
+    finally:
+        consumer_model.compute_target = timed  # type: ignore[assignment]
+    held: dict[TaskReplica, int] = {}
+    for sim in sims:
+        for task in sim.running:
+            held[task] = held.get(task, 0) + 1
+    assert all(count == 1 for count in held.values()), "a task on two members"
+    plain = _plain_heartbeat_cpu(runtime, sims[:-1], min(members, 2_000))
+    added = window_cpu - window.regular * plain
+    return {"cpu": added, "assignor": window.assignor_cpu, "calls": window.extra_calls,
+            "callers": len(window.callers), "intervals": (ran_at - start) / INTERVAL_S, "plain_us": plain * 1e6,
+            "moved": len(newcomer.running)}
+
+
+def _plain_heartbeat_cpu(runtime: CoordinatorRuntime, sims: list[Sim], count: int) -> float:
+    """CPU of one heartbeat that changes nothing, on the same group (the baseline of the window)."""
+    chosen = sims[:count]
+    for sim in chosen:
+        _beat(runtime, sim)  # settle: epochs taken, owned heard
+    gc.collect()
+    began = time.process_time()
+    for sim in chosen:
+        _beat(runtime, sim)
+    return (time.process_time() - began) / len(chosen)
+
+
+def classic_change(members: int, tasks: int) -> dict[str, float]:
+    row = model_rebalance(members, tasks=tasks)
+    return {"cpu": row["cpu"], "assignor": row["leader"], "calls": 3 * members + 3, "callers": members + 1}
+
+
+def table(sizes: list[int], tasks: int) -> None:
+    print(f"\nOne member joins a Stable group; {tasks:,} tasks; consumer heartbeat interval {INTERVAL_S:.0f} s; "
+          f"coordinator in-process (no network)")
+    header = (f"{'members':>8} {'protocol':<9} {'coordinator CPU s':>18} {'assignor CPU s':>15} {'calls':>7} "
+              f"{'members calling':>16} {'newcomer runs after':>20} {'load':>16}")
+    print(header)
+    print("-" * len(header))
+    for members in sizes:
+        classic = classic_change(members, tasks)
+        print(f"{members:>8,} {'classic':<9} {classic['cpu']:>18.3f} {classic['assignor']:>15.3f} "
+              f"{int(classic['calls']):>7,} {int(classic['callers']):>16,} {'(the whole group)':>20} {_load():>16}",
+              flush=True)
+        consumer = consumer_change(members, tasks)
+        print(f"{members:>8,} {'consumer':<9} {consumer['cpu']:>18.3f} {consumer['assignor']:>15.3f} "
+              f"{int(consumer['calls']):>7,} {int(consumer['callers']):>16,} "
+              f"{consumer['intervals']:>11.2f} intervals {_load():>16}", flush=True)
+        print(f"{'':>8} (consumer: {int(consumer['moved']):,} tasks moved; a plain heartbeat "
+              f"{consumer['plain_us']:.0f} µs of CPU, taken out of the window)", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
+    parser.add_argument("--sizes", default="", help="group sizes (default 1000,10000; --quick 100)")
+    parser.add_argument("--tasks", type=int, default=0, help="catalog size (default 100,000; --quick 1,000)")
+    args = parser.parse_args(argv)
+    logging_off()
+    sizes = [int(s) for s in args.sizes.split(",") if s] or ([100] if args.quick else [1000, 10_000])
+    tasks = args.tasks or (1_000 if args.quick else 100_000)
+    table(sizes, tasks)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
