@@ -40,6 +40,7 @@ log = logging.getLogger("groupcoord.ha.shards")
 
 Watch = Callable[[WatchedEvent], None]
 CLAIMS_AT_ONCE = 16  # a failover's survivor claims one or two; a cold start's first one, every shard
+READS_AT_ONCE = 256  # a whole view's reads in flight at once: thousands delayed the pings past their deadline
 
 
 class Reads(NamedTuple):
@@ -158,17 +159,29 @@ class ViewReader:
         """What changed, in one pipeline: the members' names (if asked) and each shard's leader node
         (None: free), watched: a data watch if it is there, an ``exists`` watch if not. A free shard is
         not waited for: its ``exists`` is in flight while the step acts (``settle`` it afterwards).
-        ``held``: shards we lead, always read (a deletion event may be older than our win of it)."""
+        ``held``: shards we lead, always read (a deletion event may be older than our win of it).
+        A whole view is read ``READS_AT_ONCE`` shards at a time, each pipeline waited for."""
         c = self._client
         names = c.get_children_async(self.members_path, watch=self._on_members) if members else None
         shards = list(shards)
         deleted = self._deleted.intersection(shards)
         self._deleted.difference_update(deleted)  # taken by this step, whichever way it reads them
         gone = {s for s in deleted if s not in held}  # a get would only fail
-        unsettled = [(s, self._watch_free(s)) for s in sorted(gone)]
-        reads = [(s, c.get_async(f"{self.shard_path(s)}/leader", watch=self._on_leader))
-                 for s in shards if s not in gone]
         found: dict[int, Leader | None] = dict.fromkeys(gone)
+        unsettled = [(s, self._watch_free(s)) for s in sorted(gone)]
+        for start in range(0, len(shards), READS_AT_ONCE):
+            self._read_leaders([s for s in shards[start:start + READS_AT_ONCE] if s not in gone], found, unsettled)
+            if len(shards) > READS_AT_ONCE:  # a whole view: keep the connection's backlog (and its pings) short
+                for _, result in unsettled:
+                    self._call(result)
+        member_names = None if names is None else sorted(unquote(n) for n in self._call(names))
+        self.reads += (names is not None) + len(shards) - len(gone) + len(unsettled)
+        self._read = self._monotonic()
+        return Reads(member_names, found, unsettled)
+
+    def _read_leaders(self, shards: list[int], found: dict[int, Leader | None], unsettled: list[tuple[int, Any]]) -> None:
+        """Each shard's leader node into ``found`` (watched); a free one's ``exists`` onto ``unsettled``."""
+        reads = [(s, self._client.get_async(f"{self.shard_path(s)}/leader", watch=self._on_leader)) for s in shards]
         for shard, result in reads:
             try:
                 data, node = self._call(result)
@@ -179,10 +192,6 @@ class ViewReader:
             found[shard] = leader = Leader(*leader_of(data), node.ephemeralOwner, node.version)
             if leader.epoch > 0:
                 self._epochs[shard] = leader.epoch
-        member_names = None if names is None else sorted(unquote(n) for n in self._call(names))
-        self.reads += (names is not None) + len(reads) + len(unsettled)
-        self._read = self._monotonic()
-        return Reads(member_names, found, unsettled)
 
     def _watch_free(self, shard: int) -> Any:
         return self._client.exists_async(f"{self.shard_path(shard)}/leader", watch=self._on_leader)

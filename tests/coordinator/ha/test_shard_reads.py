@@ -163,3 +163,13 @@ def test_a_cold_start_claims_every_shard_a_pipeline_at_a_time(client: KazooClien
     assert client.exists(f"{view.shard_path(16)}/leader") is None
     rest = dict(won)
     assert sorted(rest) == list(range(16, 40)) and all(f is not None and f.epoch == 1 for f in rest.values())
+
+
+def test_a_whole_view_is_read_a_bounded_pipeline_at_a_time(client: KazooClient) -> None:
+    view = reader(client, Events(), shards=300)  # over READS_AT_ONCE (256): two pipelines
+    assert all(fence for _, fence in view.win({0: None, 299: None}, "a:1"))
+    reads = view.reads
+    _, found, unsettled = view.read(range(300), members=False)
+    assert sorted(s for s, leader in found.items() if leader is not None) == [0, 299] and len(found) == 300
+    assert len(unsettled) == 298 and all(result.ready() for _, result in unsettled)  # waited for, each pipeline
+    assert view.reads == reads + 300 + 298 and view.settle(unsettled) == []
