@@ -126,7 +126,7 @@ def _id_width(info: dict[str, Any], width: int) -> int:
 def _members_table(info: dict[str, Any], width: int, wide: bool) -> Table:
     members = Table(box=None, show_edge=False, pad_edge=False)
     load = info.get("load_snapshot", {}).get("workers", {})
-    consumer = info["type"] == "consumer"
+    consumer = info.get("type") == "consumer"
     columns = ["MEMBER-ID", "INSTANCE-ID", "HOST", "RACK", "POOL", "#", "TASKS"]
     if consumer:
         columns[5:5] = ["EPOCH", "RECONCILING"]
@@ -164,11 +164,11 @@ def print_describe(info: dict[str, Any], *, width: int | None = None, wide: bool
     head = Table(box=None, show_edge=False, pad_edge=False, show_header=False)
     head.add_column("key", no_wrap=True)
     head.add_column("value", overflow="fold")
-    if info["type"] == "consumer":
+    if info.get("type") == "consumer":
         state = f"{info['state']}, group epoch {info['group_epoch']}, target epoch {info['target_epoch']}"
     else:
         state = f"{info['state']}, generation {info['generation']}"
-    for key, value in (("GROUP", info["group"]), ("STATE", state), ("PROTOCOL", info["type"]),
+    for key, value in (("GROUP", info["group"]), ("STATE", state), ("PROTOCOL", info.get("type", "classic")),
                        ("ASSIGNOR", info["protocol"] or "-"), ("LEADER", short_id(info["leader"], ids) or "-"),
                        ("MEMBERS", f"{len(info['members'])} member(s), {len(info['tasks'])} task(s)")):
         head.add_row(key, value)

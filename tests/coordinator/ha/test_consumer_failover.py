@@ -40,7 +40,7 @@ def zk() -> Iterator[ZooKeeperServer]:
         yield server
 
 
-def send_to_any(addresses: list[str], timeout: float = 30) -> Send:
+def send_to_any(addresses: list[str], timeout: float = 60) -> Send:
     """Send to whichever coordinator answers for the group (HA: the active), retrying as a client does."""
     def send(request: pb.GroupHeartbeatRequest) -> pb.GroupHeartbeatResponse:
         deadline = time.monotonic() + timeout
@@ -59,7 +59,7 @@ def send_to_any(addresses: list[str], timeout: float = 30) -> Send:
     return send
 
 
-def send_to_shard_leader(bootstrap: str, timeout: float = 30) -> Send:
+def send_to_shard_leader(bootstrap: str, timeout: float = 60) -> Send:
     """Find the group's shard leader (FindCoordinator) for each request, as a sharded client does."""
     def send(request: pb.GroupHeartbeatRequest) -> pb.GroupHeartbeatResponse:
         deadline = time.monotonic() + timeout
@@ -112,10 +112,10 @@ def share_then_leave_a_revocation_in_flight(send: Send, group_id: str) -> tuple[
     a.join(), b.join()
     wait_until(lambda: (a.beat(), b.beat()) and a.running | b.running == CATALOG
                and len(a.running) == len(b.running) == 3,
-               30, f"{group_id}: a and b running the catalog")
+               60, f"{group_id}: a and b running the catalog")
     d.join()
-    wait_until(lambda: a.beat(report=False) is not None and len(a.running) == 2, 30, f"{group_id}: a told to give a task up")
-    wait_until(lambda: b.beat(report=False) is not None and len(b.running) == 2, 30, f"{group_id}: b told to give a task up")
+    wait_until(lambda: a.beat(report=False) is not None and len(a.running) == 2, 60, f"{group_id}: a told to give a task up")
+    wait_until(lambda: b.beat(report=False) is not None and len(b.running) == 2, 60, f"{group_id}: b told to give a task up")
     d.beat()
     assert d.running == set(), "d was given tasks its old owners have not reported released"
     return a, b, d
@@ -151,7 +151,7 @@ def test_active_killed_standby_goes_on_with_the_epochs_and_the_revocation(tmp_pa
         victim.send_signal(signal.SIGKILL)
         victim.wait(10)
         standby = [x for x in cluster.addresses if x != active]
-        cluster.wait_for_active(standby, timeout=30)
+        cluster.wait_for_active(standby, timeout=60)
         finish_the_revocation(a, b, d)
     finally:
         cluster.stop()

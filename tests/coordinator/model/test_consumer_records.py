@@ -4,6 +4,7 @@ given, and the record still says exactly what the group holds (a round trip give
 from __future__ import annotations
 
 from groupcoord.assignors.base import TaskReplica
+from groupcoord.coordinator.model.consumer_describe import group_state
 from groupcoord.coordinator.model.consumer_group import ConsumerGroup, ConsumerMember
 from groupcoord.coordinator.model.consumer_records import (
     consumer_from_record,
@@ -49,3 +50,18 @@ def test_the_record_round_trips_to_the_same_group() -> None:
     assert back.target == group.target and back.epoch == 3 and back.target_epoch == 3
     assert {m: x.reconciled for m, x in back.members.items()} == {m: x.reconciled for m, x in group.members.items()}
     back.validate()
+
+
+def test_the_state_says_assigning_reconciling_or_stable() -> None:
+    assert group_state(ConsumerGroup("g", "sticky")) == pb.EMPTY
+    group = group_of({"a": tasks("t1"), "b": tasks("t2")})
+    assert group_state(group) == pb.STABLE
+    group.bump()
+    assert group_state(group) == pb.ASSIGNING  # the target is behind the group epoch
+    group.target_epoch = group.epoch
+    assert group_state(group) == pb.RECONCILING  # a and b are not at the new target epoch yet
+    for member in group.members.values():
+        group.hold(member, Reconciled(MemberState.STABLE, group.target_epoch, member.reconciled.assigned))
+    group.members["b"].away = True
+    group.hold(group.members["b"], Reconciled(MemberState.STABLE, 1, group.members["b"].reconciled.assigned))
+    assert group_state(group) == pb.STABLE  # a static member away waits; it does not reconcile
