@@ -129,6 +129,9 @@ class SessionStream:
             await self._context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, refusal)
         principal = self.principal
         CURRENT_PRINCIPAL.set(principal)  # the twins' quotas and owners (the tasks below copy it)
+        # headers now, alone: a status can then always follow, even while an answer's write waits for a
+        # reader that does not read (sent with that answer, they would hold the status back with it)
+        await self._context.send_initial_metadata(())
         loop = asyncio.get_running_loop()
         writer = loop.create_task(self._write_loop())
         reader = loop.create_task(self._read_loop())
