@@ -33,11 +33,11 @@ def _serve(tmp_path: Path, port: int, metrics_port: int) -> subprocess.Popen[str
     return subprocess.Popen(
         [sys.executable, "-m", "groupcoord.cli", "serve", "--listen", f"127.0.0.1:{port}", "--store", "memory",
          "--config", str(config)],
-        stdout=subprocess.DEVNULL, stderr=open(tmp_path / "serve.log", "w"), text=True)  # noqa: SIM115  # the child's
+        stdout=subprocess.DEVNULL, stderr=open(tmp_path / "serve.log", "w"), text=True)  # the child's
 
 
 def _metric(metrics_port: int, name: str) -> float:
-    text = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).read().decode()  # noqa: S310
+    text = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).read().decode()
     for line in text.splitlines():
         if line.startswith(name + " "):
             return float(line.split()[1])
