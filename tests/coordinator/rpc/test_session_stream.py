@@ -179,11 +179,14 @@ def test_consumer_members_hear_their_new_assignment_and_what_to_give_up(coordina
                           timeout=10).error.code == pb.NONE
     server = coordinator.server
 
+    def current() -> bool:
+        group = server.runtime.model.consumer.groups["c"]
+        return group.target_epoch == group.epoch and not group.computing
+
     def settled() -> None:
         for _ in range(100):
             coordinator.advance(0.2)
-            group = server.call(lambda: server.runtime.model.consumer.groups["c"])
-            if server.call(lambda: group.target_epoch == group.epoch and not group.computing):
+            if server.call(current):
                 return
         raise AssertionError("the target did not settle")
 
