@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -229,3 +230,16 @@ def test_a_stopping_coordinator_tells_every_member_to_look_again_then_ends_the_s
             assert session.status is not None and "stopping" in (session.status.details() or "")
     finally:
         server.stop()
+
+
+def test_the_docs_example_runs() -> None:
+    """docs/stream.md's snippet, as written, against a coordinator."""
+    page = (Path(__file__).resolve().parents[3] / "docs" / "stream.md").read_text()
+    snippet = page.split("```python\n", 1)[1].split("```", 1)[0]
+    config = CoordinatorConfig(group_initial_rebalance_delay_ms=0)
+    with ServerThread(CoordinatorRuntime(config)) as server:
+        scope: dict[str, Any] = {}
+        exec(snippet.replace("127.0.0.1:9400", server.address), scope)  # noqa: S102  # our own page's example
+    assert scope["first"].tag == 1 and scope["first"].join_group.error.code == pb.MEMBER_ID_REQUIRED
+    joined = scope["joined"]
+    assert joined.tag == 2 and joined.join_group.error.code == pb.NONE and joined.join_group.generation == 1
