@@ -42,6 +42,7 @@ from groupcoord.coordinator.config import CoordinatorConfig
 from groupcoord.coordinator.process.options import ServeOptions
 from groupcoord.coordinator.process.print_config import options_as_dict, render_options
 from groupcoord.coordinator.process.stderr_relay import relay_metrics
+from groupcoord.coordinator.rpc.session_metrics import SessionMetrics
 from groupcoord.coordinator.runtime.metrics import CoordinatorMetrics
 from groupcoord.coordinator.runtime.office import Standalone
 from groupcoord.coordinator.runtime.router import ShardRouter
@@ -296,6 +297,7 @@ def coordinator_registry() -> CollectorRegistry:
     registry = CollectorRegistry()
     CoordinatorMetrics(registry)
     relay_metrics(registry)  # `groupcoord serve` adds its stderr relay's counters
+    SessionMetrics(registry)  # a server adds its Session streams' (coordinator.rpc.session_metrics)
     return registry
 
 

@@ -34,20 +34,13 @@ from typing import Any, NoReturn
 import grpc
 from google.protobuf.message import DecodeError, Message
 
-from groupcoord.coordinator.auth.guard import CURRENT_PRINCIPAL, Denied, Guard
+from groupcoord.coordinator.auth.guard import CURRENT_PRINCIPAL, Guard
 from groupcoord.coordinator.model.effects import error, error_response
-from groupcoord.coordinator.rpc.gate import request_bounds
 from groupcoord.coordinator.rpc.parsing import PARSE_OFF_LOOP_FROM
 from groupcoord.coordinator.rpc.service import CoordinatorServicer
-from groupcoord.coordinator.rpc.session_envelope import (
-    BODIES,
-    ENVELOPE_SLACK,
-    SESSION_METHOD,
-    Body,
-    frame,
-    news_frame,
-    peek,
-)
+from groupcoord.coordinator.rpc.session_checks import MessageChecks, member_key
+from groupcoord.coordinator.rpc.session_envelope import BODIES, SESSION_METHOD, Body, frame, news_frame, peek
+from groupcoord.coordinator.rpc.session_members import CarriedMembers
 from groupcoord.coordinator.rpc.session_registry import MemberKey, SessionRegistry
 from groupcoord.coordinator.runtime.router import ShardRouter
 from groupcoord.v1 import groupcoord_pb2 as pb
@@ -56,8 +49,6 @@ __all__ = ["SessionStream", "session_service"]
 
 log = logging.getLogger("groupcoord.session")
 BY_NAME = {body.name: body for body in BODIES.values()}
-_ACL_CACHE_MAX = 1_024  # groups one stream's cache remembers (cleared whole past it)
-_GONE = frozenset({pb.UNKNOWN_MEMBER_ID, pb.FENCED_INSTANCE_ID, pb.FENCED_MEMBER_EPOCH, pb.NOT_COORDINATOR})
 _STEPS_AT_START = frozenset({"join_group", "heartbeat", "leave_group"})  # twins with no off-loop check first
 _ABORT_CODES = {grpc.StatusCode.INVALID_ARGUMENT: pb.INVALID_REQUEST}  # else COORDINATOR_NOT_AVAILABLE
 
@@ -83,10 +74,6 @@ class _TwinContext:
         raise _Aborted(code, details)
 
 
-def _member_key(request: Any) -> MemberKey:
-    return (request.group_id, request.member_id or getattr(request, "instance_id", ""))
-
-
 class SessionStream:
     """One open stream: reads, checks and dispatches its messages; queues and writes its answers."""
 
@@ -98,20 +85,14 @@ class SessionStream:
         self.in_flight = 0
         self.last_active = router.clock.now()
         self._servicer = servicer
-        self._guard = guard if guard is not None and guard.policy.enabled else None
+        self._checks = MessageChecks(config, guard, principal)
         self._registry = registry
         self._figures = registry.figures
         self._context = context
         self._twin = _TwinContext(context.peer() or "")
-        bounds = request_bounds(config)
-        self._bounds = {number: min(config.session_max_message_bytes,
-                                    bounds.get(body.method, config.max_message_bytes)) + ENVELOPE_SLACK
-                        for number, body in BODIES.items()}
         self._tags: set[int] = set()
-        self._members: set[MemberKey] = set()
+        self._members = CarriedMembers(registry, self)
         self._behind: dict[str, asyncio.Future[None]] = {}  # group id -> its large request not yet stepped
-        self._acls: dict[str, Denied | None] = {}
-        self._policy = guard.policy if guard is not None else None
         self._queue: deque[bytes] = deque()
         self._buffered = 0
         self._wake = asyncio.Event()
@@ -129,6 +110,9 @@ class SessionStream:
             await self._context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, refusal)
         principal = self.principal
         CURRENT_PRINCIPAL.set(principal)  # the twins' quotas and owners (the tasks below copy it)
+        # headers now, alone: a status can then always follow, even while an answer's write waits for a
+        # reader that does not read (sent with that answer, they would hold the status back with it)
+        await self._context.send_initial_metadata(())
         loop = asyncio.get_running_loop()
         writer = loop.create_task(self._write_loop())
         reader = loop.create_task(self._read_loop())
@@ -231,7 +215,7 @@ class SessionStream:
         self._send(news_frame(news))
 
     def forget_member(self, key: MemberKey) -> None:
-        self._members.discard(key)
+        self._members.forget(key)
 
     def _answer(self, tag: int, body: Body, response: Message) -> None:
         self._send(frame(tag, body.number, response.SerializeToString()))
@@ -259,7 +243,7 @@ class SessionStream:
             return
         body = BY_NAME[kind]
         request = getattr(envelope, kind)
-        refusal = self._refusal(body, request, size)
+        refusal = self._checks.refusal(body, request, size, self.in_flight, self._members.keys)
         if refusal is not None:
             self._refuse(tag, body, refusal)
             return
@@ -288,13 +272,12 @@ class SessionStream:
         if body is None:
             self._send(pb.SessionResponse(tag=tag).SerializeToString())
             return
-        if size > self._bounds[body.number]:
-            self._refuse(tag, body, error(pb.INVALID_REQUEST, (
-                f"{body.method_name}: {size:,} bytes; at most {self._bounds[body.number]:,} on a Session stream "
-                f"(session_max_message_bytes, and the unary call's bound)")))
+        too_large = self._checks.too_large(body, size)
+        if too_large is not None:
+            self._refuse(tag, body, too_large)
             return
         if first.group_id is not None:
-            denied = self._group_denied(body, first.group_id, first.id_bytes)
+            denied = self._checks.group_denied(body, first.group_id, first.id_bytes)
             if denied is not None:
                 self._refuse(tag, body, denied)
                 return
@@ -331,7 +314,7 @@ class SessionStream:
             self._tags.discard(tag)
             self.in_flight -= 1
             request = getattr(envelope, body.name)
-            refusal = self._refusal(body, request, size)
+            refusal = self._checks.refusal(body, request, size, self.in_flight, self._members.keys)
             if refusal is not None:
                 self._refuse(tag, body, refusal)
                 self._maybe_done()
@@ -343,56 +326,6 @@ class SessionStream:
             if not handed:
                 self._stepped(*stepped)  # after its twin's task is created (that steps first), or refused
 
-    # ------------------------------------------------------------------ checks
-
-    def _refusal(self, body: Body, request: Any, size: int) -> pb.Error | None:
-        """Why this message is answered with an error without reaching its twin (None: it goes on)."""
-        bound = self._bounds[body.number]
-        if size > bound:
-            return error(pb.INVALID_REQUEST, f"{body.method_name}: {size:,} bytes; at most {bound:,} on a Session "
-                         f"stream (session_max_message_bytes, and the unary call's bound)")
-        guard = self._guard
-        if guard is not None:
-            group_id = request.group_id
-            denied = self._group_denied(body, group_id)
-            if denied is not None:
-                return denied
-            rule = guard.rules[body.method]
-            refused = guard.members_denied(body.method, self.principal, rule, request, group_id)
-            if refused is not None:
-                return error(pb.GROUP_AUTHORIZATION_FAILED, refused.message)
-        limit = self.config.session_max_in_flight
-        if self.in_flight >= limit:
-            return error(pb.INVALID_REQUEST, f"{self.in_flight} requests of this stream wait for their answers, at "
-                         f"most {limit} (session_max_in_flight): send it again once an answer comes")
-        key = _member_key(request)
-        limit = self.config.session_max_members
-        if body.name != "leave_group" and key not in self._members and len(self._members) >= limit:
-            return error(pb.INVALID_REQUEST, f"this stream carries {len(self._members)} members, at most {limit} "
-                         f"(session_max_members): open another stream (or use unary calls) for more")
-        return None
-
-    def _group_denied(self, body: Body, group_id: str, id_bytes: int = -1) -> pb.Error | None:
-        """The guard's verdict on the group (id length, ACLs), cached per stream while the policy is the same."""
-        guard = self._guard
-        if guard is None:
-            return None
-        if guard.policy is not self._policy:  # reloaded (SIGHUP): decide afresh
-            self._policy = guard.policy
-            self._acls.clear()
-        if group_id in self._acls:
-            denied = self._acls[group_id]
-        else:
-            denied = guard.before_parsing(body.method, self.principal, group_id, id_bytes=id_bytes)
-            if len(self._acls) >= _ACL_CACHE_MAX:
-                self._acls.clear()
-            self._acls[group_id] = denied
-        if denied is None:
-            return None
-        if denied.code == grpc.StatusCode.INVALID_ARGUMENT:
-            return error(pb.INVALID_REQUEST, denied.message)
-        return error(pb.GROUP_AUTHORIZATION_FAILED, denied.message)
-
     # ------------------------------------------------------------------ dispatch
 
     def _dispatch(self, tag: int, body: Body, request: Any, *, waited: bool = False,
@@ -400,9 +333,9 @@ class SessionStream:
         """Hand the request to its twin: at once when it can be (a quick heartbeat), else in a task of its own,
         behind a large request of its group still on its way (``waited``: a large one, its turn come; ``stepped``:
         its group waits for its answer)."""
-        key = _member_key(request)
-        if key[1] and body.name != "leave_group" and key not in self._members:  # a leave carries nobody
-            self._carry(key)
+        key = member_key(request)
+        if key[1] and body.name != "leave_group":  # a leave carries nobody
+            self._members.carry(key)
         self._tags.add(tag)
         self.in_flight += 1
         behind = None if waited else self._behind.get(request.group_id)
@@ -441,43 +374,9 @@ class SessionStream:
     def _answered(self, tag: int, body: Body, request: Any, response: Any) -> None:
         self._tags.discard(tag)
         self.in_flight -= 1
-        self._note_members(body, request, response)
+        self._members.note(body, request, response)
         self._answer(tag, body, response)
         self._maybe_done()
-
-    # ------------------------------------------------------------------ members
-
-    def _carry(self, key: MemberKey) -> None:
-        self._members.add(key)
-        self._registry.carry(key, self)
-
-    def _let_go(self, key: MemberKey) -> None:
-        if key in self._members:
-            self._members.discard(key)
-            self._registry.drop(key, self)
-
-    def _note_members(self, body: Body, request: Any, response: Any) -> None:
-        """Which members this stream carries, from what the coordinator answered."""
-        group_id = request.group_id
-        code = response.error.code
-        named = _member_key(request)
-        if code in _GONE:
-            self._let_go(named)
-            return
-        if body.name == "join_group":
-            if response.member_id and code in (pb.NONE, pb.MEMBER_ID_REQUIRED):
-                self._carry((group_id, response.member_id))
-        elif body.name == "group_heartbeat":
-            if code == pb.NONE and response.member_id:
-                key = (group_id, response.member_id)
-                if response.member_epoch < 0:
-                    self._let_go(key)
-                else:
-                    self._carry(key)
-        elif body.name == "leave_group":
-            self._let_go(named)
-            for each in request.members:
-                self._let_go((group_id, each.member_id or each.instance_id))
 
 
 def session_service(router: ShardRouter, servicer: CoordinatorServicer, guard: Guard | None,

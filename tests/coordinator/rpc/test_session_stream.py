@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -171,3 +172,74 @@ def test_a_body_the_coordinator_does_not_know_gets_an_empty_answer(coordinator: 
     assert session.answer(5) is None
     session.send_raw(pb.SessionRequest(tag=6, heartbeat=pb.HeartbeatRequest(group_id="g")).SerializeToString())
     assert session.answer(6).error.code == pb.UNKNOWN_MEMBER_ID  # and the stream goes on
+
+
+def test_consumer_members_hear_their_new_assignment_and_what_to_give_up(coordinator: Coordinator) -> None:
+    admin = pb_grpc.GroupAdminStub(coordinator.channel)
+    assert admin.PutTasks(pb.PutTasksRequest(group_id="c", tasks=[pb.Task(task_id=f"t{i}") for i in range(4)]),
+                          timeout=10).error.code == pb.NONE
+    server = coordinator.server
+
+    def current() -> bool:
+        group = server.runtime.model.consumer.groups["c"]
+        return group.target_epoch == group.epoch and not group.computing
+
+    def settled() -> None:
+        for _ in range(100):
+            coordinator.advance(0.2)
+            if server.call(current):
+                return
+        raise AssertionError("the target did not settle")
+
+    session = coordinator.session()
+    joined = session.ask("group_heartbeat", pb.GroupHeartbeatRequest(group_id="c", member_epoch=0, client_id="a"))
+    assert joined.error.code == pb.NONE
+    settled()
+    [changed] = session.news(1)  # its first target: told at once, not at its next heartbeat
+    assert (changed.member_id, changed.WhichOneof("news")) == (joined.member_id, "assignment_changed")
+    assert changed.assignment_changed.member_epoch >= joined.member_epoch
+    got = session.ask("group_heartbeat", pb.GroupHeartbeatRequest(group_id="c", member_id=joined.member_id,
+                                                                  member_epoch=joined.member_epoch))
+    running = list(got.assignment.tasks)
+    assert len(running) == 4
+    session.ask("group_heartbeat", pb.GroupHeartbeatRequest(group_id="c", member_id=joined.member_id,
+                                                            member_epoch=got.member_epoch,
+                                                            owned=pb.TaskReplicaList(tasks=running)))
+    other = coordinator.unary.GroupHeartbeat(pb.GroupHeartbeatRequest(group_id="c", member_epoch=0, client_id="b"),
+                                             timeout=10)  # a unary member of the same group
+    assert other.error.code == pb.NONE
+    settled()
+    [give_up] = session.news(1)
+    assert (give_up.member_id, give_up.WhichOneof("news")) == (joined.member_id, "tasks_to_give_up")
+    assert len(give_up.tasks_to_give_up.tasks) == 2 and give_up.tasks_to_give_up.member_epoch == got.member_epoch
+
+
+def test_a_stopping_coordinator_tells_every_member_to_look_again_then_ends_the_stream() -> None:
+    config = CoordinatorConfig(group_initial_rebalance_delay_ms=0, group_min_session_timeout_ms=200)
+    server = ServerThread(CoordinatorRuntime(config)).start()
+    try:
+        with grpc.insecure_channel(server.address) as channel:
+            session = RawSession(channel)
+            first = session.ask("join_group", join_request("g"))
+            joined = session.ask("join_group", join_request("g", first.member_id))
+            assert joined.error.code == pb.NONE
+            server.stop()
+            [moved] = session.news(1)
+            assert (moved.member_id, moved.WhichOneof("news")) == (joined.member_id, "coordinator_moved")
+            assert session.ended_with() == grpc.StatusCode.UNAVAILABLE
+            assert session.status is not None and "stopping" in (session.status.details() or "")
+    finally:
+        server.stop()
+
+
+def test_the_docs_example_runs() -> None:
+    """docs/stream.md's snippet, as written, against a coordinator."""
+    page = (Path(__file__).resolve().parents[3] / "docs" / "stream.md").read_text()
+    snippet = page.split("```python\n", 1)[1].split("```", 1)[0]
+    config = CoordinatorConfig(group_initial_rebalance_delay_ms=0)
+    with ServerThread(CoordinatorRuntime(config)) as server:
+        scope: dict[str, Any] = {}
+        exec(snippet.replace("127.0.0.1:9400", server.address), scope)  # noqa: S102  # our own page's example
+    assert scope["first"].tag == 1 and scope["first"].join_group.error.code == pb.MEMBER_ID_REQUIRED
+    joined = scope["joined"]
+    assert joined.tag == 2 and joined.join_group.error.code == pb.NONE and joined.join_group.generation == 1
