@@ -185,3 +185,8 @@ def downgrade(cg: ConsumerGroups, out: Outbox, group: ConsumerGroup) -> None:
              classic.generation, len(classic.members), extra={"event": "group_converted", "group": gid,
                                                               "to": "classic", "members": len(classic.members)})
     phases.prepare_rebalance(m, out, classic, "the group's last consumer-protocol member is gone: back to classic")
+    # not a new group: its members get the whole rebalance timeout to re-join, as from Stable (the
+    # initial delay of an Empty group would drop a member still running its tasks after half a second)
+    classic.in_initial_delay = False
+    classic.phase_lost_mark = m.lateness()
+    out.arm(phases.join_key(gid), classic.rebalance_timeout_ms() / 1000)
