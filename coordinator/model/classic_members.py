@@ -21,25 +21,21 @@ Sessions and rebalance timeouts are the consumer group's timers (``c-session``, 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from groupcoord.assignors.base import TaskReplica
 from groupcoord.coordinator.model import limits
 from groupcoord.coordinator.model.consumer_group import ClassicTraits, ConsumerGroup, ConsumerMember
+from groupcoord.coordinator.model.consumer_steps import ConsumerSteps
 from groupcoord.coordinator.model.conversion import COOPERATIVE, EAGER
 from groupcoord.coordinator.model.effects import Outbox, TimerKey, Token, error
 from groupcoord.coordinator.model.reconcile import MemberState, Reconciled, reconcile
 from groupcoord.v1 import groupcoord_pb2 as pb
-
-if TYPE_CHECKING:
-    from groupcoord.coordinator.model.consumer import ConsumerGroups
 
 __all__ = ["classic_join", "classic_sync", "classic_heartbeat", "classic_leave"]
 
 MAX_PROTOCOLS = 64  # as a classic JoinGroup (``coordinator.model.join``)
 
 
-def _join_failure(cg: ConsumerGroups, request: pb.JoinGroupRequest) -> pb.Error | None:
+def _join_failure(cg: ConsumerSteps, request: pb.JoinGroupRequest) -> pb.Error | None:
     """The bounds a classic JoinGroup is held to, as ``coordinator.model.join`` checks them."""
     cfg = cg.m.config
     protocols = request.protocols
@@ -83,12 +79,12 @@ def _named(group: ConsumerGroup, member_id: str, instance_id: str) -> tuple[Cons
     return member, None
 
 
-def _renew(cg: ConsumerGroups, out: Outbox, group: ConsumerGroup, member: ConsumerMember) -> None:
+def _renew(cg: ConsumerSteps, out: Outbox, group: ConsumerGroup, member: ConsumerMember) -> None:
     member.lost_mark = cg.m.lateness()
     out.arm(TimerKey("c-session", group.group_id, member.member_id), member.session_timeout_ms / 1000)
 
 
-def _reconcile(cg: ConsumerGroups, out: Outbox, group: ConsumerGroup, member: ConsumerMember,
+def _reconcile(cg: ConsumerSteps, out: Outbox, group: ConsumerGroup, member: ConsumerMember,
                owned: frozenset[TaskReplica] | None) -> None:
     """Walk the member toward its target, as a consumer member's heartbeat does (``ConsumerGroups._renewed``)."""
     before = member.reconciled
@@ -118,7 +114,7 @@ def _join_answer(member: ConsumerMember) -> pb.JoinGroupResponse:
         rebalance_protocol=COOPERATIVE if COOPERATIVE in traits.rebalance_protocols else EAGER)
 
 
-def classic_join(cg: ConsumerGroups, out: Outbox, request: pb.JoinGroupRequest, token: Token, host: str,
+def classic_join(cg: ConsumerSteps, out: Outbox, request: pb.JoinGroupRequest, token: Token, host: str,
                  principal: str) -> None:
     group = cg.groups[request.group_id]
     failure = _join_failure(cg, request)
@@ -150,7 +146,7 @@ def classic_join(cg: ConsumerGroups, out: Outbox, request: pb.JoinGroupRequest, 
     out.reply(token, group.group_id, _join_answer(member))
 
 
-def _new_member(cg: ConsumerGroups, out: Outbox, group: ConsumerGroup, request: pb.JoinGroupRequest, host: str,
+def _new_member(cg: ConsumerSteps, out: Outbox, group: ConsumerGroup, request: pb.JoinGroupRequest, host: str,
                 principal: str) -> tuple[ConsumerMember | None, pb.Error | None]:
     """A classic member joining a converted group: a static one replacing its instance's old member
     (it takes what that one held, as KIP-345's replacement does), or a new one, given an id at once."""
@@ -188,7 +184,7 @@ def _new_member(cg: ConsumerGroups, out: Outbox, group: ConsumerGroup, request: 
     return member, None
 
 
-def classic_sync(cg: ConsumerGroups, out: Outbox, request: pb.SyncGroupRequest, token: Token) -> None:
+def classic_sync(cg: ConsumerSteps, out: Outbox, request: pb.SyncGroupRequest, token: Token) -> None:
     group = cg.groups[request.group_id]
     member, failure = _named(group, request.member_id, request.instance_id)
     if failure is None and member is not None and request.generation != member.epoch:
@@ -206,7 +202,7 @@ def classic_sync(cg: ConsumerGroups, out: Outbox, request: pb.SyncGroupRequest, 
         rejoin=member.reconciled.state is MemberState.UNREVOKED_TASKS))
 
 
-def classic_heartbeat(cg: ConsumerGroups, out: Outbox, request: pb.HeartbeatRequest, token: Token) -> None:
+def classic_heartbeat(cg: ConsumerSteps, out: Outbox, request: pb.HeartbeatRequest, token: Token) -> None:
     group = cg.groups[request.group_id]
     member, failure = _named(group, request.member_id, request.instance_id)
     if failure is None and member is not None and request.generation != member.epoch:
@@ -227,7 +223,7 @@ def classic_heartbeat(cg: ConsumerGroups, out: Outbox, request: pb.HeartbeatRequ
     out.reply(token, group.group_id, pb.HeartbeatResponse(error=error(pb.NONE)))
 
 
-def classic_leave(cg: ConsumerGroups, out: Outbox, request: pb.LeaveGroupRequest, token: Token) -> None:
+def classic_leave(cg: ConsumerSteps, out: Outbox, request: pb.LeaveGroupRequest, token: Token) -> None:
     """One member or a batch, each answered on its own (an operator may name any member by instance id)."""
     gid = request.group_id
     batch = list(request.members)

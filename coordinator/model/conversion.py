@@ -28,20 +28,17 @@ on only once its holder re-joined without it (``coordinator.model.ownership``).
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
 from groupcoord.assignors.base import RebalanceProtocol, TaskReplica
 from groupcoord.coordinator.model import phases
 from groupcoord.coordinator.model.consumer_group import ClassicTraits, ConsumerGroup, ConsumerMember
 from groupcoord.coordinator.model.consumer_records import member_entry
+from groupcoord.coordinator.model.consumer_steps import ConsumerSteps
 from groupcoord.coordinator.model.effects import Outbox, TimerKey, error
 from groupcoord.coordinator.model.group import Group, Member
 from groupcoord.coordinator.model.reconcile import MemberState, Reconciled
 from groupcoord.coordinator.model.states import GroupState
 from groupcoord.v1 import groupcoord_pb2 as pb
-
-if TYPE_CHECKING:
-    from groupcoord.coordinator.model.consumer import ConsumerGroups
 
 __all__ = ["converting_join", "upgrade_refusal", "upgrade", "downgrade", "should_downgrade", "COOPERATIVE"]
 
@@ -52,7 +49,9 @@ Held = dict[str, tuple[frozenset[TaskReplica], frozenset[TaskReplica]]]
 
 def _held(classic: Group) -> tuple[Held, TaskReplica | None]:
     """What each classic member may run by the coordinator's record: (its assignment, what it may
-    still run beyond it), and a replica two members may run, if any (then no conversion)."""
+    still run beyond it), and a replica two members may run, if any (then no conversion). Only a
+    cooperative generation carries tasks over: in an eager one every member stopped everything
+    before it joined, and its ``owners`` is what the leader was told, not what anyone runs."""
     assigned = {mid: frozenset(TaskReplica(r.task_id, r.replica) for r in classic.assignment.get(mid, ()))
                 for mid in classic.members}
     beyond: dict[str, set[TaskReplica]] = {mid: set() for mid in classic.members}
@@ -60,7 +59,8 @@ def _held(classic: Group) -> tuple[Held, TaskReplica | None]:
     for member_id, tasks in assigned.items():
         for task in tasks:
             holder[task] = member_id
-    for (task_id, replica), who in classic.owners.items():
+    carried = classic.owners if classic.rebalance_protocol == COOPERATIVE else {}
+    for (task_id, replica), who in carried.items():
         task = TaskReplica(task_id, replica)
         for member_id in who:
             if member_id not in beyond or task in assigned[member_id]:
@@ -83,7 +83,7 @@ def upgrade_refusal(classic: Group) -> pb.Error | None:
     return None
 
 
-def converting_join(cg: ConsumerGroups, out: Outbox, classic: Group, request: pb.GroupHeartbeatRequest,
+def converting_join(cg: ConsumerSteps, out: Outbox, classic: Group, request: pb.GroupHeartbeatRequest,
                     principal: str) -> pb.Error | None:
     """A consumer-protocol member for a classic group with members: the group converts (``upgrade``)
     when the newcomer joins (epoch 0) and would be admitted; else the error that answers it."""
@@ -101,7 +101,7 @@ def converting_join(cg: ConsumerGroups, out: Outbox, classic: Group, request: pb
     return failure
 
 
-def upgrade(cg: ConsumerGroups, out: Outbox, classic: Group, assignor: str) -> ConsumerGroup:
+def upgrade(cg: ConsumerSteps, out: Outbox, classic: Group, assignor: str) -> ConsumerGroup:
     """The classic group's members, moved into a new consumer group (``upgrade_refusal`` passed)."""
     held, _ = _held(classic)
     generation = classic.generation
@@ -152,7 +152,7 @@ def should_downgrade(group: ConsumerGroup, removed: ConsumerMember) -> bool:
     return bool(common) and len({t.protocol_type for t in traits}) == 1
 
 
-def downgrade(cg: ConsumerGroups, out: Outbox, group: ConsumerGroup) -> None:
+def downgrade(cg: ConsumerSteps, out: Outbox, group: ConsumerGroup) -> None:
     """The consumer group's (all classic) members, back in the classic group, which rebalances."""
     m = cg.m
     gid = group.group_id
@@ -185,3 +185,8 @@ def downgrade(cg: ConsumerGroups, out: Outbox, group: ConsumerGroup) -> None:
              classic.generation, len(classic.members), extra={"event": "group_converted", "group": gid,
                                                               "to": "classic", "members": len(classic.members)})
     phases.prepare_rebalance(m, out, classic, "the group's last consumer-protocol member is gone: back to classic")
+    # not a new group: its members get the whole rebalance timeout to re-join, as from Stable (the
+    # initial delay of an Empty group would drop a member still running its tasks after half a second)
+    classic.in_initial_delay = False
+    classic.phase_lost_mark = m.lateness()
+    out.arm(phases.join_key(gid), classic.rebalance_timeout_ms() / 1000)

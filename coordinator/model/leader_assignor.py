@@ -23,16 +23,13 @@ again at the next change); the failing leader is not elected again while another
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
 from groupcoord.assignors.base import TaskReplica
 from groupcoord.coordinator.model.consumer_group import ConsumerGroup, ConsumerMember
+from groupcoord.coordinator.model.consumer_steps import ConsumerSteps
 from groupcoord.coordinator.model.consumer_target import TargetInputs, assignor_exists, check_target, compute_target
 from groupcoord.coordinator.model.effects import Outbox, TimerKey
 from groupcoord.v1 import groupcoord_pb2 as pb
-
-if TYPE_CHECKING:
-    from groupcoord.coordinator.model.consumer import ConsumerGroups
 
 __all__ = ["CLIENT_PREFIX", "is_client", "ask", "attach", "take_answer", "timed_out", "check_delta"]
 
@@ -63,7 +60,7 @@ def _elect(group: ConsumerGroup) -> str:
     return found
 
 
-def ask(cg: ConsumerGroups, out: Outbox, group: ConsumerGroup) -> None:
+def ask(cg: ConsumerSteps, out: Outbox, group: ConsumerGroup) -> None:
     """The group epoch moved: ask the leader for the target of this epoch (or fall back)."""
     group.leader_id = _elect(group)
     if not group.leader_id:
@@ -95,7 +92,7 @@ def attach(group: ConsumerGroup, member: ConsumerMember, response: pb.GroupHeart
         group.asked_sent = True
 
 
-def take_answer(cg: ConsumerGroups, out: Outbox, group: ConsumerGroup, member: ConsumerMember,
+def take_answer(cg: ConsumerSteps, out: Outbox, group: ConsumerGroup, member: ConsumerMember,
                 answer: pb.TargetAnswer) -> None:
     """The leader's answer (in its heartbeat): installed if it checks, else the fallback. A late
     answer (another epoch, or from a member no longer asked) is ignored."""
@@ -120,7 +117,7 @@ def take_answer(cg: ConsumerGroups, out: Outbox, group: ConsumerGroup, member: C
         cg._ask_target(out, group)
 
 
-def timed_out(cg: ConsumerGroups, out: Outbox, group: ConsumerGroup) -> None:
+def timed_out(cg: ConsumerSteps, out: Outbox, group: ConsumerGroup) -> None:
     if group.asked is None:
         return
     group.failed_leader = group.leader_id
@@ -173,7 +170,7 @@ def _install_delta(group: ConsumerGroup, delta: dict[str, frozenset[TaskReplica]
         group.target[member_id] = tasks
 
 
-def _fall_back(cg: ConsumerGroups, out: Outbox, group: ConsumerGroup, why: str) -> None:
+def _fall_back(cg: ConsumerSteps, out: Outbox, group: ConsumerGroup, why: str) -> None:
     """No target from the leader for this epoch: the coordinator's own assignor of that name
     computes it, or the previous target stays (the next change asks again)."""
     out.cancel(_key(group.group_id))

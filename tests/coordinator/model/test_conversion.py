@@ -247,3 +247,26 @@ def test_no_task_is_run_by_two_members_across_conversions(events: list[tuple[str
     if any(m.joined for m in mx.consumer.members.values()) or any(
             m.in_group or m.pending for m in mx.classic.members.values()):
         assert mx.all_run() == CATALOG, mx.running()
+
+
+def test_a_static_classic_member_restarting_in_a_converted_group_takes_its_place() -> None:
+    mx = Mixed("ab", "c")
+    mx.form_classic()
+    mx.consumer.join("c")
+    mx.settle()
+    first = mx.h.join(G, instance_id="i-s", client_id="s")  # a static classic worker joins the converted group
+    assert first.code == pb.NONE
+    old_id = first.response.member_id
+    mx.settle()
+    group = mx.h.model.consumer.groups[G]
+    held, target = group.members[old_id].reconciled, group.target_of(old_id)
+    assert target  # the target computed after its join gives it a share
+    again = mx.h.join(G, instance_id="i-s", client_id="s")  # its process restarted: same instance, no member id
+    new_id = again.response.member_id
+    assert again.code == pb.NONE and new_id != old_id and old_id not in group.members
+    assert group.target_of(new_id) == target and again.response.generation >= held.epoch
+    assert group.classic_members == 3 and group.static_members == {"i-s": new_id}
+    assert mx.h.heartbeat(G, old_id, held.epoch, instance_id="i-s") == pb.FENCED_INSTANCE_ID
+    claimed = heartbeat(mx.h, pb.GroupHeartbeatRequest(group_id=G, member_epoch=0, instance_id="i-s",
+                                                       session_timeout_ms=SESSION_MS))
+    assert claimed.code == pb.UNRELEASED_INSTANCE_ID  # a live classic member holds the instance id

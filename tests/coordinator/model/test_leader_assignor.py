@@ -155,3 +155,16 @@ def test_a_leader_side_assignor_name_must_name_something() -> None:
     refused = heartbeat(h, pb.GroupHeartbeatRequest(group_id=G, member_epoch=0, assignor="client:",
                                                     session_timeout_ms=6_000))
     assert refused.code == pb.UNSUPPORTED_ASSIGNOR and G not in h.model.consumer.groups
+
+
+def test_a_target_request_over_half_the_message_bound_is_computed_by_the_coordinator(
+        caplog: pytest.LogCaptureFixture) -> None:
+    h = Harness(CoordinatorConfig(max_message_bytes=4_096, max_request_bytes_in_flight=4_096))
+    assert h.put_tasks(G, *(f"task-with-a-long-name-{i:04d}" for i in range(200))) == pb.NONE
+    f = Fleet(h, ["a", "b"])
+    f.join("a", assignor="client:round-robin")
+    f.join("b", assignor="client:round-robin")
+    f.h.advance(0.2)
+    assert asked(f, "a") is None and "bytes (half of max_message_bytes: 2048)" in caplog.text
+    f.settle()
+    assert sum(map(len, f.running().values())) == 200  # the coordinator's own round-robin placed them

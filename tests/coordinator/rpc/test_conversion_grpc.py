@@ -65,7 +65,7 @@ class RawMember:
 
     def __init__(self, stub: pb_grpc.GroupCoordinatorStub, log: Log) -> None:
         self.stub, self.log = stub, log
-        self.member_id, self.epoch = "", 0
+        self.member_id, self.epoch, self.refused = "", 0, ""
         self.running: set[tuple[str, int]] = set()
 
     def _apply(self, answer: pb.GroupHeartbeatResponse) -> pb.GroupHeartbeatResponse:
@@ -81,10 +81,16 @@ class RawMember:
             self.running = given
         return answer
 
-    def join(self) -> pb.GroupHeartbeatResponse:
-        return self._apply(self.stub.GroupHeartbeat(pb.GroupHeartbeatRequest(
+    def join(self) -> bool:
+        """One join; False when the classic group is not Stable yet (REBALANCE_IN_PROGRESS: retry)."""
+        answer = self.stub.GroupHeartbeat(pb.GroupHeartbeatRequest(
             group_id=G, member_epoch=0, client_id="raw", session_timeout_ms=SESSION_MS,
-            rebalance_timeout_ms=SESSION_MS), timeout=10))
+            rebalance_timeout_ms=SESSION_MS), timeout=10)
+        if answer.error.code == pb.REBALANCE_IN_PROGRESS:
+            self.refused = answer.error.message
+            return False
+        self._apply(answer)
+        return True
 
     def beat(self) -> pb.GroupHeartbeatResponse:
         request = pb.GroupHeartbeatRequest(group_id=G, member_id=self.member_id, member_epoch=self.epoch)
@@ -124,8 +130,11 @@ def test_stock_classic_workers_keep_working_through_an_upgrade_and_back(server: 
         catalog = {(t, 0) for t in TASKS}
         raw = RawMember(stub, log)
         try:
-            wait_until(lambda: set().union(*(r.running for r in recorders)) == catalog, 60, "the classic group")
-            raw.join()
+            wait_until(lambda: [len(r.running) for r in recorders] == [3, 3], 60, "the classic group")
+            try:
+                wait_until(raw.join, 60, "the classic group Stable, to convert")
+            except AssertionError as failure:
+                raise AssertionError(f"{failure}: {raw.refused}; workers run {[r.running for r in recorders]}") from None
             assert server.call(lambda: server.runtime.model.consumer.groups[G].classic_members) == 2
 
             def shared() -> bool:
