@@ -8,6 +8,7 @@ from typing import Any, Protocol
 
 from groupcoord.coordinator.model.consumer_answer import ConsumerSettings
 from groupcoord.coordinator.model.consumer_group import ConsumerGroup, ConsumerMember
+from groupcoord.coordinator.model.consumer_target import TargetInputs
 from groupcoord.coordinator.model.context import Model
 from groupcoord.coordinator.model.effects import Effect, Outbox
 from groupcoord.v1 import groupcoord_pb2 as pb
@@ -30,7 +31,7 @@ class ConsumerSteps(Protocol):
 
     def _ask_target(self, out: Outbox, group: ConsumerGroup) -> None: ...
 
-    def _install(self, group: ConsumerGroup, epoch: int, result: Any) -> list[Effect]: ...
+    def _install(self, group: ConsumerGroup, inputs: TargetInputs, result: Any) -> list[Effect]: ...
 
     def admission(self, group: ConsumerGroup | None, request: pb.GroupHeartbeatRequest, assignor: str,
                   principal: str) -> pb.Error | None: ...
