@@ -93,9 +93,10 @@ def test_an_older_coordinator_gets_unary_calls_with_no_config(
             each.close()
     told = [r for r in caplog.records if "has no Session stream" in r.getMessage()]
     assert told and all(server.address in r.getMessage() for r in told)
-    # asked once per stream, then remembered for the address: the threaded clients of one process share
-    # their stream (one probe), each OnALoop client has a loop, so a stream, of its own
-    assert refusing.refused == (1 if driver == "threaded" else len(drivers))
+    # asked once, then remembered for the address in the process: the threaded clients share their stream
+    # (one probe); each OnALoop client has a loop, so a stream, of its own, and both may ask at once before
+    # either heard the answer
+    assert refusing.refused == 1 if driver == "threaded" else 1 <= refusing.refused <= len(drivers)
 
 
 def test_session_stream_off_never_asks(older: tuple[ServerThread, WithoutSession]) -> None:
