@@ -140,8 +140,8 @@ RULES: dict[str, Rule] = {
     _COORDINATOR + "LeaveGroup": Rule(Operation.MEMBER, _group_id, _leaving),
     _COORDINATOR + "ReportLoad": _MEMBER,
     _COORDINATOR + "GroupHeartbeat": _MEMBER,
-    # any authenticated principal may open one; each message is checked as its unary twin (rpc.session_stream)
-    _COORDINATOR + "Session": Rule(),
+    # opened by a principal with `member` on some group; each message checked as its twin (rpc.session_stream)
+    _COORDINATOR + "Session": Rule(Operation.MEMBER),
     # batched: any authenticated principal may ask; the answer is filtered per group (describe)
     _COORDINATOR + "FindCoordinator": Rule(filter_response=_only_locatable),
     _ADMIN + "ListGroups": Rule(filter_response=_only_describable),

@@ -231,6 +231,12 @@ class ServerThread:
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    @property
+    def sessions(self) -> SessionRegistry:
+        """The server's Session streams (call its methods through ``call``: they belong to the loop)."""
+        assert self._running is not None and self._running.sessions is not None, "server not started"
+        return self._running.sessions
+
     def _submit(self, coro: Any) -> concurrent.futures.Future[Any]:
         return asyncio.run_coroutine_threadsafe(coro, self._loop)
 

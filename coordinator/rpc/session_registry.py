@@ -17,9 +17,11 @@ from collections.abc import Iterator
 from typing import Any, Protocol
 
 import grpc
+from prometheus_client import CollectorRegistry
 
 from groupcoord.coordinator.model.group import Group
 from groupcoord.coordinator.model.states import GroupState
+from groupcoord.coordinator.rpc.session_metrics import SessionMetrics
 from groupcoord.coordinator.rpc.session_news import classic_news, consumer_news, moved_news
 from groupcoord.coordinator.runtime.router import ShardRouter
 from groupcoord.v1 import groupcoord_pb2 as pb
@@ -41,7 +43,8 @@ class StreamHandle(Protocol):
 
     def forget_member(self, key: MemberKey) -> None: ...
 
-    def finish(self, code: grpc.StatusCode, message: str, *, flush: bool = False) -> None: ...
+    def finish(self, code: grpc.StatusCode, message: str, *, flush: bool = False, reason: str = "protocol") -> None:
+        ...
 
 
 class SessionRegistry:
@@ -58,6 +61,11 @@ class SessionRegistry:
         self._rebalance_told: set[str] = set()  # groups whose current rebalance was told
         self._target_told: dict[str, int] = {}  # group id -> consumer target epoch told
         self.stopping = False
+        try:
+            self.metrics = SessionMetrics(router.metrics.registry)
+        except ValueError:  # a second server over the same runtimes (tests): its figures stay unexported
+            self.metrics = SessionMetrics(CollectorRegistry())
+        self.figures = self.metrics.figures
         for runtime in router.runtimes:
             runtime.watchers.append(self)
 
@@ -76,12 +84,14 @@ class SessionRegistry:
                         f"(session_max_streams_per_principal)")
             self._per_principal[principal] = held + 1
         self.streams.add(stream)
+        self.figures.streams = len(self.streams)
         return None
 
     def close(self, stream: StreamHandle, members: Iterator[MemberKey]) -> None:
         if stream not in self.streams:
             return
         self.streams.discard(stream)
+        self.figures.streams = len(self.streams)
         principal = stream.principal
         if principal:
             left = self._per_principal.get(principal, 1) - 1
@@ -102,6 +112,7 @@ class SessionRegistry:
             previous.forget_member(key)
         self._carrier[key] = stream
         self._by_group.setdefault(key[0], set()).add(key[1])
+        self.figures.members = len(self._carrier)
 
     def drop(self, key: MemberKey, stream: StreamHandle) -> None:
         if self._carrier.get(key) is stream:
@@ -109,6 +120,7 @@ class SessionRegistry:
 
     def _drop(self, key: MemberKey) -> None:
         del self._carrier[key]
+        self.figures.members = len(self._carrier)
         members = self._by_group.get(key[0])
         if members is not None:
             members.discard(key[1])
@@ -167,8 +179,8 @@ class SessionRegistry:
         idle = [s for s in self.streams if s.in_flight == 0 and now - s.last_active >= limit_s]
         for stream in idle:
             self.close(stream, iter(()))
-            stream.finish(grpc.StatusCode.UNAVAILABLE, f"the stream was idle for {limit_s:g} s (session_idle_timeout_ms); "
-                          f"open a new one when needed")
+            stream.finish(grpc.StatusCode.UNAVAILABLE, f"the stream was idle for {limit_s:g} s "
+                          f"(session_idle_timeout_ms); open a new one when needed", reason="idle")
         return len(idle)
 
     async def sweep_forever(self) -> None:
@@ -185,4 +197,7 @@ class SessionRegistry:
             stream.push(moved_news(key[0], key[1], ""))
         for stream in list(self.streams):
             stream.finish(grpc.StatusCode.UNAVAILABLE, "the coordinator is stopping: ask FindCoordinator again",
-                          flush=True)
+                          flush=True, reason="stopping")
+        for runtime in self.router.runtimes:
+            if self in runtime.watchers:
+                runtime.watchers.remove(self)

@@ -97,10 +97,10 @@ class SessionStream:
         self.principal = principal
         self.in_flight = 0
         self.last_active = router.clock.now()
-        self.peak_buffered = 0
         self._servicer = servicer
         self._guard = guard if guard is not None and guard.policy.enabled else None
         self._registry = registry
+        self._figures = registry.figures
         self._context = context
         self._twin = _TwinContext(context.peer() or "")
         bounds = request_bounds(config)
@@ -129,6 +129,9 @@ class SessionStream:
             await self._context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, refusal)
         principal = self.principal
         CURRENT_PRINCIPAL.set(principal)  # the twins' quotas and owners (the tasks below copy it)
+        # headers now, alone: a status can then always follow, even while an answer's write waits for a
+        # reader that does not read (sent with that answer, they would hold the status back with it)
+        await self._context.send_initial_metadata(())
         loop = asyncio.get_running_loop()
         writer = loop.create_task(self._write_loop())
         reader = loop.create_task(self._read_loop())
@@ -146,18 +149,18 @@ class SessionStream:
             for task in (reader, writer, *self._tasks):
                 task.cancel()
             self._registry.close(self, iter(self._members))
-            self._queue.clear()
-            self._buffered = 0
+            self._drop_queue()
         if self._status is not None:
             log.info("session stream of %s ended: %s", principal or "-", self._status[1],
                      extra={"event": "session_ended", "principal": principal, "reason": self._status[1]})
             await self._context.abort(*self._status)
 
-    def finish(self, code: grpc.StatusCode, message: str, *, flush: bool = False) -> None:
-        """End the stream with ``code`` (the first reason given wins)."""
+    def finish(self, code: grpc.StatusCode, message: str, *, flush: bool = False, reason: str = "protocol") -> None:
+        """End the stream with ``code`` (the first reason given wins; ``reason`` labels the metric)."""
         if self._status is None:
             self._status = (code, message)
             self._flush = flush
+            self._registry.metrics.ended.labels(reason).inc()
         self._done.set()
 
     def _maybe_done(self) -> None:
@@ -195,6 +198,7 @@ class SessionStream:
             if queue and queue[0] is data:
                 queue.popleft()
                 self._buffered -= len(data)
+                self._figures.buffered_bytes -= len(data)
 
     # ------------------------------------------------------------------ out
 
@@ -211,14 +215,20 @@ class SessionStream:
                         self.principal or "-", waiting)
             self.finish(grpc.StatusCode.RESOURCE_EXHAUSTED, (
                 f"the client does not read its answers: {waiting:,} bytes would wait for it, at most {limit:,} "
-                f"(session_max_buffered_bytes); read faster or ask less at once"))
-            queue.clear()
-            self._buffered = 0
+                f"(session_max_buffered_bytes); read faster or ask less at once"), reason="slow_reader")
+            self._drop_queue()
             return
         queue.append(data)
         self._buffered += len(data)
-        self.peak_buffered = max(self.peak_buffered, self._buffered)
+        figures = self._figures
+        figures.buffered_bytes += len(data)
+        figures.peak_buffered_bytes = max(figures.peak_buffered_bytes, self._buffered)
         self._wake.set()
+
+    def _drop_queue(self) -> None:
+        self._figures.buffered_bytes -= self._buffered
+        self._queue.clear()
+        self._buffered = 0
 
     def push(self, news: pb.SessionNews) -> None:
         self._send(news_frame(news))
@@ -360,7 +370,7 @@ class SessionStream:
                          f"most {limit} (session_max_in_flight): send it again once an answer comes")
         key = _member_key(request)
         limit = self.config.session_max_members
-        if key not in self._members and len(self._members) >= limit:
+        if body.name != "leave_group" and key not in self._members and len(self._members) >= limit:
             return error(pb.INVALID_REQUEST, f"this stream carries {len(self._members)} members, at most {limit} "
                          f"(session_max_members): open another stream (or use unary calls) for more")
         return None
@@ -394,7 +404,7 @@ class SessionStream:
         behind a large request of its group still on its way (``waited``: a large one, its turn come; ``stepped``:
         its group waits for its answer)."""
         key = _member_key(request)
-        if key[1] and key not in self._members:
+        if key[1] and body.name != "leave_group" and key not in self._members:  # a leave carries nobody
             self._carry(key)
         self._tags.add(tag)
         self.in_flight += 1
