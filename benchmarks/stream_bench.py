@@ -332,7 +332,9 @@ class Fleet:
             except TimeoutError:
                 pass
             beat = await self.calls.heartbeat(self.group, self.member[i], self.generation[i])
-            if beat.error.code == pb.REBALANCE_IN_PROGRESS:
+            if beat.error.code == pb.UNKNOWN_MEMBER_ID:
+                self.member[i] = ""  # forgotten: join as a new member
+            if beat.error.code != pb.NONE:  # REBALANCE_IN_PROGRESS, or a generation it missed: join again
                 await self._join(i)
 
     async def rebalance(self, after_generation: int) -> dict[str, Any]:
