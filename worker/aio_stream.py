@@ -20,6 +20,8 @@ from google.protobuf.message import Message
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.worker.effects import WorkerClosedError
 from groupcoord.worker.stream_tags import (
+    REFUSED_AT_OPEN,
+    REFUSED_WAIT_S,
     SESSION_METHOD,
     Hearer,
     Hearers,
@@ -140,7 +142,8 @@ class AioSessionStream:
             log.info("coordinator %s has no Session stream (UNIMPLEMENTED): unary calls there", self.address)
         elif verdict is None:
             self._failures += 1
-            self._retry_at = self._now() + reconnect_wait(self._failures, self._reconnect_max_s)
+            self._retry_at = self._now() + (REFUSED_WAIT_S if status in REFUSED_AT_OPEN else
+                                            reconnect_wait(self._failures, self._reconnect_max_s))
         self._probed = verdict is True
 
     def _open(self) -> None:
@@ -192,9 +195,12 @@ class AioSessionStream:
         if self._outbox is outbox:
             self._outbox = None
         waiting = self._book.fail_all()
-        if status is grpc.StatusCode.UNIMPLEMENTED and not self._answered:
-            self._remembered.note(self.key[1:], self._now())
-            log.info("coordinator %s has no Session stream (UNIMPLEMENTED): unary calls there", self.address)
+        if status.name in (REFUSED_AT_OPEN | {"UNIMPLEMENTED"}) and not self._answered:  # nothing served
+            if status is grpc.StatusCode.UNIMPLEMENTED:
+                self._remembered.note(self.key[1:], self._now())
+            else:
+                self._retry_at = self._now() + REFUSED_WAIT_S
+            log.info("coordinator %s gives no Session stream (%s): unary calls there", self.address, detail)
             _fail(waiting, StreamUnsupported(self.address))
             return
         if not self._closed:

@@ -24,6 +24,8 @@ from google.protobuf.message import Message
 
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.worker.stream_tags import (
+    REFUSED_AT_OPEN,
+    REFUSED_WAIT_S,
     SESSION_METHOD,
     Hearer,
     Hearers,
@@ -147,8 +149,9 @@ class SessionStream:
             raise StreamUnsupported(self.address)
         if verdict is None:
             self._failures += 1
-            self._retry_at = self._now() + reconnect_wait(self._failures, self._reconnect_max_s)
-            raise StreamBroken(f"no answer to the Session probe from {self.address}: {status}")
+            self._retry_at = self._now() + (REFUSED_WAIT_S if status in REFUSED_AT_OPEN else
+                                            reconnect_wait(self._failures, self._reconnect_max_s))
+            raise StreamBroken(f"no Session stream from {self.address} now: {status}")
         self._probed = True
 
     def _open(self) -> None:
@@ -210,15 +213,17 @@ class SessionStream:
             if self._outbox is outbox:
                 self._outbox = None
             unsupported = status is grpc.StatusCode.UNIMPLEMENTED and not self._answered
+            refused = status.name in REFUSED_AT_OPEN and not self._answered  # nothing served: unary for now
             if unsupported:
                 self._remembered.note(self.key, self._now())
             elif not self._closed:
                 self._failures += 1
-                self._retry_at = self._now() + reconnect_wait(self._failures, self._reconnect_max_s)
+                self._retry_at = self._now() + (REFUSED_WAIT_S if refused else
+                                                reconnect_wait(self._failures, self._reconnect_max_s))
             waiting = self._book.fail_all()
             closed = self._closed
-        if unsupported:
-            log.info("coordinator %s has no Session stream (UNIMPLEMENTED): unary calls there", self.address)
+        if unsupported or refused:
+            log.info("coordinator %s gives no Session stream (%s): unary calls there", self.address, detail)
             _fail(waiting, StreamUnsupported(self.address))
         else:
             if not closed:

@@ -22,7 +22,7 @@ from google.protobuf.message import Message
 from groupcoord import errors
 from groupcoord.v1 import groupcoord_pb2 as pb
 
-__all__ = ["RESYNC", "SESSION_METHOD", "STREAMED", "Hearer", "Hearers", "Nudge", "NudgeKind", "Registry", "Remembered", "StreamBroken",
+__all__ = ["REFUSED_AT_OPEN", "REFUSED_WAIT_S", "RESYNC", "SESSION_METHOD", "STREAMED", "Hearer", "Hearers", "Nudge", "NudgeKind", "Registry", "Remembered", "StreamBroken",
            "StreamUnsupported", "TagBook", "answer_of", "member_of", "nudge_for", "probe_verdict", "reconnect_wait", "refused_in_band",
            "session_request"]
 
@@ -56,9 +56,17 @@ def probe_verdict(status: str) -> bool | None:
     UNIMPLEMENTED in a loop here), so the stream's own end cannot tell."""
     if status == "UNIMPLEMENTED":
         return False
-    if status in ("UNAVAILABLE", "DEADLINE_EXCEEDED", "CANCELLED"):
+    if status in ("UNAVAILABLE", "DEADLINE_EXCEEDED", "CANCELLED") or status in REFUSED_AT_OPEN:
         return None
     return True
+
+
+REFUSED_AT_OPEN = frozenset({"UNAUTHENTICATED", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED"})
+"""Statuses of a coordinator that serves Session but will not open one for us now (a credential, or the
+per-principal quota of streams): the calls go unary (whose twin gives the right error, a fatal one for
+a credential), and the stream is tried again after ``REFUSED_WAIT_S``."""
+
+REFUSED_WAIT_S = 30.0
 
 
 def session_request(tag: int, body: str, request: Message) -> pb.SessionRequest:

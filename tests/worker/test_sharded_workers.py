@@ -10,6 +10,7 @@ with the same member id and generation and its listener hears of no rebalance.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -183,11 +184,13 @@ def test_workers_find_their_shard_leader_and_follow_it_when_it_is_killed(
 
 
 def test_workers_follow_their_shards_to_a_new_coordinator_without_a_rebalance(
-        cluster: Cluster, members: tuple[list[Member], AsyncMembers]) -> None:
+        cluster: Cluster, members: tuple[list[Member], AsyncMembers], caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="groupcoord.worker")
     made, aio = members
     a, b, c = cluster.start(), cluster.start(), cluster.start()
     before = cluster.wait_balanced([a, b, c])
     join_every_group(cluster, before, made, aio)
+    assert {m.client.coordinator_via for m in made} == {"stream"}
 
     d = cluster.start()
     after = cluster.wait_balanced([a, b, c, d], timeout=30)
@@ -195,6 +198,10 @@ def test_workers_follow_their_shards_to_a_new_coordinator_without_a_rebalance(
     assert len(moved) == SHARDS // 4
     wait_until(lambda: followed_without_a_rebalance(made, after), 20, "every member at its shard's new leader")
     assert_unchanged(cluster, d, made)
+    # over streams: the old leader told each moved member (CoordinatorMoved), which went on d's stream
+    wait_until(lambda: all(m.client.coordinator_via == "stream" for m in made), 20, "every member on a stream")
+    told = {r.getMessage().split(":")[0] for r in caplog.records if "coordinator moved" in r.getMessage()}
+    assert {m.client.config.client_id for m in moved} <= told, told
 
 
 def test_workers_find_a_coordinator_they_were_never_given_when_every_bootstrap_address_is_gone(
