@@ -260,8 +260,12 @@ class Member:
 
     def _stable_tick(self) -> Gen:
         session = self.session
-        yield Sleep(session.next_heartbeat_s(), heartbeat=True)
+        wait = session.next_heartbeat_s()
+        left = session.tasks_left() if self.tasks.assigned else None
+        yield Sleep(wait if left is None else max(0.0, min(wait, left)), heartbeat=True)
         if self.closing:
+            return
+        if (yield from self._lose_if_unconfirmed()):
             return
         if self.rebalance_requested:
             self.rebalance_requested = False
@@ -269,8 +273,11 @@ class Member:
             return
         request = heartbeat_request(self.config, session.member_id, session.generation)
         sent = self._now()  # the coordinator restarts our session after this: count from here
+        timeout = session.stable_timeout()
+        if self.tasks.assigned:  # unanswered, the call must not outlast the tasks' last safe moment
+            timeout = max(0.001, min(timeout, session.tasks_left()))
         try:
-            yield Call("heartbeat", request, session.stable_timeout())
+            yield Call("heartbeat", request, timeout)
         except errors.GroupCoordError as error:
             verdict = session.heartbeat_failed(error, sent)
             if verdict.lose_tasks:
@@ -280,11 +287,27 @@ class Member:
                 raise  # the tasks go in ``shutdown``, as the row says (fenced: lost, never revoked)
             if verdict.action is StableAction.REJOIN:
                 self._rejoin()
+                return
+            yield from self._lose_if_unconfirmed()
             return
         session.heartbeat_ok(sent)
         yield from self._report_load()
         if session.is_leader and (yield from self._load_recheck()):
             self._rejoin()
+
+    def _lose_if_unconfirmed(self) -> Gen:
+        """Stable with heartbeats unanswered: once the session since the coordinator last confirmed us,
+        less the worker's margin (``worker.give_up``), has passed, the coordinator may remove us at any
+        moment and hand our tasks on (pushed news makes the others take them within a round trip), so
+        every task stops now, eager or cooperative, and the member joins again. Returns True if so."""
+        if not self.tasks.assigned or self.closing or self.session.tasks_left() > 0:
+            return False
+        log.warning("%s: no heartbeat answered for a session timeout less the margin: tasks lost, re-joining",
+                    self.config.client_id)
+        self.tasks.lose_all()
+        yield from self._flush()
+        self._rejoin()
+        return True
 
     def _load_recheck(self) -> Gen:
         """Leader only: the assignor's ``RebalanceCheck`` on the newest load snapshot, when one is due."""

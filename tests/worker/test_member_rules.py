@@ -174,37 +174,57 @@ class Rechecking:
         return self.answers.pop(0)
 
 
+def _beats(walk: Walk, clock: Clock, seconds: int) -> Effect | None:
+    """``seconds`` of heartbeats a second apart, each answered; the effect after the last one."""
+    for _ in range(seconds):
+        clock.now += 1
+        assert isinstance(walk.answer(), Call)  # the sleep; the heartbeat goes out
+        after = walk.answer()  # answered
+    return after
+
+
 def the_leader_rechecks_on_the_newest_snapshot_and_skips_an_unreachable_coordinator(clock: Clock) -> None:
     assignor = Rechecking([True])
     walk = stable_member(clock, leader=True, lookup=lambda name: assignor, load_reports=False)
     walk.answer()
     assert isinstance(walk.answer(), Sleep)  # heartbeat answered; the interval starts: no describe yet
-    clock.now += 10
-    walk.answer()
-    describe = walk.answer()
+    describe = _beats(walk, clock, 10)
     assert isinstance(describe, Call) and describe.method == "describe_group"
     assert isinstance(walk.fail(errors.CoordinatorNotAvailableError("timed out")), Sleep)  # skipped
     assert walk.member.machine.state is WorkerState.STABLE
-    clock.now += 10
-    walk.answer()
-    walk.answer()
+    _beats(walk, clock, 10)
     walk.answer(pb.DescribeGroupResponse(group_id="g", generation=1))
     assert walk.member.machine.state is WorkerState.PREPARING_JOIN  # the assignor would move tasks: re-join
 
 
-def an_unanswered_heartbeat_keeps_the_tasks_until_a_session_passes(clock: Clock) -> None:
+def unanswered_heartbeats_keep_the_tasks_until_a_session_less_the_margin_passes(clock: Clock) -> None:
+    """6 s session, 1 s margin: the tasks run 5 s past the last answered heartbeat, not a moment longer,
+    eager or cooperative (pushed news lets the others take them within a round trip of the removal)."""
     walk = stable_member(clock, rebalance_protocol="cooperative")
     walk.answer()
     nap = walk.fail(errors.CoordinatorNotAvailableError("refused"))
     assert isinstance(nap, Sleep) and nap.seconds == pytest.approx(0.1)  # the next one sooner, elsewhere
     assert walk.member.machine.state is WorkerState.STABLE and walk.member.tasks.assigned == T
-    clock.now += 6.5
-    walk.answer()
-    lost = walk.fail(errors.CoordinatorNotAvailableError("refused"))
+    clock.now += 4.0
+    beat = walk.answer()
+    assert isinstance(beat, Call) and beat.method == "heartbeat" and beat.timeout == pytest.approx(1.0)  # 1 s left
+    nap = walk.fail(errors.CoordinatorNotAvailableError("timed out"))
+    assert isinstance(nap, Sleep) and nap.seconds <= 1.0 and walk.member.tasks.assigned == T
+    clock.now += 1.0
+    lost = walk.answer()
     assert isinstance(lost, Deliver) and lost.notice.kind == "lost"
     join = walk.answer(True)
     assert isinstance(join, Call) and join.method == "join_group"  # cooperative: no revoke, straight to JoinGroup
     assert walk.member.machine.state is WorkerState.JOINING and not walk.member.tasks.assigned
+
+
+def an_eager_member_stops_its_tasks_when_heartbeats_go_unanswered(clock: Clock) -> None:
+    walk = stable_member(clock)
+    walk.answer()
+    walk.fail(errors.CoordinatorNotAvailableError("refused"))
+    clock.now += 5.0
+    lost = walk.answer()
+    assert isinstance(lost, Deliver) and lost.notice.kind == "lost" and lost.notice.tasks == T
 
 
 def an_unknown_member_resets_and_joins_as_a_new_one(clock: Clock) -> None:
@@ -280,7 +300,8 @@ CORE_ROWS = [Row(rule) for rule in (
     a_close_during_a_load_report_ends_the_loop_in_both_clients,
     a_load_report_the_coordinator_refuses_is_logged_and_skipped,
     the_leader_rechecks_on_the_newest_snapshot_and_skips_an_unreachable_coordinator,
-    an_unanswered_heartbeat_keeps_the_tasks_until_a_session_passes,
+    unanswered_heartbeats_keep_the_tasks_until_a_session_less_the_margin_passes,
+    an_eager_member_stops_its_tasks_when_heartbeats_go_unanswered,
     an_unknown_member_resets_and_joins_as_a_new_one,
     a_listener_that_hangs_makes_the_member_leave,
     a_cooperative_member_gives_up_an_unanswered_join_in_time,
