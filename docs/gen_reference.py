@@ -37,7 +37,7 @@ from prometheus_client import CollectorRegistry
 
 from groupcoord.assignors.balanced.config import BalancedConfig
 from groupcoord.assignors.pulsar.config import LoadBalancerConfig
-from groupcoord.cli.main import _parser as cli_parser  # the parser `groupcoord` runs (no public factory)
+from groupcoord.cli.parser import _parser as cli_parser  # the parser `groupcoord` runs (no public factory)
 from groupcoord.coordinator.config import CoordinatorConfig
 from groupcoord.coordinator.process.options import ServeOptions
 from groupcoord.coordinator.process.print_config import options_as_dict, render_options

@@ -12,7 +12,7 @@ import pytest
 from groupcoord import __version__
 from groupcoord.cli import main
 from groupcoord.cli.common import COORDINATOR_ENV, DEFAULT_LISTEN
-from groupcoord.cli.main import _HelpFormatter, _parser
+from groupcoord.cli.parser import _HelpFormatter, _parser
 from tests.paths import ROOT
 
 

@@ -40,7 +40,7 @@ from groupcoord import (
 )
 from groupcoord.assignors.balanced.config import BalancedConfig
 from groupcoord.assignors.pulsar.config import LoadBalancerConfig
-from groupcoord.cli.main import _parser
+from groupcoord.cli.parser import _parser
 from groupcoord.coordinator.config import CoordinatorConfig
 from groupcoord.coordinator.model import states as group_states
 from groupcoord.coordinator.process import options
