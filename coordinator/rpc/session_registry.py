@@ -113,6 +113,17 @@ class SessionRegistry:
         self._carrier[key] = stream
         self._by_group.setdefault(key[0], set()).add(key[1])
         self.figures.members = len(self._carrier)
+        if previous is None:
+            self._catch_up(key, stream)
+
+    def _catch_up(self, key: MemberKey, stream: StreamHandle) -> None:
+        """A member new to the streams missed the news of a target that landed between its request's step
+        and its answer (the group had no member on a stream to tell): what it must act on, now."""
+        runtime = self.router.for_group(key[0])
+        consumer = runtime.model.consumer.groups.get(key[0]) if runtime is not None else None
+        if consumer is not None:
+            for news in consumer_news(consumer, [key[1]]):
+                stream.push(news)
 
     def drop(self, key: MemberKey, stream: StreamHandle) -> None:
         if self._carrier.get(key) is stream:

@@ -374,8 +374,9 @@ class SessionStream:
     def _answered(self, tag: int, body: Body, request: Any, response: Any) -> None:
         self._tags.discard(tag)
         self.in_flight -= 1
-        self._members.note(body, request, response)
+        self.last_active = self.router.clock.now()  # just answered: not idle
         self._answer(tag, body, response)
+        self._members.note(body, request, response)  # after the answer: news it catches up on comes second
         self._maybe_done()
 
 
