@@ -109,6 +109,7 @@ def spread_over(names: set[str]) -> Callable[[dict[str, set[str]]], bool]:
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # worker processes of both clients, killed, stopped and restarted: 14-38 s of a 4-worker make test; CI runs it in make test-heavy
 def test_mixed_clients_share_a_catalog_and_no_task_runs_twice(consumer_server: ServerThread, tmp_path: Path,
                                                              cli_env: dict[str, str]) -> None:
     AdminClient(consumer_server.address).put_tasks(G, TASKS)

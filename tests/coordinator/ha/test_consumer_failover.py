@@ -26,7 +26,8 @@ from tests.coordinator.ha.sharded import RETRY, Cluster, call, find
 from tests.coordinator.ha.test_ha_failover import HaCluster
 from tests.zookeeper_server import ZooKeeperServer, wait_until
 
-pytestmark = [pytest.mark.slow, pytest.mark.zookeeper]
+pytestmark = [pytest.mark.slow, pytest.mark.zookeeper, pytest.mark.heavy]  # serve processes on ZooKeeper, killed and
+# moved: 42-67 s each of a 4-worker make test; CI runs them in make test-heavy
 
 SESSION_MS = 60_000  # no session ends during a failover here: what is tested is the state carried over
 CATALOG = {(f"t{i}", 0) for i in range(6)}

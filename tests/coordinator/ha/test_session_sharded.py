@@ -18,7 +18,8 @@ from tests.coordinator.ha.test_sharded_cluster import GROUPS, SHARDS, ZK_SESSION
 from tests.coordinator.rpc.session_client import RawSession
 from tests.zookeeper_server import ZooKeeperServer
 
-pytestmark = [pytest.mark.slow, pytest.mark.zookeeper]
+pytestmark = [pytest.mark.slow, pytest.mark.zookeeper, pytest.mark.heavy]  # three sharded serve processes:
+# 16-60 s of a 4-worker make test; CI runs it in make test-heavy
 
 
 @pytest.fixture(scope="module")

@@ -61,6 +61,7 @@ def _stable_member(channel: grpc.Channel) -> pb.JoinGroupResponse:
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # a serve child holding 20,000 tasks measured for memory (as the 21 MiB floods): 14-33 s; CI runs it in make test-heavy
 def test_a_client_that_stops_reading_is_cut_off_with_bounded_memory(tmp_path: Path) -> None:
     port, metrics_port = free_port(), free_port()
     proc = _serve(tmp_path, port, metrics_port)
