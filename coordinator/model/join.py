@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from groupcoord.coordinator.config import CoordinatorConfig
 from groupcoord.coordinator.model import limits, phases, quotas
 from groupcoord.coordinator.model.context import Model
 from groupcoord.coordinator.model.effects import Outbox, Token, error
@@ -42,26 +43,11 @@ def handle_join(m: Model, out: Outbox, request: pb.JoinGroupRequest, token: Toke
         out.reply(token, "", pb.JoinGroupResponse(error=failure, generation=-1))
         return
     cfg = m.config
-    if not cfg.group_min_session_timeout_ms <= request.session_timeout_ms <= cfg.group_max_session_timeout_ms:
-        fail(
-            pb.INVALID_SESSION_TIMEOUT,
-            f"session_timeout_ms {request.session_timeout_ms} is outside "
-            f"[{cfg.group_min_session_timeout_ms}, {cfg.group_max_session_timeout_ms}]",
-        )
-        return
-    if request.rebalance_timeout_ms < 0:
-        fail(pb.INVALID_REQUEST, "rebalance_timeout_ms must be >= 0")
-        return
     protocols = tuple(request.protocols)
-    if len(protocols) > MAX_PROTOCOLS or len(request.rebalance_protocols) > MAX_PROTOCOLS:
-        fail(pb.INVALID_REQUEST, f"at most {MAX_PROTOCOLS} assignor names and {MAX_PROTOCOLS} rebalance protocols")
-        return
-    if not protocols or any(not p for p in protocols) or len(set(protocols)) != len(protocols):
-        fail(pb.INCONSISTENT_GROUP_PROTOCOL, "protocols must list at least one assignor name, without repeats")
-        return
     metadata_size = request.metadata.ByteSize()
-    if metadata_size > cfg.max_metadata_bytes:
-        fail(pb.INVALID_REQUEST, f"metadata is {metadata_size} bytes; the limit is {cfg.max_metadata_bytes}")
+    refused = _request_refusal(cfg, request, protocols, metadata_size)
+    if refused is not None:
+        fail(*refused)
         return
     failure = (limits.check_id(cfg, "client_id", request.client_id)
                or limits.check_id(cfg, "instance_id", request.instance_id)
@@ -116,6 +102,24 @@ def handle_join(m: Model, out: Outbox, request: pb.JoinGroupRequest, token: Toke
             return
         member.last_seen = m.clock.now()
         KNOWN_MEMBER_JOIN[group.state](m, out, group, member, request, token)
+
+
+def _request_refusal(cfg: CoordinatorConfig, request: pb.JoinGroupRequest, protocols: tuple[str, ...],
+                     metadata_size: int) -> tuple[pb.ErrorCode, str] | None:
+    """The request's own numbers and lists out of bounds, in Kafka's order: session timeout, rebalance
+    timeout, the protocol lists, the metadata's size; None when they hold."""
+    if not cfg.group_min_session_timeout_ms <= request.session_timeout_ms <= cfg.group_max_session_timeout_ms:
+        bounds = f"[{cfg.group_min_session_timeout_ms}, {cfg.group_max_session_timeout_ms}]"
+        return pb.INVALID_SESSION_TIMEOUT, f"session_timeout_ms {request.session_timeout_ms} is outside {bounds}"
+    if request.rebalance_timeout_ms < 0:
+        return pb.INVALID_REQUEST, "rebalance_timeout_ms must be >= 0"
+    if len(protocols) > MAX_PROTOCOLS or len(request.rebalance_protocols) > MAX_PROTOCOLS:
+        return pb.INVALID_REQUEST, f"at most {MAX_PROTOCOLS} assignor names and {MAX_PROTOCOLS} rebalance protocols"
+    if not protocols or any(not p for p in protocols) or len(set(protocols)) != len(protocols):
+        return pb.INCONSISTENT_GROUP_PROTOCOL, "protocols must list at least one assignor name, without repeats"
+    if metadata_size > cfg.max_metadata_bytes:
+        return pb.INVALID_REQUEST, f"metadata is {metadata_size} bytes; the limit is {cfg.max_metadata_bytes}"
+    return None
 
 
 def _accepts(m: Model, group: Group, request: pb.JoinGroupRequest) -> bool:

@@ -8,12 +8,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from groupcoord import assignors
 from tests.paths import ROOT
 
 BENCH = ROOT / "benchmarks" / "assignors_bench.py"
 
 
+@pytest.mark.heavy  # a benchmark run at small size (make test-heavy runs the benchmark smokes; CI runs both)
 def test_assignors_bench_quick_runs() -> None:
     env = dict(os.environ, PYTHONPATH=str(Path(assignors.__file__).parent.parent))
     done = subprocess.run(

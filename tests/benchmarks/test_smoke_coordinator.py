@@ -23,11 +23,13 @@ def _run(*args: str) -> str:
     return done.stdout
 
 
+@pytest.mark.heavy  # a benchmark run at small size (make test-heavy runs the benchmark smokes; CI runs both)
 def test_model_share_table() -> None:
     out = _run("--parts", "model", "--sizes", "20,60")
     assert "coordinator share 60 / 20" in out and "JoinGroup bytes" in out
 
 
+@pytest.mark.heavy  # a benchmark run at small size (make test-heavy runs the benchmark smokes; CI runs both)
 @pytest.mark.slow
 def test_heartbeat_layers_table() -> None:
     out = _run("--parts", "layers", "--quick")
@@ -38,6 +40,7 @@ def test_heartbeat_layers_table() -> None:
     assert all(float(row[38:57]) > 0 for row in rows), out  # each layer's server CPU per request
 
 
+@pytest.mark.heavy  # a benchmark run at small size (make test-heavy runs the benchmark smokes; CI runs both)
 @pytest.mark.slow
 def test_end_to_end_table_with_generator_processes() -> None:
     out = _run("--parts", "rebalance", "--sizes", "30")
@@ -46,6 +49,7 @@ def test_end_to_end_table_with_generator_processes() -> None:
     assert int(row[8]) >= 2 * 31 and float(row[10]) > 0  # every member at least re-joined and synced
 
 
+@pytest.mark.heavy  # a benchmark run at small size (make test-heavy runs the benchmark smokes; CI runs both)
 @pytest.mark.slow
 def test_transport_table_compares_a_call_with_a_stream_message() -> None:
     out = _run("--parts", "transport", "--quick")

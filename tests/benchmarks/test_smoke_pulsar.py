@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.paths import ROOT
 
 
@@ -22,6 +24,7 @@ def run(script: str, *args: str) -> str:
     return done.stdout
 
 
+@pytest.mark.heavy  # a benchmark run at small size (make test-heavy runs the benchmark smokes; CI runs both)
 def test_balance_sim_quick_prints_table_and_saves_plots(tmp_path: Path) -> None:
     out = run("balance_sim.py", "--out", str(tmp_path))
     for name in ("pulsar-threshold", "pulsar-uniform", "pulsar-avg", "pulsar-overload", "pulsar-transfer", "balanced",
@@ -33,12 +36,14 @@ def test_balance_sim_quick_prints_table_and_saves_plots(tmp_path: Path) -> None:
     assert (tmp_path / "foreign_heterogeneous.png").stat().st_size > 0
 
 
+@pytest.mark.heavy  # a benchmark run at small size (make test-heavy runs the benchmark smokes; CI runs both)
 def test_pulsar_bench_quick_prints_table() -> None:
     out = run("pulsar_bench.py")
     for name in ("pulsar-threshold", "pulsar-uniform", "pulsar-avg", "pulsar-overload", "pulsar-transfer", "balanced"):
         assert name in out
 
 
+@pytest.mark.heavy  # a benchmark run at small size (make test-heavy runs the benchmark smokes; CI runs both)
 def test_balance_sim_quick_cooperative(tmp_path: Path) -> None:
     out = run("balance_sim.py", "--protocol", "cooperative", "--only", "balanced,pulsar-avg", "--no-plots")
     assert "protocol: cooperative" in out and "balanced" in out

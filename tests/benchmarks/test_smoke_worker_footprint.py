@@ -11,6 +11,7 @@ import pytest
 from tests.paths import ROOT
 
 
+@pytest.mark.heavy  # a benchmark run at small size (make test-heavy runs the benchmark smokes; CI runs both)
 @pytest.mark.slow
 def test_worker_footprint_bench_prints_every_row(cli_env: dict[str, str]) -> None:
     done = subprocess.run(

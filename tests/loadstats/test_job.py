@@ -134,6 +134,7 @@ def test_job_matches_sequential_reference(spark, tmp_path) -> None:
     assert n_splits == result.split_candidates > 0
 
 
+@pytest.mark.heavy  # a second Spark session on another xdist worker (14-27 s to start, 27 s to run): make test keeps the job's reference comparison; CI runs this in make test-heavy
 def test_repeated_rows_count_once_and_silent_ones_age_out(spark, tmp_path) -> None:
     rows = rows_of(make_reports(seed=5, groups=("g1", "g2"), reports_per_worker=20, ts_range=40))
     # a retried report: some rows appear twice or three times, in the other file format too
