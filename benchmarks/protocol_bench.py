@@ -127,16 +127,16 @@ def consumer_change(members: int, tasks: int, seed: int = 7) -> dict[str, float]
     queue = [(start + rng.uniform(0, INTERVAL_S), i) for i in range(members)]  # each member's phase
     heapq.heapify(queue)
     window = Window()
-    timed = consumer_model.compute_target
+    timed = consumer_model.target_for
 
-    def compute(inputs: Any) -> Any:
+    def compute(inputs: Any, ids: Any) -> Any:
         began = time.process_time()
         try:
-            return timed(inputs)
+            return timed(inputs, ids)
         finally:
             window.assignor_cpu += time.process_time() - began
 
-    consumer_model.compute_target = compute  # type: ignore[assignment]  # the assignor's share, apart
+    consumer_model.target_for = compute  # type: ignore[assignment]  # the assignor's share, apart
     gc.collect()
     cpu_start = time.process_time()
     newcomer = _join(runtime, "newcomer")
@@ -167,7 +167,7 @@ def consumer_change(members: int, tasks: int, seed: int = 7) -> dict[str, float]
                 ran_at = at
         window_cpu = time.process_time() - cpu_start
     finally:
-        consumer_model.compute_target = timed  # type: ignore[assignment]
+        consumer_model.target_for = timed  # type: ignore[assignment]
     held: dict[TaskReplica, int] = {}
     for sim in sims:
         for task in sim.running:
