@@ -29,7 +29,7 @@ import grpc
 from groupcoord.coordinator.auth.guard import Guard
 from groupcoord.coordinator.config import CoordinatorConfig
 
-__all__ = ["MAX_FIND_COORDINATOR_GROUPS", "gated", "leading_group_id", "request_bounds"]
+__all__ = ["MAX_FIND_COORDINATOR_GROUPS", "gated", "leading_group_id", "read_varint", "request_bounds"]
 
 MAX_FIND_COORDINATOR_GROUPS = 1_000
 """Group ids one FindCoordinator may ask about (the proto says so too)."""
@@ -50,7 +50,7 @@ def request_bounds(config: CoordinatorConfig) -> dict[str, int]:
     }
 
 
-def _varint(data: bytes, at: int) -> tuple[int, int]:
+def read_varint(data: bytes, at: int) -> tuple[int, int]:
     """The varint at ``at`` and where it ends; (-1, at) if it does not end within 10 bytes."""
     value = shift = 0
     for index in range(at, min(at + 10, len(data))):
@@ -66,7 +66,7 @@ def _first_string(data: bytes, at: int = 0) -> tuple[int, int] | None:
     """(start, length) of field 1 when it is the first field, length-delimited; else None."""
     if at >= len(data) or data[at] != 0x0A:
         return None
-    length, start = _varint(data, at + 1)
+    length, start = read_varint(data, at + 1)
     return None if length < 0 else (start, length)
 
 

@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 from google.protobuf.message import Message
 
-from groupcoord.coordinator.rpc.gate import leading_group_id
+from groupcoord.coordinator.rpc.gate import leading_group_id, read_varint
 from groupcoord.v1 import groupcoord_pb2 as pb
 
 __all__ = ["BODIES", "Body", "Peek", "SESSION_METHOD", "frame", "news_frame", "peek"]
@@ -63,18 +63,6 @@ def _varint(value: int) -> bytes:
     return bytes(out)
 
 
-def _read_varint(data: bytes, at: int) -> tuple[int, int]:
-    """The varint at ``at`` and where it ends; (-1, at) when it does not end within 10 bytes."""
-    value = shift = 0
-    for index in range(at, min(at + 10, len(data))):
-        byte = data[index]
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, index + 1
-        shift += 7
-    return -1, at
-
-
 def frame(tag: int, number: int, body: bytes) -> bytes:
     """A SessionResponse carrying ``body`` (a serialised answer) in field ``number``, under ``tag``."""
     head = (b"\x08" + _varint(tag) if tag else b"") + _varint(number << 3 | 2) + _varint(len(body))
@@ -97,14 +85,14 @@ def peek(data: bytes, max_chars: int) -> Peek | None:
     first field (never so as our clients write it: the full parse decides then)."""
     if not data or data[0] != 0x08:
         return None
-    tag, at = _read_varint(data, 1)
+    tag, at = read_varint(data, 1)
     if tag <= 0:
         return None
-    key, start = _read_varint(data, at)
+    key, start = read_varint(data, at)
     body = BODIES.get(key >> 3) if key >= 0 and key & 7 == 2 else None
     if body is None:
         return Peek(tag, None, None, -1)
-    length, start = _read_varint(data, start)
+    length, start = read_varint(data, start)
     if length < 0:
         return Peek(tag, body, None, -1)
     named = leading_group_id("", data[start:start + min(length, 4 * (max_chars + 1) + 16)], max_chars)
