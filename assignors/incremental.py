@@ -15,8 +15,9 @@ the fewest any within-one assignment needs from this previous one. Cost: O(membe
 the replicas that move; the tasks that stay are never visited.
 
 Round-robin has no incremental form: its answer is a function of member order, so one member in
-shifts nearly every deal. ``balanced`` and the Pulsar assignors read the load snapshot and keep
-per-group state round to round: they run their full pass.
+shifts nearly every deal. ``balanced`` (``balanced.incremental``) and the Pulsar assignors
+(``pulsar.incremental``) have one while no load snapshot is in force (``loaded``): their round from
+the previous target, the same answer as their full pass from it; with a snapshot they decline.
 """
 
 from __future__ import annotations
@@ -49,6 +50,12 @@ class TargetChange:
     """Replicas in the catalog now."""
     plain: bool
     """Every task of the catalog in the default pool, with one replica and the same weight."""
+    group_id: str = ""
+    """The group (assignors that keep state between rounds keep it per group)."""
+    weight: float = 1.0
+    """The weight every task has when ``plain`` (unset counts 1.0): what the load-aware ones place by."""
+    loaded: bool = False
+    """A load snapshot is in force for the group: the load-aware assignors read it in a full pass."""
 
 
 @runtime_checkable

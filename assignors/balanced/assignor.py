@@ -32,14 +32,17 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from groupcoord.assignors.balanced.config import BalancedConfig
+from groupcoord.assignors.balanced.incremental import CountPlan, count_basis
 from groupcoord.assignors.balanced.model import LoadEstimator
 from groupcoord.assignors.balanced.optimizer import Bands, Move, PoolPlan, place_unowned, rebalance
-from groupcoord.assignors.base import Assignment, AssignmentContext, TaskReplica, TaskSpec, replica_of
+from groupcoord.assignors.base import Assignment, AssignmentContext, MemberInfo, TaskReplica, TaskSpec, replica_of
 from groupcoord.assignors.collector import collector_paused
+from groupcoord.assignors.incremental import TargetChange
+from groupcoord.assignors.snapshot import LoadSnapshot
 
 __all__ = ["BalancedAssignor"]
 
@@ -78,13 +81,13 @@ class BalancedAssignor:
         self.last_moves: list[Move] = []
 
     # ---- state -----------------------------------------------------------------------------------
-    def _group(self, context: AssignmentContext) -> _GroupState:
-        state = self._groups.get(context.group_id)
+    def _group(self, group_id: str, snapshot: LoadSnapshot | None, members: Iterable[MemberInfo]) -> _GroupState:
+        state = self._groups.get(group_id)
         if state is None:
-            state = self._groups[context.group_id] = _GroupState(LoadEstimator(self.config.window))
-        if context.load_snapshot is not None:
-            state.estimator.observe(context.load_snapshot)
-        state.estimator.forget({m.member_id: m for m in context.members})
+            state = self._groups[group_id] = _GroupState(LoadEstimator(self.config.window))
+        if snapshot is not None:
+            state.estimator.observe(snapshot)
+        state.estimator.forget({m.member_id: m for m in members})
         horizon = self.clock() - self.config.no_return_s
         state.moved_off = {k: at for k, at in state.moved_off.items() if at >= horizon}
         return state
@@ -132,12 +135,9 @@ class BalancedAssignor:
             out[pool] = (plan, [r for r in replicas if r not in owned])
         return out
 
-    def _verdict(self, context: AssignmentContext, state: _GroupState, pool: str, plan: PoolPlan) -> _PoolVerdict:
+    def _verdict(self, snapshot: LoadSnapshot | None, state: _GroupState, pool: str, plan: PoolPlan) -> _PoolVerdict:
         """Judge the pool once per snapshot: should it rebalance? (hit counters advance here)."""
-        key = None if context.load_snapshot is None else (
-            context.load_snapshot.snapshot_id,
-            context.load_snapshot.created_ms,
-        )
+        key = None if snapshot is None else (snapshot.snapshot_id, snapshot.created_ms)
         if key is None or key != state.verdict_key:
             state.verdict_key, state.verdicts = key, {}
         verdict = state.verdicts.get(pool)
@@ -175,8 +175,25 @@ class BalancedAssignor:
         with collector_paused():  # millions of short-lived objects at 10k x 100k (``assignors.collector``)
             return self._assign(context)
 
+    def _round(self, state: _GroupState, pool: str, plan: PoolPlan, unowned: list[TaskReplica], *, changed: bool,
+               snapshot: LoadSnapshot | None, now: float, young: Callable[[], bool]) -> dict[TaskReplica, str]:
+        """One pool's round on its plan (changed in place): place what has no owner, then rebalance after
+        a membership change or when the verdict says so; returns the replicas no member could take."""
+        unassigned = place_unowned(plan, unowned, state.planned, self.config.capacity_threshold)
+        verdict = self._verdict(snapshot, state, pool, plan)
+        if changed or (verdict.act and not verdict.consumed):
+            verdict.consumed = True
+            moves = self._optimize(plan, state, provisional=young())
+            state.hits[pool] = 0
+            for move in moves:
+                state.moved_off[(move.replica.task_id, move.source)] = now
+                state.planned[move.replica] = move.destination
+            self.last_moves.extend(moves)
+        return unassigned
+
     def _assign(self, context: AssignmentContext) -> Assignment:
-        state = self._group(context)
+        snapshot = context.load_snapshot
+        state = self._group(context.group_id, snapshot, context.members)
         member_ids = frozenset(m.member_id for m in context.members)
         changed = state.members != member_ids
         owners = self._sticky(context)
@@ -187,42 +204,53 @@ class BalancedAssignor:
         self.last_moves = []
         now = self.clock()
         for pool, (plan, unowned) in self._plans(context, state, owners).items():
-            result.unassigned.update(place_unowned(plan, unowned, state.planned, self.config.capacity_threshold))
-            verdict = self._verdict(context, state, pool, plan)
-            if changed or (verdict.act and not verdict.consumed):
-                verdict.consumed = True
-                young = context.load_snapshot is not None and not state.estimator.mature(
-                    t for t in context.tasks if t.pool == pool
-                )
-                moves = self._optimize(plan, state, provisional=young)
-                state.hits[pool] = 0
-                for move in moves:
-                    state.moved_off[(move.replica.task_id, move.source)] = now
-                    state.planned[move.replica] = move.destination
-                self.last_moves.extend(moves)
+            def young(pool: str = pool) -> bool:
+                return snapshot is not None and not state.estimator.mature(t for t in context.tasks if t.pool == pool)
+
+            result.unassigned.update(self._round(state, pool, plan, unowned, changed=changed, snapshot=snapshot,
+                                                 now=now, young=young))
             for replica, member in plan.owners.items():
                 result.members[member].append(replica)
         state.members = member_ids
         for replicas in result.members.values():
             replicas.sort()
-        log.info(
-            "group %s generation %d (balanced): %d move(s)%s",
-            context.group_id,
-            context.generation,
-            len(self.last_moves),
-            " after a membership change" if changed else "",
-        )
+        self._log(context.group_id, context.generation, changed)
         return result
+
+    def _log(self, group_id: str, generation: int, changed: bool) -> None:
+        log.info("group %s generation %d (balanced): %d move(s)%s", group_id, generation, len(self.last_moves),
+                 " after a membership change" if changed else "")
+
+    def assign_incremental(self, change: TargetChange) -> dict[str, frozenset[TaskReplica]] | None:
+        """The same round from the previous target alone when a count stands for the load (no load
+        snapshot, a plain catalog: ``balanced.incremental``); ``None`` otherwise (the full pass)."""
+        basis = count_basis(change)
+        if basis is None:
+            return None
+        state = self._group(change.group_id, None, change.members)
+        member_ids = frozenset(m.member_id for m in change.members)
+        changed = state.members != member_ids
+        plan = CountPlan(basis, {m.member_id: m.capacity for m in change.members}, change.weight)
+        held = plan.holds(set(state.planned))
+        state.planned = {r: m for r, m in state.planned.items() if r not in held}
+        self.last_moves = []
+        now = self.clock()
+        if change.total:  # the full pass has no pool to go through in an empty catalog
+            self._round(state, "", plan, basis.unowned, changed=changed, snapshot=None, now=now, young=lambda: False)
+        state.members = member_ids
+        self._log(change.group_id, 0, changed)
+        target = plan.target()
+        return {m.member_id: target.get(m.member_id, frozenset()) for m in change.members}
 
     def needs_rebalance(self, context: AssignmentContext) -> bool:
         """Would ``assign`` move something on this context's snapshot (membership unchanged)?"""
         if context.load_snapshot is None:
             return False
-        state = self._group(context)
+        state = self._group(context.group_id, context.load_snapshot, context.members)
         wants = False
         for pool, (plan, unowned) in self._plans(context, state, self._sticky(context)).items():
             place_unowned(plan, unowned, state.planned, self.config.capacity_threshold)
-            verdict = self._verdict(context, state, pool, plan)
+            verdict = self._verdict(context.load_snapshot, state, pool, plan)
             if verdict.act and not verdict.consumed:
                 young = not state.estimator.mature(t for t in context.tasks if t.pool == pool)
                 wants = bool(self._optimize(plan, state, provisional=young)) or wants

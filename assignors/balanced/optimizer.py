@@ -77,8 +77,11 @@ class PoolPlan:
         self.load[member] += self.view.task_load.get(replica.task_id, 0.0)
         self.holders.setdefault(replica.task_id, set()).add(member)
 
-    def remove(self, replica: TaskReplica) -> str:
-        member = self.owners.pop(replica)
+    def remove(self, replica: TaskReplica, owner: str | None = None) -> str:
+        """Take ``replica`` off its member (``owner``, when the caller knows it); returns that member."""
+        member = self.owners.pop(replica, owner)
+        if member is None:
+            raise KeyError(replica)
         self.owned[member].discard(replica)
         self.load[member] -= self.view.task_load.get(replica.task_id, 0.0)
         self.holders[replica.task_id].discard(member)
@@ -98,8 +101,8 @@ class PoolPlan:
         """The utilization no assignment can avoid: the highest background alone."""
         return max((self.view.background.get(m, 0.0) / self.view.capacity[m] for m in self.members), default=0.0)
 
-    def move(self, replica: TaskReplica, destination: str) -> Move:
-        source = self.remove(replica)
+    def move(self, replica: TaskReplica, destination: str, source: str | None = None) -> Move:
+        source = self.remove(replica, source)
         self.add(replica, destination)
         return Move(replica, source, destination)
 
@@ -249,8 +252,8 @@ def rebalance(
         if step is None:
             break
         replica, receiver = step
-        source = plan.owners[replica]
-        moves.append(plan.move(replica, receiver))
+        source = giver  # the step moves one of the giver's replicas
+        moves.append(plan.move(replica, receiver, source))
         for member in (source, receiver):
             total += plan.util(member) - util[member]
             util[member] = plan.util(member)

@@ -36,10 +36,12 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import cast
 
-from groupcoord.assignors.base import Assignment, AssignmentContext
+from groupcoord.assignors.base import Assignment, AssignmentContext, TaskReplica
 from groupcoord.assignors.collector import collector_paused
+from groupcoord.assignors.incremental import TargetChange
 from groupcoord.assignors.pulsar.config import LoadBalancerConfig
 from groupcoord.assignors.pulsar.data import BundleData, LoadData
+from groupcoord.assignors.pulsar.incremental import sticky_round_robin
 from groupcoord.assignors.pulsar.placement import (
     LeastLongTermMessageRate,
     LeastResourceUsageWithWeight,
@@ -211,6 +213,20 @@ class PulsarAssignor:
             stats.split,
         )
         return result
+
+    def assign_incremental(self, change: TargetChange) -> dict[str, frozenset[TaskReplica]] | None:
+        """Without a snapshot the round is sticky round-robin, the same from the previous target alone
+        (``pulsar.incremental``); with one, ``None``: placement and shedding read every task's load."""
+        if change.loaded and self.config.load_balancer_enabled:
+            return None
+        self._group(change.group_id)  # the full pass's bookkeeping (the grace period's expiry)
+        done = sticky_round_robin(change)
+        if done is None:
+            return None
+        target, placed = done
+        self.last_round = RoundStats(placed=placed)
+        log.info("group %s (%s, incremental): placed %d", change.group_id, self.name, placed)
+        return target
 
     def needs_rebalance(self, context: AssignmentContext) -> bool:
         """Would the shedder (or the splitter) move something on this context's snapshot now?"""

@@ -119,8 +119,10 @@ def change_since(inputs: TargetInputs) -> TargetChange | None:
         if not old.plain() or any(new.tasks[t] is not old.tasks[t] for t in new.tasks.keys() & old.tasks.keys()):
             return None  # a task edited in place (replicas, pool, weight): placed afresh
     homeless = inputs.orphans | {TaskReplica(t, 0) for t in added}
+    weight = next(iter(new.tasks.values())).weight or 1.0 if new.tasks else 1.0  # one weight when plain
     return TargetChange(previous=previous, members=inputs.members, homeless=frozenset(homeless),
-                        removed=frozenset(TaskReplica(t, 0) for t in gone), total=len(new.tasks), plain=new.plain())
+                        removed=frozenset(TaskReplica(t, 0) for t in gone), total=len(new.tasks), plain=new.plain(),
+                        group_id=inputs.group_id, weight=weight, loaded=inputs.load_snapshot is not None)
 
 
 def check_moves(change: TargetChange, target: Mapping[str, frozenset[TaskReplica]], members: set[str],

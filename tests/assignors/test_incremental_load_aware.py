@@ -1,0 +1,169 @@
+"""Incremental targets of ``balanced`` and the ``pulsar-*`` assignors (``assign_incremental``).
+
+Property (hypothesis): from a previous target the assignor's own full pass made, any change (members
+in and out with their capacities, tasks added and deleted) gives, through ``assign_incremental``,
+exactly what the full pass gives from that previous target (two instances with the same history, one
+fed full passes, one incremental ones), covers the catalog once, and keeps the assignor's own rules:
+``balanced`` stops only when its busiest member is within the goal or no allowed move would lower it
+by ``min_gain``; a ``pulsar-*`` round without a snapshot moves nothing that had a member (a newcomer
+waits for the shedder, as a new broker does) and gives each replica without one to a member that had
+the fewest. Both decline (``None``: the full pass) what a count cannot stand for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from groupcoord.assignors.balanced import BalancedAssignor, BalancedConfig
+from groupcoord.assignors.base import Assignment, AssignmentContext, MemberInfo, TaskReplica, TaskSpec
+from groupcoord.assignors.incremental import IncrementalAssignor, TargetChange
+from groupcoord.assignors.pulsar.assignors import (
+    PulsarAssignor,
+    PulsarAvgAssignor,
+    PulsarOverloadAssignor,
+    PulsarThresholdAssignor,
+    PulsarTransferAssignor,
+    PulsarUniformAssignor,
+)
+from groupcoord.coordinator.clock import FakeClock
+
+SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+Target = dict[str, frozenset[TaskReplica]]
+Either = BalancedAssignor | PulsarAssignor
+EPSILON = 1e-9
+PULSARS = (PulsarAvgAssignor, PulsarOverloadAssignor, PulsarThresholdAssignor, PulsarTransferAssignor,
+           PulsarUniformAssignor)
+
+
+class Case:
+    """Two rounds: the first (a full pass) makes the previous target, the second is the change."""
+
+    def __init__(self, draw: st.DrawFn, weight: float) -> None:
+        before = [f"m{i:02d}" for i in range(draw(st.integers(1, 7)))]
+        capacity = {m: draw(st.sampled_from((1.0, 1.0, 2.0, 0.5))) for m in before}
+        tasks = [f"t{i:03d}" for i in range(draw(st.integers(0, 50)))]
+        self.weight = weight
+        self.first = AssignmentContext("g", 1, tuple(MemberInfo(m, capacity=capacity[m]) for m in before),
+                                       tuple(TaskSpec(t, weight=weight) for t in tasks))
+        left = set(draw(st.lists(st.sampled_from(before), unique=True, max_size=len(before) - 1)))
+        joined = [f"n{i}" for i in range(draw(st.integers(0, 3)))]
+        capacity |= {m: draw(st.sampled_from((1.0, 2.0))) for m in joined}
+        pooled = draw(st.booleans()) and len(before) - len(left) > 1  # a member moved to another pool
+        deleted = set(draw(st.lists(st.sampled_from(tasks), unique=True))) if tasks else set()
+        added = [f"u{i:03d}" for i in range(draw(st.integers(0, 15)))]
+        self.left, self.joined, self.deleted = left, joined, deleted
+        self.members = sorted(set(before) - left) + joined
+        self.pool = {m: "p" if pooled and m == self.members[0] else "" for m in self.members}
+        self.capacity = capacity
+        self.catalog = sorted({t for t in tasks if t not in deleted} | set(added))
+        self.added = added
+
+    def change(self, previous: Target) -> TargetChange:
+        orphans = frozenset().union(*(previous[m] for m in self.left))
+        return TargetChange(
+            previous={m: previous[m] for m in self.members if m in previous},
+            members=tuple(MemberInfo(m, pool=self.pool[m], capacity=self.capacity[m]) for m in self.members),
+            homeless=orphans | {TaskReplica(t) for t in self.added},
+            removed=frozenset(TaskReplica(t) for t in self.deleted), total=len(self.catalog), plain=True,
+            group_id="g", weight=self.weight)
+
+    def second(self, previous: Target) -> AssignmentContext:
+        """The full pass's input for the change: each member owns its previous target."""
+        members = tuple(MemberInfo(m, pool=self.pool[m], capacity=self.capacity[m],
+                                   owned=tuple(sorted(previous.get(m, ()))), owned_generation=1)
+                        for m in self.members)
+        return AssignmentContext("g", 2, members, tuple(TaskSpec(t, weight=self.weight) for t in self.catalog))
+
+
+@st.composite
+def cases(draw: st.DrawFn) -> Case:
+    return Case(draw, draw(st.sampled_from((1.0, 0.1, 3.0))))
+
+
+def as_target(answer: Assignment) -> Target:
+    assert not answer.unassigned
+    return {m: frozenset(r) for m, r in answer.members.items()}
+
+
+def twins(make: Callable[[], Either], case: Case) -> tuple[Target, Target, Target, Either]:
+    """The previous target, then the full pass's and the incremental answer from it (same histories)."""
+    full, incremental = make(), make()
+    previous = as_target(full.assign(case.first))
+    assert as_target(incremental.assign(case.first)) == previous
+    answer = incremental.assign_incremental(case.change(previous))
+    assert answer is not None
+    return previous, as_target(full.assign(case.second(previous))), dict(answer), incremental
+
+
+def covers_once(case: Case, target: Target) -> None:
+    assert set(target) == set(case.members)
+    given_out = [r for tasks in target.values() for r in tasks]
+    assert len(given_out) == len(set(given_out)) and set(given_out) == {TaskReplica(t) for t in case.catalog}
+    assert not any(target[m] for m in case.members if case.pool[m])  # the catalog is all in the default pool
+
+
+def balanced() -> BalancedAssignor:
+    return BalancedAssignor(clock=FakeClock().now)
+
+
+@SETTINGS
+@given(cases())
+def test_balanced_incremental_is_its_full_pass_and_keeps_its_goal(case: Case) -> None:
+    _, full, target, assignor = twins(balanced, case)
+    assert target == full
+    covers_once(case, target)
+    conf, w = BalancedConfig(), case.weight
+    util = {m: len(target[m]) * w / case.capacity[m] for m in case.members if not case.pool[m]}
+    mean = sum(util.values()) / len(util)
+    busiest = max(util, key=lambda m: (util[m], m))
+    if not case.catalog or util[busiest] <= conf.target_ratio * mean:
+        return
+    ceiling = conf.capacity_threshold if mean < conf.capacity_threshold else float("inf")
+    assert isinstance(assignor, BalancedAssignor)
+    moved_off = {(move.replica.task_id, move.source) for move in assignor.last_moves}
+    for receiver, now in util.items():
+        after = max(util[busiest] - w / case.capacity[busiest], now + w / case.capacity[receiver])
+        if receiver == busiest or now + w / case.capacity[receiver] > ceiling - EPSILON:
+            continue  # over the capacity goal (at its edge, sums in another order may round either way)
+        blocked = all((r.task_id, receiver) in moved_off for r in target[busiest])
+        assert util[busiest] - after < conf.min_gain + EPSILON or blocked, f"{busiest} could give {receiver} a task"
+
+
+@pytest.mark.parametrize("make", PULSARS, ids=lambda make: make.name)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=cases())
+def test_pulsar_incremental_is_its_sticky_round_robin(make: type[PulsarAssignor], case: Case) -> None:
+    previous, full, target, _ = twins(lambda: make(clock=FakeClock().now), case)
+    assert target == full
+    covers_once(case, target)
+    removed = {TaskReplica(t) for t in case.deleted}
+    kept = {m: previous.get(m, frozenset()) - removed if not case.pool[m] else frozenset() for m in case.members}
+    for member_id, tasks in target.items():
+        assert kept[member_id] <= tasks, f"{member_id} lost a task it could keep"
+    fewest = min(len(target[m]) for m in case.members if not case.pool[m])
+    for member_id in case.members:  # each receipt went to a member with the fewest at that moment
+        if target[member_id] - kept[member_id]:
+            assert len(target[member_id]) <= fewest + 1, f"{member_id} received over a member with fewer"
+
+
+def test_they_decline_what_a_count_cannot_stand_for() -> None:
+    t1, t2 = TaskReplica("t1"), TaskReplica("t2")
+    members = (MemberInfo("a"), MemberInfo("b"))
+    plain = TargetChange(previous={"a": frozenset({t1})}, members=members, homeless=frozenset({t2}),
+                         removed=frozenset(), total=2, plain=True, group_id="g")
+    for assignor in (balanced(), PulsarUniformAssignor(clock=FakeClock().now)):
+        assert isinstance(assignor, IncrementalAssignor)
+        assert assignor.assign_incremental(plain) == {"a": frozenset({t1}), "b": frozenset({t2})}
+        for declined in (
+            TargetChange(plain.previous, members, plain.homeless, plain.removed, 2, plain=False),  # weights differ
+            TargetChange(plain.previous, members, frozenset(), plain.removed, 2, plain=True),  # t2 unaccounted
+            TargetChange(plain.previous, (MemberInfo("a", pool="p"),), plain.homeless, plain.removed, 2, True),
+        ):
+            assert assignor.assign_incremental(declined) is None, declined
+    loaded = TargetChange(plain.previous, members, plain.homeless, plain.removed, 2, plain=True, loaded=True)
+    assert balanced().assign_incremental(loaded) is None  # a snapshot: the estimate reads every task
+    assert PulsarUniformAssignor(clock=FakeClock().now).assign_incremental(loaded) is None  # the shedder reads them
