@@ -10,7 +10,7 @@ run). Scenarios, at 100,000 tasks over 1,000 members by default:
   and after one joins, all starting from the same previous assignment (our
   sticky result from scratch), so movement compares like with like.
 * The consumer protocol's server-side target when one member joins 10,000 (100,000 tasks): the
-  coordinator's whole computation, a full sticky pass against the incremental one (issue 34).
+  coordinator's whole computation, each assignor's full pass against its incremental one (issue 34).
 * The same with kafka-python's ``RoundRobinPartitionAssignor`` and
   ``StickyPartitionAssignor`` (one topic whose partitions are the tasks, every
   member subscribed, the previous assignment passed as sticky user data),
@@ -412,13 +412,23 @@ def large_rows(n_tasks: int, n_members: int, repeat: int) -> list[Row]:
     return rows
 
 
+TARGET_ASSIGNORS = ("sticky", "balanced", "pulsar-threshold", "pulsar-uniform", "pulsar-avg", "pulsar-overload",
+                    "pulsar-transfer", "round-robin")
+"""The assignors of the server-side target rows: every built-in with an incremental target, and
+round-robin, which has none (its row is its full pass)."""
+
+
 def server_target_rows(n_tasks: int, n_members: int, repeat: int) -> list[Row]:
     """The consumer protocol's server-side target when one member joins (issue 34): the coordinator's
-    whole job off the loop (``consumer_target.target_for``: context, assignor, checks), a full sticky
-    pass against the incremental one from the previous target; the O(members) copies the loop makes
-    for it (``inputs_of``) are inside the timed part too. CPU time, best of ``repeat``."""
+    whole job off the loop (``consumer_target.target_for``: context, assignor, checks), each assignor's
+    full pass against its incremental one from the previous target (no load snapshot: with one, the
+    load-aware ones take their full pass); the O(members) copies the loop makes for it (``inputs_of``)
+    are inside the timed part too. CPU time, best of ``repeat``. Each run is a group of its own name,
+    so an assignor that keeps state per group starts each one from the same history."""
+    from groupcoord.assignors.incremental import IncrementalAssignor
+    from groupcoord.assignors.registry import get_assignor
     from groupcoord.coordinator.model.catalog_snapshot import CatalogSnapshot
-    from groupcoord.coordinator.model.consumer_target import TargetInputs, target_for
+    from groupcoord.coordinator.model.consumer_target import TargetInputs, change_since, target_for
     from groupcoord.v1 import groupcoord_pb2 as pb
 
     ids = member_ids(n_members)
@@ -431,27 +441,35 @@ def server_target_rows(n_tasks: int, n_members: int, repeat: int) -> list[Row]:
     members = tuple(MemberInfo(m, owned=tuple(owned[m]), owned_generation=1) for m in ids) + (MemberInfo(newcomer),)
     everyone = {*ids, newcomer}
     catalog.plain()  # computed once per catalog version, by the full pass that made the previous target
+    runs = iter(range(1 << 30))
 
-    def run(incremental: bool) -> Any:
+    def inputs(name: str, incremental: bool) -> TargetInputs:
         previous = {m: target[m] for m in everyone if m in target} if incremental else None
-        inputs = TargetInputs("bench", 2, "sticky", members, catalog, None, previous=previous,
-                              previous_catalog=catalog if incremental else None)
-        return target_for(inputs, everyone)
+        return TargetInputs(f"bench-{next(runs)}", 2, name, members, catalog, None, previous=previous,
+                            previous_catalog=catalog if incremental else None)
 
     rows = []
     size = f"{n_tasks:,} / {n_members:,} +1"
-    for label, incremental in (("full pass", False), ("incremental", True)):
-        seconds = cpu = float("inf")
-        for _ in range(repeat):
-            with settled_heap():
-                cpu_start, start = time.process_time(), time.perf_counter()
-                result = run(incremental)
-                seconds = min(seconds, time.perf_counter() - start)
-                cpu = min(cpu, time.process_time() - cpu_start)
-        assert isinstance(result, dict), result
-        rows.append(Row("server-side target, one member joins", f"sticky, {label}", size, seconds,
-                        balance(result).count_max_over_mean, movement(owned, result),
-                        f"CPU {cpu:.3f} s" + ("; target < 0.1 s" if incremental and cpu >= 0.1 else "")))
+    for name in TARGET_ASSIGNORS:
+        assignor = get_assignor(name)
+        has_one = isinstance(assignor, IncrementalAssignor)
+        for label, incremental in (("full pass", False), ("incremental", True)) if has_one else (("full pass", False),):
+            if incremental:  # the incremental path is taken, not declined for the full pass
+                change = change_since(inputs(name, True))
+                assert change is not None and assignor.assign_incremental(change) is not None, name  # type: ignore[attr-defined]
+            seconds = cpu = float("inf")
+            for _ in range(repeat):
+                run = inputs(name, incremental)
+                with settled_heap():
+                    cpu_start, start = time.process_time(), time.perf_counter()
+                    result = target_for(run, everyone)
+                    seconds = min(seconds, time.perf_counter() - start)
+                    cpu = min(cpu, time.process_time() - cpu_start)
+            assert isinstance(result, dict), result
+            note = f"CPU {cpu:.3f} s" + ("; target < 0.1 s" if incremental and cpu >= 0.1 else "")
+            rows.append(Row("server-side target, one member joins", f"{name}, {label}", size, seconds,
+                            balance(result).count_max_over_mean, movement(owned, result),
+                            note if has_one else note + "; no incremental form (member order decides every deal)"))
     return rows
 
 
@@ -470,7 +488,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--no-large", action="store_true", help="skip the 10,000 members x 100,000 tasks table")
     parser.add_argument("--only-large", action="store_true", help="only the 10,000 members x 100,000 tasks table")
+    parser.add_argument("--only-target", action="store_true",
+                        help="only the server-side target rows (one member joins 10,000; 100,000 tasks)")
     args = parser.parse_args(argv)
+    if args.only_target:
+        repeat = args.repeat or (1 if args.quick else 3)
+        rows = server_target_rows(*((5_000, 500) if args.quick else (100_000, 10_000)), repeat)
+        render(rows, f"the consumer protocol's server-side target (issue 34): best of {repeat} run(s), "
+               f"load average {os.getloadavg()[0]:.2f}")
+        return 0
     if args.only_large:
         repeat = args.repeat or (1 if args.quick else 3)
         large = large_rows(*((5_000, 500) if args.quick else (100_000, 10_000)), repeat)

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,16 +32,40 @@ def test_assignors_bench_quick_runs() -> None:
         "every built-in assignor at the size of a large group",
         "pulsar-threshold",
         "sticky, incremental",
+        "balanced, incremental",
+        "pulsar-avg, incremental",
+        "round-robin, full pass",
     ):
         assert expected in done.stdout, done.stdout
 
 
-def test_kafka_python_column_is_skipped_with_a_note_when_missing(monkeypatch) -> None:
+def load_bench(monkeypatch: pytest.MonkeyPatch) -> Any:
     spec = importlib.util.spec_from_file_location("assignors_bench", BENCH)
     assert spec is not None and spec.loader is not None
     bench = importlib.util.module_from_spec(spec)
     monkeypatch.setitem(sys.modules, "assignors_bench", bench)  # dataclasses look their module up
     spec.loader.exec_module(bench)
+    return bench
+
+
+def test_the_server_side_target_rows_at_small_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every assignor with an incremental target gets a full and an incremental row that agree on
+    balance and movement (the incremental path taken, not declined); round-robin its full pass only."""
+    bench = load_bench(monkeypatch)
+    rows = {row.implementation: row for row in bench.server_target_rows(600, 12, 1)}
+    for name in bench.TARGET_ASSIGNORS:
+        full = rows.pop(f"{name}, full pass")
+        if name == "round-robin":
+            assert "no incremental form" in full.note
+            continue
+        incremental = rows.pop(f"{name}, incremental")
+        assert (incremental.max_over_mean, incremental.moved) == (full.max_over_mean, full.moved), name
+        assert incremental.note.startswith("CPU ")
+    assert not rows
+
+
+def test_kafka_python_column_is_skipped_with_a_note_when_missing(monkeypatch) -> None:
+    bench = load_bench(monkeypatch)
     monkeypatch.setattr(bench, "KAFKA_PYTHON", None)
     _, plan = bench.ours_rows(20, 3, 1)
     (row,) = bench.kafka_python_rows(20, plan, 1.0)

@@ -143,3 +143,51 @@ def test_a_bad_incremental_answer_is_refused() -> None:
                          plain=True)  # free, but not in the catalog
     assert "catalog" in str(check_moves(stray, {"a": a_had, "b": frozenset({t3})}, {"a", "b"}, catalog))
     assert "members" in str(check_moves(change, {"a": a_had}, {"a", "b"}, catalog))
+
+
+LOAD_AWARE = ("balanced", "pulsar-threshold", "pulsar-uniform", "pulsar-avg", "pulsar-overload", "pulsar-transfer")
+
+
+@pytest.mark.parametrize("name", LOAD_AWARE)
+def test_the_load_aware_assignors_go_incremental_and_move_only_what_must_move(
+        name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from groupcoord.assignors.registry import get_assignor
+
+    assignor = get_assignor(name)
+    monkeypatch.setattr(assignor, "_groups", {})  # the registry's instance: no other test's history for "g"
+    calls = {"full": 0, "incremental": 0}
+    full, incremental = assignor.assign, assignor.assign_incremental  # type: ignore[attr-defined]
+
+    def counted(kind: str, run: Any) -> Any:
+        def call(arg: Any) -> Any:
+            calls[kind] += 1
+            return run(arg)
+        return call
+
+    monkeypatch.setattr(assignor, "assign", counted("full", full))
+    monkeypatch.setattr(assignor, "assign_incremental", counted("incremental", incremental))
+    model = CoordinatorModel(clock=FakeClock())
+    model.put_tasks(tasks(*(f"t{i}" for i in range(9))), 1)
+    a = join(model, "a", name)
+    settle(model)
+    b = join(model, "b", name)
+    settle(model)
+    group = model.consumer.groups[G]
+    assert calls == {"full": 1, "incremental": 1}  # the first target is a full pass: no basis before it
+    before = dict(group.target)
+    c = join(model, "c", name)
+    settle(model)
+    after = dict(group.target)
+    moved = {r for m in (a, b) for r in before[m] - after[m]}
+    if name == "balanced":  # its goal: the busiest within 3% of the mean; 5/4/0 -> 3/3/3 is the least move
+        assert sorted(len(after[m]) for m in (a, b, c)) == [3, 3, 3] and len(moved) == 3
+        assert not any(before[m] - after[m] and after[m] - before[m] for m in (a, b))  # none gives and takes
+    else:  # Pulsar: a new broker gets nothing until the shedder (which needs a load snapshot) moves bundles
+        assert not moved and after == {**before, c: frozenset()}
+    run(model, model.group_heartbeat(pb.GroupHeartbeatRequest(group_id=G, member_id=b, member_epoch=-1), 1))
+    settle(model)
+    left = dict(group.target)
+    assert all(after[m] <= left[m] for m in (a, c)), "a member that stayed lost a task"
+    assert set().union(*left.values()) == {TaskReplica(f"t{i}") for i in range(9)}
+    assert calls == {"full": 1, "incremental": 3}
+    model.validate()
