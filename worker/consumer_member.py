@@ -41,10 +41,11 @@ from groupcoord.worker.consumer_session import (
     join_request,
     leave_request,
 )
-from groupcoord.worker.effects import Call, Deliver, Effect, Joined, Sleep, WorkerClosedError
+from groupcoord.worker.effects import Call, Effect, Joined, Sleep, WorkerClosedError
+from groupcoord.worker.member_end import MemberEnd
 from groupcoord.worker.ownership import Notice, Ownership
 from groupcoord.worker.retry import at_once, backoff_s, retried
-from groupcoord.worker.rules import rule_for
+from groupcoord.worker.rules import ErrorRule, rule_for
 from groupcoord.worker.states import WorkerMachine, WorkerState
 from groupcoord.worker.stream_tags import Nudge
 
@@ -55,7 +56,7 @@ log = logging.getLogger("groupcoord.worker")
 Gen = Generator[Effect, Any, Any]
 
 
-class ConsumerMember:
+class ConsumerMember(MemberEnd):
     """One worker's consumer-protocol membership; its driver sets ``closing`` (and may set
     ``rebalance_requested``, which this protocol has no use for: the coordinator moves tasks)."""
 
@@ -81,43 +82,10 @@ class ConsumerMember:
         self._may_leave = True  # False once a fatal row says our place is not ours to leave
         self._fresh = True  # the next answer is the first since a join: tell the listener even if empty
 
-    # ------------------------------------------------------------------ the loop and its end
+    # ------------------------------------------------------------------ the loop and its end (``worker.member_end``)
 
-    def run(self) -> Gen:
-        """Join and heartbeat until ``closing`` (or a fatal error: ``fatal_error``)."""
-        try:
-            while not self.closing:
-                if self.machine.state is WorkerState.STABLE:
-                    yield from self._beat()
-                else:
-                    yield from self._join_with_retry()
-        except WorkerClosedError:
-            return
-        except Exception as failure:
-            self.fatal_error = failure
-            rule = rule_for(failure)
-            if rule is None:  # a bug: never die silently
-                log.exception("%s: worker loop failed", self.config.client_id)
-            else:
-                self._may_leave = rule.leaves
-                log.error("%s: stopping: %s", self.config.client_id, failure)
-
-    def shutdown(self) -> Gen:
-        """Revoke (or lose, when the fatal error's row says so) the tasks, leave if we should, stop: once."""
-        if self.shut_down:
-            return
-        self.shut_down = True
-        try:
-            rule = rule_for(self.fatal_error) if self.fatal_error is not None else None
-            if rule is not None and rule.tasks_lost == "always":
-                self.tasks.lose_all()
-            else:
-                self.tasks.revoke_all()
-            yield from self._flush(leave_if_hung=False)
-            yield from self._leave()
-        finally:
-            if self.machine.state is not WorkerState.DOWN:
-                self.machine.fire("stop")
+    def _stopped_by(self, rule: ErrorRule) -> None:
+        self._may_leave = rule.leaves
 
     def give_up_unanswered(self) -> list[Notice]:
         """The classic core's hook for a held JoinGroup; a GroupHeartbeat is never held (nothing to give up)."""
@@ -166,7 +134,7 @@ class ConsumerMember:
 
     # ------------------------------------------------------------------ stable
 
-    def _beat(self) -> Gen:
+    def _stable_tick(self) -> Gen:
         """One heartbeat: at the interval, or at once when the coordinator has not heard what runs now."""
         session = self.session
         running = bool(self.tasks.assigned)
@@ -226,18 +194,6 @@ class ConsumerMember:
             self.machine.fire("rejoin")
 
     # ------------------------------------------------------------------ listeners and leave
-
-    def _flush(self, *, leave_if_hung: bool = True) -> Gen:
-        """Deliver the queued notices in order. False when one hung (an asyncio listener past the
-        rebalance timeout): then the member has left the group and joins again as a new one."""
-        ok = True
-        while self.pending:
-            delivered = yield Deliver(self.pending.pop(0))
-            if not delivered and ok:
-                ok = False
-                if leave_if_hung:
-                    yield from self._leave_after_hang()
-        return ok
 
     def _leave_after_hang(self) -> Gen:
         """Leave now (static members too), so the tasks move without waiting for our session."""
