@@ -33,6 +33,7 @@ from groupcoord import errors
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.wire import replicas_from_pb
 from groupcoord.worker.config import WorkerConfig
+from groupcoord.worker.consumer_leader import LeaderJobs
 from groupcoord.worker.consumer_session import (
     LEAVE_EPOCH,
     STATIC_LEAVE_EPOCH,
@@ -41,7 +42,8 @@ from groupcoord.worker.consumer_session import (
     join_request,
     leave_request,
 )
-from groupcoord.worker.effects import Call, Effect, Joined, Sleep, WorkerClosedError
+from groupcoord.worker.effects import Call, Effect, Joined, Offload, Sleep, WorkerClosedError
+from groupcoord.worker.leader import AssignorLookup
 from groupcoord.worker.member_end import MemberEnd
 from groupcoord.worker.ownership import Notice, Ownership
 from groupcoord.worker.retry import at_once, backoff_s, retried
@@ -56,6 +58,10 @@ log = logging.getLogger("groupcoord.worker")
 Gen = Generator[Effect, Any, Any]
 
 
+def _no_assignors(name: str) -> Any:
+    raise LookupError(f"no assignor lookup was given to this member (asked for {name!r})")
+
+
 class ConsumerMember(MemberEnd):
     """One worker's consumer-protocol membership; its driver sets ``closing`` (and may set
     ``rebalance_requested``, which this protocol has no use for: the coordinator moves tasks)."""
@@ -64,7 +70,7 @@ class ConsumerMember(MemberEnd):
         self, config: WorkerConfig, *, monotonic: Callable[[], float],
         on_change: Callable[[WorkerState, WorkerState], None] | None = None,
         on_tasks: Callable[[], None] | None = None, where: Callable[[], str] = lambda: "",
-        rng: random.Random | None = None,
+        rng: random.Random | None = None, assignor_lookup: AssignorLookup = _no_assignors,
     ) -> None:
         self.config = config
         self._now = monotonic
@@ -81,6 +87,7 @@ class ConsumerMember(MemberEnd):
         self.shut_down = False
         self._may_leave = True  # False once a fatal row says our place is not ours to leave
         self._fresh = True  # the next answer is the first since a join: tell the listener even if empty
+        self.leading = LeaderJobs(assignor_lookup, config.group_id, name=config.client_id)  # ``client:<name>``
 
     # ------------------------------------------------------------------ the loop and its end (``worker.member_end``)
 
@@ -138,9 +145,11 @@ class ConsumerMember(MemberEnd):
         """One heartbeat: at the interval, or at once when the coordinator has not heard what runs now."""
         session = self.session
         running = bool(self.tasks.assigned)
-        urgent = session.heard != frozenset(self.tasks.assigned) and not session.failures  # an ack is due
-        if not urgent:
-            yield Sleep(session.next_beat_s(running), heartbeat=True)
+        target_done = self.leading.ready() is not None
+        yield from self._start_job()
+        due = session.heard != frozenset(self.tasks.assigned) or target_done  # an ack or a target to send
+        if not (due and not session.failures):
+            yield Sleep(session.next_beat_s(running), heartbeat=True)  # a finished target job ends it
             if self.closing:
                 return
         if self.rebalance_requested:
@@ -154,10 +163,14 @@ class ConsumerMember(MemberEnd):
             return
         owned = frozenset(self.tasks.assigned)
         told = None if session.heard == owned else owned
+        target = self.leading.ready()  # (a stale result is dropped here, and the newest request's run starts)
+        yield from self._start_job()
+        request = beat_request(self.config, session.member_id, session.epoch, told)
         sent = self._now()
+        if target is not None:
+            request.target.CopyFrom(target)
         try:
-            response = yield Call("group_heartbeat", beat_request(self.config, session.member_id, session.epoch, told),
-                                  session.call_timeout(bool(owned)))
+            response = yield Call("group_heartbeat", request, session.call_timeout(bool(owned)))
         except errors.ResetNeeded as error:  # FENCED_MEMBER_EPOCH, UNKNOWN_MEMBER_ID
             log.warning("%s: %s: tasks lost, joining again with epoch 0", self.config.client_id, error)
             yield from self._start_over()
@@ -170,11 +183,16 @@ class ConsumerMember(MemberEnd):
             log.warning("%s: heartbeat: %s; tasks run on for %.1fs unless the coordinator answers (coordinator %s)",
                         self.config.client_id, error, max(0.0, session.tasks_left()), self._where())
             return
+        if target is not None:
+            self.leading.heard(target)
         yield from self._answered(response, sent, told)
 
     def _answered(self, response: pb.GroupHeartbeatResponse, sent: float, told: frozenset[Any] | None) -> Gen:
         """Take the answer's epoch and interval; apply its assignment, when it has one."""
         self.session.answered(response, sent, told)
+        if response.HasField("compute_target"):  # this member leads a ``client:<name>`` group's target
+            self.leading.asked(response.compute_target)
+            yield from self._start_job()
         fresh, self._fresh = self._fresh, False
         if not response.HasField("assignment") and not fresh:
             return
@@ -185,8 +203,15 @@ class ConsumerMember(MemberEnd):
         if not (yield from self._flush()):
             return  # a listener hung: the member left (``_leave_after_hang``) and joins again
 
+    def _start_job(self) -> Gen:
+        """Hand the driver the leader's next assignor run, if one waits and none runs (off the heartbeats)."""
+        job = self.leading.next_job()
+        if job is not None:
+            self.leading.started((yield Offload(job)))
+
     def _start_over(self) -> Gen:
         """Lose everything (it may be someone else's now), then join again with epoch 0."""
+        self.leading.drop()
         self.tasks.lose_all()
         yield from self._flush()
         self.session.rejoin()
@@ -203,6 +228,7 @@ class ConsumerMember(MemberEnd):
             yield Call("group_leave", leave_request(self.config, session.member_id, LEAVE_EPOCH),
                        session.leave_timeout())
         self.tasks.lose_all()
+        self.leading.drop()
         session.forget()
         if self.machine.state is WorkerState.STABLE:
             self.machine.fire("rejoin")
@@ -223,4 +249,5 @@ class ConsumerMember(MemberEnd):
             log.info("%s: %s group %s", self.config.client_id,
                      "left" if epoch == LEAVE_EPOCH else f"static member {self.config.instance_id} away from",
                      self.config.group_id)
+        self.leading.drop()
         session.forget()
