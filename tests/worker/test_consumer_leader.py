@@ -20,6 +20,7 @@ from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.worker.consumer_leader import target_answer
 from groupcoord.worker.consumer_member import ConsumerMember
 from groupcoord.worker.effects import Call, Offload, Sleep
+from tests.cli.test_parser import _outcome
 from tests.worker.test_consumer_member import Clock, Walk, answer, config
 
 
@@ -220,3 +221,18 @@ def test_the_load_snapshot_reaches_a_load_aware_assignor() -> None:
     assert answer_ is not None
     snapshot = reverse.seen[0].load_snapshot
     assert snapshot is not None and snapshot.workers["m-1"].cpu_usage == pytest.approx(0.75)
+
+
+# ------------------------------------------------------------------ bad settings
+
+
+def test_client_with_no_name_is_refused_by_the_config() -> None:
+    with pytest.raises(ValueError, match="server_assignor 'client:' names no assignor"):
+        config(server_assignor="client:")
+
+
+def test_a_leader_side_assignor_this_worker_lacks_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    status, err = _outcome(capsys, "worker", "--group", "g", "--coordinator", "127.0.0.1:9400", "--protocol",
+                           "consumer", "--server-assignor", "client:no-such-assignor")
+    assert status == 2 and len(err.strip().splitlines()) == 1
+    assert err.startswith("groupcoord worker: no assignor named 'no-such-assignor'; known:")
