@@ -37,7 +37,7 @@ from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.worker.aio_transport import AioChannelFactory, AsyncTransport
 from groupcoord.worker.changes import ChangeStream
 from groupcoord.worker.config import WorkerConfig
-from groupcoord.worker.effects import AskLoad, Call, Deliver, Effect, Joined, Sleep, Steps, advance
+from groupcoord.worker.effects import AskLoad, Call, Deliver, Effect, Joined, Offload, Sleep, Steps, advance
 from groupcoord.worker.leader import AssignorLookup
 from groupcoord.worker.listener import JoinListener
 from groupcoord.worker.loop_lag import LoopLag, probe_for
@@ -135,6 +135,7 @@ class AsyncWorkerClient(MemberView):
             self._closed = True
             self._end_streams()
             self._unwatch_loop()
+            self._stop_offloads()
             await self._transport.close()
 
     async def __aenter__(self) -> Self:
@@ -255,6 +256,8 @@ class AsyncWorkerClient(MemberView):
                                                                                    effect.leader))
         elif isinstance(effect, AskLoad):
             return await self._ask_load()
+        elif isinstance(effect, Offload):
+            return self._offload(effect.job, self._wake_from_thread(asyncio.get_running_loop()))
         return None
 
     async def _answer_or_give_up(self, call: Awaitable[_Answer], seconds: float) -> _Answer:
@@ -294,6 +297,16 @@ class AsyncWorkerClient(MemberView):
             except TimeoutError:
                 pass
         wake.clear()
+
+    def _wake_from_thread(self, loop: asyncio.AbstractEventLoop) -> Callable[[], None]:
+        """Ends the heartbeat wait from another thread (an offloaded job done); a closed loop: nothing to wake."""
+        def wake() -> None:
+            if self._wake is not None:
+                try:
+                    loop.call_soon_threadsafe(self._wake.set)
+                except RuntimeError:
+                    pass
+        return wake
 
     def _hear(self, nudge: Nudge) -> None:
         """News on the stream (on the loop): the core decides; the heartbeat wait ends now if it says so."""

@@ -26,7 +26,7 @@ from prometheus_client import CollectorRegistry
 from groupcoord.assignors.registry import get_assignor
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.worker.config import WorkerConfig
-from groupcoord.worker.effects import AskLoad, Call, Deliver, Effect, Joined, Sleep, Steps, advance
+from groupcoord.worker.effects import AskLoad, Call, Deliver, Effect, Joined, Offload, Sleep, Steps, advance
 from groupcoord.worker.leader import AssignorLookup
 from groupcoord.worker.listener import JoinListener, TaskListener
 from groupcoord.worker.ownership import Notice
@@ -130,6 +130,7 @@ class WorkerClient(MemberView):
         self._wake_waiters()
         if self._thread.is_alive():
             self._thread.join(timeout)
+        self._stop_offloads()
         self._transport.close()
 
     def __enter__(self) -> Self:
@@ -178,6 +179,8 @@ class WorkerClient(MemberView):
                                                                              effect.leader))
         elif isinstance(effect, AskLoad):
             return self._ask_load()
+        elif isinstance(effect, Offload):
+            return self._offload(effect.job, self._nudged.set)
         return None
 
     def _give_up_unanswered(self) -> None:

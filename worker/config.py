@@ -40,8 +40,10 @@ class WorkerConfig:
     "consumer" (one GroupHeartbeat; the coordinator assigns and moves tasks member by member, with no
     group-wide barrier). Every member of a group speaks the same one."""
     server_assignor: str = ""
-    """Consumer protocol only: the coordinator-side assignor to ask for by name ("": the coordinator's
-    default, sticky); every member of a group names the same one. The classic protocol uses ``assignors``."""
+    """Consumer protocol only: the group's assignor by name ("": the coordinator's default, sticky); every
+    member of a group names the same one. It runs on the coordinator, or, spelled ``client:<name>``
+    ("client:sticky", or a user's own ``register``-ed assignor), on one member elected leader, with this
+    worker's ``assignor_lookup`` (docs/protocol2.md). The classic protocol uses ``assignors``."""
     protocol_type: str = ""
     """The kind of group (e.g. the service's name): every member of a group must give the same one."""
     rebalance_protocol: str = RebalanceProtocol.EAGER.value
@@ -113,6 +115,8 @@ class WorkerConfig:
             raise ValueError(f"rebalance_protocol must be {names}, not {self.rebalance_protocol!r}")
         if self.protocol not in GROUP_PROTOCOLS:
             raise ValueError(f"protocol must be one of {', '.join(map(repr, GROUP_PROTOCOLS))}, not {self.protocol!r}")
+        if self.server_assignor == "client:":
+            raise ValueError("server_assignor 'client:' names no assignor: spell it client:<name>, e.g. client:sticky")
         if not self.capacity > 0:
             raise ValueError("capacity must be > 0")
         self.security  # noqa: B018 - checks the TLS options go together

@@ -33,6 +33,7 @@ from groupcoord import errors
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.wire import replicas_from_pb
 from groupcoord.worker.config import WorkerConfig
+from groupcoord.worker.consumer_leader import LeaderJobs
 from groupcoord.worker.consumer_session import (
     LEAVE_EPOCH,
     STATIC_LEAVE_EPOCH,
@@ -41,10 +42,12 @@ from groupcoord.worker.consumer_session import (
     join_request,
     leave_request,
 )
-from groupcoord.worker.effects import Call, Deliver, Effect, Joined, Sleep, WorkerClosedError
+from groupcoord.worker.effects import Call, Effect, Joined, Offload, Sleep, WorkerClosedError
+from groupcoord.worker.leader import AssignorLookup
+from groupcoord.worker.member_end import MemberEnd
 from groupcoord.worker.ownership import Notice, Ownership
 from groupcoord.worker.retry import at_once, backoff_s, retried
-from groupcoord.worker.rules import rule_for
+from groupcoord.worker.rules import ErrorRule, rule_for
 from groupcoord.worker.states import WorkerMachine, WorkerState
 from groupcoord.worker.stream_tags import Nudge
 
@@ -55,7 +58,11 @@ log = logging.getLogger("groupcoord.worker")
 Gen = Generator[Effect, Any, Any]
 
 
-class ConsumerMember:
+def _no_assignors(name: str) -> Any:
+    raise LookupError(f"no assignor lookup was given to this member (asked for {name!r})")
+
+
+class ConsumerMember(MemberEnd):
     """One worker's consumer-protocol membership; its driver sets ``closing`` (and may set
     ``rebalance_requested``, which this protocol has no use for: the coordinator moves tasks)."""
 
@@ -63,7 +70,7 @@ class ConsumerMember:
         self, config: WorkerConfig, *, monotonic: Callable[[], float],
         on_change: Callable[[WorkerState, WorkerState], None] | None = None,
         on_tasks: Callable[[], None] | None = None, where: Callable[[], str] = lambda: "",
-        rng: random.Random | None = None,
+        rng: random.Random | None = None, assignor_lookup: AssignorLookup = _no_assignors,
     ) -> None:
         self.config = config
         self._now = monotonic
@@ -80,44 +87,12 @@ class ConsumerMember:
         self.shut_down = False
         self._may_leave = True  # False once a fatal row says our place is not ours to leave
         self._fresh = True  # the next answer is the first since a join: tell the listener even if empty
+        self.leading = LeaderJobs(assignor_lookup, config.group_id, name=config.client_id)  # ``client:<name>``
 
-    # ------------------------------------------------------------------ the loop and its end
+    # ------------------------------------------------------------------ the loop and its end (``worker.member_end``)
 
-    def run(self) -> Gen:
-        """Join and heartbeat until ``closing`` (or a fatal error: ``fatal_error``)."""
-        try:
-            while not self.closing:
-                if self.machine.state is WorkerState.STABLE:
-                    yield from self._beat()
-                else:
-                    yield from self._join_with_retry()
-        except WorkerClosedError:
-            return
-        except Exception as failure:
-            self.fatal_error = failure
-            rule = rule_for(failure)
-            if rule is None:  # a bug: never die silently
-                log.exception("%s: worker loop failed", self.config.client_id)
-            else:
-                self._may_leave = rule.leaves
-                log.error("%s: stopping: %s", self.config.client_id, failure)
-
-    def shutdown(self) -> Gen:
-        """Revoke (or lose, when the fatal error's row says so) the tasks, leave if we should, stop: once."""
-        if self.shut_down:
-            return
-        self.shut_down = True
-        try:
-            rule = rule_for(self.fatal_error) if self.fatal_error is not None else None
-            if rule is not None and rule.tasks_lost == "always":
-                self.tasks.lose_all()
-            else:
-                self.tasks.revoke_all()
-            yield from self._flush(leave_if_hung=False)
-            yield from self._leave()
-        finally:
-            if self.machine.state is not WorkerState.DOWN:
-                self.machine.fire("stop")
+    def _stopped_by(self, rule: ErrorRule) -> None:
+        self._may_leave = rule.leaves
 
     def give_up_unanswered(self) -> list[Notice]:
         """The classic core's hook for a held JoinGroup; a GroupHeartbeat is never held (nothing to give up)."""
@@ -166,13 +141,15 @@ class ConsumerMember:
 
     # ------------------------------------------------------------------ stable
 
-    def _beat(self) -> Gen:
+    def _stable_tick(self) -> Gen:
         """One heartbeat: at the interval, or at once when the coordinator has not heard what runs now."""
         session = self.session
         running = bool(self.tasks.assigned)
-        urgent = session.heard != frozenset(self.tasks.assigned) and not session.failures  # an ack is due
-        if not urgent:
-            yield Sleep(session.next_beat_s(running), heartbeat=True)
+        target_done = self.leading.ready() is not None
+        yield from self._start_job()
+        due = session.heard != frozenset(self.tasks.assigned) or target_done  # an ack or a target to send
+        if not (due and not session.failures):
+            yield Sleep(session.next_beat_s(running), heartbeat=True)  # a finished target job ends it
             if self.closing:
                 return
         if self.rebalance_requested:
@@ -186,10 +163,14 @@ class ConsumerMember:
             return
         owned = frozenset(self.tasks.assigned)
         told = None if session.heard == owned else owned
+        target = self.leading.ready()  # (a stale result is dropped here, and the newest request's run starts)
+        yield from self._start_job()
+        request = beat_request(self.config, session.member_id, session.epoch, told)
         sent = self._now()
+        if target is not None:
+            request.target.CopyFrom(target)
         try:
-            response = yield Call("group_heartbeat", beat_request(self.config, session.member_id, session.epoch, told),
-                                  session.call_timeout(bool(owned)))
+            response = yield Call("group_heartbeat", request, session.call_timeout(bool(owned)))
         except errors.ResetNeeded as error:  # FENCED_MEMBER_EPOCH, UNKNOWN_MEMBER_ID
             log.warning("%s: %s: tasks lost, joining again with epoch 0", self.config.client_id, error)
             yield from self._start_over()
@@ -202,11 +183,16 @@ class ConsumerMember:
             log.warning("%s: heartbeat: %s; tasks run on for %.1fs unless the coordinator answers (coordinator %s)",
                         self.config.client_id, error, max(0.0, session.tasks_left()), self._where())
             return
+        if target is not None:
+            self.leading.heard(target)
         yield from self._answered(response, sent, told)
 
     def _answered(self, response: pb.GroupHeartbeatResponse, sent: float, told: frozenset[Any] | None) -> Gen:
         """Take the answer's epoch and interval; apply its assignment, when it has one."""
         self.session.answered(response, sent, told)
+        if response.HasField("compute_target"):  # this member leads a ``client:<name>`` group's target
+            self.leading.asked(response.compute_target)
+            yield from self._start_job()
         fresh, self._fresh = self._fresh, False
         if not response.HasField("assignment") and not fresh:
             return
@@ -217,8 +203,15 @@ class ConsumerMember:
         if not (yield from self._flush()):
             return  # a listener hung: the member left (``_leave_after_hang``) and joins again
 
+    def _start_job(self) -> Gen:
+        """Hand the driver the leader's next assignor run, if one waits and none runs (off the heartbeats)."""
+        job = self.leading.next_job()
+        if job is not None:
+            self.leading.started((yield Offload(job)))
+
     def _start_over(self) -> Gen:
         """Lose everything (it may be someone else's now), then join again with epoch 0."""
+        self.leading.drop()
         self.tasks.lose_all()
         yield from self._flush()
         self.session.rejoin()
@@ -226,18 +219,6 @@ class ConsumerMember:
             self.machine.fire("rejoin")
 
     # ------------------------------------------------------------------ listeners and leave
-
-    def _flush(self, *, leave_if_hung: bool = True) -> Gen:
-        """Deliver the queued notices in order. False when one hung (an asyncio listener past the
-        rebalance timeout): then the member has left the group and joins again as a new one."""
-        ok = True
-        while self.pending:
-            delivered = yield Deliver(self.pending.pop(0))
-            if not delivered and ok:
-                ok = False
-                if leave_if_hung:
-                    yield from self._leave_after_hang()
-        return ok
 
     def _leave_after_hang(self) -> Gen:
         """Leave now (static members too), so the tasks move without waiting for our session."""
@@ -247,6 +228,7 @@ class ConsumerMember:
             yield Call("group_leave", leave_request(self.config, session.member_id, LEAVE_EPOCH),
                        session.leave_timeout())
         self.tasks.lose_all()
+        self.leading.drop()
         session.forget()
         if self.machine.state is WorkerState.STABLE:
             self.machine.fire("rejoin")
@@ -267,4 +249,5 @@ class ConsumerMember:
             log.info("%s: %s group %s", self.config.client_id,
                      "left" if epoch == LEAVE_EPOCH else f"static member {self.config.instance_id} away from",
                      self.config.group_id)
+        self.leading.drop()
         session.forget()

@@ -9,15 +9,16 @@ service's loop; neither decides anything.
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from google.protobuf.message import Message
 
 from groupcoord.worker.ownership import Notice
 
-__all__ = ["AskLoad", "Call", "Deliver", "Effect", "Joined", "Sleep", "Steps", "WorkerClosedError", "advance"]
+__all__ = ["AskLoad", "Call", "Deliver", "Effect", "Joined", "Offload", "Running", "Sleep", "Steps", "WorkerClosedError",
+           "advance"]
 
 
 class WorkerClosedError(RuntimeError):
@@ -73,7 +74,23 @@ class AskLoad:
     """Call the service's load reporter; send back its report, or None (none given, or it failed)."""
 
 
-Effect = Call | Sleep | Deliver | Joined | AskLoad
+@dataclass(frozen=True)
+class Offload:
+    """Start ``job`` on a thread of the driver's and send back its handle (a ``Running``) at once; when the
+    job is done, end a heartbeat wait (``Sleep(heartbeat=True)``), so its result goes out without waiting
+    an interval. For work that must not hold the heartbeats: a consumer-protocol leader's assignor."""
+
+    job: Callable[[], Any]
+
+
+class Running(Protocol):
+    """What ``Offload`` sends back (a ``concurrent.futures.Future`` is one): the core polls it."""
+
+    def done(self) -> bool: ...
+    def result(self) -> Any: ...
+
+
+Effect = Call | Sleep | Deliver | Joined | AskLoad | Offload
 Steps = Generator[Effect, Any, Any]
 
 

@@ -27,12 +27,13 @@ from groupcoord.assignors.base import TaskReplica
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.wire import replicas_from_pb
 from groupcoord.worker.config import WorkerConfig
-from groupcoord.worker.effects import AskLoad, Call, Deliver, Effect, Joined, Sleep, WorkerClosedError
+from groupcoord.worker.effects import AskLoad, Call, Effect, Joined, Sleep, WorkerClosedError
 from groupcoord.worker.leader import AssignorLookup, Recheck, sync_request
+from groupcoord.worker.member_end import MemberEnd
 from groupcoord.worker.ownership import Notice, Ownership
 from groupcoord.worker.requests import heartbeat_request, join_request, leave_request, load_request
 from groupcoord.worker.retry import at_once, backoff_s, retried
-from groupcoord.worker.rules import StableAction, rule_for
+from groupcoord.worker.rules import ErrorRule, StableAction, rule_for
 from groupcoord.worker.session import Membership
 from groupcoord.worker.states import WorkerMachine, WorkerState
 from groupcoord.worker.stream_tags import Nudge, NudgeKind
@@ -49,7 +50,7 @@ class ListenerHungError(errors.UnknownMemberIdError):
     """A listener hung past the rebalance timeout during a join: the member left; join again as a new one."""
 
 
-class Member:
+class Member(MemberEnd):
     """One worker's membership and protocol; its driver sets ``closing`` and ``rebalance_requested``."""
 
     def __init__(
@@ -75,43 +76,10 @@ class Member:
         self.fatal_error: BaseException | None = None
         self.shut_down = False
 
-    # ------------------------------------------------------------------ the loop and its end
+    # ------------------------------------------------------------------ the loop and its end (``worker.member_end``)
 
-    def run(self) -> Gen:
-        """Join, sync and heartbeat until ``closing`` (or a fatal error: ``fatal_error``)."""
-        try:
-            while not self.closing:
-                if self.machine.state is WorkerState.STABLE:
-                    yield from self._stable_tick()
-                else:
-                    yield from self._join_with_retry()
-        except WorkerClosedError:
-            return
-        except Exception as failure:
-            self.fatal_error = failure
-            rule = rule_for(failure)
-            if rule is None:  # a bug: never die silently
-                log.exception("%s: worker loop failed", self.config.client_id)
-            else:
-                self.leave_on_close = self.leave_on_close and rule.leaves
-                log.error("%s: stopping: %s", self.config.client_id, failure)
-
-    def shutdown(self) -> Gen:
-        """Revoke (or lose, when the fatal error's row says so) the tasks, leave if we should, and stop: once."""
-        if self.shut_down:
-            return
-        self.shut_down = True
-        try:
-            rule = rule_for(self.fatal_error) if self.fatal_error is not None else None
-            if rule is not None and rule.tasks_lost == "always":
-                self.tasks.lose_all()
-            else:
-                self.tasks.revoke_all()
-            yield from self._flush(leave_if_hung=False)
-            yield from self._leave()
-        finally:
-            if self.machine.state is not WorkerState.DOWN:
-                self.machine.fire("stop")
+    def _stopped_by(self, rule: ErrorRule) -> None:
+        self.leave_on_close = self.leave_on_close and rule.leaves
 
     def give_up_unanswered(self) -> list[Notice]:
         """A JoinGroup or SyncGroup is still unanswered when the coordinator could have removed us
@@ -336,18 +304,6 @@ class Member:
             log.info("%s: load report not sent: %s", self.config.client_id, error)
 
     # ------------------------------------------------------------------ listeners and leave
-
-    def _flush(self, *, leave_if_hung: bool = True) -> Gen:
-        """Deliver the queued notices in order. False when one hung (an asyncio listener past the
-        rebalance timeout): then the member has left the group and must join again as a new one."""
-        ok = True
-        while self.pending:
-            delivered = yield Deliver(self.pending.pop(0))
-            if not delivered and ok:
-                ok = False
-                if leave_if_hung:
-                    yield from self._leave_after_hang()
-        return ok
 
     def _leave_after_hang(self) -> Gen:
         """Leave the group now (static members too), so the tasks move without waiting for our session."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry
@@ -46,6 +47,7 @@ class MemberView:
     config: WorkerConfig
     _member: Member | ConsumerMember
     _transport: _Routed
+    _offloads: ThreadPoolExecutor | None = None
 
     def _make_member(self, config: WorkerConfig, *, assignor_lookup: AssignorLookup, monotonic: Callable[[], float],
                      metrics_registry: CollectorRegistry | None, wake: Callable[[], None],
@@ -65,10 +67,25 @@ class MemberView:
                 log.warning("%s: load reports are not sent in the consumer protocol (yet): the load reporter is "
                             "not called", config.client_id)
             self._member = ConsumerMember(config, monotonic=monotonic, on_change=changed, on_tasks=on_tasks,
-                                          where=lambda: transport.address)
+                                          where=lambda: transport.address, assignor_lookup=assignor_lookup)
             return
         self._member = Member(config, assignor_lookup=assignor_lookup, monotonic=monotonic, on_change=changed,
                               on_tasks=on_tasks, where=lambda: transport.address, load_reports=load_reports)
+
+    def _offload(self, job: Callable[[], Any], wake: Callable[[], None]) -> Future[Any]:
+        """Carry out ``effects.Offload``: ``job`` on this client's one assignor thread (a leader's target,
+        off the heartbeats: one at a time), and ``wake`` (the heartbeat wait's end) once it is done."""
+        if self._offloads is None:
+            self._offloads = ThreadPoolExecutor(max_workers=1,
+                                                thread_name_prefix=f"groupcoord-assignor-{self.config.client_id}")
+        future = self._offloads.submit(job)
+        future.add_done_callback(lambda _: wake())
+        return future
+
+    def _stop_offloads(self) -> None:
+        """At close: a job still running finishes on its own (its result is not sent); none waiting starts."""
+        if self._offloads is not None:
+            self._offloads.shutdown(wait=False, cancel_futures=True)
 
     @property
     def coordinator_address(self) -> str:

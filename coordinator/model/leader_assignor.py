@@ -107,7 +107,7 @@ def take_answer(cg: ConsumerSteps, out: Outbox, group: ConsumerGroup, member: Co
     delta = f"the leader's assignor failed: {answer.error}" if answer.error else check_delta(group, answer, catalog)
     if isinstance(delta, str):
         group.failed_leader = member.member_id
-        _fall_back(cg, out, group, f"leader {member.member_id}: {delta}")
+        _fall_back(cg, out, group, f"leader {member.member_id}: {delta}", asked.group_epoch)
         return
     _install_delta(group, delta)
     group.target_epoch, group.last_error, group.failed_leader = asked.group_epoch, "", ""
@@ -122,7 +122,7 @@ def timed_out(cg: ConsumerSteps, out: Outbox, group: ConsumerGroup) -> None:
         return
     group.failed_leader = group.leader_id
     _fall_back(cg, out, group, f"leader {group.leader_id} did not answer within {LEADER_TIMEOUT_BEATS} heartbeat "
-               "intervals")
+               "intervals", group.asked.group_epoch)
 
 
 def _index(group: ConsumerGroup) -> dict[TaskReplica, str]:
@@ -170,9 +170,10 @@ def _install_delta(group: ConsumerGroup, delta: dict[str, frozenset[TaskReplica]
         group.target[member_id] = tasks
 
 
-def _fall_back(cg: ConsumerSteps, out: Outbox, group: ConsumerGroup, why: str) -> None:
+def _fall_back(cg: ConsumerSteps, out: Outbox, group: ConsumerGroup, why: str, asked_epoch: int | None = None) -> None:
     """No target from the leader for this epoch: the coordinator's own assignor of that name
-    computes it, or the previous target stays (the next change asks again)."""
+    computes it, or the previous target stays (the next change asks again; one that came while the
+    leader was asked, ``asked_epoch``, asks another leader now)."""
     out.cancel(_key(group.group_id))
     group.asked, group.asked_sent, group.last_error = None, False, why
     name = group.assignor[len(CLIENT_PREFIX):]
@@ -181,6 +182,8 @@ def _fall_back(cg: ConsumerSteps, out: Outbox, group: ConsumerGroup, why: str) -
     if not assignor_exists(name):
         group.computing = False
         cg._persist(out, group)
+        if asked_epoch is not None and group.epoch > asked_epoch:
+            cg._ask_target(out, group)  # the failed leader is not elected while another member can lead
         return
     classic = cg.m.groups.get(group.group_id)
     catalog = classic.catalog_snapshot() if classic is not None else None

@@ -80,6 +80,8 @@ def _config(args: argparse.Namespace) -> WorkerConfig:
         config.security.check(config.coordinators)
         for name in () if consumer else config.assignors:  # the consumer protocol assigns on the coordinator
             get_assignor(name)
+        if consumer and config.server_assignor.startswith("client:"):  # ... or on the leader worker: this one
+            get_assignor(config.server_assignor.removeprefix("client:"))
     except (ValueError, UnknownAssignorError) as error:
         raise UsageError(str(error)) from None
     return config

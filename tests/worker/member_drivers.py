@@ -23,7 +23,7 @@ class Driven(Protocol):
 
     def start(self) -> None: ...
     def wait(self, predicate: Callable[[Any], bool], timeout: float) -> bool: ...
-    def close(self) -> None: ...
+    def close(self, leave_group: bool | None = None) -> None: ...
     @property
     def member(self) -> Member: ...
     @property
@@ -31,8 +31,8 @@ class Driven(Protocol):
 
 
 class Threaded:
-    def __init__(self, config: WorkerConfig, listener: object) -> None:
-        self.client = WorkerClient(config, listener)  # type: ignore[arg-type]
+    def __init__(self, config: WorkerConfig, listener: object, **options: Any) -> None:
+        self.client = WorkerClient(config, listener, **options)  # type: ignore[arg-type]
 
     @property
     def member(self) -> Member:
@@ -48,16 +48,16 @@ class Threaded:
     def wait(self, predicate: Callable[[Any], bool], timeout: float) -> bool:
         return self.client.wait_until(predicate, timeout)
 
-    def close(self) -> None:
-        self.client.close()
+    def close(self, leave_group: bool | None = None) -> None:
+        self.client.close(leave_group=leave_group)
 
 
 class OnALoop:
-    def __init__(self, config: WorkerConfig, listener: object) -> None:
+    def __init__(self, config: WorkerConfig, listener: object, **options: Any) -> None:
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="service-loop", daemon=True)
         self.thread.start()
-        self.client = AsyncWorkerClient(config, listener)
+        self.client = AsyncWorkerClient(config, listener, **options)
 
     @property
     def member(self) -> Member:
@@ -76,13 +76,13 @@ class OnALoop:
     def wait(self, predicate: Callable[[Any], bool], timeout: float) -> bool:
         return bool(self._on_loop(self.client.wait_until(predicate, timeout), timeout + 30))
 
-    def close(self) -> None:
+    def close(self, leave_group: bool | None = None) -> None:
         try:
-            self._on_loop(self.client.close())
+            self._on_loop(self.client.close(leave_group=leave_group))
         finally:
             self.loop.call_soon_threadsafe(self.loop.stop)
             self.thread.join(10)
             self.loop.close()
 
 
-DRIVERS: dict[str, Callable[[WorkerConfig, object], Driven]] = {"threaded": Threaded, "asyncio": OnALoop}
+DRIVERS: dict[str, Callable[..., Driven]] = {"threaded": Threaded, "asyncio": OnALoop}

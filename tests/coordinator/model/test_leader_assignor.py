@@ -168,3 +168,29 @@ def test_a_target_request_over_half_the_message_bound_is_computed_by_the_coordin
     assert asked(f, "a") is None and "bytes (half of max_message_bytes: 2048)" in caplog.text
     f.settle()
     assert sum(map(len, f.running().values())) == 200  # the coordinator's own round-robin placed them
+
+
+def test_a_change_while_the_leader_is_asked_is_asked_of_another_leader_when_it_fails() -> None:
+    """With no assignor of that name on the coordinator, a fallback keeps the previous target; when the group
+    epoch moved while the failed leader was asked (c joined), another member is asked at once for the new
+    epoch, rather than the group waiting for some later change (c would get nothing until then)."""
+    f = fleet("abc", assignor="client:only-on-workers")
+    f.members["c"].joined = False
+    request = first_target(f)
+    answer_target(f, "a", request.group_epoch, {"a": ["t0", "t1", "t2"], "b": ["t3", "t4", "t5"]})
+    f.settle()
+    f.h.put_tasks(G, "t6")
+    first_target(f)  # a is asked, and never answers
+    group = f.h.model.consumer.groups[G]
+    f.join("c", assignor="client:only-on-workers")  # the epoch moves while a is asked
+    again = None
+    for _ in range(10):
+        f.h.advance(2.0)
+        f.beat("a")
+        again = again or asked(f, "b")
+        f.beat("c")
+    assert again is not None and again.group_epoch == group.epoch and len(again.members) == 3
+    assert group.leader_id == f.members["b"].member_id
+    answer_target(f, "b", again.group_epoch, {"a": ["t0", "t1"], "b": ["t3", "t4"], "c": ["t2", "t5", "t6"]})
+    f.settle()
+    assert f.running()["c"] == {TaskReplica(t) for t in ("t2", "t5", "t6")}
