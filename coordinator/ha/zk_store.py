@@ -13,6 +13,11 @@ leadership cannot write, even if it has not noticed yet: the transaction fails a
 ``FencedError``. ``save`` also fails at once, without a round trip, when the election already knows
 we are not active (e.g. the connection is SUSPENDED). A new active's reads come after its winning
 transaction in ZooKeeper's order, so ``load_all`` sees every write any earlier active got acknowledged.
+
+Loading is on a failover's path (a dead coordinator's shards wait for it), so it costs round trips,
+not one per group: the listing, then the records' reads pipelined ``READS_AT_ONCE`` at a time (a
+bounded backlog, so the session's pings are not queued behind thousands of reads). A missing root
+is no groups: the load does not create it (the first write does).
 """
 
 from __future__ import annotations
@@ -38,10 +43,12 @@ from kazoo.retry import KazooRetry, RetryFailedError
 from groupcoord.coordinator.ha.election import Fence
 from groupcoord.coordinator.storage.store import FencedError, GroupRecord, StoreError
 
-__all__ = ["MAX_RECORD_BYTES", "Fencer", "ZooKeeperStore"]
+__all__ = ["MAX_RECORD_BYTES", "READS_AT_ONCE", "Fencer", "ZooKeeperStore"]
 
 #: Default ceiling for one compressed record (ZooKeeper's default jute.maxbuffer is 1 MiB - 1).
 MAX_RECORD_BYTES = 1_000_000
+#: Group records read in one pipeline by ``load_all``.
+READS_AT_ONCE = 256
 
 class Fencer(Protocol):
     """What the store needs of an election (``LeaderElection``, or one shard's ``ShardFencer``)."""
@@ -103,7 +110,6 @@ class ZooKeeperStore:
 
     def load_all(self) -> dict[str, GroupRecord]:
         """Every group; reads are idempotent, so a dropped connection is retried within ``op_timeout``."""
-        self._ensure_root()
         retry = KazooRetry(max_tries=10, delay=0.1, backoff=2, max_delay=1.0, deadline=self._op_timeout)
         try:
             raw = retry(self._load_once)
@@ -114,15 +120,21 @@ class ZooKeeperStore:
         return {group_id: _decode(group_id, data) for group_id, data in raw.items()}
 
     def _load_once(self) -> dict[str, bytes]:
-        names = self._client.get_children_async(self.root).get(timeout=self._op_timeout)
-        pending = [(name, self._client.get_async(f"{self.root}/{name}")) for name in names if name.startswith(_PREFIX)]
+        try:
+            names = [n for n in self._client.get_children_async(self.root).get(timeout=self._op_timeout)
+                     if n.startswith(_PREFIX)]
+        except NoNodeError:
+            return {}  # no group was ever written here
         out: dict[str, bytes] = {}
-        for name, result in pending:
-            try:
-                data, _ = result.get(timeout=self._op_timeout)
-            except NoNodeError:
-                continue  # deleted between the listing and the read
-            out[unquote(name[len(_PREFIX):])] = data
+        for start in range(0, len(names), READS_AT_ONCE):
+            batch = names[start:start + READS_AT_ONCE]
+            pending = [(name, self._client.get_async(f"{self.root}/{name}")) for name in batch]
+            for name, result in pending:
+                try:
+                    data, _ = result.get(timeout=self._op_timeout)
+                except NoNodeError:
+                    continue  # deleted between the listing and the read
+                out[unquote(name[len(_PREFIX):])] = data
         return out
 
     def save(self, group_id: str, record: Mapping[str, Any]) -> None:
