@@ -1,6 +1,6 @@
 """Loading a won shard's groups (``ZooKeeperStore.load_all``) on a real ZooKeeper: a failover waits for
 it (issue 37), so it costs a few pipelined round trips whatever the number of groups, not one per
-group, and the groups the last leader wrote arrive intact."""
+group (the listing comes with the win), and the groups the last leader wrote arrive intact."""
 
 from __future__ import annotations
 
@@ -99,8 +99,11 @@ def test_a_won_shard_loads_in_pipelined_round_trips_with_its_groups_intact(
         counted = RoundTrips(new._client)
         store = ZooKeeperStore(counted, new.groups_path(0), new.fencer(0))  # type: ignore[arg-type]
         assert store.load_all() == written
-        assert counted.requests == 1 + 40  # the listing, then each record once
-        assert counted.round_trips == 1 + 3  # not 41: the reads go out 16 at a time
+        assert counted.requests == 40  # each record once: the listing came in the winning pipeline
+        assert counted.round_trips == 3  # not 40: the reads go out 16 at a time
+        assert new.listing(0) is None  # taken once: a second load lists for itself
+        assert store.load_all() == written
+        assert (counted.requests, counted.round_trips) == (40 + 41, 3 + 4)
 
         changed = {**written["group/7"], "generation": 99}
         store.save("group/7", changed)  # the loaded group is the new leader's to write, under its epoch
@@ -134,3 +137,17 @@ class _NoFence:
 
     def recheck(self) -> None:
         raise AssertionError("a load rechecks nothing")
+
+
+def test_a_store_that_wrote_since_the_win_lists_for_itself(zk: ZooKeeperServer) -> None:
+    root = f"/groupcoord/test-{uuid.uuid4().hex[:8]}"
+    a, a_client = _elections(zk, root, "a:1")
+    try:
+        wait_until(lambda: a.leads(0), 20, "a leads shard 0")
+        store = ZooKeeperStore(a._client, a.groups_path(0), a.fencer(0))
+        store.save("new", {"generation": 1})  # after the win: the listing read with it does not name it
+        assert store.load_all() == {"new": {"generation": 1}}
+    finally:
+        a.stop()
+        a_client.stop()
+        a_client.close()
