@@ -49,6 +49,7 @@ import sys
 import threading
 import time
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -81,27 +82,38 @@ class SimCoordinator:
         self.stores: dict[int, ZooKeeperStore] = {}  # one per shard, as the runtime keeps them
         self.in_office: set[int] = set()  # as its callbacks said: polling it costs the survivors nothing
         self.loaded_groups = 0
+        self.loading: set[int] = set()  # shards being loaded
+        self.loads = ThreadPoolExecutor(min(32, (os.cpu_count() or 1) + 4))  # asyncio's default executor's size
         for office in self.elections.offices:
             office.watch(lambda office=office: self._changed(office))
 
-    def _changed(self, office: Any) -> None:  # the callback thread, as a runtime's load would be
+    def _changed(self, office: Any) -> None:  # the callback thread: a runtime's office watcher
         if office.in_office():
             self.in_office.add(office.shard)
-            if office.shard not in self.won or self.won[office.shard] < 0:
-                store = self.stores.setdefault(office.shard, ZooKeeperStore(
-                    self.client, self.elections.groups_path(office.shard), self.elections.fencer(office.shard)))
-                while office.in_office():  # a load that timed out (a loaded machine) is tried again
-                    try:
-                        self.loaded_groups += len(store.load_all())
-                    except StoreError:
-                        continue
-                    self.won[office.shard] = time.monotonic()
-                    break
+            if self.won.get(office.shard, -1.0) < 0 and office.shard not in self.loading:
+                self.loading.add(office.shard)
+                self.loads.submit(self._load, office)
         else:
             self.in_office.discard(office.shard)
             if office.shard in self.won:
                 self.won[office.shard] = -1.0
             office.drained()
+
+    def _load(self, office: Any) -> None:
+        """A won shard's groups, off the callback thread as the runtime loads them (its loop's executor)."""
+        store = self.stores.setdefault(office.shard, ZooKeeperStore(
+            self.client, self.elections.groups_path(office.shard), self.elections.fencer(office.shard)))
+        try:
+            while office.in_office():  # a load that timed out (a loaded machine) is tried again
+                try:
+                    self.loaded_groups += len(store.load_all())
+                except StoreError:
+                    continue
+                if office.in_office():
+                    self.won[office.shard] = time.monotonic()
+                break
+        finally:
+            self.loading.discard(office.shard)
 
     def election_cpu(self) -> float:
         """CPU seconds of this coordinator's election thread so far."""

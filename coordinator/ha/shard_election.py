@@ -74,7 +74,7 @@ class ShardElections(SessionTerms):
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         """``overdue_after``: how long a shard may stay free before anyone takes it (default: the session
-        timeout); ``max_pause``: see ``coordinator.ha.zk_session`` (default half the session timeout)."""
+        timeout); ``max_pause``: ``coordinator.ha.zk_session``'s (default half the session timeout)."""
         super().__init__(client, address, op_timeout=op_timeout, session_timeout=session_timeout,
                          pause_tick=pause_tick, max_pause=max_pause, monotonic=monotonic)
         self.root = root.rstrip("/")
@@ -101,14 +101,16 @@ class ShardElections(SessionTerms):
         self.offices = [ShardOffice(self, s) for s in range(shards)]
 
     @property
-    def reads(self) -> int:
-        """ZooKeeper reads this process made for the elections (benchmarks and tests count them)."""
+    def reads(self) -> int:  # ZooKeeper reads this process made for the elections (benchmarks, tests)
         return self._reader.reads
 
     @property
     def wins(self) -> dict[int, WinTimes]:
         """Per shard, when our last win of it was noticed, begun, read and won (benchmarks split failovers)."""
         return dict(self._reader.wins)
+
+    def listing(self, shard: int) -> tuple[int, list[str]] | None:  # ``zk_store.Listed``, for ``ShardFencer``
+        return None if (names := self._reader.listing(shard, epoch := self.epoch(shard))) is None else (epoch, names)
 
     def shard_path(self, shard: int) -> str:
         return f"{self.root}/shards/{shard}"
@@ -188,9 +190,8 @@ class ShardElections(SessionTerms):
             return leader.address if leader is not None and leader.address != self.address else ""
 
     def leader(self, shard: int) -> tuple[str, int] | None:
-        """The shard's leader as we know it; None while we are cut off from ZooKeeper (SUSPENDED or LOST),
-        since the leader we last saw may have died meanwhile and another been elected: a worker told
-        "no leader" asks another coordinator, one told the dead address would keep dialling it."""
+        """The shard's leader as we know it; None while cut off from ZooKeeper (SUSPENDED or LOST): the one
+        we last saw may have died since, and a worker told "no leader" asks another coordinator."""
         with self._lock:
             self._pause_detected()
             fence = self._fences.get(shard)

@@ -33,6 +33,7 @@ class ShardElections(Protocol):
     def hint(self, shard: int) -> str: ...
     def recheck(self, shard: int | None = None) -> None: ...
     def drained(self, shard: int) -> None: ...
+    def listing(self, shard: int) -> tuple[int, list[str]] | None: ...
 
 
 class Leader(NamedTuple):
@@ -107,7 +108,7 @@ class ShardOffice:
 
 
 class ShardFencer:
-    """What ``ZooKeeperStore`` needs of an election, for one shard."""
+    """What ``ZooKeeperStore`` needs of an election, for one shard (a ``Fencer`` and ``Listed``)."""
 
     def __init__(self, elections: ShardElections, shard: int) -> None:
         self._elections = elections
@@ -118,3 +119,7 @@ class ShardFencer:
 
     def recheck(self) -> None:
         self._elections.recheck(self._shard)
+
+    def listing(self) -> tuple[int, list[str]] | None:
+        """(epoch, the shard's group names read in its winning pipeline): ``zk_store.Listed``."""
+        return self._elections.listing(self._shard)

@@ -10,7 +10,9 @@ is free at once (its ``exists`` watch is set in the same pipeline, and only look
 step has claimed: a node there again makes the claim fail and the shard be read again); and a win
 bumps the epoch from the version last seen in the leader node (``epoch`` in its JSON is the epoch
 node's version), reading the epoch node only when that is unknown or stale: the transaction still
-checks the version, so a wrong guess fails and is retried, never wins. ``wins`` keeps, per shard,
+checks the version, so a wrong guess fails and is retried, never wins. Each claim's pipeline also
+lists the shard's groups (after the transaction in ZooKeeper's order): the store's load of a won
+shard takes that listing (``listing``) instead of a round trip of its own. ``wins`` keeps, per shard,
 when its last win's step noticed, began, read and won (``WinTimes``), for the benchmark that splits a
 failover's time into its parts.
 """
@@ -82,6 +84,7 @@ class ViewReader:
         self._noticed: float | None = None  # first event not yet taken by a step
         self._noticed_then = self._began = self._read = 0.0  # the current step's
         self.wins: dict[int, WinTimes] = {}  # shard -> its last win's times (one per shard: bounded)
+        self._listings: dict[int, tuple[int, Any]] = {}  # shard -> (epoch won, its groups' listing in flight)
 
     # -- watches (kazoo's thread) and the step's clock (the election thread) -------------------------
 
@@ -217,6 +220,7 @@ class ViewReader:
         seen.update((s, self._call(result)[1].version) for s, result in unknown)
         read_now = {s for s, _ in unknown}
         pending = [(s, self._commit_win(s, address, seen[s], claims[s])) for s in claims]
+        listings = {s: self._client.get_children_async(f"{self.shard_path(s)}/groups") for s in claims}
         out: dict[int, Fence | None] = {}
         stale: dict[int, int | None] = {}
         for shard, result in pending:
@@ -224,6 +228,7 @@ class ViewReader:
             base, leader_version = f"{self.shard_path(shard)}", claims[shard]
             if not any(isinstance(r, Exception) for r in results):
                 self._epochs[shard] = seen[shard] + 1
+                self._listings[shard] = (seen[shard] + 1, listings[shard])
                 self.wins[shard] = WinTimes(self._noticed_then, self._began, self._read, self._monotonic())
                 out[shard] = Fence(seen[shard] + 1, f"{base}/epoch", f"{base}/leader",
                                    0 if leader_version is None else leader_version + 1)
@@ -235,6 +240,21 @@ class ViewReader:
         if stale:
             out.update(self._win_together(stale, address))
         return out
+
+    def listing(self, shard: int, epoch: int) -> list[str] | None:
+        """The group names read behind our win of ``shard`` at ``epoch``, once (None: not read then;
+        any thread). Read after the winning transaction in ZooKeeper's order, so they name every group
+        an earlier leader's acknowledged write left there, as the store's own listing would."""
+        taken = self._listings.pop(shard, None)
+        if taken is None or taken[0] != epoch:
+            return None
+        try:
+            return list(self._call(taken[1]))
+        except NoNodeError:
+            return []  # no group was ever written there
+        except Exception:
+            log.debug("shard %d: the listing read with its win failed; the store lists it", shard, exc_info=True)
+            return None
 
     def _commit_win(self, shard: int, address: str, version: int, leader_version: int | None) -> Any:
         """The win's transaction with the epoch node at ``version``, sent (its async result)."""

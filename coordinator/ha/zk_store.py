@@ -13,6 +13,13 @@ leadership cannot write, even if it has not noticed yet: the transaction fails a
 ``FencedError``. ``save`` also fails at once, without a round trip, when the election already knows
 we are not active (e.g. the connection is SUSPENDED). A new active's reads come after its winning
 transaction in ZooKeeper's order, so ``load_all`` sees every write any earlier active got acknowledged.
+
+Loading is on a failover's path (a dead coordinator's shards wait for it), so it costs round trips,
+not one per group: the listing, then the records' reads pipelined ``READS_AT_ONCE`` at a time (a
+bounded backlog, so the session's pings are not queued behind thousands of reads). A missing root
+is no groups: the load does not create it (the first write does). A shard's election reads the
+listing in the same pipeline as its winning transaction (``Listed``), after it in ZooKeeper's
+order, so a won shard's load is one round trip for up to ``READS_AT_ONCE`` groups.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ from __future__ import annotations
 import json
 import zlib
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 from urllib.parse import quote, unquote
 
 from kazoo.client import KazooClient
@@ -38,10 +45,12 @@ from kazoo.retry import KazooRetry, RetryFailedError
 from groupcoord.coordinator.ha.election import Fence
 from groupcoord.coordinator.storage.store import FencedError, GroupRecord, StoreError
 
-__all__ = ["MAX_RECORD_BYTES", "Fencer", "ZooKeeperStore"]
+__all__ = ["MAX_RECORD_BYTES", "READS_AT_ONCE", "Fencer", "Listed", "ZooKeeperStore"]
 
 #: Default ceiling for one compressed record (ZooKeeper's default jute.maxbuffer is 1 MiB - 1).
 MAX_RECORD_BYTES = 1_000_000
+#: Group records read in one pipeline by ``load_all``.
+READS_AT_ONCE = 256
 
 class Fencer(Protocol):
     """What the store needs of an election (``LeaderElection``, or one shard's ``ShardFencer``)."""
@@ -51,6 +60,16 @@ class Fencer(Protocol):
         ...
 
     def recheck(self) -> None: ...
+
+
+@runtime_checkable
+class Listed(Protocol):
+    """A fencer that may hold the group names already, read right behind the win of its term."""
+
+    def listing(self) -> tuple[int, list[str]] | None:
+        """(this term's epoch, the names under the store's root read right after its win), once; None:
+        not read, list them. A store that wrote in that term lists for itself (the names are older)."""
+        ...
 
 
 _TAG = b"Z1"
@@ -80,6 +99,7 @@ class ZooKeeperStore:
         self._op_timeout = op_timeout
         self._max_bytes = max_bytes
         self._root_ready = False
+        self._written_epoch = -1  # the last fence epoch this store wrote under
 
     def _path(self, group_id: str) -> str:
         return f"{self.root}/{_PREFIX}{quote(group_id, safe='')}"
@@ -103,7 +123,6 @@ class ZooKeeperStore:
 
     def load_all(self) -> dict[str, GroupRecord]:
         """Every group; reads are idempotent, so a dropped connection is retried within ``op_timeout``."""
-        self._ensure_root()
         retry = KazooRetry(max_tries=10, delay=0.1, backoff=2, max_delay=1.0, deadline=self._op_timeout)
         try:
             raw = retry(self._load_once)
@@ -113,16 +132,29 @@ class ZooKeeperStore:
             raise StoreError(f"cannot load groups from ZooKeeper: {exc!r}") from exc
         return {group_id: _decode(group_id, data) for group_id, data in raw.items()}
 
-    def _load_once(self) -> dict[str, bytes]:
-        names = self._client.get_children_async(self.root).get(timeout=self._op_timeout)
-        pending = [(name, self._client.get_async(f"{self.root}/{name}")) for name in names if name.startswith(_PREFIX)]
-        out: dict[str, bytes] = {}
-        for name, result in pending:
+    def _names(self) -> list[str]:
+        taken = self._election.listing() if isinstance(self._election, Listed) else None
+        if taken is not None and taken[0] > self._written_epoch:
+            listed = taken[1]
+        else:
             try:
-                data, _ = result.get(timeout=self._op_timeout)
+                listed = self._client.get_children_async(self.root).get(timeout=self._op_timeout)
             except NoNodeError:
-                continue  # deleted between the listing and the read
-            out[unquote(name[len(_PREFIX):])] = data
+                return []  # no group was ever written here
+        return [name for name in listed if name.startswith(_PREFIX)]
+
+    def _load_once(self) -> dict[str, bytes]:
+        names = self._names()
+        out: dict[str, bytes] = {}
+        for start in range(0, len(names), READS_AT_ONCE):
+            batch = names[start:start + READS_AT_ONCE]
+            pending = [(name, self._client.get_async(f"{self.root}/{name}")) for name in batch]
+            for name, result in pending:
+                try:
+                    data, _ = result.get(timeout=self._op_timeout)
+                except NoNodeError:
+                    continue  # deleted between the listing and the read
+                out[unquote(name[len(_PREFIX):])] = data
         return out
 
     def save(self, group_id: str, record: Mapping[str, Any]) -> None:
@@ -133,6 +165,7 @@ class ZooKeeperStore:
         # and each attempt is fenced on its own).
         for create in (False, True, False):
             fence = self._election.fence()
+            self._written_epoch = max(self._written_epoch, fence.epoch)
             tx = self._client.transaction()
             fence.apply(tx)
             if create:
@@ -150,6 +183,7 @@ class ZooKeeperStore:
     def delete(self, group_id: str) -> None:
         self._ensure_root()
         fence = self._election.fence()
+        self._written_epoch = max(self._written_epoch, fence.epoch)
         tx = self._client.transaction()
         fence.apply(tx)
         tx.delete(self._path(group_id))

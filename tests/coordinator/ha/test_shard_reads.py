@@ -173,3 +173,18 @@ def test_a_whole_view_is_read_a_bounded_pipeline_at_a_time(client: KazooClient) 
     assert sorted(s for s, leader in found.items() if leader is not None) == [0, 299] and len(found) == 300
     assert len(unsettled) == 298 and all(result.ready() for _, result in unsettled)  # waited for, each pipeline
     assert view.reads == reads + 300 + 298 and view.settle(unsettled) == []
+
+
+def test_a_win_lists_its_groups_for_that_term_only(client: KazooClient) -> None:
+    view = reader(client, Events())
+    client.create(f"{view.shard_path(0)}/groups/g_a", b"", makepath=True)
+    client.create(f"{view.shard_path(2)}/leader", json.dumps({"address": "other:1", "epoch": 1}).encode(),
+                  ephemeral=True)
+    won = dict(view.win({0: None, 1: None, 2: None, 3: None}, "me:1"))
+    fences = {s: f for s, f in won.items() if f is not None}
+    assert sorted(fences) == [0, 1, 3] and won[2] is None
+    assert view.listing(0, fences[0].epoch) == ["g_a"]  # read behind the win, in its pipeline
+    assert view.listing(0, fences[0].epoch) is None  # once: a later load lists for itself
+    assert view.listing(1, fences[1].epoch) == []  # no groups node: no groups
+    assert view.listing(2, 1) is None  # a claim that failed read nothing for anyone
+    assert view.listing(3, fences[3].epoch + 1) is None  # another term's load does not get this term's listing
