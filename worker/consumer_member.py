@@ -43,7 +43,7 @@ from groupcoord.worker.consumer_session import (
 )
 from groupcoord.worker.effects import Call, Deliver, Effect, Joined, Sleep, WorkerClosedError
 from groupcoord.worker.ownership import Notice, Ownership
-from groupcoord.worker.retry import at_once, backoff_s, retried
+from groupcoord.worker.retry import retried, wait_s
 from groupcoord.worker.rules import rule_for
 from groupcoord.worker.states import WorkerMachine, WorkerState
 from groupcoord.worker.stream_tags import Nudge
@@ -150,7 +150,7 @@ class ConsumerMember:
                 self.machine.fire("fail")
                 if not retried(error):
                     raise
-                wait = 0.0 if at_once(error) else backoff_s(self.config, attempt, self._rng)
+                wait = wait_s(self.config, error, attempt, self._rng)
                 log.warning("%s: join: %s; retrying in %.2fs (attempt %d, coordinator %s)", self.config.client_id,
                             error, wait, attempt, self._where())
                 yield Sleep(wait)
