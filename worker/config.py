@@ -64,7 +64,8 @@ class WorkerConfig:
     retry_backoff_ms: int = 100
     """First retry backoff after a failed join, sync or call; doubles with jitter (ms)."""
     retry_backoff_max_ms: int = 10_000
-    """Largest retry backoff (ms)."""
+    """Largest retry backoff (ms); after a failure to reach the coordinator, at most the heartbeat interval
+    (a coordinator back from a restart restarts the members' sessions: be heard from within it)."""
     request_timeout_ms: int = 30_000
     """Deadline of one call; JoinGroup and SyncGroup get the rebalance timeout on top (ms)."""
     rack: str = ""

@@ -46,7 +46,7 @@ from groupcoord.worker.effects import Call, Effect, Joined, Offload, Sleep, Work
 from groupcoord.worker.leader import AssignorLookup
 from groupcoord.worker.member_end import MemberEnd
 from groupcoord.worker.ownership import Notice, Ownership
-from groupcoord.worker.retry import at_once, backoff_s, retried
+from groupcoord.worker.retry import retried, wait_s
 from groupcoord.worker.rules import ErrorRule, rule_for
 from groupcoord.worker.states import WorkerMachine, WorkerState
 from groupcoord.worker.stream_tags import Nudge
@@ -125,7 +125,7 @@ class ConsumerMember(MemberEnd):
                 self.machine.fire("fail")
                 if not retried(error):
                     raise
-                wait = 0.0 if at_once(error) else backoff_s(self.config, attempt, self._rng)
+                wait = wait_s(self.config, error, attempt, self._rng)
                 log.warning("%s: join: %s; retrying in %.2fs (attempt %d, coordinator %s)", self.config.client_id,
                             error, wait, attempt, self._where())
                 yield Sleep(wait)

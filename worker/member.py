@@ -32,7 +32,7 @@ from groupcoord.worker.leader import AssignorLookup, Recheck, sync_request
 from groupcoord.worker.member_end import MemberEnd
 from groupcoord.worker.ownership import Notice, Ownership
 from groupcoord.worker.requests import heartbeat_request, join_request, leave_request, load_request
-from groupcoord.worker.retry import at_once, backoff_s, retried
+from groupcoord.worker.retry import retried, wait_s
 from groupcoord.worker.rules import ErrorRule, StableAction, rule_for
 from groupcoord.worker.session import Membership
 from groupcoord.worker.states import WorkerMachine, WorkerState
@@ -123,7 +123,7 @@ class Member(MemberEnd):
                     return
                 if not retried(error):
                     raise
-                wait = 0.0 if at_once(error) else backoff_s(self.config, attempt, self._rng)
+                wait = wait_s(self.config, error, attempt, self._rng)
                 if wait:
                     log.warning("%s: %s; retrying in %.2fs (attempt %d, coordinator %s)",
                                 self.config.client_id, error, wait, attempt, self._where())

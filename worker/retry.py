@@ -3,6 +3,15 @@
 What is retried, and whether at once or after the backoff, is the ``retry`` column of the error
 rules (``worker.rules``); the member core (``worker.member``) runs the loop and asks its driver to
 sleep, so the same policy holds in both clients.
+
+A coordinator that could not be reached (the rows that rediscover: refused, timed out, not the
+coordinator, loading) is tried again at least once a heartbeat interval, as Stable's heartbeats
+are: a restarted or failed-over coordinator restarts every member's session when it loads the
+groups, and a member heard from within that session keeps its place without a rebalance. The
+full backoff (up to ``retry_backoff_max_ms``, 10 s by default) put a member that had lost its
+tasks during a long restart up to 10 s past the coordinator's return: its session had expired by
+then and the group rebalanced with every task idle (the chaos run: 18 tasks unowned 6.2 s after a
+restart answered, past the session plus the rebalance timeout).
 """
 
 from __future__ import annotations
@@ -13,7 +22,7 @@ from groupcoord.worker.config import WorkerConfig
 from groupcoord.worker.effects import WorkerClosedError
 from groupcoord.worker.rules import Retry, rule_for
 
-__all__ = ["at_once", "backoff_s", "retried"]
+__all__ = ["at_once", "backoff_s", "retried", "wait_s"]
 
 
 def retried(error: BaseException) -> bool:
@@ -45,3 +54,24 @@ def backoff_s(config: WorkerConfig, attempt: int, rng: random.Random | None = No
     jitter = (rng or random).uniform(0, initial)
     exponent = min(attempt - 1, 64)
     return max(0.0, min(initial * 2.0**exponent + jitter, config.retry_backoff_max_ms / 1000))
+
+
+def wait_s(config: WorkerConfig, error: BaseException, attempt: int, rng: random.Random | None = None) -> float:
+    """The wait before the attempt after failed attempt number ``attempt``: none when the coordinator said
+    what to do next, the backoff otherwise, at most a heartbeat interval when the coordinator could not be
+    reached (it restarts our session when it is back: be heard from within it).
+
+    >>> from groupcoord import errors
+    >>> cfg = WorkerConfig(group_id="g", coordinators=("h:1",), heartbeat_interval_ms=300)
+    >>> [round(wait_s(cfg, errors.CoordinatorNotAvailableError("refused"), n, random.Random(0)), 3) for n in (1, 3, 9)]
+    [0.184, 0.3, 0.3]
+    >>> round(wait_s(cfg, errors.InvalidAssignmentError("refused"), 9, random.Random(0)), 3)
+    10.0
+    """
+    if at_once(error):
+        return 0.0
+    wait = backoff_s(config, attempt, rng)
+    rule = rule_for(error)
+    if rule is not None and rule.rediscover:
+        wait = min(wait, config.heartbeat_interval_ms / 1000)
+    return wait

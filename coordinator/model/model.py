@@ -353,6 +353,11 @@ class CoordinatorModel:
             return error(pb.UNKNOWN_MEMBER_ID, f"member {member_id!r} is not in group {group.group_id!r}")
         return None
 
+    def member_count(self) -> int:
+        """Members of every group, either protocol (a consumer group's classic entry holds none of them)."""
+        return sum(len(g.members) for g in self.groups.values()) + sum(
+            len(g.members) for g in self.consumer.groups.values())
+
     def validate(self) -> None:
         """Every group's invariants (tests run this after each step)."""
         for group in self.groups.values():

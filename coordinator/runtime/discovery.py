@@ -70,6 +70,8 @@ class ShardState(Protocol):
     @property
     def groups(self) -> dict[str, Group]: ...
 
+    def member_count(self) -> int: ...
+
 
 def locate(group_id: str, shards: int, view: ClusterView) -> pb.CoordinatorLocation:
     """FindCoordinator's answer for one group, from ``view``."""
@@ -105,7 +107,7 @@ def describe_cluster(shards: Sequence[ShardState], view: ClusterView, advertised
         groups = runtime.groups
         infos.append(pb.ShardInfo(shard=shard, leader=address, epoch=epoch, state=state,
                                   groups=len(groups) if ours else -1,
-                                  members=sum(len(g.members) for g in groups.values()) if ours else -1))
+                                  members=runtime.member_count() if ours else -1))
     coordinators = [pb.ClusterCoordinator(address=a, shards_led=led.get(a, 0), self=a == advertised)
                     for a in view.coordinators()]
     return pb.DescribeClusterResponse(

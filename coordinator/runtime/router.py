@@ -90,7 +90,7 @@ class ShardRouter(WithProcessParts):
         for shard, runtime in enumerate(self.runtimes):
             groups = runtime.model.groups
             figures.append(ShardFigures(shard, runtime.office.in_office(), runtime.office.term(), len(groups),
-                                        sum(len(g.members) for g in groups.values()), runtime.last_load_s))
+                                        runtime.member_count(), runtime.last_load_s))
         return figures
 
     def _all_groups(self) -> dict[str, Group]:

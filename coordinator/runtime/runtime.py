@@ -122,6 +122,10 @@ class CoordinatorRuntime(WithProcessParts):
     def groups(self) -> dict[str, Group]:
         return self.model.groups
 
+    def member_count(self) -> int:
+        """Members of every group of this shard, classic and consumer protocol."""
+        return self.model.member_count()
+
     @property
     def writer(self) -> Writer:
         return self._writes.writer

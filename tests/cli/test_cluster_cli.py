@@ -38,6 +38,23 @@ def test_a_standalone_coordinator_is_one_shard(server: ServerThread, capsys: pyt
     assert table.returncode == 0 and "standalone, 1 shard(s), 1 coordinator(s), 1 group(s)" in table.stdout
 
 
+def test_members_of_both_protocols_are_counted(server: ServerThread, capsys: pytest.CaptureFixture[str]) -> None:
+    """One classic member (JoinGroup) and two consumer-protocol members (GroupHeartbeat, epoch 0): 3."""
+    with grpc.insecure_channel(server.address) as channel:
+        stub = pb_grpc.GroupCoordinatorStub(channel)
+        join = pb.JoinGroupRequest(group_id="classic", client_id="c", session_timeout_ms=30_000,
+                                   rebalance_timeout_ms=5_000, protocols=["round-robin"])
+        join.member_id = stub.JoinGroup(join, timeout=10).member_id  # MEMBER_ID_REQUIRED first
+        assert stub.JoinGroup(join, timeout=10).error.code == pb.NONE
+        for name in ("k1", "k2"):
+            beat = stub.GroupHeartbeat(pb.GroupHeartbeatRequest(group_id="consumer", member_epoch=0, client_id=name,
+                                                                session_timeout_ms=30_000), timeout=10)
+            assert beat.error.code == pb.NONE, beat.error.message
+    result = run_here(capsys, "cluster", "describe", "--coordinator", server.address, "--json")
+    assert result.returncode == 0, result.stderr
+    assert [(s["groups"], s["members"]) for s in json.loads(result.stdout)["shard_infos"]] == [(2, 3)]
+
+
 @pytest.mark.parametrize(("address", "status", "message"), [
     ("nohost", 2, "is not HOST:PORT"),
     ("127.0.0.1:1", 1, "no coordinator reached: 127.0.0.1:1 (connection refused)"),

@@ -201,6 +201,23 @@ def an_unanswered_heartbeat_keeps_the_tasks_until_a_session_passes(clock: Clock)
     assert isinstance(join, Call) and join.request.member_epoch == 0  # type: ignore[attr-defined]
 
 
+def an_unreachable_coordinator_is_tried_again_within_a_heartbeat_interval(clock: Clock) -> None:
+    """As in the classic member: a coordinator back from a long restart hears from the member within the
+    session it restarted (1 s interval here, the backoff's maximum 10 s); a refused join is not retried."""
+    member = ConsumerMember(config(retry_backoff_max_ms=10_000), monotonic=clock)
+    member.machine.fire("start")
+    walk = Walk(member, member.run())
+    waits = []
+    for _ in range(12):  # the bare backoff would reach 10 s by the 8th
+        walk.to_call()
+        nap = walk.fail(errors.CoordinatorNotAvailableError("connection refused"))
+        assert isinstance(nap, Sleep)
+        waits.append(nap.seconds)
+        clock.now += nap.seconds
+    assert max(waits) == pytest.approx(1.0) and waits[0] < 0.3
+    assert walk.to_call().request.member_epoch == 0  # type: ignore[attr-defined]
+
+
 @pytest.mark.parametrize("error", [errors.UnreleasedInstanceIdError("instance i-1 is held by live member m-0"),
                                    errors.UnsupportedAssignorError("no assignor named 'nope'"),
                                    errors.InconsistentGroupProtocolError("group g runs the classic protocol")])
@@ -264,6 +281,7 @@ CORE_ROWS: list[Callable[..., None]] = [
     fenced_loses_everything_and_joins_again_with_epoch_0,
     an_unknown_member_does_the_same,
     an_unanswered_heartbeat_keeps_the_tasks_until_a_session_passes,
+    an_unreachable_coordinator_is_tried_again_within_a_heartbeat_interval,
     closing_revokes_then_leaves_with_minus_1,
     a_static_member_closing_leaves_for_a_while_with_minus_2,
     a_listener_that_hangs_makes_the_member_leave_and_join_as_a_new_one,

@@ -268,6 +268,29 @@ def a_refused_assignment_backs_off_before_the_next_join(clock: Clock) -> None:
     assert member.machine.state is WorkerState.PREPARING_JOIN
 
 
+def an_unreachable_coordinator_is_tried_again_within_a_heartbeat_interval(clock: Clock) -> None:
+    """A long coordinator restart: the member loses its tasks at the session less the margin and joins; its
+    attempts never wait longer than a heartbeat interval (1 s here, the backoff's maximum 10 s), so it is
+    heard from within the session the coordinator restarts when it is back. A refused assignment still
+    backs off in full."""
+    walk = stable_member(clock, retry_backoff_max_ms=10_000)
+    walk.answer()
+    walk.fail(errors.CoordinatorNotAvailableError("refused"))
+    clock.now += 5.0
+    assert isinstance(walk.answer(), Deliver)  # lost
+    waits = []
+    for _ in range(12):  # 12 refused JoinGroups: the bare backoff would reach 10 s by the 8th
+        walk.to_call("join_group")
+        nap = walk.fail(errors.CoordinatorNotAvailableError("connection refused"))
+        assert isinstance(nap, Sleep)
+        waits.append(nap.seconds)
+        clock.now += nap.seconds
+    assert max(waits) == pytest.approx(1.0) and waits[0] < 0.3  # doubling from 0.1 s, then the interval
+    walk.to_call("join_group")
+    nap = walk.fail(errors.InvalidAssignmentError("the leader's assignor failed"))
+    assert isinstance(nap, Sleep) and nap.seconds == pytest.approx(10.0)  # attempt 13: the full backoff
+
+
 def an_eager_member_revokes_before_it_joins_again(clock: Clock) -> None:
     walk = stable_member(clock)
     walk.member.rebalance_requested = True
@@ -306,6 +329,7 @@ CORE_ROWS = [Row(rule) for rule in (
     a_listener_that_hangs_makes_the_member_leave,
     a_cooperative_member_gives_up_an_unanswered_join_in_time,
     a_refused_assignment_backs_off_before_the_next_join,
+    an_unreachable_coordinator_is_tried_again_within_a_heartbeat_interval,
     an_eager_member_revokes_before_it_joins_again,
     closing_revokes_and_leaves,
 )]
