@@ -12,8 +12,7 @@ carries the stream side, so the client measured is the one shipped.
    every answer NONE; stepped up until a step fails, unary and stream in the same run. Ratio stream/unary.
 2. Classic protocol, one member joining a group of N (1,000 and 10,000; --quick 100) over streams, end to
    end: from the newcomer's JoinGroup to the last SyncGroup answer of the N+1 (the coordinator pushes
-   RebalanceStarted; every member heartbeats at once, as the shipped client does, and joins on its
-   REBALANCE_IN_PROGRESS).
+   RebalanceStarted once the rebalance is stored; every member joins at once, as the shipped client does).
 3. From a rebalance's start (the newcomer's JoinGroup) to every member's JoinGroup, unary (each member
    hears it at its next heartbeat: 1 s, or N/250 s past 250 members) vs stream (pushed).
 """
@@ -47,6 +46,7 @@ from groupcoord.worker.stream_tags import Nudge, NudgeKind
 P99_LIMIT_MS = 100.0
 SESSION_MS = 600_000  # members a step leaves idle stay members
 REBALANCE_MS = 120_000
+CALL_TIMEOUT_S = REBALANCE_MS / 1000 + 60  # a JoinGroup is held up to the rebalance timeout: never give up first
 
 
 # ------------------------------------------------------------------ the coordinator
@@ -103,9 +103,9 @@ class Calls:
 
     async def call(self, method: str, body: str, request: Any) -> Any:
         if self.mode == "unary":
-            return await getattr(self.stub, method)(request, timeout=60)
+            return await getattr(self.stub, method)(request, timeout=CALL_TIMEOUT_S)
         _, answer = await self.stream.send(body, request, self._hear(request.member_id))
-        return await asyncio.wait_for(answer, 60)
+        return await asyncio.wait_for(answer, CALL_TIMEOUT_S)
 
     def _hear(self, member_id: str) -> Any:
         def hear(nudge: Nudge) -> None:
@@ -300,7 +300,9 @@ class Fleet:
         self.generation = [0] * count
         self.member = [""] * count
         self.join_sent = [0.0] * count
+        self.join_answered = [0.0] * count
         self.synced = [0.0] * count
+        self.leader_sync_sent = 0.0
         self.tasks: list[asyncio.Task[None]] = []
 
     async def form(self) -> int:
@@ -313,22 +315,27 @@ class Fleet:
         if self.member[i]:
             self.calls.news.setdefault(self.member[i], asyncio.Event()).clear()
         joined = await self.calls.join(self.group, self.member[i])
+        self.join_answered[i] = time.monotonic()
         self.member[i] = joined.member_id
         self.calls.news.setdefault(joined.member_id, asyncio.Event())
         if joined.error.code == pb.NONE:
+            if joined.leader_id == joined.member_id:
+                self.leader_sync_sent = time.monotonic()
             synced = await self.calls.sync(self.group, joined)
             if synced.error.code == pb.NONE:
                 self.generation[i] = joined.generation
                 self.synced[i] = time.monotonic()
 
     async def _live(self, i: int) -> None:
-        """As the shipped member: a heartbeat each second, or at once when news comes (pushed); its answer
-        decides (REBALANCE_IN_PROGRESS: join)."""
+        """As the shipped member: a heartbeat each interval, its answer deciding (REBALANCE_IN_PROGRESS:
+        join), or a join at once when the stream tells of a rebalance."""
         while True:
             told = self.calls.news[self.member[i]]
             try:
                 await asyncio.wait_for(told.wait(), self.interval_s * (1 + random.random() * 0.01))
                 told.clear()
+                await self._join(i)  # pushed once stored: the rebalance is real, join with no heartbeat first
+                continue
             except TimeoutError:
                 pass
             beat = await self.calls.heartbeat(self.group, self.member[i], self.generation[i])
@@ -349,7 +356,8 @@ class Fleet:
         while min(self.generation) <= after_generation:
             await asyncio.sleep(0.01)
         idle = max(0.0, 1 - (_cpu_now() - cpu0) / (time.monotonic() - wall0))
-        return {"started": started, "last_join": max(self.join_sent), "last_sync": max(self.synced),
+        return {"started": started, "last_join": max(self.join_sent), "first_answer": min(self.join_answered),
+                "leader_sync": self.leader_sync_sent, "last_sync": max(self.synced),
                 "generation": min(self.generation), "idle": idle}
 
 

@@ -72,6 +72,7 @@ class Member(MemberEnd):
         self._assignor_lookup = assignor_lookup
         self.closing = False
         self.rebalance_requested = False
+        self.join_told = False  # the stream told of a rebalance of our generation: join at the next tick
         self.leave_on_close = not config.instance_id
         self.fatal_error: BaseException | None = None
         self.shut_down = False
@@ -95,14 +96,18 @@ class Member(MemberEnd):
 
     def hear(self, nudge: Nudge) -> bool:
         """News from the coordinator's stream (any thread). Returns True when the driver should cut the
-        heartbeat wait short: the member heartbeats now, not an interval from now, and its answer decides
-        as it always does (REBALANCE_IN_PROGRESS: join). So a rebalance started, an assignment changed,
-        tasks to give up, a reconnected stream or a moved coordinator are acted on within a round trip,
-        and news that turns out wrong (a change whose write then failed) costs a heartbeat, never a
-        rebalance: the member's rules are the same with or without it."""
+        heartbeat wait short. A rebalance of our generation started: the member joins now, with no
+        heartbeat first (the coordinator tells it only once the rebalance's record is stored, so it is
+        real: a failed write is never told). Any other news (a reconnected stream, a moved coordinator)
+        makes it heartbeat now, and the answer decides as it always does. The member's rules (its
+        session, its tasks' safe moment) are the same with or without news."""
         if self.machine.state is not WorkerState.STABLE:
             return False  # joining or syncing: the call in flight is the news it needs
-        return not (nudge.kind is NudgeKind.JOIN and 0 <= nudge.generation < self.session.generation)
+        if nudge.kind is NudgeKind.JOIN:
+            if 0 <= nudge.generation < self.session.generation:
+                return False  # a rebalance we already joined past
+            self.join_told = True
+        return True
 
     # ------------------------------------------------------------------ join / sync
 
@@ -209,6 +214,7 @@ class Member(MemberEnd):
         return None if seconds is None else max(0.0, seconds)
 
     def _assign(self, tasks: tuple[TaskReplica, ...], generation: int) -> Gen:
+        self.join_told = False  # news of a rebalance before this generation is spent
         self.recheck.reset()
         self.session.assigned()
         self.machine.fire("synced")
@@ -235,8 +241,8 @@ class Member(MemberEnd):
             return
         if (yield from self._lose_if_unconfirmed()):
             return
-        if self.rebalance_requested:
-            self.rebalance_requested = False
+        if self.rebalance_requested or self.join_told:
+            self.rebalance_requested = self.join_told = False
             self._rejoin()
             return
         request = heartbeat_request(self.config, session.member_id, session.generation)

@@ -146,7 +146,7 @@ class SessionRegistry:
     # ------------------------------------------------------------------ news (GroupWatcher)
 
     def changed(self, runtime: Any, group: Group) -> None:
-        """A group's record is being written: news for its members on streams, once per rebalance or target."""
+        """A group's record landed in the store: news for its members on streams, once per rebalance or target."""
         group_id = group.group_id
         members = self._by_group.get(group_id)
         if not members:

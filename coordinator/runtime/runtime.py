@@ -266,8 +266,6 @@ class CoordinatorRuntime(WithProcessParts):
                 self.metrics.watch.changed(group)  # rebalances are told apart by what gets written
                 if self._on_change is not None:
                     self._on_change(group)
-                for watcher in self.watchers:
-                    watcher.changed(self, group)
         else:
             self.metrics.watch.forgotten(write.group_id)
         return self._writes.queue(write)
@@ -276,6 +274,12 @@ class CoordinatorRuntime(WithProcessParts):
 
     def deliver(self, reply: Reply) -> None:
         self._replies.deliver(reply)
+
+    def landed(self, group_id: str) -> None:
+        group = self.model.groups.get(group_id)
+        if group is not None:  # news only of what the store holds: a failed write is never told
+            for watcher in self.watchers:
+                watcher.changed(self, group)
 
     def write_failed(self, group_id: str, failure: BaseException, waiting: list[Reply],
                      stored: GroupRecord | None) -> None:

@@ -47,6 +47,9 @@ class WriteOutcomes(Protocol):
                      stored: GroupRecord | None) -> None:
         """A write failed: ``waiting`` replies are unanswered, ``stored`` is the group as last stored."""
 
+    def landed(self, group_id: str) -> None:
+        """The group's record as it now is has landed, with no newer write queued behind it."""
+
 
 class WriteQueue:
     """Every group's writes of one runtime, and each group's record as last written or loaded."""
@@ -140,6 +143,8 @@ class WriteQueue:
             outcomes.deliver(reply)
         if queued is not None:
             self.start(writes, queued, outcomes)
+        elif isinstance(write, Persist):
+            outcomes.landed(group_id)
 
     def begin(self, records: dict[str, GroupRecord]) -> None:
         """A new term's groups, as loaded."""

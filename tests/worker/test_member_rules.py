@@ -416,7 +416,8 @@ def joined_by_hand(address: str, **fields: Any) -> Any:
 
 
 def coordinator_rebalance_in_progress_restarts_the_session_from_the_send(driver: str, server: ServerThread) -> None:
-    driven, _ = driven_worker(driver, server.address)
+    # unary: on a stream the member hears of the rebalance and joins at once, with no heartbeat to refuse
+    driven, _ = driven_worker(driver, server.address, session_stream=False)
     seen: list[tuple[float, float]] = []
     try:
         driven.start()

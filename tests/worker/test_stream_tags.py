@@ -160,12 +160,20 @@ def _member(state: WorkerState, generation: int) -> Member:
     return member
 
 
-@pytest.mark.parametrize("nudge", [Nudge(NudgeKind.JOIN, generation=3), RESYNC, Nudge(NudgeKind.MOVED, hint="h:1")])
+@pytest.mark.parametrize("nudge", [RESYNC, Nudge(NudgeKind.MOVED, hint="h:1")])
 def test_news_cuts_a_stable_members_heartbeat_wait_and_its_answer_decides(nudge: Nudge) -> None:
     member = _member(WorkerState.STABLE, 3)
     assert member.hear(nudge)
     assert member.machine.state is WorkerState.STABLE  # no join on the news alone: the heartbeat's answer decides
-    assert not member.rebalance_requested
+    assert not member.join_told and not member.rebalance_requested
+
+
+@pytest.mark.parametrize("generation", [3, -1])
+def test_a_rebalance_of_its_generation_makes_a_stable_member_join_at_its_next_tick(generation: int) -> None:
+    member = _member(WorkerState.STABLE, 3)
+    assert member.hear(Nudge(NudgeKind.JOIN, generation=generation))
+    assert member.join_told  # stored before it was told (news after the write): no heartbeat first
+    assert member.machine.state is WorkerState.STABLE  # the driver's tick does it, on its own thread
 
 
 def test_news_of_an_older_rebalance_or_while_joining_changes_nothing() -> None:
