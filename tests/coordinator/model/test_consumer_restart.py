@@ -10,7 +10,7 @@ from groupcoord.coordinator.config import CoordinatorConfig
 from groupcoord.coordinator.storage.sqlite_store import SqliteStore
 from groupcoord.coordinator.testing import Harness
 from groupcoord.v1 import groupcoord_pb2 as pb
-from tests.coordinator.model.consumer_sim import G, Fleet
+from tests.coordinator.model.consumer_sim import Fleet, G
 
 
 def test_a_restart_keeps_every_epoch_whether_written_or_implied(tmp_path: Path) -> None:

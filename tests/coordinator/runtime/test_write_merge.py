@@ -12,7 +12,7 @@ from groupcoord.coordinator.runtime.write_queue import applied, merged
 from groupcoord.coordinator.storage.store import GroupRecord, MemoryStore
 from groupcoord.coordinator.testing import Harness
 from groupcoord.v1 import groupcoord_pb2 as pb
-from tests.coordinator.model.consumer_sim import G, Fleet
+from tests.coordinator.model.consumer_sim import Fleet, G
 
 
 def test_per_member_writes_merge_the_newest_part_and_group_record_winning() -> None:
