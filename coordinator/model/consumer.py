@@ -32,10 +32,10 @@ from groupcoord.coordinator.model import conversion, leader_assignor, phases, qu
 from groupcoord.coordinator.model.consumer_answer import ConsumerSettings, answer
 from groupcoord.coordinator.model.consumer_checks import owned_of, request_error
 from groupcoord.coordinator.model.consumer_group import LEAVE_EPOCH, STATIC_LEAVE_EPOCH, ConsumerGroup, ConsumerMember
-from groupcoord.coordinator.model.consumer_records import consumer_from_record, member_entry, record_of
+from groupcoord.coordinator.model.consumer_records import consumer_from_record, member_entry, write_of
 from groupcoord.coordinator.model.consumer_target import TargetInputs, assignor_exists, inputs_of, installed, target_for
 from groupcoord.coordinator.model.context import Model
-from groupcoord.coordinator.model.effects import Effect, Outbox, TimerKey, Token, error
+from groupcoord.coordinator.model.effects import Effect, Outbox, Persist, TimerKey, Token, error
 from groupcoord.coordinator.model.group import Group
 from groupcoord.coordinator.model.prechecks import Verdict
 from groupcoord.coordinator.model.reconcile import MemberState, Reconciled, reconcile
@@ -192,8 +192,9 @@ class ConsumerGroups:
             return failure
         owned = owned_of(request)
         received = request.member_epoch
-        if member.away or received > member.epoch or (received < member.epoch and (
-                received != member.previous_epoch or owned is None or not owned <= member.reconciled.assigned)):
+        stale = received < member.epoch and not 0 < member.accepts_from <= received and (
+            received != member.previous_epoch or owned is None or not owned <= member.reconciled.assigned)
+        if member.away or received > member.epoch or stale:
             return error(pb.FENCED_MEMBER_EPOCH, f"member epoch {received} is not member {member.member_id}'s "
                          f"({member.epoch}): stop every task and join again with epoch 0")
         if request.HasField("assignor") and (request.assignor or self.settings.default_assignor) != group.assignor:
@@ -239,14 +240,13 @@ class ConsumerGroups:
         owned = owned_of(request)
         after = reconcile(before, group.target_epoch, group.target_of(member.member_id), owned,
                           group.held_elsewhere(member.member_id))
-        if after is not before:
-            group.hold(member, after)
+        written = after is not before and group.hold(member, after)  # an epoch alone is not written
         revoke_key = TimerKey("c-revoke", group.group_id, member.member_id)
         if after.state is MemberState.UNREVOKED_TASKS and after.revoking != before.revoking:
             out.arm(revoke_key, member.rebalance_timeout_ms / 1000)
         elif before.state is MemberState.UNREVOKED_TASKS and after.state is not MemberState.UNREVOKED_TASKS:
             out.cancel(revoke_key)
-        if after is not before:
+        if written:
             self._persist(out, group)
         response = answer(member, self.settings.heartbeat_interval_ms, request.member_epoch, owned)
         leader_assignor.attach(group, member, response)
@@ -365,18 +365,19 @@ class ConsumerGroups:
             classic = self.m.new_group(group.group_id)
         out.persist(classic)
 
-    def to_record(self, classic: Group) -> dict[str, Any]:
-        """A group's record: the classic part, and the consumer part when the group has one."""
-        return record_of(classic, self.groups.get(classic.group_id))
+    def to_record(self, classic: Group) -> dict[str, Any] | Persist:
+        """A group's write: the classic record, and the consumer part's changed records when it has one."""
+        return write_of(classic, self.groups.get(classic.group_id))
 
-    def resume(self, out: Outbox, group_id: str, record: dict[str, Any] | None) -> None:
+    def resume(self, out: Outbox, group_id: str, record: dict[str, Any] | None,
+               parts: dict[str, Any] | None = None) -> None:
         """After a restart or a failover: the group as stored; sessions start afresh (members go on
         heartbeating with their epochs), as do revocation deadlines; a target behind is asked for."""
         self.groups.pop(group_id, None)
         classic = self.m.groups.get(group_id)
         if not record or classic is None:
             return
-        group = self.groups[group_id] = consumer_from_record(group_id, record, classic.catalog_version,
+        group = self.groups[group_id] = consumer_from_record(group_id, record, parts, classic.catalog_version,
                                                              self.m.clock.now())
         self._assignors.add(group.assignor)
         for member in group.members.values():

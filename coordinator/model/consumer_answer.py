@@ -28,12 +28,15 @@ class ConsumerSettings:
 def answer(member: ConsumerMember, interval_ms: int, received: int,
             owned: frozenset[TaskReplica] | None) -> pb.GroupHeartbeatResponse:
     """The answer to a member's heartbeat; its assignment only when the member may not have it:
-    changed since last sent, a new epoch, or what it says it runs is not what it was given."""
+    changed since last sent, an epoch older than the answer that last carried it (that answer may be
+    lost), or what it says it runs is not what it was given. A new epoch alone carries none (as
+    Kafka's): 10,000 members taking a target epoch that leaves their tasks alone are sent no list."""
     response = pb.GroupHeartbeatResponse(member_id=member.member_id, heartbeat_interval_ms=interval_ms,
                                          member_epoch=member.epoch)
     assigned = member.reconciled.assigned
-    if assigned != member.sent or received != member.epoch or (owned is not None and owned != assigned):
-        member.sent = assigned
+    if (assigned != member.sent or received < member.sent_epoch or received == 0
+            or (owned is not None and owned != assigned)):
+        member.sent, member.sent_epoch = assigned, member.epoch
         response.assignment.tasks.extend(pb.TaskReplica(task_id=t.task_id, replica=t.replica)
                                          for t in sorted(assigned))
     return response

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from groupcoord.assignors.base import MemberInfo, TaskReplica
 from groupcoord.coordinator.model.catalog_snapshot import CatalogSnapshot
 from groupcoord.coordinator.model.reconcile import MemberState, Reconciled
+from groupcoord.coordinator.model.target_map import TargetMap
 from groupcoord.v1 import groupcoord_pb2 as pb
 
 __all__ = ["ClassicTraits", "ConsumerGroup", "ConsumerMember", "LEAVE_EPOCH", "STATIC_LEAVE_EPOCH", "JOIN_EPOCH"]
@@ -51,11 +52,15 @@ class ConsumerMember:
     away: bool = False
     # the assignment as last sent; an answer carries the assignment only when it differs
     sent: frozenset[TaskReplica] | None = None
+    sent_epoch: int = 0  # the member's epoch in the answer that last carried its assignment
     # the coordinator's lost time when the member was last heard from (as classic members keep it)
     lost_mark: float = 0.0
     last_seen: float = 0.0  # when the coordinator last heard from it (DescribeGroup)
     info: MemberInfo | None = None  # what the assignor sees of it, rebuilt when its metadata changes
     classic: ClassicTraits | None = None  # set for a member speaking the classic protocol (a converted group)
+    # loaded at an epoch its record implies (``consumer_records.implied_epoch``): a heartbeat at any
+    # epoch from this one up to its own is the member's (0: none; its next change resets it)
+    accepts_from: int = 0
 
     @property
     def epoch(self) -> int:
@@ -84,18 +89,16 @@ class ConsumerGroup:
     members: dict[str, ConsumerMember] = field(default_factory=dict)
     static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
     target_epoch: int = 1
-    target: dict[str, frozenset[TaskReplica]] = field(default_factory=dict)
+    target: dict[str, frozenset[TaskReplica]] = field(default_factory=TargetMap)  # a ``TargetMap`` (``__setattr__``)
     holder: dict[TaskReplica, str] = field(default_factory=dict)
     catalog_version: int | None = None  # of the group's catalog when the epoch last counted it
     computing: bool = False  # a target computation is running off the loop
-    # each member's part of the group record, rebuilt when that member changes (``refresh``), so a
-    # record copies one reference per member and reads none (``coordinator.model.consumer_records``)
-    entries: dict[str, dict[str, object]] = field(default_factory=dict)
+    # how a member's record is built (``consumer_records.member_entry``); ``changed``: the members whose
+    # record must be written (changed or gone) since the last write, so a write reads no other member
     entry_of: Callable[[ConsumerMember], dict[str, object]] | None = None
+    changed: set[str] = field(default_factory=set)
+    last_head: dict[str, object] | None = None  # the group's own record as last written (a write skips it if equal)
     last_error: str = ""  # the assignor's last failure, if its last run failed
-    # each member's target as its record writes it, kept while the target's set is the same object, so
-    # a member's write sorts no target (``coordinator.model.consumer_records.target_entry``)
-    target_pairs: dict[str, tuple[frozenset[TaskReplica], list[list[object]]]] = field(default_factory=dict)
     # the basis of an incremental target: the catalog the target was computed from, and the replicas of
     # the target's members gone since (``coordinator.model.consumer_target.target_for``)
     target_catalog: CatalogSnapshot | None = None
@@ -109,6 +112,11 @@ class ConsumerGroup:
     failed_leader: str = ""
     target_index: dict[TaskReplica, str] | None = None
 
+    def __setattr__(self, name: str, value: object) -> None:
+        if name == "target":  # every target change is tracked for the record (``target_map``)
+            value = TargetMap.replacing(self.__dict__.get("target"), value)  # type: ignore[arg-type]
+        object.__setattr__(self, name, value)
+
     def bump(self) -> None:
         """Something the assignor reads changed: a new group epoch (the target is now behind it)."""
         self.epoch += 1
@@ -121,21 +129,28 @@ class ConsumerGroup:
         self.refresh(member)
 
     def refresh(self, member: ConsumerMember) -> None:
-        """The member changed (state, metadata, timeouts): its record entry is rebuilt."""
-        if self.entry_of is not None:
-            self.entries[member.member_id] = self.entry_of(member)
+        """The member changed (state, metadata, timeouts): its record is written with the group's next write."""
+        self.changed.add(member.member_id)
 
     def remove(self, member: ConsumerMember) -> None:
         """The member is gone: whatever it held is free for the next owner at once."""
         self.hold(member, Reconciled(MemberState.STABLE, member.epoch, frozenset()))
         del self.members[member.member_id]
         self.classic_members -= member.classic is not None
-        self.entries.pop(member.member_id, None)
+        self.changed.add(member.member_id)
         if member.instance_id and self.static_members.get(member.instance_id) == member.member_id:
             del self.static_members[member.instance_id]
 
-    def hold(self, member: ConsumerMember, reconciled: Reconciled) -> None:
-        """Set the member's reconciliation state, keeping ``holder`` (O(what changed))."""
+    def hold(self, member: ConsumerMember, reconciled: Reconciled) -> bool:
+        """Set the member's reconciliation state, keeping ``holder`` (O(what changed)). Returns whether
+        its record must be written: not for a Stable member that only takes the target epoch, its
+        tasks the same (what its record implies: ``consumer_records.implied_epoch``), so a change of k
+        members' targets writes k members, not the group."""
+        now = member.reconciled
+        implied = (member.classic is None and now.state is reconciled.state is MemberState.STABLE
+                   and not now.revoking and not reconciled.revoking and reconciled.epoch > now.epoch
+                   and (reconciled.assigned is now.assigned or reconciled.assigned == now.assigned))
+        member.accepts_from = 0
         before, after = member.held, reconciled.assigned | reconciled.revoking
         member_id = member.member_id
         for task in before - after:
@@ -150,8 +165,9 @@ class ConsumerGroup:
         if reconciled.assigned != member.reconciled.assigned:
             member.info = None  # its ownership as the assignor sees it changed
         member.reconciled = reconciled
-        if member.member_id in self.members:
+        if member.member_id in self.members and not implied:
             self.refresh(member)
+        return not implied
 
     def held_elsewhere(self, member_id: str) -> Callable[[TaskReplica], bool]:
         holder = self.holder
@@ -177,8 +193,6 @@ class ConsumerGroup:
                 seen[task] = member_id
             assert member.epoch <= self.target_epoch or member.away, (member_id, member.epoch, self.target_epoch)
         assert seen == self.holder, "holder map out of step with the members"
-        if self.entry_of is not None:
-            assert self.entries == {i: self.entry_of(m) for i, m in self.members.items()}, "stale record entries"
         assert self.target_epoch <= self.epoch
         assert self.classic_members == sum(m.classic is not None for m in self.members.values())
         assert {i: m for i, m in self.static_members.items()} == {

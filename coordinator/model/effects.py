@@ -74,8 +74,14 @@ class Reply:
 
 @dataclass(frozen=True, slots=True)
 class Persist:
+    """Write a group. Whole (``parts`` None): ``record`` replaces the group and every per-member record
+    (its ``parts`` entry, if any, lists them all). Per member (``parts`` given, a consumer group): the
+    records in ``parts`` are set (a None value: deleted) and ``record``, unless None (unchanged),
+    replaces the group's own, in one atomic write: a change of k members writes O(k)."""
+
     group_id: str
-    record: dict[str, Any]
+    record: dict[str, Any] | None
+    parts: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,7 +150,8 @@ class Outbox:
 
     __slots__ = ("_dirty", "_forget", "_loads", "_replies", "_timers", "_to_record")
 
-    def __init__(self, to_record: Callable[[Any], dict[str, Any]]) -> None:
+    def __init__(self, to_record: Callable[[Any], dict[str, Any] | Persist]) -> None:
+        """``to_record``: a group's record, or its write when only part of it changed."""
         self._to_record = to_record
         self._dirty: dict[str, HasGroupId] = {}
         self._forget: list[str] = []
@@ -185,6 +192,12 @@ class Outbox:
     def effects(self) -> list[Effect]:
         if not self._dirty and not self._forget and not self._loads:  # a heartbeat: a timer and a reply
             return self._timers + self._replies
-        writes: list[Effect] = [Persist(g.group_id, self._to_record(g)) for g in self._dirty.values()]
+        writes: list[Effect] = []
+        for group in self._dirty.values():
+            drafted = self._to_record(group)
+            if not isinstance(drafted, Persist):
+                writes.append(Persist(group.group_id, drafted))
+            elif drafted.record is not None or drafted.parts:  # else nothing changed: nothing to write
+                writes.append(drafted)
         writes.extend(Forget(group_id) for group_id in self._forget)
         return writes + self._timers + self._loads + self._replies

@@ -260,7 +260,7 @@ class CoordinatorModel:
             member.last_seen = now
             phases.arm_session(self, out, group, member)
         phases.expire_later(self, out, group)
-        self.consumer.resume(out, group_id, record.get("consumer"))
+        self.consumer.resume(out, group_id, record.get("consumer"), record.get("parts"))
 
     # ------------------------------------------------------------------ shared by the handlers
 

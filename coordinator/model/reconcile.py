@@ -79,6 +79,8 @@ def reconcile(current: Reconciled, target_epoch: int, target: AbstractSet[TaskRe
     if current.state is S.STABLE:
         if current.epoch == target_epoch:
             return current
+        if target == current.assigned:  # what _next gives, without its set work: the commonest step of a change
+            return Reconciled(S.STABLE, target_epoch, current.assigned)
         return _next(current.epoch, current.assigned, target_epoch, target, owned, held_elsewhere)
     if current.state is S.UNREVOKED_TASKS:
         if _still_owns(current.revoking, owned):

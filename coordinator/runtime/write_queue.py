@@ -1,9 +1,11 @@
 """Each group's store writes, in order, and the replies that wait for them.
 
-A group has at most one write in flight and one queued (a newer record replaces the queued one:
-each record is the whole group). A reply waits for every write of its group queued before it, so a
-member never hears of a change the store could still lose, while a slow write (a ZooKeeper round
-trip) delays only its own group.
+A group has at most one write in flight and one queued (a newer whole record replaces the queued
+one; a newer per-member write, ``Persist.parts``, is merged into it: its group record if it has
+one, and its parts over the queued ones). A reply waits for every write of its group queued
+before it, so a member never hears of a change the store could still lose, while a slow write (a
+ZooKeeper round trip) delays only its own group. Each group's record as last stored, its parts
+with it, is kept for a rollback; a per-member write updates it in O(parts written).
 
 What a finished write means for the runtime (answer the replies, roll the group back, stand down
 when fenced) is the runtime's: this module calls back with the outcome (``WriteOutcomes``).
@@ -20,9 +22,9 @@ from groupcoord.coordinator.model.records import finish_record
 from groupcoord.coordinator.runtime.heap import bulk_job
 from groupcoord.coordinator.runtime.metrics import CoordinatorMetrics
 from groupcoord.coordinator.runtime.writers import Writer
-from groupcoord.coordinator.storage.store import GroupRecord, GroupStore
+from groupcoord.coordinator.storage.store import GroupRecord, GroupStore, StoresParts
 
-__all__ = ["WriteOutcomes", "WriteQueue", "Writes"]
+__all__ = ["WriteOutcomes", "WriteQueue", "Writes", "applied", "merged"]
 
 Write = Persist | Forget
 
@@ -92,15 +94,30 @@ class WriteQueue:
         if writes is None:
             writes = self._writes[write.group_id] = Writes(busy=write)
             return writes
-        writes.queued = write  # the newer record supersedes any queued one
+        writes.queued = merged(writes.queued, write)
         return None
 
     def start(self, writes: Writes, write: Write, outcomes: WriteOutcomes) -> None:
         writes.busy = write
         store = self.store
         finished: dict[str, dict[str, Any]] = {}
-        if isinstance(write, Persist):
+        if isinstance(write, Persist) and write.parts is not None:
+            base = self._stored.get(write.group_id)
+
             def job() -> None:
+                head = None if write.record is None else finish_record(write.record)
+                assert write.parts is not None
+                if isinstance(store, StoresParts):
+                    store.save_parts(write.group_id, head, write.parts)
+                else:  # a store that keeps whole records only: the group as it will stand, whole
+                    store.save(write.group_id, applied(base, head, write.parts, copy=True))
+                if head is not None:
+                    finished[write.group_id] = head
+        elif isinstance(write, Persist):
+            assert write.record is not None
+
+            def job() -> None:
+                assert write.record is not None
                 record = finish_record(write.record)  # the serialising, here on the writer's thread
                 store.save(write.group_id, record)
                 finished[write.group_id] = record
@@ -130,7 +147,10 @@ class WriteQueue:
             outcomes.write_failed(group_id, failure, writes.after_busy + writes.after_queued,
                                   self._stored.get(group_id))
             return
-        if isinstance(write, Persist):
+        if isinstance(write, Persist) and write.parts is not None:
+            self._stored[group_id] = applied(self._stored.get(group_id), record, write.parts)
+        elif isinstance(write, Persist):
+            assert write.record is not None
             self._stored[group_id] = record if record is not None else finish_record(write.record)
         else:
             self._stored.pop(group_id, None)
@@ -156,3 +176,40 @@ class WriteQueue:
         self._writes.clear()
         self._stored.clear()
         return pending
+
+
+def merged(queued: Write | None, newer: Write) -> Write:
+    """What one write must do for ``queued`` then ``newer``. A newer whole write or delete wins; a newer
+    per-member write is merged into the queued one in place (O(its parts), however many were merged)."""
+    if not isinstance(newer, Persist) or newer.parts is None or queued is None:
+        return newer
+    if isinstance(queued, Persist) and queued.parts is not None:
+        queued.parts.update(newer.parts)
+        return Persist(newer.group_id, newer.record if newer.record is not None else queued.record, queued.parts)
+    # after a whole write or a delete, the group whole: the queued record (or the newer one) and its parts
+    record = newer.record if newer.record is not None else (queued.record if isinstance(queued, Persist) else None)
+    if record is None:
+        raise ValueError(f"group {newer.group_id!r}: a per-member write after a delete carries no group record")
+    before = queued.record if isinstance(queued, Persist) else None  # a delete left no parts
+    parts = dict((before or {}).get("parts") or {})
+    parts.update(newer.parts)
+    return Persist(newer.group_id, {**record, "parts": {k: v for k, v in parts.items() if v is not None}})
+
+
+def applied(stored: GroupRecord | None, head: dict[str, Any] | None, parts: dict[str, Any],
+            copy: bool = False) -> GroupRecord:
+    """``stored`` (a group's record, its parts in its ``parts`` entry) after a per-member write: a new
+    dict for the record; its parts dict updated in place unless ``copy``."""
+    if head is None and stored is None:
+        raise ValueError("a per-member write to a group never stored carries no group record")
+    kept = (stored or {}).get("parts") or {}
+    if copy:
+        kept = dict(kept)
+    for key, value in parts.items():
+        if value is None:
+            kept.pop(key, None)
+        else:
+            kept[key] = value
+    record = dict(head if head is not None else stored or {})
+    record["parts"] = kept
+    return record

@@ -3,7 +3,9 @@
 Why SQLite: one file, atomic transactions, a write-ahead log that makes each commit durable with a
 single append + fsync. Every ``save`` is one transaction (an UPSERT of the group's whole JSON record),
 so a group is never half written, and it is durable before ``save`` returns, which is what lets the
-coordinator acknowledge a change only after it is stored.
+coordinator acknowledge a change only after it is stored. A group's parts (per-member records, table
+``parts``) are written with its record in that same transaction (``save_parts``: k rows for k members).
+Schema 2 added that table; a version-1 file is migrated at open (the table is created, nothing moves).
 
 Durability (``synchronous``): the default ``"FULL"`` fsyncs the WAL on every commit, so an
 acknowledged change survives ``kill -9`` *and* power loss. ``"NORMAL"`` survives ``kill -9`` (the
@@ -22,7 +24,7 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal, Self
 
@@ -32,13 +34,15 @@ __all__ = ["SCHEMA_VERSION", "SqliteStore"]
 
 #: The schema this code writes. Bump it (and add a migration step) when the tables change;
 #: record contents are opaque and never need a migration.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)",
     "CREATE TABLE IF NOT EXISTS groups (group_id TEXT PRIMARY KEY, record TEXT NOT NULL) WITHOUT ROWID",
+    ("CREATE TABLE IF NOT EXISTS parts (group_id TEXT NOT NULL, key TEXT NOT NULL, record TEXT NOT NULL, "
+     "PRIMARY KEY (group_id, key)) WITHOUT ROWID"),
 )
 
 Synchronous = Literal["FULL", "NORMAL"]
@@ -116,6 +120,8 @@ class SqliteStore:
                     f"group store {self.path} has schema version {rows[0][0]}, newer than this groupcoord "
                     f"supports ({SCHEMA_VERSION}); upgrade groupcoord or use another --data-dir"
                 )
+            elif rows[0][0] < SCHEMA_VERSION:  # migrated: the tables it lacked were created above
+                c.execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))
             c.execute("COMMIT")
         except BaseException:
             c.execute("ROLLBACK")
@@ -125,35 +131,63 @@ class SqliteStore:
         with self._lock:
             try:
                 rows = self._conn.execute("SELECT group_id, record FROM groups").fetchall()
+                part_rows = self._conn.execute("SELECT group_id, key, record FROM parts").fetchall()
             except sqlite3.Error as exc:
                 raise StoreError(f"cannot read group store {self.path}: {_describe(exc)}") from exc
         out: dict[str, GroupRecord] = {}
         for group_id, text in rows:
-            try:
-                out[group_id] = json.loads(text)
-            except ValueError as exc:
-                raise StoreError(f"group store {self.path}: record of group {group_id!r} is corrupt: {exc}") from exc
+            out[group_id] = self._decode(group_id, text)
+        for group_id, key, text in part_rows:
+            if group_id in out:  # (a group's parts go with it: none without a group, but be whole)
+                out[group_id].setdefault("parts", {})[key] = self._decode(group_id, text)
         return out
 
+    def _decode(self, group_id: str, text: str) -> Any:
+        try:
+            return json.loads(text)
+        except ValueError as exc:
+            raise StoreError(f"group store {self.path}: record of group {group_id!r} is corrupt: {exc}") from exc
+
     def save(self, group_id: str, record: Mapping[str, Any]) -> None:
-        text = _encode(group_id, record)
-        with self._lock:
-            try:
-                # One statement in autocommit mode is one transaction: atomic replacement, durable on return.
-                self._conn.execute(
-                    "INSERT INTO groups (group_id, record) VALUES (?, ?) "
-                    "ON CONFLICT (group_id) DO UPDATE SET record = excluded.record",
-                    (group_id, text),
-                )
-            except sqlite3.Error as exc:
-                raise StoreError(f"cannot save group {group_id!r} to {self.path}: {_describe(exc)}") from exc
+        parts = record.get("parts") or {}
+        head = _encode(group_id, {key: value for key, value in record.items() if key != "parts"})
+        rows = [(group_id, key, _encode(group_id, value)) for key, value in parts.items()]
+        self._transaction(group_id, "save", lambda c: (
+            c.execute(_UPSERT_GROUP, (group_id, head)),
+            c.execute("DELETE FROM parts WHERE group_id = ?", (group_id,)),
+            c.executemany(_UPSERT_PART, rows)))
+
+    def save_parts(self, group_id: str, record: Mapping[str, Any] | None, parts: Mapping[str, Any]) -> None:
+        head = None if record is None else _encode(group_id, record)
+        rows = [(group_id, key, _encode(group_id, value)) for key, value in parts.items() if value is not None]
+        gone = [(group_id, key) for key, value in parts.items() if value is None]
+
+        def write(c: sqlite3.Connection) -> None:
+            if head is not None:
+                c.execute(_UPSERT_GROUP, (group_id, head))
+            c.executemany("DELETE FROM parts WHERE group_id = ? AND key = ?", gone)
+            c.executemany(_UPSERT_PART, rows)
+
+        self._transaction(group_id, "save", write)
 
     def delete(self, group_id: str) -> None:
+        self._transaction(group_id, "delete", lambda c: (
+            c.execute("DELETE FROM groups WHERE group_id = ?", (group_id,)),
+            c.execute("DELETE FROM parts WHERE group_id = ?", (group_id,))))
+
+    def _transaction(self, group_id: str, what: str, statements: Callable[[sqlite3.Connection], object]) -> None:
+        """One transaction: atomic (the group and its parts together) and durable on return."""
         with self._lock:
+            c = self._conn
             try:
-                self._conn.execute("DELETE FROM groups WHERE group_id = ?", (group_id,))
+                c.execute("BEGIN IMMEDIATE")
+                statements(c)
+                c.execute("COMMIT")
             except sqlite3.Error as exc:
-                raise StoreError(f"cannot delete group {group_id!r} from {self.path}: {_describe(exc)}") from exc
+                if c.in_transaction:
+                    c.execute("ROLLBACK")
+                preposition = "to" if what == "save" else "from"
+                raise StoreError(f"cannot {what} group {group_id!r} {preposition} {self.path}: {_describe(exc)}") from exc
 
     def close(self) -> None:
         with self._lock:
@@ -164,6 +198,12 @@ class SqliteStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+_UPSERT_GROUP = ("INSERT INTO groups (group_id, record) VALUES (?, ?) "
+                 "ON CONFLICT (group_id) DO UPDATE SET record = excluded.record")
+_UPSERT_PART = ("INSERT INTO parts (group_id, key, record) VALUES (?, ?, ?) "
+                "ON CONFLICT (group_id, key) DO UPDATE SET record = excluded.record")
 
 
 def _encode(group_id: str, record: Mapping[str, Any]) -> str:

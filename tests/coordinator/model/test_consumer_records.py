@@ -1,16 +1,21 @@
-"""The consumer part of a group record: the target's pairs are sorted once per target a member is
-given, and the record still says exactly what the group holds (a round trip gives the same group)."""
+"""A consumer group's records: its own, and one per member and per member's target. A change of k
+members writes k members' records; the records read back into the same group; a record written whole
+(format 1, before per-member records) still loads, and its first write rewrites it per member."""
 
 from __future__ import annotations
+
+from typing import Any
+
+import pytest
 
 from groupcoord.assignors.base import TaskReplica
 from groupcoord.coordinator.model.consumer_describe import group_state
 from groupcoord.coordinator.model.consumer_group import ConsumerGroup, ConsumerMember
 from groupcoord.coordinator.model.consumer_records import (
+    changed_parts,
     consumer_from_record,
-    consumer_to_record,
+    consumer_head,
     member_entry,
-    target_entry,
 )
 from groupcoord.coordinator.model.reconcile import MemberState, Reconciled
 from groupcoord.v1 import groupcoord_pb2 as pb
@@ -31,25 +36,96 @@ def group_of(targets: dict[str, frozenset[TaskReplica]]) -> ConsumerGroup:
     return group
 
 
-def test_a_members_pairs_are_rebuilt_only_when_its_target_changes() -> None:
-    group = group_of({"a": tasks("t2", "t1"), "b": tasks("t3")})
-    first = target_entry(group)
-    assert first == {"a": [["t1", 0], ["t2", 0]], "b": [["t3", 0]]}
-    group.target["a"] = tasks("t1")  # a new target for a; b's set is the same object
-    second = target_entry(group)
-    assert second == {"a": [["t1", 0]], "b": [["t3", 0]]}
-    assert second["b"] is first["b"] and second["a"] is not first["a"]
-    del group.target["b"]
-    assert target_entry(group) == {"a": [["t1", 0]]} and set(group.target_pairs) == {"a"}
+class Stored:
+    """What a store holds of the group after each write (its own record's consumer part, its parts)."""
+
+    def __init__(self) -> None:
+        self.head: dict[str, Any] = {}
+        self.parts: dict[str, Any] = {}
+
+    def write(self, group: ConsumerGroup) -> dict[str, Any]:
+        written = changed_parts(group)
+        self.head = consumer_head(group)
+        for key, value in written.items():
+            if value is None:
+                self.parts.pop(key, None)
+            else:
+                self.parts[key] = value
+        return written
+
+    def load(self) -> ConsumerGroup:
+        return consumer_from_record("g", self.head, self.parts, None)
 
 
-def test_the_record_round_trips_to_the_same_group() -> None:
+def states(group: ConsumerGroup) -> dict[str, Reconciled]:
+    return {member_id: m.reconciled for member_id, m in group.members.items()}
+
+
+def test_a_change_writes_the_members_it_touched_and_no_other() -> None:
+    group = group_of({f"m{i}": tasks(f"t{i}") for i in range(50)})
+    first = changed_parts(group)
+    assert len(first) == 100 and first["t:m7"] == [["t7", 0]] and first["m:m7"]["assigned"] == [["t7", 0]]
+    assert changed_parts(group) == {}  # nothing changed since
+    a, b = group.members["m1"], group.members["m2"]
+    group.hold(a, Reconciled(MemberState.UNREVOKED_TASKS, 3, frozenset(), tasks("t1")))
+    group.target["m2"] = tasks("t2", "t1")  # b's target: its target and its record (its epoch exactly)
+    group.remove(group.members["m3"])
+    del group.target["m3"]
+    parts = changed_parts(group)
+    assert set(parts) == {"m:m1", "m:m2", "t:m2", "m:m3", "t:m3"}
+    assert parts["m:m1"]["revoking"] == [["t1", 0]] and parts["t:m2"] == [["t1", 0], ["t2", 0]]
+    assert parts["m:m3"] is None and parts["t:m3"] is None  # gone: deleted
+    assert parts["m:m2"] == member_entry(b)
+
+
+def test_a_new_target_writes_only_the_members_whose_target_changed() -> None:
+    group = group_of({"a": tasks("t1", "t2"), "b": tasks("t3")})
+    changed_parts(group)
+    group.target = {"a": group.target["a"], "b": tasks("t3"), "c": tasks("t4")}  # a and b the same sets
+    assert set(changed_parts(group)) == {"t:c"}  # c is no member yet: its target alone
+    with pytest.raises(TypeError, match="item by item"):
+        group.target.update({"a": tasks()})
+
+
+def test_an_epoch_taken_alone_is_not_written_and_loads_as_implied() -> None:
+    group = group_of({"a": tasks("t1"), "b": tasks("t2")})
+    store = Stored()
+    store.write(group)
+    group.target_epoch = group.epoch = 5  # a new target that leaves a and b their tasks
+    a = group.members["a"]
+    assert group.hold(a, Reconciled(MemberState.STABLE, 5, a.reconciled.assigned)) is False
+    assert store.write(group) == {}  # a took epoch 5: nothing to write but the group's figures
+    back = store.load()
+    assert back.members["a"].epoch == 5 and back.members["a"].accepts_from == 3  # told 5, or still at 3
+    assert back.members["b"].epoch == 5 and back.members["b"].accepts_from == 3
+    group.target["a"] = tasks("t1", "t9")  # a new target for a: its record is written, epoch 5 and all
+    assert changed_parts(group)["m:a"]["epoch"] == 5
+    back.validate()
+
+
+def test_the_records_read_back_into_the_same_group() -> None:
     group = group_of({"a": tasks("t1", "t2"), "b": tasks("t3")})
     group.target["a"] = tasks("t1")
-    back = consumer_from_record("g", consumer_to_record(group), None)
+    group.hold(group.members["a"], Reconciled(MemberState.UNREVOKED_TASKS, 3, tasks("t1"), tasks("t2")))
+    store = Stored()
+    store.write(group)
+    back = store.load()
     assert back.target == group.target and back.epoch == 3 and back.target_epoch == 3
-    assert {m: x.reconciled for m, x in back.members.items()} == {m: x.reconciled for m, x in group.members.items()}
+    assert states(back) == states(group) and back.holder == group.holder
+    assert changed_parts(back) == {}  # as stored: nothing to write
     back.validate()
+
+
+def test_a_group_written_whole_before_still_loads_and_is_rewritten_per_member() -> None:
+    group = group_of({"a": tasks("t1", "t2"), "b": tasks("t3")})
+    whole = {"epoch": 3, "target_epoch": 3, "assignor": "sticky", "last_error": "",
+             "target": {"a": [["t1", 0], ["t2", 0]], "b": [["t3", 0]]},
+             "members": [member_entry(m) for m in group.members.values()]}  # format 1: no "format" key
+    back = consumer_from_record("g", whole, None, None)
+    assert states(back) == states(group) and back.target == group.target
+    assert set(changed_parts(back)) == {"m:a", "m:b", "t:a", "t:b"}  # its first write: every member
+    with pytest.raises(ValueError, match="format 3 is newer than this groupcoord reads"):
+        consumer_from_record("g", {**consumer_head(group), "format": 3}, {}, None)
 
 
 def test_the_state_says_assigning_reconciling_or_stable() -> None:

@@ -4,10 +4,9 @@ The members of a group of 2,000 report every read; a join, a heartbeat (with or 
 target), a static leave and a leave touch only their own member and iterate no member table. Only
 the target's computation (once per group per interval, not per request) reads every member.
 
-A request that changes the group's state writes the group's record: it copies one kept entry per
-member (``ConsumerGroup.entries``, rebuilt only for the member that changed) and reads no other
-member. That copy is O(members) references (per-member records would make it O(1): a later piece);
-a heartbeat that changes nothing writes nothing.
+A request that changes a member's state writes that member's record only (per-member records,
+``consumer_records``): the group's own record is not rewritten when it did not change, and no other
+member is read. A heartbeat that changes nothing writes nothing.
 """
 
 from __future__ import annotations
@@ -99,8 +98,8 @@ def test_each_request_touches_its_own_member_only_in_a_group_of_2000() -> None:
     assert cost(member_id=ids[0], member_epoch=first.epoch) == (1, 0)  # a plain heartbeat
     assert writes(member_id=ids[0], member_epoch=first.epoch) == []  # ... writes nothing
     second = group.members[ids[3]]
-    [write] = writes(member_id=ids[3], member_epoch=second.epoch)  # reconciled: one record, every entry copied
-    assert len(write.record["consumer"]["members"]) == N
+    [write] = writes(member_id=ids[3], member_epoch=second.epoch)  # reconciled: its own record, no other
+    assert write.record is None and write.parts is not None and set(write.parts) == {f"m:{ids[3]}"}
     assert cost(member_epoch=0, client_id="new", assignor="round-robin")[0] <= BOUND  # a join
     assert cost(member_id=ids[1], member_epoch=-2, instance_id="i1") == (1, 0)  # a static member away
     assert cost(member_id=ids[2], member_epoch=-1)[0] <= BOUND  # a leave
