@@ -17,7 +17,8 @@ the replicas that move; the tasks that stay are never visited.
 Round-robin has no incremental form: its answer is a function of member order, so one member in
 shifts nearly every deal. ``balanced`` (``balanced.incremental``) and the Pulsar assignors
 (``pulsar.incremental``) have one while no load snapshot is in force (``loaded``): their round from
-the previous target, the same answer as their full pass from it; with a snapshot they decline.
+the previous target, the same answer as their full pass from it. Under a snapshot the Pulsar ones
+decline; ``balanced`` goes on for a membership change under the snapshot its last full pass read.
 """
 
 from __future__ import annotations
@@ -54,8 +55,14 @@ class TargetChange:
     """The group (assignors that keep state between rounds keep it per group)."""
     weight: float = 1.0
     """The weight every task has when ``plain`` (unset counts 1.0): what the load-aware ones place by."""
-    loaded: bool = False
-    """A load snapshot is in force for the group: the load-aware assignors read it in a full pass."""
+    snapshot_key: tuple[str, int] | None = None
+    """The load snapshot in force for the group, as ``(snapshot_id, created_ms)`` (``None``: none): a
+    load-aware assignor that has read that one may go on from what it learnt, else it declines."""
+
+    @property
+    def loaded(self) -> bool:
+        """A load snapshot is in force."""
+        return self.snapshot_key is not None
 
 
 @runtime_checkable

@@ -473,6 +473,62 @@ def server_target_rows(n_tasks: int, n_members: int, repeat: int) -> list[Row]:
     return rows
 
 
+def snapshot_target_rows(n_tasks: int, n_members: int, repeat: int) -> list[Row]:
+    """``balanced``'s server-side target when one member joins under the load snapshot a full pass of
+    the group has read (``large_context``'s): that full pass untimed, then the join, by a full pass
+    and by the incremental round (on a twin group with the same history). CPU, best of ``repeat``."""
+    from groupcoord.assignors.registry import get_assignor
+    from groupcoord.coordinator.model.catalog_snapshot import CatalogSnapshot
+    from groupcoord.coordinator.model.consumer_target import TargetInputs, target_for
+    from groupcoord.v1 import groupcoord_pb2 as pb
+    from groupcoord.wire import snapshot_to_pb
+
+    context = large_context(n_tasks, n_members)
+    assert context.load_snapshot is not None
+    snapshot = snapshot_to_pb(context.load_snapshot)
+    catalog = CatalogSnapshot(1, {t.task_id: pb.Task(task_id=t.task_id) for t in context.tasks})
+    catalog.plain()
+    before, newcomer = context.members[:-1], context.members[-1]
+    ids = {m.member_id for m in before}
+    everyone = {*ids, newcomer.member_id}
+    assignor = get_assignor("balanced")
+    incremental_rounds: list[object] = []
+    plain_method = assignor.assign_incremental  # type: ignore[attr-defined]
+
+    def counted(change: Any) -> Any:
+        answer = plain_method(change)
+        incremental_rounds.append(answer)
+        return answer
+
+    runs = iter(range(1 << 30))
+    rows = []
+    size = f"{n_tasks:,} / {n_members:,} +1"
+    for label, incremental in (("full pass", False), ("incremental", True)):
+        seconds = cpu = float("inf")
+        for _ in range(repeat):
+            group = f"bench-snapshot-{next(runs)}"
+            first = target_for(TargetInputs(group, 1, "balanced", before, catalog, snapshot), ids)
+            assert isinstance(first, dict), first
+            members = tuple(MemberInfo(m, owned=tuple(sorted(first[m])), owned_generation=1) for m in sorted(ids))
+            run = TargetInputs(group, 2, "balanced", members + (newcomer,), catalog, snapshot,
+                               previous=first if incremental else None, previous_catalog=catalog if incremental else None)
+            assignor.assign_incremental = counted  # type: ignore[attr-defined]
+            try:
+                with settled_heap():
+                    cpu_start, start = time.process_time(), time.perf_counter()
+                    result = target_for(run, everyone)
+                    seconds = min(seconds, time.perf_counter() - start)
+                    cpu = min(cpu, time.process_time() - cpu_start)
+            finally:
+                del assignor.assign_incremental  # type: ignore[attr-defined]
+        assert isinstance(result, dict), result
+        assert (not incremental) or (incremental_rounds and incremental_rounds[-1] is not None), "declined"
+        rows.append(Row("server-side target, one member joins, snapshot read", f"balanced, {label}", size,
+                        seconds, balance(result).count_max_over_mean, movement({m: list(first[m]) for m in ids}, result),
+                        f"CPU {cpu:.3f} s" + ("; target < 0.1 s" if incremental and cpu >= 0.1 else "")))
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, one run each (smoke test)")
@@ -493,7 +549,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.only_target:
         repeat = args.repeat or (1 if args.quick else 3)
-        rows = server_target_rows(*((5_000, 500) if args.quick else (100_000, 10_000)), repeat)
+        size = (5_000, 500) if args.quick else (100_000, 10_000)
+        rows = server_target_rows(*size, repeat) + snapshot_target_rows(*size, repeat)
         render(rows, f"the consumer protocol's server-side target (issue 34): best of {repeat} run(s), "
                f"load average {os.getloadavg()[0]:.2f}")
         return 0
@@ -528,6 +585,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_large:
         large = large_rows(*((5_000, 500) if args.quick else (100_000, 10_000)), repeat)
         large += server_target_rows(*((5_000, 500) if args.quick else (100_000, 10_000)), repeat)
+        large += snapshot_target_rows(*((5_000, 500) if args.quick else (100_000, 10_000)), repeat)
         render(large, f"every built-in assignor at the size of a large group (issue 27): best of {repeat} run(s), "
                f"load average {os.getloadavg()[0]:.2f}")
     return 0

@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from groupcoord.assignors.balanced.config import BalancedConfig
-from groupcoord.assignors.balanced.incremental import CountPlan, count_basis
+from groupcoord.assignors.balanced.incremental import LoadCache, count_basis, count_plan, load_plan
 from groupcoord.assignors.balanced.model import LoadEstimator
 from groupcoord.assignors.balanced.optimizer import Bands, Move, PoolPlan, place_unowned, rebalance
 from groupcoord.assignors.base import Assignment, AssignmentContext, MemberInfo, TaskReplica, TaskSpec, replica_of
@@ -66,6 +66,7 @@ class _GroupState:
     planned: dict[TaskReplica, str] = field(default_factory=dict)
     moved_off: dict[tuple[str, str], float] = field(default_factory=dict)
     members: frozenset[str] | None = None
+    cache: LoadCache | None = None
 
 
 class BalancedAssignor:
@@ -135,9 +136,9 @@ class BalancedAssignor:
             out[pool] = (plan, [r for r in replicas if r not in owned])
         return out
 
-    def _verdict(self, snapshot: LoadSnapshot | None, state: _GroupState, pool: str, plan: PoolPlan) -> _PoolVerdict:
-        """Judge the pool once per snapshot: should it rebalance? (hit counters advance here)."""
-        key = None if snapshot is None else (snapshot.snapshot_id, snapshot.created_ms)
+    def _verdict(self, key: object, state: _GroupState, pool: str, plan: PoolPlan) -> _PoolVerdict:
+        """Judge the pool once per snapshot (``key``; None: none): should it rebalance? (hit counters
+        advance here)."""
         if key is None or key != state.verdict_key:
             state.verdict_key, state.verdicts = key, {}
         verdict = state.verdicts.get(pool)
@@ -176,11 +177,11 @@ class BalancedAssignor:
             return self._assign(context)
 
     def _round(self, state: _GroupState, pool: str, plan: PoolPlan, unowned: list[TaskReplica], *, changed: bool,
-               snapshot: LoadSnapshot | None, now: float, young: Callable[[], bool]) -> dict[TaskReplica, str]:
+               key: object, now: float, young: Callable[[], bool]) -> dict[TaskReplica, str]:
         """One pool's round on its plan (changed in place): place what has no owner, then rebalance after
         a membership change or when the verdict says so; returns the replicas no member could take."""
         unassigned = place_unowned(plan, unowned, state.planned, self.config.capacity_threshold)
-        verdict = self._verdict(snapshot, state, pool, plan)
+        verdict = self._verdict(key, state, pool, plan)
         if changed or (verdict.act and not verdict.consumed):
             verdict.consumed = True
             moves = self._optimize(plan, state, provisional=young())
@@ -203,11 +204,14 @@ class BalancedAssignor:
         result = Assignment(members={m.member_id: [] for m in context.members})
         self.last_moves = []
         now = self.clock()
-        for pool, (plan, unowned) in self._plans(context, state, owners).items():
+        key = _key(snapshot)
+        plans = self._plans(context, state, owners)
+        state.cache = _cache(key, state.estimator, plans) if snapshot is not None else None
+        for pool, (plan, unowned) in plans.items():
             def young(pool: str = pool) -> bool:
                 return snapshot is not None and not state.estimator.mature(t for t in context.tasks if t.pool == pool)
 
-            result.unassigned.update(self._round(state, pool, plan, unowned, changed=changed, snapshot=snapshot,
+            result.unassigned.update(self._round(state, pool, plan, unowned, changed=changed, key=key,
                                                  now=now, young=young))
             for replica, member in plan.owners.items():
                 result.members[member].append(replica)
@@ -222,21 +226,29 @@ class BalancedAssignor:
                  " after a membership change" if changed else "")
 
     def assign_incremental(self, change: TargetChange) -> dict[str, frozenset[TaskReplica]] | None:
-        """The same round from the previous target alone when a count stands for the load (no load
-        snapshot, a plain catalog: ``balanced.incremental``); ``None`` otherwise (the full pass)."""
+        """The same round from the previous target alone (``balanced.incremental``) for a plain catalog:
+        without a snapshot, or under the one the last full pass read with the same tasks; ``None``
+        otherwise (the full pass)."""
         basis = count_basis(change)
-        if basis is None:
+        if basis is None or (change.loaded and change.group_id not in self._groups):
             return None
-        state = self._group(change.group_id, None, change.members)
+        state = self._group(change.group_id, None, change.members)  # a snapshot here was taken in already
+        if change.loaded:
+            plan = load_plan(change, basis, state.cache, state.estimator)
+            if plan is None:
+                return None
+        else:
+            state.cache = None
+            plan = count_plan(basis, {m.member_id: m.capacity for m in change.members}, change.weight)
         member_ids = frozenset(m.member_id for m in change.members)
         changed = state.members != member_ids
-        plan = CountPlan(basis, {m.member_id: m.capacity for m in change.members}, change.weight)
         held = plan.holds(set(state.planned))
         state.planned = {r: m for r, m in state.planned.items() if r not in held}
         self.last_moves = []
         now = self.clock()
         if change.total:  # the full pass has no pool to go through in an empty catalog
-            self._round(state, "", plan, basis.unowned, changed=changed, snapshot=None, now=now, young=lambda: False)
+            self._round(state, "", plan, basis.unowned, changed=changed, key=change.snapshot_key, now=now,
+                        young=lambda: _young(state))
         state.members = member_ids
         self._log(change.group_id, 0, changed)
         target = plan.target()
@@ -250,8 +262,34 @@ class BalancedAssignor:
         wants = False
         for pool, (plan, unowned) in self._plans(context, state, self._sticky(context)).items():
             place_unowned(plan, unowned, state.planned, self.config.capacity_threshold)
-            verdict = self._verdict(context.load_snapshot, state, pool, plan)
+            verdict = self._verdict(_key(context.load_snapshot), state, pool, plan)
             if verdict.act and not verdict.consumed:
                 young = not state.estimator.mature(t for t in context.tasks if t.pool == pool)
                 wants = bool(self._optimize(plan, state, provisional=young)) or wants
         return wants
+
+
+def _key(snapshot: LoadSnapshot | None) -> object:
+    return None if snapshot is None else (snapshot.snapshot_id, snapshot.created_ms)
+
+
+def _cache(key: object, estimator: LoadEstimator, plans: dict[str, tuple[PoolPlan, list[TaskReplica]]]) -> LoadCache | None:
+    """What an incremental round under this snapshot needs, taken before the round changes the plan
+    (only for a catalog all in the default pool, the one an incremental round takes)."""
+    if not plans:  # an empty catalog
+        return LoadCache(key, estimator.by_load(True), {}, {})
+    if list(plans) != [""]:
+        return None
+    plan = plans[""][0]
+    base = {m: (frozenset(plan.owned[m]), plan.load[m]) for m in plan.members}
+    return LoadCache(key, estimator.by_load(True), plan.view.task_load, dict(plan.view.background), base)
+
+
+def _young(state: _GroupState) -> bool:
+    """An incremental round's ``young``: under a snapshot, the full pass's answer (once per snapshot)."""
+    cache = state.cache
+    if cache is None:
+        return False
+    if cache.young is None:
+        cache.young = not state.estimator.mature_ids(list(cache.task_load))
+    return cache.young

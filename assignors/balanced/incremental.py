@@ -1,24 +1,31 @@
-"""``balanced``'s incremental round: its own place-then-rebalance on a plan built from counts.
+"""``balanced``'s incremental round: its own place-then-rebalance on a plan built per member.
 
-Without a load snapshot, and over a plain catalog (one weight, one replica, the default pool), a
-member's load is its replica count times the weight: ``CountPlan`` is built from each member's
-previous target in O(members) — where ``PoolPlan`` reads every owned replica — and the same
-``place_unowned`` and ``rebalance`` run on it, so the answer is the one the full pass gives from
-that previous target (same loads to the bit: the sums are built by the same additions). Only the
-members a placement or a move touches get a new set; the others keep their previous one.
+``PoolPlan`` reads every owned replica to sum each member's load; ``SetPlan`` is built per member
+from the previous target instead, and the same ``place_unowned`` and ``rebalance`` run on it, so the
+answer is the one the full pass gives from that previous target (the same loads to the bit: each is
+summed by the same additions in the same order). Only the members a placement or a move touches get
+a new set; the others keep their previous one. Two ways to know a member's load without its tasks:
+
+- no load snapshot, a plain catalog (one weight, one replica, the default pool): its replica count
+  times the weight (``count_plan``);
+- under the snapshot the last full pass read (``LoadCache``, kept by it), with no task added or
+  deleted since: that pass's per-task estimate, and each member's sum as it was then when its set is
+  the same, else summed again (``load_plan``). A new snapshot is a full pass: the estimate reads it all.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import reduce
+from operator import add
 
-from groupcoord.assignors.balanced.model import LoadView
+from groupcoord.assignors.balanced.model import LoadEstimator, LoadView
 from groupcoord.assignors.balanced.optimizer import PoolPlan
-from groupcoord.assignors.base import TaskReplica
+from groupcoord.assignors.base import MemberInfo, TaskReplica
 from groupcoord.assignors.incremental import TargetChange
 
-__all__ = ["CountBasis", "CountPlan", "count_basis"]
+__all__ = ["CountBasis", "LoadCache", "SetPlan", "count_basis", "count_plan", "load_plan"]
 
 Target = dict[str, frozenset[TaskReplica]]
 
@@ -43,11 +50,34 @@ class CountBasis:
     unowned: list[TaskReplica]
 
 
+@dataclass
+class LoadCache:
+    """What the last full pass under a snapshot estimated (one pool, the default one)."""
+
+    key: object
+    """The snapshot's ``(snapshot_id, created_ms)``."""
+    by_load: bool
+    """The estimate came from the snapshots (else from weights and capacities: too few reports)."""
+    task_load: dict[str, float]
+    background: dict[str, float]
+    base: dict[str, tuple[frozenset[TaskReplica], float]] = field(default_factory=dict)
+    """Per member: the replicas it kept, and their load with its background, summed in task order."""
+    young: bool | None = None
+    """The estimate is too young to tell a spike (computed once per snapshot, when first asked)."""
+
+    def forget(self, members: Mapping[str, MemberInfo]) -> None:
+        """Drop the members gone (their background is forgotten by the estimator too)."""
+        for gone in self.base.keys() - members.keys():
+            del self.base[gone]
+        for gone in self.background.keys() - members.keys():
+            del self.background[gone]
+
+
 def count_basis(change: TargetChange) -> CountBasis | None:
-    """What the round starts from; ``None`` when a count cannot stand for the load (a snapshot, a
-    catalog that is not plain, no member in the default pool, or a previous target that does not
-    account for every replica of the catalog)."""
-    if change.loaded or not change.plain:
+    """What the round starts from; ``None`` when the change is not of plain tasks (a catalog that is
+    not plain, no member in the default pool, or a previous target that does not account for every
+    replica of the catalog)."""
+    if not change.plain:
         return None
     removed = change.removed
     unowned = set(change.homeless - removed)
@@ -65,19 +95,13 @@ def count_basis(change: TargetChange) -> CountBasis | None:
     return CountBasis(list(kept), kept, sorted(unowned))
 
 
-class CountPlan(PoolPlan):
-    """A ``PoolPlan`` of equal task loads whose members' sets are the previous target's until
-    a placement or a move changes them (copied then)."""
+class SetPlan(PoolPlan):
+    """A ``PoolPlan`` of one replica per task whose members' sets are the previous target's until a
+    placement or a move changes them (copied then); the loads are given."""
 
-    def __init__(self, basis: CountBasis, capacity: Mapping[str, float], weight: float) -> None:
-        counts = {member: len(replicas) for member, replicas in basis.kept.items()}
-        sums = [0.0]
-        for _ in range(max(counts.values(), default=0)):
-            sums.append(sums[-1] + weight)  # what PoolPlan's per-replica additions reach, to the bit
-        view = LoadView(task_load=_SameLoad(weight), capacity={m: max(capacity[m], 1e-9) for m in basis.ids})
+    def __init__(self, view: LoadView, basis: CountBasis, load: dict[str, float]) -> None:
         # the previous sets stand in until touched (``_mine``): PoolPlan reads them, never writes them
-        super().__init__(view, basis.ids, {}, load={m: sums[counts[m]] for m in basis.ids},
-                         owned=dict(basis.kept))  # type: ignore[arg-type]
+        super().__init__(view, basis.ids, {}, load=load, owned=dict(basis.kept))  # type: ignore[arg-type]
         self.kept = basis.kept
         self.touched: set[str] = set()
 
@@ -110,3 +134,44 @@ class CountPlan(PoolPlan):
     def target(self) -> Target:
         """Each member's set: the previous one's object where nothing changed."""
         return {m: frozenset(self.owned[m]) if m in self.touched else self.kept[m] for m in self.members}
+
+
+def count_plan(basis: CountBasis, capacity: Mapping[str, float], weight: float) -> SetPlan:
+    """Without a snapshot: a member's load is its count times the one weight, over its capacity."""
+    counts = {member: len(replicas) for member, replicas in basis.kept.items()}
+    sums = [0.0]
+    for _ in range(max(counts.values(), default=0)):
+        sums.append(sums[-1] + weight)  # what PoolPlan's per-replica additions reach, to the bit
+    view = LoadView(task_load=_SameLoad(weight), capacity={m: max(capacity[m], 1e-9) for m in basis.ids})
+    return SetPlan(view, basis, {m: sums[counts[m]] for m in basis.ids})
+
+
+def load_plan(change: TargetChange, basis: CountBasis, cache: LoadCache | None,
+              estimator: LoadEstimator) -> SetPlan | None:
+    """Under the snapshot ``cache`` was estimated from, with the same tasks; ``None`` otherwise."""
+    if cache is None or cache.key != change.snapshot_key or estimator.seen != change.snapshot_key:
+        return None
+    task_load = cache.task_load
+    if change.removed or len(task_load) != change.total or any(r.task_id not in task_load for r in basis.unowned):
+        return None  # tasks added or deleted: the estimate of a task never reported is their median
+    members = {m.member_id: m for m in change.members}
+    cache.forget(members)
+    capacity = estimator.capacities([members[m] for m in basis.ids], by_load=cache.by_load)
+    background = cache.background
+    load: dict[str, float] = {}
+    for member_id in basis.ids:
+        kept, known = basis.kept[member_id], cache.base.get(member_id)
+        if known is not None and known[0] == kept:
+            load[member_id] = known[1]
+            continue
+        if cache.by_load and member_id not in background:
+            background[member_id] = estimator.background_of(member_id)
+        try:
+            total = reduce(add, [task_load[r.task_id] for r in sorted(kept)], background.get(member_id, 0.0))
+        except KeyError:
+            return None  # a task the estimate does not know
+        load[member_id] = total
+        cache.base[member_id] = (kept, total)
+    view = LoadView(task_load=task_load, capacity=capacity,
+                    background={m: background[m] for m in basis.ids} if cache.by_load else {})
+    return SetPlan(view, basis, load)

@@ -147,15 +147,23 @@ class LoadEstimator:
         seen.samples.append(sample)
         return sample
 
+    @property
+    def seen(self) -> object:
+        """The key, ``(snapshot_id, created_ms)``, of the last snapshot taken in (``None``: none yet)."""
+        return self._seen
+
+    def by_load(self, use_load: bool) -> bool:
+        """Whether a view asked with ``use_load`` estimates from the snapshots (else weights and capacities)."""
+        return use_load and self._k > 0
+
     def view(self, members: Iterable[MemberInfo], tasks: Iterable[TaskSpec], *, use_load: bool) -> LoadView:
         """The estimate for these members and tasks (``use_load=False``: weights and capacities only)."""
         members, tasks = list(members), list(tasks)
         out = LoadView()
-        if not use_load or self._k <= 0:
+        if not self.by_load(use_load):
             for task in tasks:
                 out.task_load[task.task_id] = task.weight
-            for member in members:
-                out.capacity[member.member_id] = max(member.capacity, 1e-9)
+            out.capacity = self.capacities(members, by_load=False)
             return out
         k, histories = self._k, self._tasks
         # a window of one sample (every task of the first snapshot a leader sees) inlined: 100,000 calls
@@ -164,18 +172,31 @@ class LoadEstimator:
         typical = statistics.median(loads.values()) if loads else 1.0
         for task in tasks:
             out.task_load[task.task_id] = loads.get(task.task_id, typical)
+        out.capacity = self.capacities(members, by_load=True)
+        for member in members:
+            out.background[member.member_id] = self.background_of(member.member_id)
+        return out
+
+    def capacities(self, members: list[MemberInfo], *, by_load: bool) -> dict[str, float]:
+        """Each member's capacity: its reported cpu limit (the median of the others' if it never
+        reported) when ``by_load``, else its declared ``capacity``."""
+        if not by_load:
+            return {m.member_id: max(m.capacity, 1e-9) for m in members}
         limits = [self._limit[m.member_id] for m in members if m.member_id in self._limit]
         default_limit = statistics.median(limits) if limits else 100.0
-        for member in members:
-            mid = member.member_id
-            out.capacity[mid] = self._limit.get(mid, default_limit)
-            window = self._background.get(mid)
-            out.background[mid] = statistics.median(window) if window else self._floor.get(mid, 0.0)
-        return out
+        return {m.member_id: self._limit.get(m.member_id, default_limit) for m in members}
+
+    def background_of(self, member_id: str) -> float:
+        """A member's load besides its tasks (a foreign process, the runtime), from the snapshots."""
+        window = self._background.get(member_id)
+        return statistics.median(window) if window else self._floor.get(member_id, 0.0)
 
     def mature(self, tasks: Iterable[TaskSpec], samples: int = 3) -> bool:
         """Have most of these tasks been seen ``samples`` times (enough to tell a spike)?"""
-        ids = [t.task_id for t in tasks]
+        return self.mature_ids([t.task_id for t in tasks], samples)
+
+    def mature_ids(self, ids: list[str], samples: int = 3) -> bool:
+        """``mature`` by task id."""
         histories = self._tasks
         seen = sum(1 for t in ids if (h := histories.get(t)) is not None and len(h.samples) >= samples)
         return seen * 2 >= len(ids)

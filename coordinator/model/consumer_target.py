@@ -122,7 +122,12 @@ def change_since(inputs: TargetInputs) -> TargetChange | None:
     weight = next(iter(new.tasks.values())).weight or 1.0 if new.tasks else 1.0  # one weight when plain
     return TargetChange(previous=previous, members=inputs.members, homeless=frozenset(homeless),
                         removed=frozenset(TaskReplica(t, 0) for t in gone), total=len(new.tasks), plain=new.plain(),
-                        group_id=inputs.group_id, weight=weight, loaded=inputs.load_snapshot is not None)
+                        group_id=inputs.group_id, weight=weight, snapshot_key=_key(inputs.load_snapshot))
+
+
+def _key(snapshot: pb.LoadSnapshot | None) -> tuple[str, int] | None:
+    """A snapshot's identity, as the load-aware assignors tell snapshots apart."""
+    return None if snapshot is None else (snapshot.snapshot_id, snapshot.created_ms)
 
 
 def check_moves(change: TargetChange, target: Mapping[str, frozenset[TaskReplica]], members: set[str],

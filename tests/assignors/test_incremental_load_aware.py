@@ -12,7 +12,10 @@ the fewest. Both decline (``None``: the full pass) what a count cannot stand for
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
+from dataclasses import replace
+from types import MappingProxyType
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -29,6 +32,7 @@ from groupcoord.assignors.pulsar.assignors import (
     PulsarTransferAssignor,
     PulsarUniformAssignor,
 )
+from groupcoord.assignors.snapshot import LoadSnapshot, TaskLoadStats, WorkerLoadStats
 from groupcoord.coordinator.clock import FakeClock
 
 SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -42,7 +46,7 @@ PULSARS = (PulsarAvgAssignor, PulsarOverloadAssignor, PulsarThresholdAssignor, P
 class Case:
     """Two rounds: the first (a full pass) makes the previous target, the second is the change."""
 
-    def __init__(self, draw: st.DrawFn, weight: float) -> None:
+    def __init__(self, draw: st.DrawFn, weight: float, tasks_change: bool = True) -> None:
         before = [f"m{i:02d}" for i in range(draw(st.integers(1, 7)))]
         capacity = {m: draw(st.sampled_from((1.0, 1.0, 2.0, 0.5))) for m in before}
         tasks = [f"t{i:03d}" for i in range(draw(st.integers(0, 50)))]
@@ -53,8 +57,9 @@ class Case:
         joined = [f"n{i}" for i in range(draw(st.integers(0, 3)))]
         capacity |= {m: draw(st.sampled_from((1.0, 2.0))) for m in joined}
         pooled = draw(st.booleans()) and len(before) - len(left) > 1  # a member moved to another pool
-        deleted = set(draw(st.lists(st.sampled_from(tasks), unique=True))) if tasks else set()
-        added = [f"u{i:03d}" for i in range(draw(st.integers(0, 15)))]
+        deleted = set(draw(st.lists(st.sampled_from(tasks), unique=True))) if tasks and tasks_change else set()
+        added = [f"u{i:03d}" for i in range(draw(st.integers(0, 15 if tasks_change else 0)))]
+        self.snapshot: LoadSnapshot | None = None
         self.left, self.joined, self.deleted = left, joined, deleted
         self.members = sorted(set(before) - left) + joined
         self.pool = {m: "p" if pooled and m == self.members[0] else "" for m in self.members}
@@ -69,19 +74,40 @@ class Case:
             members=tuple(MemberInfo(m, pool=self.pool[m], capacity=self.capacity[m]) for m in self.members),
             homeless=orphans | {TaskReplica(t) for t in self.added},
             removed=frozenset(TaskReplica(t) for t in self.deleted), total=len(self.catalog), plain=True,
-            group_id="g", weight=self.weight)
+            group_id="g", weight=self.weight,
+            snapshot_key=None if self.snapshot is None else (self.snapshot.snapshot_id, self.snapshot.created_ms))
 
     def second(self, previous: Target) -> AssignmentContext:
         """The full pass's input for the change: each member owns its previous target."""
         members = tuple(MemberInfo(m, pool=self.pool[m], capacity=self.capacity[m],
                                    owned=tuple(sorted(previous.get(m, ()))), owned_generation=1)
                         for m in self.members)
-        return AssignmentContext("g", 2, members, tuple(TaskSpec(t, weight=self.weight) for t in self.catalog))
+        return AssignmentContext("g", 2, members, tuple(TaskSpec(t, weight=self.weight) for t in self.catalog),
+                                 load_snapshot=self.snapshot)
+
+    def with_snapshot(self, seed: int) -> Case:
+        """The same case under one load snapshot of the first round's tasks and members (seeded rates)."""
+        rng = random.Random(seed)
+        ids = [m.member_id for m in self.first.members]
+        tasks = {t.task_id: TaskLoadStats(t.task_id, ids[i % len(ids)], short_samples=10, long_samples=100,
+                                          short_msg_rate_in=rng.uniform(1, 100))
+                 for i, t in enumerate(self.first.tasks) if rng.random() < 0.9}  # a few never reported
+        workers = {m: WorkerLoadStats(m, cpu_usage=rng.uniform(10, 90), cpu_limit=rng.choice((100.0, 200.0)))
+                   for m in ids if rng.random() < 0.8}
+        self.snapshot = LoadSnapshot("g", f"s{seed}", 1, MappingProxyType(tasks), MappingProxyType(workers))
+        self.first = replace(self.first, load_snapshot=self.snapshot)
+        return self
 
 
 @st.composite
 def cases(draw: st.DrawFn) -> Case:
     return Case(draw, draw(st.sampled_from((1.0, 0.1, 3.0))))
+
+
+@st.composite
+def snapshot_cases(draw: st.DrawFn) -> Case:
+    """Members in and out under the snapshot the first round read (no task added or deleted)."""
+    return Case(draw, 1.0, tasks_change=False).with_snapshot(draw(st.integers(0, 2**31)))
 
 
 def as_target(answer: Assignment) -> Target:
@@ -133,6 +159,25 @@ def test_balanced_incremental_is_its_full_pass_and_keeps_its_goal(case: Case) ->
         assert util[busiest] - after < conf.min_gain + EPSILON or blocked, f"{busiest} could give {receiver} a task"
 
 
+@SETTINGS
+@given(snapshot_cases())
+def test_balanced_under_the_snapshot_its_full_pass_read_goes_on_as_its_full_pass(case: Case) -> None:
+    previous, full, target, assignor = twins(balanced, case)
+    assert target == full
+    covers_once(case, target)
+    # one more member, same snapshot: the members' sums kept from the round before are used as they are
+    members = tuple(MemberInfo(m, pool=case.pool[m], capacity=case.capacity[m], owned=tuple(sorted(target[m])),
+                               owned_generation=2) for m in case.members) + (MemberInfo("z"),)
+    again = TargetChange(previous=target, members=members, homeless=frozenset(), removed=frozenset(),
+                         total=len(case.catalog), plain=True, group_id="g", snapshot_key=case.change(previous).snapshot_key)
+    answer = assignor.assign_incremental(again)
+    twin = balanced()  # the full pass's twin, with the same history
+    twin.assign(case.first)
+    twin.assign(case.second(previous))
+    assert answer == as_target(twin.assign(AssignmentContext("g", 3, members, case.second(previous).tasks,
+                                                             load_snapshot=case.snapshot)))
+
+
 @pytest.mark.parametrize("make", PULSARS, ids=lambda make: make.name)
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=cases())
@@ -164,6 +209,6 @@ def test_they_decline_what_a_count_cannot_stand_for() -> None:
             TargetChange(plain.previous, (MemberInfo("a", pool="p"),), plain.homeless, plain.removed, 2, True),
         ):
             assert assignor.assign_incremental(declined) is None, declined
-    loaded = TargetChange(plain.previous, members, plain.homeless, plain.removed, 2, plain=True, loaded=True)
-    assert balanced().assign_incremental(loaded) is None  # a snapshot: the estimate reads every task
+    loaded = TargetChange(plain.previous, members, plain.homeless, plain.removed, 2, plain=True, snapshot_key=("s", 1))
+    assert balanced().assign_incremental(loaded) is None  # a snapshot it has not read: the estimate reads it all
     assert PulsarUniformAssignor(clock=FakeClock().now).assign_incremental(loaded) is None  # the shedder reads them

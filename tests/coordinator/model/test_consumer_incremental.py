@@ -191,3 +191,47 @@ def test_the_load_aware_assignors_go_incremental_and_move_only_what_must_move(
     assert set().union(*left.values()) == {TaskReplica(f"t{i}") for i in range(9)}
     assert calls == {"full": 1, "incremental": 3}
     model.validate()
+
+
+def test_balanced_goes_on_incrementally_under_the_snapshot_it_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new snapshot is a full pass (the estimate reads it all); the joins after it, under the same
+    snapshot, go incremental; a catalog edit under it is a full pass again."""
+    from groupcoord.assignors.registry import get_assignor
+
+    assignor = get_assignor("balanced")
+    monkeypatch.setattr(assignor, "_groups", {})
+    answers: list[str] = []
+    full, incremental = assignor.assign, assignor.assign_incremental  # type: ignore[attr-defined]
+    monkeypatch.setattr(assignor, "assign", lambda context: answers.append("full") or full(context))
+    monkeypatch.setattr(assignor, "assign_incremental", lambda change: answers.append(
+        "declined" if (answer := incremental(change)) is None else "incremental") or answer)
+    clock = FakeClock()
+    model = CoordinatorModel(clock=clock)
+    model.put_tasks(tasks(*(f"t{i}" for i in range(12))), 1)
+    a = join(model, "a", "balanced")
+    settle(model)
+    b = join(model, "b", "balanced")
+    settle(model)
+    rates = {f"t{i}": 10.0 * (i + 1) for i in range(12)}
+    group = model.consumer.groups[G]
+    owner = {r.task_id: m for m, owned in group.target.items() for r in owned}
+    snapshot = pb.LoadSnapshot(
+        group_id=G, snapshot_id="s-1", created_ms=clock.wall_ms(),
+        tasks=[pb.TaskLoadStats(task_id=t, worker_id=owner[t], short_samples=10, long_samples=100,
+                                short_msg_rate_in=rate) for t, rate in rates.items()],
+        workers=[pb.WorkerLoadStats(worker_id=m, cpu_usage=40.0, cpu_limit=100.0) for m in (a, b)])
+    [reply] = run(model, model.publish_load_snapshot(pb.PublishLoadSnapshotRequest(snapshot=snapshot), 1))
+    assert reply.response.error.code == pb.NONE  # type: ignore[attr-defined]
+    answers.clear()
+    join(model, "c", "balanced")
+    settle(model)
+    assert answers == ["declined", "full"]  # a snapshot not read yet
+    join(model, "d", "balanced")
+    settle(model)
+    assert answers[2:] == ["incremental"]
+    covered = [r for owned in group.target.values() for r in owned]
+    assert sorted(covered) == sorted(TaskReplica(t) for t in rates)  # each task once
+    run(model, model.put_tasks(tasks("t12"), 1))
+    settle(model)
+    assert answers[3:] == ["declined", "full"]  # a task the estimate has not seen: its median, a full pass
+    model.validate()
