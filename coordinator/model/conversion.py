@@ -87,7 +87,10 @@ def converting_join(cg: ConsumerSteps, out: Outbox, classic: Group, request: pb.
                     principal: str) -> pb.Error | None:
     """A consumer-protocol member for a classic group with members: the group converts (``upgrade``)
     when the newcomer joins (epoch 0) and would be admitted; else the error that answers it."""
-    if request.member_epoch != 0 or not classic.members:
+    if request.member_epoch == 0 and not classic.members:  # only pending ids: its first members are joining
+        return error(pb.REBALANCE_IN_PROGRESS, f"group {request.group_id!r} runs the classic protocol and its "
+                     f"first members are still joining; it converts to the consumer protocol once Stable: retry")
+    if request.member_epoch != 0:
         return error(pb.INCONSISTENT_GROUP_PROTOCOL, f"group {request.group_id!r} runs the classic protocol "
                      f"({len(classic.members)} members): a consumer-protocol member converts it by joining "
                      f"(epoch 0) once it has members and is Stable")

@@ -41,12 +41,13 @@ def handle_sync(m: Model, out: Outbox, request: pb.SyncGroupRequest, token: Toke
 
 
 def _protocol_check(group: Group, request: pb.SyncGroupRequest) -> pb.Error | None:
-    """KIP-559: a protocol type or name given in SyncGroup must be the group's."""
-    if request.protocol_type and request.protocol_type != group.protocol_type:
+    """KIP-559: a protocol type or name given in SyncGroup must be the group's, once it has one (as
+    Kafka's: a group converted back from the consumer protocol has chosen none until it rebalances)."""
+    if request.protocol_type and group.protocol_type and request.protocol_type != group.protocol_type:
         return error(pb.INCONSISTENT_GROUP_PROTOCOL,
                      f"protocol type {limits.quoted(request.protocol_type)} is not the group's "
                      f"{limits.quoted(group.protocol_type)}")
-    if request.protocol_name and request.protocol_name != group.protocol:
+    if request.protocol_name and group.protocol and request.protocol_name != group.protocol:
         return error(pb.INCONSISTENT_GROUP_PROTOCOL,
                      f"protocol {limits.quoted(request.protocol_name)} is not this generation's "
                      f"{limits.quoted(group.protocol)}")

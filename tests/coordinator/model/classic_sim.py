@@ -63,7 +63,7 @@ class ClassicFleet:
         m = self.members[name]
         code = self.h.leave(G, m.member_id)
         m.stop()
-        m.gone = True
+        m.gone, m.pending = True, None  # a join it had in flight is no longer its business
         return code
 
     def step(self, name: str) -> None:

@@ -7,7 +7,7 @@ at any step, and refused conversions change nothing."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from groupcoord.assignors.base import TaskReplica
@@ -217,6 +217,8 @@ EVENTS = st.lists(st.tuples(st.sampled_from(["step", "join", "leave", "silent", 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(events=EVENTS, cooperative=st.booleans())
+@example(events=[("step", "a")] * 5 + [("join", "c"), ("leave", "c"), ("step", "a"), ("leave", "a"), ("leave", "b")],
+         cooperative=False)  # a leaves with a join in flight (the sim counted it in the group: the final check failed)
 def test_no_task_is_run_by_two_members_across_conversions(events: list[tuple[str, str]], cooperative: bool) -> None:
     """Classic members a, b; consumer members c, d, joining and leaving in any order (each join of
     the first converts, each last leave converts back), silent members, time passing."""
@@ -270,3 +272,39 @@ def test_a_static_classic_member_restarting_in_a_converted_group_takes_its_place
     claimed = heartbeat(mx.h, pb.GroupHeartbeatRequest(group_id=G, member_epoch=0, instance_id="i-s",
                                                        session_timeout_ms=SESSION_MS))
     assert claimed.code == pb.UNRELEASED_INSTANCE_ID  # a live classic member holds the instance id
+
+
+def test_a_consumer_join_while_the_first_classic_member_is_still_joining_is_told_to_retry() -> None:
+    """Found by the mixed chaos run: a classic group holding only a pending member id (its first worker
+    between MEMBER_ID_REQUIRED and its second JoinGroup) answered a consumer worker's join with
+    INCONSISTENT_GROUP_PROTOCOL, which stops the worker for good; the group is forming: retry."""
+    mx = Mixed("a", "c")
+    first = mx.h.join(G, client_id="a")
+    assert first.code == pb.MEMBER_ID_REQUIRED and not mx.h.group(G).members and mx.h.group(G).pending_members
+    refused = mx.consumer.join("c")
+    assert refused.error.code == pb.REBALANCE_IN_PROGRESS and "retry" in refused.error.message
+    assert G not in mx.h.model.consumer.groups and mx.h.group(G).pending_members  # nothing changed
+    mx.form_classic()
+    assert mx.consumer.join("c").error.code == pb.NONE  # formed and Stable: now it converts
+    mx.settle()
+    assert mx.all_run() == CATALOG and set(mx.running()) == {"a", "c"}
+
+
+def test_a_classic_sync_naming_its_protocol_after_the_group_converts_back_is_told_to_rejoin() -> None:
+    """Found by the mixed chaos run: the stock worker names its protocol in SyncGroup (KIP-559); the group
+    converted back to classic has chosen none yet, and the check read that as a mismatch
+    (INCONSISTENT_GROUP_PROTOCOL, fatal to the worker). As Kafka: no protocol yet is no mismatch."""
+    mx = Mixed("ab", "c")
+    mx.form_classic()
+    mx.consumer.join("c")
+    mx.settle()
+    a = mx.classic.members["a"]
+    assert mx.consumer.leave("c").error.code == pb.NONE and G not in mx.h.model.consumer.groups
+    assert mx.h.state(G) == "PreparingRebalance" and mx.h.group(G).protocol == ""
+    answer = mx.h.sync(G, a.member_id, a.generation, protocol_type="tasks", protocol_name="round-robin")
+    assert answer.code == pb.REBALANCE_IN_PROGRESS, answer.response.error.message
+    mx.settle()
+    assert mx.h.state(G) == "Stable" and mx.all_run() == CATALOG
+    b = mx.classic.members["b"]
+    wrong = mx.h.sync(G, b.member_id, b.generation, protocol_name="sticky")  # a chosen protocol is still checked
+    assert wrong.code == pb.INCONSISTENT_GROUP_PROTOCOL and "round-robin" in wrong.response.error.message

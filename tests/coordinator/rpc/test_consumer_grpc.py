@@ -153,12 +153,15 @@ def test_a_session_ends_on_the_servers_timers(coordinator: Coordinator) -> None:
     assert b.running == {("t", 0)}
 
 
-def test_a_classic_group_refuses_a_consumer_member(coordinator: Coordinator) -> None:
+def test_a_classic_group_forming_tells_a_consumer_member_to_retry(coordinator: Coordinator) -> None:
     c = coordinator
     first = c.member.JoinGroup(pb.JoinGroupRequest(group_id="classic", session_timeout_ms=SESSION_MS,
                                                    protocols=["round-robin"]), timeout=10)
     assert first.error.code == pb.MEMBER_ID_REQUIRED
-    refused = c.member.GroupHeartbeat(pb.GroupHeartbeatRequest(group_id="classic", member_epoch=0), timeout=10)
+    retry = c.member.GroupHeartbeat(pb.GroupHeartbeatRequest(group_id="classic", member_epoch=0), timeout=10)
+    assert retry.error.code == pb.REBALANCE_IN_PROGRESS and "retry" in retry.error.message
+    refused = c.member.GroupHeartbeat(pb.GroupHeartbeatRequest(group_id="classic", member_id="m", member_epoch=3),
+                                      timeout=10)
     assert refused.error.code == pb.INCONSISTENT_GROUP_PROTOCOL and "classic protocol" in refused.error.message
 
 
