@@ -20,6 +20,7 @@ from google.protobuf.message import Message
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.worker.effects import WorkerClosedError
 from groupcoord.worker.stream_tags import (
+    BATCH_METADATA,
     REFUSED_AT_OPEN,
     REFUSED_WAIT_S,
     SESSION_METHOD,
@@ -29,6 +30,7 @@ from groupcoord.worker.stream_tags import (
     NudgeKind,
     Registry,
     Remembered,
+    RequestBatch,
     StreamBroken,
     StreamUnsupported,
     TagBook,
@@ -38,6 +40,7 @@ from groupcoord.worker.stream_tags import (
     reconnect_wait,
     refused_in_band,
     session_request,
+    unbatched,
 )
 
 __all__ = ["AioSessionStream", "AioStreamLink"]
@@ -74,6 +77,7 @@ class AioSessionStream:
         self._probed = False
         self._probing = asyncio.Lock()
         self._probe_s = probe_s
+        self.batches = False  # the coordinator of the open stream reads batched requests
 
     @property
     def unary(self) -> bool:
@@ -148,7 +152,8 @@ class AioSessionStream:
 
     def _open(self) -> None:
         outbox: _Outbox = asyncio.Queue()
-        call = self._session()(_drain(outbox), metadata=self._metadata or None)
+        self.batches = False
+        call = self._session()(_drain(outbox, self), metadata=(*self._metadata, (BATCH_METADATA, "1")))
         self._outbox = outbox
         self._answered = False
         self.opened += 1
@@ -158,8 +163,11 @@ class AioSessionStream:
     async def _read(self, call: Any, outbox: _Outbox) -> None:
         status, detail = grpc.StatusCode.OK, "the coordinator ended the stream"
         try:
+            headers = await call.initial_metadata()
+            self.batches = any(key == BATCH_METADATA for key, _ in headers or ())
             async for response in call:
-                self._take(response)
+                for one in unbatched(response):
+                    self._take(one)
         except grpc.RpcError as error:
             status = error.code() if hasattr(error, "code") else grpc.StatusCode.UNKNOWN
             detail = f"{status.name} {error.details() if hasattr(error, 'details') else error}"
@@ -210,9 +218,24 @@ class AioSessionStream:
         _fail(waiting, StreamBroken(f"Session stream to {self.address} broke: {detail}"))
 
 
-async def _drain(outbox: _Outbox) -> AsyncIterator[pb.SessionRequest]:
-    while (item := await outbox.get()) is not None:
-        yield item
+async def _drain(outbox: _Outbox, stream: AioSessionStream) -> AsyncIterator[pb.SessionRequest]:
+    """The requests in order; what waits together goes as one batch to a coordinator that reads them."""
+    held: pb.SessionRequest | None = None
+    while True:
+        item = held if held is not None else await outbox.get()
+        held = None
+        if item is None:
+            return
+        batch = RequestBatch(item)
+        while stream.batches and not outbox.empty():
+            more = outbox.get_nowait()
+            if more is None or not batch.add(more):
+                if more is None:
+                    yield batch.message()
+                    return
+                held = more
+                break
+        yield batch.message()
 
 
 def _fail(waiting: list[asyncio.Future[Message]], error: BaseException) -> None:

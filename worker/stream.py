@@ -24,6 +24,7 @@ from google.protobuf.message import Message
 
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.worker.stream_tags import (
+    BATCH_METADATA,
     REFUSED_AT_OPEN,
     REFUSED_WAIT_S,
     SESSION_METHOD,
@@ -31,6 +32,7 @@ from groupcoord.worker.stream_tags import (
     Hearers,
     Registry,
     Remembered,
+    RequestBatch,
     StreamBroken,
     StreamUnsupported,
     TagBook,
@@ -39,6 +41,7 @@ from groupcoord.worker.stream_tags import (
     probe_verdict,
     reconnect_wait,
     session_request,
+    unbatched,
 )
 
 __all__ = ["SessionStream", "StreamKey", "shared_streams"]
@@ -77,6 +80,7 @@ class SessionStream:
         self._retry_at = 0.0
         self._closed = False
         self._probed = False  # the coordinator answered a probe: it serves Session
+        self.batches = False  # the coordinator of the open stream reads batched requests
 
     @property
     def unary(self) -> bool:
@@ -157,7 +161,8 @@ class SessionStream:
     def _open(self) -> None:
         """A new stream (under the lock); the reader thread owns its responses."""
         outbox: queue.SimpleQueue[pb.SessionRequest | None] = queue.SimpleQueue()
-        call = self._session()(_drain(outbox), metadata=self._metadata or None)
+        self.batches = False
+        call = self._session()(_drain(outbox, self), metadata=(*self._metadata, (BATCH_METADATA, "1")))
         self._outbox = outbox
         self._answered = False
         self.opened += 1
@@ -168,8 +173,10 @@ class SessionStream:
     def _read(self, call: Any, outbox: queue.SimpleQueue[pb.SessionRequest | None]) -> None:
         status, detail = grpc.StatusCode.OK, "the coordinator ended the stream"
         try:
+            self.batches = any(key == BATCH_METADATA for key, _ in call.initial_metadata() or ())
             for response in call:
-                self._take(response)
+                for one in unbatched(response):
+                    self._take(one)
         except grpc.RpcError as error:
             status = error.code() if hasattr(error, "code") else grpc.StatusCode.UNKNOWN
             detail = f"{status.name} {error.details() if hasattr(error, 'details') else error}"
@@ -232,10 +239,24 @@ class SessionStream:
             _fail(waiting, StreamBroken(f"Session stream to {self.address} broke: {detail}"))
 
 
-def _drain(outbox: queue.SimpleQueue[pb.SessionRequest | None]) -> Iterator[pb.SessionRequest]:
-    while (item := outbox.get()) is not _END:
-        assert item is not None
-        yield item
+def _drain(outbox: queue.SimpleQueue[pb.SessionRequest | None], stream: SessionStream) -> Iterator[pb.SessionRequest]:
+    """The requests in order; what waits together goes as one batch to a coordinator that reads them."""
+    held: pb.SessionRequest | None = None
+    while True:
+        item = held if held is not None else outbox.get()
+        held = None
+        if item is _END:
+            return
+        batch = RequestBatch(item)
+        while stream.batches and not outbox.empty():
+            more = outbox.get_nowait()
+            if more is _END or not batch.add(more):
+                if more is _END:
+                    yield batch.message()
+                    return
+                held = more
+                break
+        yield batch.message()
 
 
 def _settle(waiter: Future[Message], *, answer: Message | None = None, error: BaseException | None = None) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -22,14 +22,21 @@ from google.protobuf.message import Message
 from groupcoord import errors
 from groupcoord.v1 import groupcoord_pb2 as pb
 
-__all__ = ["REFUSED_AT_OPEN", "REFUSED_WAIT_S", "RESYNC", "SESSION_METHOD", "STREAMED", "Hearer", "Hearers", "Nudge", "NudgeKind", "Registry", "Remembered", "StreamBroken",
-           "StreamUnsupported", "TagBook", "answer_of", "member_of", "nudge_for", "probe_verdict", "reconnect_wait", "refused_in_band",
-           "session_request"]
+__all__ = ["BATCH_METADATA", "REFUSED_AT_OPEN", "REFUSED_WAIT_S", "RESYNC", "SESSION_METHOD", "STREAMED", "Hearer",
+           "Hearers", "Nudge", "NudgeKind", "Registry", "Remembered", "RequestBatch", "StreamBroken",
+           "StreamUnsupported", "TagBook", "answer_of", "member_of", "nudge_for", "probe_verdict", "reconnect_wait",
+           "refused_in_band", "session_request", "unbatched"]
 
 log = logging.getLogger("groupcoord.worker")
 
 SESSION_METHOD = "/groupcoord.v1.GroupCoordinator/Session"
 """The stream's full method name: called by name, so a coordinator without it answers UNIMPLEMENTED."""
+
+BATCH_METADATA = "groupcoord-session-batch"
+"""In our call's metadata: we read batched answers; in the coordinator's initial metadata: it reads batched
+requests. One message for many costs gRPC Python one read or write instead of one each (a rebalance's burst)."""
+BATCH_MAX = 1_000  # requests in one batch, as the coordinator bounds it
+BATCH_BYTES = 128 * 1024  # a batch stays well under the size the coordinator parses off its loop (256 KiB)
 
 STREAMED = {"JoinGroup": "join_group", "SyncGroup": "sync_group", "Heartbeat": "heartbeat",
             "LeaveGroup": "leave_group", "ReportLoad": "report_load", "GroupHeartbeat": "group_heartbeat"}
@@ -74,6 +81,31 @@ def session_request(tag: int, body: str, request: Message) -> pb.SessionRequest:
     envelope = pb.SessionRequest(tag=tag)
     getattr(envelope, body).CopyFrom(request)
     return envelope
+
+
+def unbatched(response: pb.SessionResponse) -> Sequence[pb.SessionResponse]:
+    """The answers and news ``response`` carries, in order: its batch's, or itself."""
+    return response.batch if len(response.batch) else (response,)
+
+
+class RequestBatch:
+    """Requests waiting together on a stream's outbox, sent as one message to a coordinator that reads batches."""
+
+    def __init__(self, first: pb.SessionRequest) -> None:
+        self.requests = [first]
+        self.size = first.ByteSize()
+
+    def add(self, request: pb.SessionRequest) -> bool:
+        """Take ``request`` in, or False when it would make the batch too large (it goes in the next one)."""
+        size = request.ByteSize()
+        if len(self.requests) >= BATCH_MAX or self.size + size > BATCH_BYTES:
+            return False
+        self.requests.append(request)
+        self.size += size
+        return True
+
+    def message(self) -> pb.SessionRequest:
+        return self.requests[0] if len(self.requests) == 1 else pb.SessionRequest(batch=self.requests)
 
 
 def refused_in_band(answer: Message) -> errors.NotAuthorizedError | None:

@@ -17,9 +17,15 @@ from google.protobuf.message import Message
 from groupcoord.coordinator.rpc.gate import leading_group_id, read_varint
 from groupcoord.v1 import groupcoord_pb2 as pb
 
-__all__ = ["BODIES", "Body", "Peek", "SESSION_METHOD", "frame", "news_frame", "peek"]
+__all__ = ["BATCH_METADATA", "BODIES", "MAX_BATCH", "Body", "Peek", "SESSION_METHOD", "batch_refusal", "frame",
+           "news_frame", "peek"]
 
 SESSION_METHOD = "/groupcoord.v1.GroupCoordinator/Session"
+BATCH_METADATA = "groupcoord-session-batch"
+"""In a client's call metadata: it reads batched answers; in the coordinator's initial metadata: it reads
+batched requests (``SessionRequest.batch``, ``SessionResponse.batch``)."""
+MAX_BATCH = 1_000
+"""Requests in one batch at most (each is stepped on the loop before the next read)."""
 ENVELOPE_SLACK = 32
 """Bytes an envelope adds to its body at most (tag, field key, length)."""
 
@@ -67,6 +73,17 @@ def frame(tag: int, number: int, body: bytes) -> bytes:
     """A SessionResponse carrying ``body`` (a serialised answer) in field ``number``, under ``tag``."""
     head = (b"\x08" + _varint(tag) if tag else b"") + _varint(number << 3 | 2) + _varint(len(body))
     return head + body
+
+
+def batch_refusal(envelope: pb.SessionRequest) -> str | None:
+    """Why a batch cannot be read (the stream ends INVALID_ARGUMENT), or None."""
+    if envelope.tag or envelope.WhichOneof("body") is not None:
+        return "a batch carries its requests in `batch` only: no tag or body of its own"
+    if len(envelope.batch) > MAX_BATCH:
+        return f"a batch of {len(envelope.batch):,} requests: at most {MAX_BATCH:,}"
+    if any(inner.batch for inner in envelope.batch):
+        return "a batch inside a batch"
+    return None
 
 
 def news_frame(news: pb.SessionNews) -> bytes:

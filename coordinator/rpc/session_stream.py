@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import deque
 from typing import Any, NoReturn
 
 import grpc
@@ -39,8 +38,18 @@ from groupcoord.coordinator.model.effects import error, error_response
 from groupcoord.coordinator.rpc.parsing import PARSE_OFF_LOOP_FROM
 from groupcoord.coordinator.rpc.service import CoordinatorServicer
 from groupcoord.coordinator.rpc.session_checks import MessageChecks, member_key
-from groupcoord.coordinator.rpc.session_envelope import BODIES, SESSION_METHOD, Body, frame, news_frame, peek
+from groupcoord.coordinator.rpc.session_envelope import (
+    BATCH_METADATA,
+    BODIES,
+    SESSION_METHOD,
+    Body,
+    batch_refusal,
+    frame,
+    news_frame,
+    peek,
+)
 from groupcoord.coordinator.rpc.session_members import CarriedMembers
+from groupcoord.coordinator.rpc.session_outbox import SessionOutbox
 from groupcoord.coordinator.rpc.session_registry import MemberKey, SessionRegistry
 from groupcoord.coordinator.runtime.router import ShardRouter
 from groupcoord.v1 import groupcoord_pb2 as pb
@@ -93,9 +102,9 @@ class SessionStream:
         self._tags: set[int] = set()
         self._members = CarriedMembers(registry, self)
         self._behind: dict[str, asyncio.Future[None]] = {}  # group id -> its large request not yet stepped
-        self._queue: deque[bytes] = deque()
-        self._buffered = 0
-        self._wake = asyncio.Event()
+        metadata = context.invocation_metadata() or ()
+        self._outbox = SessionOutbox(config.session_max_buffered_bytes, self._figures, context.write,
+                                     batches=any(key == BATCH_METADATA for key, _ in metadata))
         self._done = asyncio.Event()
         self._reading = True
         self._status: tuple[grpc.StatusCode, str] | None = None
@@ -112,17 +121,17 @@ class SessionStream:
         CURRENT_PRINCIPAL.set(principal)  # the twins' quotas and owners (the tasks below copy it)
         # headers now, alone: a status can then always follow, even while an answer's write waits for a
         # reader that does not read (sent with that answer, they would hold the status back with it)
-        await self._context.send_initial_metadata(())
+        await self._context.send_initial_metadata(((BATCH_METADATA, "1"),))  # we read batches
         loop = asyncio.get_running_loop()
-        writer = loop.create_task(self._write_loop())
+        writer = loop.create_task(self._outbox.run(self._maybe_done))
         reader = loop.create_task(self._read_loop())
         try:
             await self._done.wait()
             reader.cancel()
             if self._flush:  # news said goodbye: give the writer a moment to deliver it
                 async with asyncio.timeout(1.0):
-                    while self._queue and not writer.done():
-                        self._wake.set()
+                    while self._outbox and not writer.done():
+                        self._outbox.wake.set()
                         await asyncio.sleep(0.01)
         except TimeoutError:
             pass
@@ -130,7 +139,7 @@ class SessionStream:
             for task in (reader, writer, *self._tasks):
                 task.cancel()
             self._registry.close(self, iter(self._members))
-            self._drop_queue()
+            self._outbox.drop()
         if self._status is not None:
             log.info("session stream of %s ended: %s", principal or "-", self._status[1],
                      extra={"event": "session_ended", "principal": principal, "reason": self._status[1]})
@@ -145,7 +154,7 @@ class SessionStream:
         self._done.set()
 
     def _maybe_done(self) -> None:
-        if not self._reading and self.in_flight == 0 and not self._queue:
+        if not self._reading and self.in_flight == 0 and not self._outbox:
             self._done.set()
 
     async def _read_loop(self) -> None:
@@ -166,50 +175,20 @@ class SessionStream:
         self._reading = False
         self._maybe_done()
 
-    async def _write_loop(self) -> None:
-        queue, write = self._queue, self._context.write
-        while True:
-            if not queue:
-                self._wake.clear()
-                self._maybe_done()
-                await self._wake.wait()
-                continue
-            data = queue[0]
-            await write(data)
-            if queue and queue[0] is data:
-                queue.popleft()
-                self._buffered -= len(data)
-                self._figures.buffered_bytes -= len(data)
-
     # ------------------------------------------------------------------ out
 
     def _send(self, data: bytes) -> None:
         """Queue an answer or news; past ``session_max_buffered_bytes`` behind the one being written, the
         client is not reading: the stream is cut off and everything queued dropped."""
-        if self._status is not None:
+        if self._status is not None or self._outbox.put(data):
             return
-        queue = self._queue
-        waiting = self._buffered - len(queue[0]) + len(data) if queue else 0
-        limit = self.config.session_max_buffered_bytes
-        if waiting > limit:
-            log.warning("session stream of %s cut off: %d bytes wait for a client that does not read",
-                        self.principal or "-", waiting)
-            self.finish(grpc.StatusCode.RESOURCE_EXHAUSTED, (
-                f"the client does not read its answers: {waiting:,} bytes would wait for it, at most {limit:,} "
-                f"(session_max_buffered_bytes); read faster or ask less at once"), reason="slow_reader")
-            self._drop_queue()
-            return
-        queue.append(data)
-        self._buffered += len(data)
-        figures = self._figures
-        figures.buffered_bytes += len(data)
-        figures.peak_buffered_bytes = max(figures.peak_buffered_bytes, self._buffered)
-        self._wake.set()
-
-    def _drop_queue(self) -> None:
-        self._figures.buffered_bytes -= self._buffered
-        self._queue.clear()
-        self._buffered = 0
+        waiting, limit = self._outbox.waiting_with(data), self._outbox.limit
+        log.warning("session stream of %s cut off: %d bytes wait for a client that does not read",
+                    self.principal or "-", waiting)
+        self.finish(grpc.StatusCode.RESOURCE_EXHAUSTED, (
+            f"the client does not read its answers: {waiting:,} bytes would wait for it, at most {limit:,} "
+            f"(session_max_buffered_bytes); read faster or ask less at once"), reason="slow_reader")
+        self._outbox.drop()
 
     def push(self, news: pb.SessionNews) -> None:
         self._send(news_frame(news))
@@ -235,6 +214,19 @@ class SessionStream:
         except DecodeError as failure:
             self.finish(grpc.StatusCode.INVALID_ARGUMENT, f"a message is not a valid SessionRequest: {failure}")
             return
+        if not envelope.batch:
+            self._take(envelope, size)
+            return
+        refused = batch_refusal(envelope)
+        if refused is not None:
+            self.finish(grpc.StatusCode.INVALID_ARGUMENT, refused)
+            return
+        for inner in envelope.batch:  # each as if sent alone, in order
+            if self._status is not None:
+                return
+            self._take(inner, inner.ByteSize())
+
+    def _take(self, envelope: pb.SessionRequest, size: int) -> None:
         tag, kind = envelope.tag, envelope.WhichOneof("body")
         if not self._tag_usable(tag):
             return
@@ -264,7 +256,7 @@ class SessionStream:
         first = peek(data, self.config.max_id_length)
         if first is None:
             self.finish(grpc.StatusCode.INVALID_ARGUMENT, f"a message of {size:,} bytes does not start with its tag "
-                        f"(a SessionRequest of 256 KiB or more must, as every protobuf encoder writes it)")
+                        f"(a SessionRequest of 256 KiB or more must, as every protobuf encoder writes it: never a batch)")
             return
         tag, body = first.tag, first.body
         if not self._tag_usable(tag):

@@ -593,7 +593,7 @@ class GroupHeartbeatResponse(_message.Message):
     def __init__(self, error: _Optional[_Union[Error, _Mapping]] = ..., member_id: _Optional[str] = ..., member_epoch: _Optional[int] = ..., heartbeat_interval_ms: _Optional[int] = ..., assignment: _Optional[_Union[TaskReplicaList, _Mapping]] = ..., compute_target: _Optional[_Union[TargetRequest, _Mapping]] = ...) -> None: ...
 
 class SessionRequest(_message.Message):
-    __slots__ = ("tag", "join_group", "sync_group", "heartbeat", "leave_group", "report_load", "group_heartbeat")
+    __slots__ = ("tag", "join_group", "sync_group", "heartbeat", "leave_group", "report_load", "group_heartbeat", "batch")
     TAG_FIELD_NUMBER: _ClassVar[int]
     JOIN_GROUP_FIELD_NUMBER: _ClassVar[int]
     SYNC_GROUP_FIELD_NUMBER: _ClassVar[int]
@@ -601,6 +601,7 @@ class SessionRequest(_message.Message):
     LEAVE_GROUP_FIELD_NUMBER: _ClassVar[int]
     REPORT_LOAD_FIELD_NUMBER: _ClassVar[int]
     GROUP_HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
     tag: int
     join_group: JoinGroupRequest
     sync_group: SyncGroupRequest
@@ -608,10 +609,11 @@ class SessionRequest(_message.Message):
     leave_group: LeaveGroupRequest
     report_load: ReportLoadRequest
     group_heartbeat: GroupHeartbeatRequest
-    def __init__(self, tag: _Optional[int] = ..., join_group: _Optional[_Union[JoinGroupRequest, _Mapping]] = ..., sync_group: _Optional[_Union[SyncGroupRequest, _Mapping]] = ..., heartbeat: _Optional[_Union[HeartbeatRequest, _Mapping]] = ..., leave_group: _Optional[_Union[LeaveGroupRequest, _Mapping]] = ..., report_load: _Optional[_Union[ReportLoadRequest, _Mapping]] = ..., group_heartbeat: _Optional[_Union[GroupHeartbeatRequest, _Mapping]] = ...) -> None: ...
+    batch: _containers.RepeatedCompositeFieldContainer[SessionRequest]
+    def __init__(self, tag: _Optional[int] = ..., join_group: _Optional[_Union[JoinGroupRequest, _Mapping]] = ..., sync_group: _Optional[_Union[SyncGroupRequest, _Mapping]] = ..., heartbeat: _Optional[_Union[HeartbeatRequest, _Mapping]] = ..., leave_group: _Optional[_Union[LeaveGroupRequest, _Mapping]] = ..., report_load: _Optional[_Union[ReportLoadRequest, _Mapping]] = ..., group_heartbeat: _Optional[_Union[GroupHeartbeatRequest, _Mapping]] = ..., batch: _Optional[_Iterable[_Union[SessionRequest, _Mapping]]] = ...) -> None: ...
 
 class SessionResponse(_message.Message):
-    __slots__ = ("tag", "join_group", "sync_group", "heartbeat", "leave_group", "report_load", "group_heartbeat", "news")
+    __slots__ = ("tag", "join_group", "sync_group", "heartbeat", "leave_group", "report_load", "group_heartbeat", "news", "batch")
     TAG_FIELD_NUMBER: _ClassVar[int]
     JOIN_GROUP_FIELD_NUMBER: _ClassVar[int]
     SYNC_GROUP_FIELD_NUMBER: _ClassVar[int]
@@ -620,6 +622,7 @@ class SessionResponse(_message.Message):
     REPORT_LOAD_FIELD_NUMBER: _ClassVar[int]
     GROUP_HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     NEWS_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
     tag: int
     join_group: JoinGroupResponse
     sync_group: SyncGroupResponse
@@ -628,7 +631,8 @@ class SessionResponse(_message.Message):
     report_load: ReportLoadResponse
     group_heartbeat: GroupHeartbeatResponse
     news: SessionNews
-    def __init__(self, tag: _Optional[int] = ..., join_group: _Optional[_Union[JoinGroupResponse, _Mapping]] = ..., sync_group: _Optional[_Union[SyncGroupResponse, _Mapping]] = ..., heartbeat: _Optional[_Union[HeartbeatResponse, _Mapping]] = ..., leave_group: _Optional[_Union[LeaveGroupResponse, _Mapping]] = ..., report_load: _Optional[_Union[ReportLoadResponse, _Mapping]] = ..., group_heartbeat: _Optional[_Union[GroupHeartbeatResponse, _Mapping]] = ..., news: _Optional[_Union[SessionNews, _Mapping]] = ...) -> None: ...
+    batch: _containers.RepeatedCompositeFieldContainer[SessionResponse]
+    def __init__(self, tag: _Optional[int] = ..., join_group: _Optional[_Union[JoinGroupResponse, _Mapping]] = ..., sync_group: _Optional[_Union[SyncGroupResponse, _Mapping]] = ..., heartbeat: _Optional[_Union[HeartbeatResponse, _Mapping]] = ..., leave_group: _Optional[_Union[LeaveGroupResponse, _Mapping]] = ..., report_load: _Optional[_Union[ReportLoadResponse, _Mapping]] = ..., group_heartbeat: _Optional[_Union[GroupHeartbeatResponse, _Mapping]] = ..., news: _Optional[_Union[SessionNews, _Mapping]] = ..., batch: _Optional[_Iterable[_Union[SessionResponse, _Mapping]]] = ...) -> None: ...
 
 class SessionNews(_message.Message):
     __slots__ = ("group_id", "member_id", "rebalance_started", "assignment_changed", "tasks_to_give_up", "coordinator_moved")

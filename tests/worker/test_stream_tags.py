@@ -12,6 +12,8 @@ from groupcoord.worker.config import WorkerConfig
 from groupcoord.worker.member import Member
 from groupcoord.worker.states import WorkerState
 from groupcoord.worker.stream_tags import (
+    BATCH_BYTES,
+    BATCH_MAX,
     RESYNC,
     STREAMED,
     Hearers,
@@ -19,11 +21,13 @@ from groupcoord.worker.stream_tags import (
     NudgeKind,
     Registry,
     Remembered,
+    RequestBatch,
     TagBook,
     answer_of,
     nudge_for,
     reconnect_wait,
     session_request,
+    unbatched,
 )
 
 
@@ -206,3 +210,27 @@ def test_an_acl_refusal_in_an_answer_fails_as_its_unary_twin_does() -> None:
     assert isinstance(refused, errors.NotAuthorizedError) and "User:a may not" in str(refused)
     assert refused_in_band(pb.JoinGroupResponse(error=pb.Error(code=pb.REBALANCE_IN_PROGRESS))) is None
     assert refused_in_band(pb.HeartbeatResponse()) is None
+
+
+def _beat(tag: int, group_id: str = "g") -> pb.SessionRequest:
+    return pb.SessionRequest(tag=tag, heartbeat=pb.HeartbeatRequest(group_id=group_id))
+
+
+def test_requests_waiting_together_go_as_one_batch_within_its_bounds() -> None:
+    alone = RequestBatch(_beat(1))
+    assert alone.message() == _beat(1)  # one request is not wrapped
+    batch = RequestBatch(_beat(1))
+    assert all(batch.add(_beat(tag)) for tag in range(2, BATCH_MAX + 1))
+    assert not batch.add(_beat(BATCH_MAX + 1))  # the count bound: it goes in the next batch
+    assert [r.tag for r in batch.message().batch] == list(range(1, BATCH_MAX + 1))
+    big = RequestBatch(_beat(1, "g" * 200))
+    while big.add(_beat(2, "g" * 200)):
+        pass
+    assert big.size <= BATCH_BYTES < big.size + _beat(2, "g" * 200).ByteSize()  # the size bound
+
+
+def test_a_batched_answer_is_read_as_its_answers_in_order() -> None:
+    answers = [pb.SessionResponse(tag=n, heartbeat=pb.HeartbeatResponse()) for n in (3, 1, 2)]
+    news = pb.SessionResponse(news=pb.SessionNews(group_id="g", member_id="m"))
+    assert list(unbatched(pb.SessionResponse(batch=[*answers, news]))) == [*answers, news]
+    assert list(unbatched(answers[0])) == [answers[0]]

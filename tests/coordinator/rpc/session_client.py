@@ -28,6 +28,7 @@ class RawSession:
         self._arrived = threading.Condition()
         self.status: grpc.RpcError | None = None
         self.ended = threading.Event()
+        self.messages = 0  # gRPC messages read (a batch is one)
         call = channel.stream_stream(SESSION, request_serializer=None if raw else pb.SessionRequest.SerializeToString,
                                      response_deserializer=pb.SessionResponse.FromString)
         self._call = call(self._requests(), metadata=list(metadata) or None)
@@ -43,12 +44,14 @@ class RawSession:
 
     def _read(self) -> None:
         try:
-            for response in self._call:
+            for message in self._call:
                 with self._arrived:
-                    if response.tag == 0:
-                        self._news.append(response.news)
-                    else:
-                        self._answers[response.tag] = response
+                    self.messages += 1
+                    for response in message.batch or [message]:
+                        if response.tag == 0:
+                            self._news.append(response.news)
+                        else:
+                            self._answers[response.tag] = response
                     self._arrived.notify_all()
         except grpc.RpcError as failure:
             self.status = failure
@@ -61,6 +64,17 @@ class RawSession:
         tag = next(self._tags) if tag is None else tag
         self._outgoing.put(pb.SessionRequest(tag=tag, **{body: request}))
         return tag
+
+    def send_batch(self, requests: Sequence[tuple[str, Any]]) -> list[int]:
+        """Several requests as one message (``SessionRequest.batch``); their tags."""
+        tags = [next(self._tags) for _ in requests]
+        self._outgoing.put(pb.SessionRequest(batch=[pb.SessionRequest(tag=tag, **{body: request})
+                                                    for tag, (body, request) in zip(tags, requests, strict=True)]))
+        return tags
+
+    def headers(self) -> dict[str, str]:
+        """The coordinator's initial metadata."""
+        return dict(self._call.initial_metadata() or ())
 
     def send_raw(self, data: bytes) -> None:
         """Only on a stream opened with ``raw=True``."""
