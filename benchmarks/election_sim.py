@@ -27,8 +27,10 @@ the last ping heard, then rounded up to the next tick: ZooKeeper checks expiry o
 shard; ``queued``, that event to its election step beginning; ``read``, the step's reads;
 ``claim``, the plan and the winning transaction; ``load``, the shard's groups loaded. The last five
 are the election code's own timestamps (``ShardElections.wins``) and the stand-in runtime's.
-ZooKeeper's part may be up to a tick over the session, so the target is session + tick + 1 s: the
-second passes for everything after the expiry (``--tick-ms``, 2,000 by default as ZooKeeper's own).
+ZooKeeper's part may be up to a tick over the session, so three checks are printed: the issue's
+session + 1 s, session + tick + 1 s, and 1 s for everything after the expiry (``--tick-ms``, 2,000
+by default as ZooKeeper's own; the test server's 500 shows the trade-off). The expiry times of the
+killed sessions and the slowest shards' own timestamps are printed too.
 
 Clocks: every process reads ``time.monotonic`` (one system-wide clock on Linux), so a host's "won
 shard s at t" and the killer's "killed at t0" compare directly; ZooKeeper's log stamps wall-clock
@@ -173,6 +175,7 @@ class Sim:
     zk: Any
     hosts: list[Host] = field(default_factory=list)
     wall_offset: float = 0.0  # time.time() - time.monotonic() at the last kill
+    samples: list[tuple[float, float]] = field(default_factory=list)  # (monotonic, hosts' CPU s) while waiting
 
     def spawn(self, *groups: list[str]) -> list[Host]:
         """One host process per list of names, started together; returns once all have started."""
@@ -212,6 +215,7 @@ class Sim:
     def wait_even(self, budget: float) -> tuple[float, dict[str, Any]]:
         started = time.monotonic()
         while True:
+            self.samples.append((time.monotonic(), self.hosts_cpu()))
             view = self.view()
             if self.even(view):
                 return time.monotonic() - started, view
@@ -233,18 +237,36 @@ class Sim:
         cpu = {n: v["cpu"] for n, v in before.items() if n not in names}
         load = os.getloadavg()[0]
         killed = max(self.kill(h) for h in victims)
+        self.samples = []
         spent, view = self.wait_even(self.args.session * 3 + 120)
         done = time.monotonic()
+        self.samples.append((done, self.hosts_cpu()))
         after = self.mntr()
         won = {s: t for v in view.values() for s, t in v["won"].items()}
         times = sorted(won[str(s)] - killed for s in lost)
         window = done - killed
         expired = self.expiries({before[n]["session"] for n in names})
+        since = next((p for p in self.samples if p[0] >= min(expired.values(), default=done)), self.samples[-1])
+        busy = (self.samples[-1][1] - since[1]) / max(done - since[0], 1e-9)  # cores, from the first expiry on
         return {"shards": len(lost), "p50": statistics.median(times), "p99": _pct(times, 0.99), "max": times[-1],
                 "zk_reads": after["reads"] - counters["reads"], "zk_writes": after["writes"] - counters["writes"],
                 "election_reads": sum(v["reads"] for v in view.values()) - reads,
                 "cpu_share": max((view[n]["cpu"] - c) / window for n, c in cpu.items()), "even_s": spent, "load": load,
-                "parts": parts(lost, view, expired, before, killed)}
+                "hosts_cores": busy, "busy_window": done - since[0],
+                "parts": parts(lost, view, expired, before, killed),
+                "expiries": sorted(at - killed for at in expired.values()), "slowest": slowest(lost, view, expired, before, killed)}
+
+    def hosts_cpu(self) -> float:
+        """CPU seconds the live host processes have used so far (the survivors' whole processes)."""
+        total = 0.0
+        for h in self.hosts:
+            if h.alive:
+                try:
+                    fields = Path(f"/proc/{h.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+                except OSError:
+                    continue
+                total += (int(fields[11]) + int(fields[12])) / TICKS
+        return total
 
     def expiries(self, sessions: set[str]) -> dict[str, float]:
         """When ZooKeeper expired each of ``sessions`` (hex ids), on our monotonic clock, from its log."""
@@ -280,6 +302,23 @@ def parts(lost: list[int], view: dict[str, Any], expired: dict[str, float], befo
             split[part].append(end - start)
         split.setdefault("after_expiry", []).append(marks[-1] - expiry)
     return {part: {"p50": statistics.median(v), "max": max(v)} for part, v in split.items() if v}
+
+
+def slowest(lost: list[int], view: dict[str, Any], expired: dict[str, float], before: dict[str, Any],
+            killed: float, count: int = 3) -> list[dict[str, Any]]:
+    """The ``count`` lost shards led again last: since the kill, their old leader's expiry, and the winning
+    step's notice, start and win, and whether a watch event started that step (else its 1 s recheck)."""
+    owner = {s: v["session"] for v in before.values() for s in v["leads"]}
+    rows = []
+    for shard in lost:
+        name, winner = next(((n, v) for n, v in view.items() if str(shard) in v["wins"]), ("?", None))
+        if winner is None or owner[shard] not in expired:
+            continue
+        noticed, began, _, won = winner["wins"][str(shard)]
+        rows.append({"shard": shard, "winner": name, "expiry": expired[owner[shard]] - killed,
+                     "noticed": noticed - killed, "began": began - killed, "won": won - killed,
+                     "loaded": winner["won"][str(shard)] - killed, "event": noticed < began})
+    return sorted(rows, key=lambda r: r["loaded"])[-count:]
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -378,9 +417,23 @@ def report(args: argparse.Namespace, out: dict[str, Any], load: str) -> bool:
         cells = [f"{row['parts'][k]['p50']:.2f} / {row['parts'][k]['max']:.2f}s" if k in row["parts"] else "?"
                  for k in (*PARTS, "after_expiry")]
         print(f"| {label} | " + " | ".join(cells) + " |")
+    for label, row in ((f"1 of {n}", one), (f"{args.kill_many} of {n}", many)):
+        print(f"\n{label}: sessions expired at " + ", ".join(f"{t:.2f}" for t in row["expiries"])
+              + f"s after the kill; the surviving host processes used {row['hosts_cores']:.2f} cores over the "
+              f"{row['busy_window']:.1f}s from the expiry to the even spread; the shards led again last "
+              "(s after the kill):")
+        for r in row["slowest"]:
+            print(f"  shard {r['shard']}: old leader expired {r['expiry']:.2f}, {r['winner']} noticed {r['noticed']:.2f} "
+                  f"({'a watch event' if r['event'] else 'its recheck'}), began {r['began']:.2f}, won {r['won']:.2f}, "
+                  f"loaded {r['loaded']:.2f}")
     target = args.session + args.tick_ms / 1000 + 1
     ours = one["parts"].get("after_expiry", {}).get("max", float("inf"))
+    expired = max(one["expiries"], default=float("nan"))
+    print(f"\n1 killed: ZooKeeper expired its session {expired:.2f}s after the kill (session {args.session:g}s, "
+          f"tickTime {args.tick_ms / 1000:g}s: {expired - args.session:+.2f}s against the session alone)")
     checks = [
+        (f"1 killed: every shard led again within session + 1 s ({args.session + 1:g}s), as issue 37 states it",
+         one["max"] <= args.session + 1),
         (f"1 killed: every shard led again within session + tick + 1 s ({target:g}s)", one["max"] <= target),
         ("1 killed: every shard led again within 1 s of ZooKeeper's expiry of the session", ours <= 1.0),
         (f"1 killed: ZK reads <= 10 x coordinators x its shards ({10 * n * one['shards']})",

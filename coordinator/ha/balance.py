@@ -22,6 +22,7 @@ Worked example: shards 0-5 all led by ``a``; ``b`` joins. Targets: a 3, b 3. ``a
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
@@ -89,12 +90,14 @@ def plan(
 def _claims(me: str, free: list[int], counts: dict[str, int], want: dict[str, int], overdue: set[int]) -> list[int]:
     """The free shards ``me`` should take: its share of the common hand-out, plus every overdue one
     (better led by anyone than by no one; the balance is restored by hand-overs afterwards)."""
-    counts = dict(counts)
+    under = [(count, m) for m, count in counts.items() if count < want[m]]
+    heapq.heapify(under)  # the lowest count first, ties by address: O(log members) a shard, not O(members)
     handout: dict[int, str] = {}
     for shard in free:
-        under = [m for m in counts if counts[m] < want[m]]
-        if under:
-            receiver = min(under, key=lambda m: (counts[m], m))
-            counts[receiver] += 1
-            handout[shard] = receiver
+        if not under:
+            break
+        count, receiver = heapq.heappop(under)
+        handout[shard] = receiver
+        if count + 1 < want[receiver]:
+            heapq.heappush(under, (count + 1, receiver))
     return [s for s in free if handout.get(s) == me or s in overdue]

@@ -162,14 +162,17 @@ class ViewReader:
         """What changed, in one pipeline: the members' names (if asked) and each shard's leader node
         (None: free), watched: a data watch if it is there, an ``exists`` watch if not. A free shard is
         not waited for: its ``exists`` is in flight while the step acts (``settle`` it afterwards).
-        ``held``: shards we lead, always read (a deletion event may be older than our win of it).
+        ``held``: shards we lead, always read (a deletion event may be older than our win of it). A
+        deleted leader node makes the members be read too: if its session ended, its member node went
+        in the same transaction, and a plan that still counted that member would hand it free shards.
         A whole view is read ``READS_AT_ONCE`` shards at a time, each pipeline waited for."""
         c = self._client
-        names = c.get_children_async(self.members_path, watch=self._on_members) if members else None
         shards = list(shards)
         deleted = self._deleted.intersection(shards)
         self._deleted.difference_update(deleted)  # taken by this step, whichever way it reads them
         gone = {s for s in deleted if s not in held}  # a get would only fail
+        members = members or bool(gone)  # its leader's session may have ended: its member node went with it
+        names = c.get_children_async(self.members_path, watch=self._on_members) if members else None
         found: dict[int, Leader | None] = dict.fromkeys(gone)
         unsettled = [(s, self._watch_free(s)) for s in sorted(gone)]
         for start in range(0, len(shards), READS_AT_ONCE):

@@ -97,3 +97,23 @@ def _settle(members: list[str], leaders: dict[int, str | None], shards: int) -> 
                 if leaders.get(s) is None:  # the election: the first create wins
                     leaders[s] = m
     raise AssertionError("did not settle in 200 rounds")
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_hand_out_gives_each_free_shard_to_the_lowest_count_under_target(seed: int) -> None:
+    """The rule as the module states it, one free shard at a time, against ``plan`` (which uses a heap)."""
+    rng = random.Random(seed)
+    members = [f"c{i:02d}" for i in range(rng.randint(2, 30))]
+    shards = rng.randint(len(members), 300)
+    leaders = {s: rng.choice(members) for s in range(shards) if rng.random() < 0.8}
+    counts = {m: sum(1 for who in leaders.values() if who == m) for m in members}
+    want = targets(members, counts, shards)
+    expected: dict[str, list[int]] = {m: [] for m in members}
+    for shard in (s for s in range(shards) if s not in leaders):
+        under = [m for m in members if counts[m] < want[m]]
+        if under:
+            receiver = min(under, key=lambda m: (counts[m], m))
+            counts[receiver] += 1
+            expected[receiver].append(shard)
+    for me in members:
+        assert plan(me, members, leaders, shards).take == expected[me]

@@ -53,7 +53,7 @@ def reader(client: KazooClient, events: Events, shards: int = 4) -> ViewReader:
     return made
 
 
-def test_a_claim_after_a_deletion_costs_one_exists_and_one_transaction(client: KazooClient) -> None:
+def test_a_claim_after_a_deletion_costs_the_members_one_exists_and_one_transaction(client: KazooClient) -> None:
     events = Events()
     view = reader(client, events)
     fence = dict(view.win({0: None}, "old:1"))[0]  # the first win knows no epoch: it reads the epoch node
@@ -67,11 +67,11 @@ def test_a_claim_after_a_deletion_costs_one_exists_and_one_transaction(client: K
     reads = view.reads
     view.begin()
     members, found, unsettled = view.read([0], members=False)
-    assert members is None and found == {0: None}
-    assert view.reads == reads + 1  # exists only, not waited for: a get would have failed first
+    assert members == [] and found == {0: None}  # the members too: its session may have ended with it
+    assert view.reads == reads + 2  # the members and an exists, no get: a get would have failed first
     fence = dict(view.win({0: None}, "new:1"))[0]
     assert fence is not None and fence.epoch == 2
-    assert view.reads == reads + 1  # the epoch came from the leader node seen: no read of it
+    assert view.reads == reads + 2  # the epoch came from the leader node seen: no read of it
     assert view.settle(unsettled) == []  # it was free when the watch was set
     data, stat = client.get(f"{view.shard_path(0)}/epoch")
     assert stat.version == 2 and json.loads(data) == {"epoch": 2, "address": "new:1"}
