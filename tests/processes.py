@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import signal
 import subprocess
-from collections.abc import Iterable
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
 
 
 def stop_processes(procs: Iterable[subprocess.Popen[str]], grace_s: float = 15.0) -> None:
@@ -21,3 +25,51 @@ def stop_processes(procs: Iterable[subprocess.Popen[str]], grace_s: float = 15.0
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(5)
+
+
+_PREWARMED = """\
+import sys, pathlib
+from groupcoord.cli.main import main
+for name in sys.argv[2:]:
+    __import__(name)
+pathlib.Path(sys.argv[1]).touch()
+if sys.stdin.readline() == "go\\n":
+    sys.argv[0] = "groupcoord"
+    sys.exit(main([line.rstrip("\\n") for line in sys.stdin]))
+"""
+
+
+class Prewarmed:
+    """A ``groupcoord`` command in a process that has done its imports and waits for ``go()``.
+
+    Why: on a loaded machine a Python process spends most of its start importing (``groupcoord worker
+    --help`` took 25 s at load 56), so a test about a restart shorter than a session (a static member,
+    a coordinator outage) measured the machine's imports, not the product. Start the replacement
+    ``prewarmed`` before the restart, wait for ``ready()``, stop the old process, then ``go()``: the
+    outage is the command's own start-up. The command runs ``groupcoord.cli.main.main`` as
+    ``python -m groupcoord.cli`` does.
+    """
+
+    def __init__(self, argv: Sequence[str], marker: Path, *, env: dict[str, str], preload: Sequence[str] = (),
+                 **popen: Any) -> None:
+        self.argv = list(argv)
+        self.marker = marker
+        marker.unlink(missing_ok=True)
+        self.proc: subprocess.Popen[str] = subprocess.Popen(
+            [sys.executable, "-c", _PREWARMED, str(marker), *preload], stdin=subprocess.PIPE, text=True, env=env,
+            **popen)
+
+    def ready(self, timeout: float = 180.0) -> None:
+        """Wait for the imports (a process start: bounded by the machine, not the product)."""
+        deadline = time.monotonic() + timeout
+        while not self.marker.exists():
+            assert self.proc.poll() is None, f"the prewarmed process exited ({self.proc.returncode})"
+            assert time.monotonic() < deadline, f"the prewarmed process did not import within {timeout}s"
+            time.sleep(0.05)  # polling with a deadline
+
+    def go(self) -> subprocess.Popen[str]:
+        """Run the command now; returns its process."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write("go\n" + "".join(f"{arg}\n" for arg in self.argv))
+        self.proc.stdin.close()
+        return self.proc

@@ -5,24 +5,43 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from groupcoord.admin import AdminClient
 from groupcoord.coordinator.rpc.server import ServerThread
 from groupcoord.v1 import groupcoord_pb2 as pb
-from tests.processes import stop_processes
+from tests.processes import Prewarmed, stop_processes
 
 TASKS = [f"t{i}" for i in range(10)]
 
 
+def worker_args(address: str, group: str, name: str, static: bool) -> list[str]:
+    args = ["worker", "--group", group, "--coordinator", address, "--name", name, "--session-timeout-ms", "10000",
+            "--heartbeat-interval-ms", "200", "--rebalance-timeout-ms", "5000"]
+    return args + ["--instance-id", name] if static else args
+
+
 def start(address: str, group: str, name: str, env: dict[str, str], static: bool) -> subprocess.Popen[str]:
-    command = [sys.executable, "-m", "groupcoord.cli", "worker", "--group", group, "--coordinator", address,
-               "--name", name, "--session-timeout-ms", "10000", "--heartbeat-interval-ms", "200",
-               "--rebalance-timeout-ms", "5000"]
-    if static:
-        command += ["--instance-id", name]
-    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True, env=env)
+    return subprocess.Popen([sys.executable, "-m", "groupcoord.cli", *worker_args(address, group, name, static)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True, env=env)
+
+
+def restart(old: subprocess.Popen[str], args: list[str], env: dict[str, str], marker: Path) -> subprocess.Popen[str]:
+    """SIGTERM ``old`` and start its replacement: one already past its imports, so the member is away for
+    the shutdown and the command's own start, not for a process start on a loaded machine (25 s at load
+    56, past the 10 s session)."""
+    replacement = Prewarmed(args, marker, env=env, preload=["groupcoord.cli.console_worker"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        replacement.ready()
+    except BaseException:
+        stop_processes([replacement.proc])
+        raise
+    old.terminate()
+    old.wait(15)
+    return replacement.go()
 
 
 def assignment(described: pb.DescribeGroupResponse) -> dict[str, list[str]]:
@@ -39,7 +58,8 @@ def settled(names: list[str], replaced: dict[str, str]) -> object:
     return check
 
 
-def rolling_restart(server: ServerThread, env: dict[str, str], group: str, static: bool) -> tuple[int, int, bool]:
+def rolling_restart(server: ServerThread, env: dict[str, str], tmp: Path, group: str,
+                    static: bool) -> tuple[int, int, bool]:
     """Restart each of 5 workers in turn (SIGTERM, wait for exit, start again); returns the generation
     before and after, and whether every worker ended up with the tasks it had before."""
     admin = AdminClient(server.address)
@@ -51,9 +71,8 @@ def rolling_restart(server: ServerThread, env: dict[str, str], group: str, stati
         for name in names:
             old_member = next(m.member.member_id for m in admin.describe_group(group).members
                               if m.member.client_id == name)
-            procs[name].terminate()
-            procs[name].wait(15)
-            procs[name] = start(server.address, group, name, env, static)
+            args = worker_args(server.address, group, name, static)
+            procs[name] = restart(procs[name], args, env, tmp / f"{name}.ready")
             admin.wait_for(group, settled(names, {name: old_member}), 60)
         after = admin.describe_group(group)
         return before.generation, after.generation, assignment(after) == assignment(before)
@@ -64,14 +83,15 @@ def rolling_restart(server: ServerThread, env: dict[str, str], group: str, stati
 
 @pytest.mark.slow
 def test_a_rolling_restart_of_static_workers_keeps_generation_and_assignment(
-    server: ServerThread, cli_env: dict[str, str]
+    server: ServerThread, cli_env: dict[str, str], tmp_path: Path
 ) -> None:
-    before, after, same = rolling_restart(server, cli_env, "static-roll", static=True)
+    before, after, same = rolling_restart(server, cli_env, tmp_path, "static-roll", static=True)
     assert after == before, f"static members rebalanced: generation {before} -> {after}"
     assert same
 
 
 @pytest.mark.slow
-def test_the_same_restart_with_dynamic_workers_rebalances(server: ServerThread, cli_env: dict[str, str]) -> None:
-    before, after, _ = rolling_restart(server, cli_env, "dynamic-roll", static=False)
+def test_the_same_restart_with_dynamic_workers_rebalances(server: ServerThread, cli_env: dict[str, str],
+                                                         tmp_path: Path) -> None:
+    before, after, _ = rolling_restart(server, cli_env, tmp_path, "dynamic-roll", static=False)
     assert after >= before + 5  # at least one rebalance per restart (leave, then join)

@@ -99,7 +99,12 @@ class Cluster:
         counts = [sum(1 for leader, _ in views[0].values() if leader == a) for a in live]
         return sum(counts) == self.shards and max(counts) - min(counts) <= 1
 
-    def wait_balanced(self, live: list[str], timeout: float = 60) -> dict[int, tuple[str, int]]:
+    def wait_balanced(self, live: list[str], timeout: float = 60,
+                      startup_timeout: float = 180) -> dict[int, tuple[str, int]]:
+        """Every coordinator of ``live`` answering (a process start: its imports took tens of seconds at load
+        60-70, so it has a bound of its own, from the machine), then the shards balanced over them within
+        ``timeout`` (the election's and the hand-overs' time: the product's)."""
+        wait_until(lambda: all(self.describe(a) is not None for a in live), startup_timeout, f"{live} answering")
         wait_until(lambda: self.balanced(live), timeout, f"shards balanced over {live}")
         return self.leaders(live[0])
 

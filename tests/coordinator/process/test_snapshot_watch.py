@@ -64,7 +64,7 @@ def test_serve_picks_up_new_snapshots_and_survives_bad_ones(tmp_path: Path, cli_
     )
     admin = AdminClient(f"127.0.0.1:{port}", timeout_s=5)
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 180  # a process start: at load 33 (niced) it took over 60 s
         while True:  # nothing at the path yet: the coordinator serves regardless
             try:
                 admin.put_tasks("g", ["t1"])
@@ -72,6 +72,12 @@ def test_serve_picks_up_new_snapshots_and_survives_bad_ones(tmp_path: Path, cli_
             except Exception:  # noqa: BLE001 - not listening yet
                 assert serve.poll() is None and time.monotonic() < deadline, "coordinator did not start"
                 time.sleep(0.1)
+        # the watcher imports its Parquet reader first (2.9 s of CPU: a start-up, bounded by the machine);
+        # from then on a snapshot is applied a poll after it lands (the 20 s below)
+        deadline = time.monotonic() + 120
+        while "for load snapshots every" not in (tmp_path / "serve.log").read_text():
+            assert serve.poll() is None and time.monotonic() < deadline, "the snapshot watcher did not start"
+            time.sleep(0.05)
 
         write_snapshot(out, "001-aaaa", 1_000, "g", rate=10.0)
         snap = wait_for_snapshot(admin, "g", "001-aaaa")
