@@ -20,6 +20,9 @@ same number of plain heartbeats costs, measured after on the same group; the ass
 apart), the calls the change made (consumer: beyond each member's regular heartbeats) and how many
 members made one, and, consumer only, when the newcomer ran its tasks, in heartbeat intervals
 after its first heartbeat. Targets at 10,000 (issue 34): CPU <= 0.1 s, newcomer <= 2 intervals.
+
+A second table forms a consumer group of each size from nothing (``consumer_formation``): the
+coordinator's CPU, every call, and the fake clock's time until every member runs its target.
 """
 
 from __future__ import annotations
@@ -138,14 +141,29 @@ def _stable_group(members: int, tasks: int) -> tuple[CoordinatorRuntime, FakeClo
 
 
 
-def consumer_change(members: int, tasks: int, seed: int = 7) -> dict[str, float]:
+def consumer_change(members: int, tasks: int, seed: int = 7) -> dict[str, Any]:
     """One member joins a Stable group of ``members``: simulate heartbeats on the fake clock until the
-    newcomer runs its whole target; the coordinator's CPU and the calls, as the module says."""
+    newcomer runs its whole target; the coordinator's CPU and the calls, as the module says. Then a
+    second member joins the same group, settled again: the next change's figures (``next``), without
+    the costs a group's first change pays once (each member's view for the assignor, rebuilt once its
+    tasks changed; the catalog's check for an incremental target, once per catalog version)."""
     runtime, clock, sims = _stable_group(members, tasks)
-    model = runtime.model
     rng = random.Random(seed)
+    first = _one_joins(runtime, clock, sims, rng, "newcomer")
+    plain = _plain_heartbeat_cpu(runtime, sims[:-1], min(members, 2_000))
+    second = _one_joins(runtime, clock, sims, rng, "second")
+    for row in (first, second):
+        row["cpu"] = row.pop("window_cpu") - row["regular"] * plain
+        row["plain_us"] = plain * 1e6
+    return {**first, "next": second}
+
+
+def _one_joins(runtime: CoordinatorRuntime, clock: FakeClock, sims: list[Sim], rng: random.Random,
+               name: str) -> dict[str, float]:
+    """One member joins; every member heartbeats at its own phase until the newcomer runs its target."""
+    model = runtime.model
     start = clock.now()
-    queue = [(start + rng.uniform(0, INTERVAL_S), i) for i in range(members)]  # each member's phase
+    queue = [(start + rng.uniform(0, INTERVAL_S), i) for i in range(len(sims))]  # each member's phase
     heapq.heapify(queue)
     window = Window()
     timed = consumer_model.target_for
@@ -160,12 +178,12 @@ def consumer_change(members: int, tasks: int, seed: int = 7) -> dict[str, float]
     consumer_model.target_for = compute  # type: ignore[assignment]  # the assignor's share, apart
     gc.collect()
     cpu_start = Coordinator.cpu
-    newcomer = _join(runtime, "newcomer")
+    newcomer = _join(runtime, name)
     window.calls += 1
     window.extra_calls += 1
     window.callers.add(newcomer.member_id)
     sims.append(newcomer)
-    heapq.heappush(queue, (start + INTERVAL_S, members))
+    heapq.heappush(queue, (start + INTERVAL_S, len(sims) - 1))
     ran_at = None
     try:
         while ran_at is None:
@@ -189,28 +207,87 @@ def consumer_change(members: int, tasks: int, seed: int = 7) -> dict[str, float]
         window_cpu = Coordinator.cpu - cpu_start
     finally:
         consumer_model.target_for = timed  # type: ignore[assignment]
+    while queue:  # the others finish their round: the group settled again before anything else
+        at, index = heapq.heappop(queue)
+        if at >= ran_at + INTERVAL_S:
+            break
+        clock.advance(at - clock.now())
+        _beat(runtime, sims[index])
     held: dict[TaskReplica, int] = {}
     for sim in sims:
         for task in sim.running:
             held[task] = held.get(task, 0) + 1
     assert all(count == 1 for count in held.values()), "a task on two members"
-    plain = _plain_heartbeat_cpu(runtime, sims[:-1], min(members, 2_000))
-    added = window_cpu - window.regular * plain
-    return {"cpu": added, "assignor": window.assignor_cpu, "calls": window.extra_calls,
-            "callers": len(window.callers), "intervals": (ran_at - start) / INTERVAL_S, "plain_us": plain * 1e6,
+    return {"window_cpu": window_cpu, "regular": window.regular, "assignor": window.assignor_cpu,
+            "calls": window.extra_calls, "callers": len(window.callers), "intervals": (ran_at - start) / INTERVAL_S,
             "moved": len(newcomer.running)}
 
 
 def _plain_heartbeat_cpu(runtime: CoordinatorRuntime, sims: list[Sim], count: int) -> float:
-    """CPU of one heartbeat that changes nothing, on the same group (the baseline of the window)."""
+    """CPU of one heartbeat that changes nothing, on the same group, its timers polled before it as in
+    the window (the baseline of the window)."""
     chosen = sims[:count]
     for sim in chosen:
         _beat(runtime, sim)  # settle: epochs taken, owned heard
     gc.collect()
     began = Coordinator.cpu
-    for sim in chosen:
+    for sim in chosen:  # as the window's loop: the timers polled, then the heartbeat
+        Coordinator.poll(runtime)
         _beat(runtime, sim)
     return (Coordinator.cpu - began) / len(chosen)
+
+
+def consumer_formation(members: int, tasks: int, seed: int = 11) -> dict[str, float]:
+    """A consumer group of ``members`` formed from nothing: each member joins at its own moment within
+    one heartbeat interval (a fleet starting), then heartbeats every interval, and at once when it
+    gave tasks up; until every member runs its whole target (the target epoch the group's). The
+    coordinator's CPU for all of it (set-up aside: the catalog), every call, and the fake clock's time."""
+    runtime, clock = _runtime()
+    _call(runtime, "put_tasks", pb.PutTasksRequest(group_id=GROUP, tasks=[pb.Task(task_id=f"t{i}")
+                                                                           for i in range(tasks)]))
+    rng = random.Random(seed)
+    joins = sorted(clock.now() + rng.uniform(0, INTERVAL_S) for _ in range(members))
+    sims: list[Sim] = []
+    queue: list[tuple[float, int]] = []
+    calls = 0
+    gc.collect()
+    cpu_start = Coordinator.cpu
+    for at in joins:  # the joins, each followed by that member's heartbeats (queued)
+        clock.advance(at - clock.now())
+        Coordinator.poll(runtime)
+        sims.append(_join(runtime, f"m{len(sims)}"))
+        queue.append((at + INTERVAL_S, len(sims) - 1))
+        calls += 1
+    heapq.heapify(queue)
+    group = runtime.model.consumer.groups[GROUP]
+    changed_at = [0.0] * members  # when each member's tasks last changed
+    settled = 0
+    while settled < members:
+        at, index = heapq.heappop(queue)
+        clock.advance(at - clock.now())
+        Coordinator.poll(runtime)
+        sim = sims[index]
+        running = sim.running
+        _beat(runtime, sim)
+        calls += 1
+        while sim.running != sim.heard:
+            _beat(runtime, sim)
+            calls += 1
+        if sim.running is not running:
+            changed_at[index] = at
+        heapq.heappush(queue, (at + INTERVAL_S, index))
+        if index == 0:  # counted once per round of the fleet (O(members) each)
+            settled = _settled(group, sims)
+    cpu = Coordinator.cpu - cpu_start
+    assert sum(len(s.running) for s in sims) == tasks, "not every task runs"
+    return {"cpu": cpu, "calls": calls, "seconds": max(changed_at) - joins[0]}
+
+
+def _settled(group: Any, sims: list[Sim]) -> int:
+    """How many members run their whole target, if the target is the group's last (else 0)."""
+    if group.target_epoch != group.epoch:
+        return 0
+    return sum(1 for sim in sims if sim.running == group.target.get(sim.member_id, frozenset()))
 
 
 def classic_change(members: int, tasks: int) -> dict[str, float]:
@@ -234,8 +311,22 @@ def table(sizes: list[int], tasks: int) -> None:
         print(f"{members:>8,} {'consumer':<9} {consumer['cpu']:>18.3f} {consumer['assignor']:>15.3f} "
               f"{int(consumer['calls']):>7,} {int(consumer['callers']):>16,} "
               f"{consumer['intervals']:>11.2f} intervals {_load():>16}", flush=True)
+        following = consumer["next"]
+        print(f"{'':>8} {'(next)':<9} {following['cpu']:>18.3f} {following['assignor']:>15.3f} "
+              f"{int(following['calls']):>7,} {int(following['callers']):>16,} "
+              f"{following['intervals']:>11.2f} intervals {_load():>16}", flush=True)
         print(f"{'':>8} (consumer: {int(consumer['moved']):,} tasks moved; a plain heartbeat "
-              f"{consumer['plain_us']:.0f} µs of CPU, taken out of the window)", flush=True)
+              f"{consumer['plain_us']:.0f} µs of CPU, taken out of the window; next: a second member joins "
+              f"once the first change settled)", flush=True)
+    print(f"\nA consumer group formed from nothing (every member joins within one interval); {tasks:,} tasks")
+    header = f"{'members':>8} {'coordinator CPU s':>18} {'calls':>8} {'every member runs its target after':>36} {'load':>16}"
+    print(header)
+    print("-" * len(header))
+    for members in sizes:
+        formed = consumer_formation(members, tasks)
+        print(f"{members:>8,} {formed['cpu']:>18.3f} {int(formed['calls']):>8,} "
+              f"{formed['seconds']:>12.1f} s ({formed['seconds'] / INTERVAL_S:.1f} intervals) {_load():>16}",
+              flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,6 +6,10 @@ and a few KB compressed; ZooKeeper refuses znodes over ``jute.maxbuffer`` (1 MB 
 record that is still over ``max_bytes`` (default 1,000,000) after compression raises ``StoreError``
 naming the group and its size instead of a cryptic connection loss.
 
+A group's parts (per-member records of a consumer group) are child znodes of the group's, written
+with it in the same transaction (``coordinator.ha.zk_parts`` says how they sit); a change too large
+for one transaction is written whole (``WholeWriteNeeded``: the runtime then gives the group whole).
+
 Fencing: every write is one ZooKeeper transaction ``[check(epoch, my epoch), check(leader, my
 version), set/create/delete]`` (see ``coordinator.ha.election``). Any other coordinator winning bumps
 the epoch znode, and our session ending removes our leader znode, so a coordinator that has lost
@@ -19,13 +23,12 @@ not one per group: the listing, then the records' reads pipelined ``READS_AT_ONC
 bounded backlog, so the session's pings are not queued behind thousands of reads). A missing root
 is no groups: the load does not create it (the first write does). A shard's election reads the
 listing in the same pipeline as its winning transaction (``Listed``), after it in ZooKeeper's
-order, so a won shard's load is one round trip for up to ``READS_AT_ONCE`` groups.
+order, so a won shard's load is one round trip for up to ``READS_AT_ONCE`` groups (and one more for
+the per-member parts of those that have them).
 """
 
 from __future__ import annotations
 
-import json
-import zlib
 from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 from urllib.parse import quote, unquote
@@ -43,7 +46,8 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.retry import KazooRetry, RetryFailedError
 
 from groupcoord.coordinator.ha.election import Fence
-from groupcoord.coordinator.storage.store import FencedError, GroupRecord, StoreError
+from groupcoord.coordinator.ha.zk_parts import OP_BYTES, WHOLE, Known, assemble, child_name, encode
+from groupcoord.coordinator.storage.store import FencedError, GroupRecord, StoreError, WholeWriteNeeded
 
 __all__ = ["MAX_RECORD_BYTES", "READS_AT_ONCE", "Fencer", "Listed", "ZooKeeperStore"]
 
@@ -76,6 +80,9 @@ _TAG = b"Z1"
 _PREFIX = "g_"
 
 
+_SWEEP_BATCH = 1_000  # deletes per transaction when sweeping stale children (each a short path)
+
+
 class ZooKeeperStore:
     """A ``GroupStore`` in ZooKeeper whose writes are fenced by ``election``.
 
@@ -100,6 +107,8 @@ class ZooKeeperStore:
         self._max_bytes = max_bytes
         self._root_ready = False
         self._written_epoch = -1  # the last fence epoch this store wrote under
+        self._known: dict[str, Known] = {}  # per group: its generation and znodes (``zk_parts.Known``)
+        self._unsure: set[str] = set()  # groups whose last write failed: ``_known`` is read again
 
     def _path(self, group_id: str) -> str:
         return f"{self.root}/{_PREFIX}{quote(group_id, safe='')}"
@@ -130,7 +139,11 @@ class ZooKeeperStore:
             raise StoreError(f"cannot load groups from ZooKeeper: session expired: {exc!r}") from exc
         except (KazooException, KazooTimeoutError, RetryFailedError) as exc:
             raise StoreError(f"cannot load groups from ZooKeeper: {exc!r}") from exc
-        return {group_id: _decode(group_id, data) for group_id, data in raw.items()}
+        records: dict[str, GroupRecord] = {}
+        self._known, self._unsure = {}, set()
+        for group_id, (head, children) in raw.items():
+            records[group_id], self._known[group_id] = assemble(group_id, head, children)
+        return records
 
     def _names(self) -> list[str]:
         taken = self._election.listing() if isinstance(self._election, Listed) else None
@@ -143,53 +156,172 @@ class ZooKeeperStore:
                 return []  # no group was ever written here
         return [name for name in listed if name.startswith(_PREFIX)]
 
-    def _load_once(self) -> dict[str, bytes]:
+    def _load_once(self) -> dict[str, tuple[bytes, dict[str, bytes]]]:
+        client, timeout = self._client, self._op_timeout
         names = self._names()
-        out: dict[str, bytes] = {}
+        out: dict[str, tuple[bytes, dict[str, bytes]]] = {}
         for start in range(0, len(names), READS_AT_ONCE):
             batch = names[start:start + READS_AT_ONCE]
-            pending = [(name, self._client.get_async(f"{self.root}/{name}")) for name in batch]
-            for name, result in pending:
+            pending = [(name, client.get_async(f"{self.root}/{name}"),
+                        client.get_children_async(f"{self.root}/{name}")) for name in batch]
+            for name, head, listing in pending:
                 try:
-                    data, _ = result.get(timeout=self._op_timeout)
+                    data, _ = head.get(timeout=timeout)
+                    children = listing.get(timeout=timeout)
                 except NoNodeError:
                     continue  # deleted between the listing and the read
-                out[unquote(name[len(_PREFIX):])] = data
+                reads = [(child, client.get_async(f"{self.root}/{name}/{child}")) for child in children]
+                got: dict[str, bytes] = {}
+                for child, read in reads:
+                    try:
+                        got[child] = read.get(timeout=timeout)[0]
+                    except NoNodeError:
+                        continue
+                out[unquote(name[len(_PREFIX):])] = (data, got)
         return out
 
     def save(self, group_id: str, record: Mapping[str, Any]) -> None:
-        data = _encode(group_id, record, self._max_bytes)
-        self._ensure_root()
+        """The group whole, in a new generation: its record, and every part in its ``_whole`` child."""
+        known = self._current(group_id) or Known()
+        head = {key: value for key, value in record.items() if key != "parts"}
+        parts = record.get("parts") or {}
+        gen = max(known.gen, 0) + 1
+        ops = [(self._path(group_id), encode(group_id, {"gen": gen, "record": head}), group_id not in self._known)]
+        if parts:
+            whole = f"{self._path(group_id)}/{WHOLE}"
+            ops.append((whole, encode(group_id, {"gen": gen, "parts": parts}), WHOLE not in known.children))
+        size = sum(len(data) for _, data, _ in ops)
+        if size > self._max_bytes:
+            raise StoreError(f"record of group {group_id!r} is {size:,} bytes after zlib compression, over the "
+                             f"{self._max_bytes:,}-byte ZooKeeper znode limit")
+        self._commit(group_id, [("put", path, data, create) for path, data, create in ops])
+        stale = known.children - {WHOLE}
+        self._known[group_id] = Known(gen, head, set(parts), (known.children | ({WHOLE} if parts else set())))
+        self._sweep(group_id, stale)
+
+    def save_parts(self, group_id: str, record: Mapping[str, Any] | None, parts: Mapping[str, Any]) -> None:
+        """The parts (and the group's record, if given) in one fenced transaction; ``WholeWriteNeeded``
+        if it would be over ``max_bytes``."""
+        known = self._current(group_id)
+        if known is not None and known.gen < 0:
+            raise WholeWriteNeeded(f"group {group_id!r} was written whole before parts: once more, whole")
+        if known is None:
+            if record is None:
+                raise StoreError(f"group {group_id!r}: parts written before the group's record")
+            known = Known(gen=1)
         path = self._path(group_id)
-        # The group usually exists: try set, then create (a single writer makes the race moot,
-        # and each attempt is fenced on its own).
-        for create in (False, True, False):
+        ops: list[tuple[str, str, bytes, bool]] = []
+        if record is not None:
+            ops.append(("put", path, encode(group_id, {"gen": known.gen, "record": dict(record)}),
+                        group_id not in self._known))
+        made, gone = set(), set()
+        for key, value in parts.items():
+            name = child_name(key)
+            child = f"{path}/{name}"
+            if value is None and key not in known.inside:
+                if name in known.children:
+                    ops.append(("delete", child, b"", False))
+                    gone.add(name)
+                continue
+            ops.append(("put", child, encode(group_id, {"gen": known.gen, "v": value}), name not in known.children))
+            made.add(name)
+        size = sum(len(data) + len(op_path) + OP_BYTES for _, op_path, data, _ in ops)
+        if size > self._max_bytes:
+            raise WholeWriteNeeded(f"group {group_id!r}: a change of {len(parts):,} records is {size:,} bytes, over "
+                                   f"one ZooKeeper transaction's {self._max_bytes:,}")
+        self._commit(group_id, ops)
+        if record is not None:
+            known.record = dict(record)
+        known.children = (known.children | made) - gone
+        self._known[group_id] = known
+
+    def delete(self, group_id: str) -> None:
+        self._ensure_root()
+        known = self._known.pop(group_id, None) or Known()
+        path = self._path(group_id)
+        if len(known.children) > _SWEEP_BATCH:  # too many for one transaction: orphan them first, in one
+            self._commit(group_id, [("put", path, encode(group_id, {"gen": known.gen + 1, "record": known.record}),
+                                     False)])
+            self._sweep(group_id, set(known.children), strict=True)
+            known.children = set()
+        ops = [("delete", f"{path}/{name}", b"", False) for name in sorted(known.children)]
+        ops.append(("delete", path, b"", False))
+        try:
+            self._commit(group_id, ops)
+        except StoreError as exc:
+            if not isinstance(exc.__cause__, NoNodeError):
+                raise
+
+    def _current(self, group_id: str) -> Known | None:
+        """What we know of the group's znodes, read again if a write of it failed (it may have landed)."""
+        if group_id in self._unsure:
+            self._ensure_root()
+            path = self._path(group_id)
+            try:
+                head = self._wait(self._client.get_async(path))[0]
+                names = self._wait(self._client.get_children_async(path))
+                children = {name: self._wait(self._client.get_async(f"{path}/{name}"))[0] for name in names}
+            except StoreError as exc:
+                if not isinstance(exc.__cause__, NoNodeError):
+                    raise
+                self._known.pop(group_id, None)
+            else:
+                self._known[group_id] = assemble(group_id, head, children)[1]
+            self._unsure.discard(group_id)
+        return self._known.get(group_id)
+
+    def _commit(self, group_id: str, ops: list[tuple[str, str, bytes, bool]]) -> None:
+        try:
+            self._transaction(group_id, ops)
+        except FencedError:
+            raise
+        except StoreError:
+            self._unsure.add(group_id)  # its outcome may be unknown: read the group again before the next write
+            raise
+
+    def _transaction(self, group_id: str, ops: list[tuple[str, str, bytes, bool]]) -> None:
+        """``ops`` (put: set, or create when its flag says the znode is new; delete) in one fenced
+        transaction. A znode missing where it was thought to be (or there where it was not) is tried
+        once more the other way (the group's own znode only: a single writer makes that race moot)."""
+        self._ensure_root()
+        for attempt in range(3):
             fence = self._election.fence()
             self._written_epoch = max(self._written_epoch, fence.epoch)
             tx = self._client.transaction()
             fence.apply(tx)
-            if create:
-                tx.create(path, data)
-            else:
-                tx.set_data(path, data)
-            results = self._wait(tx.commit_async())
-            error = self._fenced_or_error(results)
+            for kind, path, data, create in ops:
+                if kind == "delete":
+                    tx.delete(path)
+                elif create:
+                    tx.create(path, data)
+                else:
+                    tx.set_data(path, data)
+            error = self._fenced_or_error(self._wait(tx.commit_async()))
             if error is None:
                 return
-            if not isinstance(error, (NoNodeError, NodeExistsError)):
+            if not isinstance(error, (NoNodeError, NodeExistsError)) or attempt == 2:
                 raise StoreError(f"cannot save group {group_id!r}: {error!r}") from error
+            head = ops[0]
+            if head[0] != "put" or head[1] != self._path(group_id):
+                raise StoreError(f"cannot save group {group_id!r}: {error!r}") from error
+            ops = [(head[0], head[1], head[2], not head[3]), *ops[1:]]  # its znode: set <-> create
         raise StoreError(f"cannot save group {group_id!r}: its znode keeps appearing and disappearing")
 
-    def delete(self, group_id: str) -> None:
-        self._ensure_root()
-        fence = self._election.fence()
-        self._written_epoch = max(self._written_epoch, fence.epoch)
-        tx = self._client.transaction()
-        fence.apply(tx)
-        tx.delete(self._path(group_id))
-        error = self._fenced_or_error(self._wait(tx.commit_async()))
-        if error is not None and not isinstance(error, NoNodeError):
-            raise StoreError(f"cannot delete group {group_id!r}: {error!r}") from error
+    def _sweep(self, group_id: str, names: set[str], strict: bool = False) -> None:
+        """Delete stale children (a chore: a load ignores them), a batch per fenced transaction."""
+        path = self._path(group_id)
+        ordered = sorted(names)
+        for start in range(0, len(ordered), _SWEEP_BATCH):
+            batch = ordered[start:start + _SWEEP_BATCH]
+            try:
+                self._commit(group_id, [("delete", f"{path}/{name}", b"", False) for name in batch])
+            except StoreError:
+                if strict:
+                    raise
+                return  # left for later: stale children are ignored
+            known = self._known.get(group_id)
+            if known is not None:
+                known.children -= set(batch)
 
     def close(self) -> None:
         """Nothing to release: the kazoo client and the election belong to the caller."""
@@ -207,32 +339,3 @@ class ZooKeeperStore:
 
 
 _ROLLBACK = {"RolledBackError", "RuntimeInconsistency"}
-
-
-def _encode(group_id: str, record: Mapping[str, Any], max_bytes: int) -> bytes:
-    try:
-        text = json.dumps(record, separators=(",", ":"), allow_nan=False).encode()
-    except (TypeError, ValueError) as exc:
-        raise StoreError(f"record of group {group_id!r} is not JSON-serialisable: {exc}") from exc
-    data = _TAG + zlib.compress(text, 6)
-    if len(data) > max_bytes:
-        raise StoreError(
-            f"record of group {group_id!r} is {len(data):,} bytes after zlib compression "
-            f"({len(text):,} raw), over the {max_bytes:,}-byte ZooKeeper znode limit"
-        )
-    return data
-
-
-def _decode(group_id: str, data: bytes) -> GroupRecord:
-    problem = f"unknown format tag {data[:2]!r}" if not data.startswith(_TAG) else ""
-    record: object = None
-    if not problem:
-        try:
-            record = json.loads(zlib.decompress(data[len(_TAG):]))
-        except (ValueError, zlib.error) as exc:
-            problem = str(exc)
-    if not problem and not isinstance(record, dict):
-        problem = "not a JSON object"
-    if problem or not isinstance(record, dict):
-        raise StoreError(f"record of group {group_id!r} in ZooKeeper is corrupt: {problem}")
-    return record

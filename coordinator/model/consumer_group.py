@@ -147,10 +147,12 @@ class ConsumerGroup:
         tasks the same (what its record implies: ``consumer_records.implied_epoch``), so a change of k
         members' targets writes k members, not the group."""
         now = member.reconciled
-        implied = (member.classic is None and now.state is reconciled.state is MemberState.STABLE
-                   and not now.revoking and not reconciled.revoking and reconciled.epoch > now.epoch
-                   and (reconciled.assigned is now.assigned or reconciled.assigned == now.assigned))
         member.accepts_from = 0
+        if (reconciled.epoch > now.epoch and now.state is reconciled.state is MemberState.STABLE
+                and member.classic is None and not now.revoking and not reconciled.revoking
+                and (reconciled.assigned is now.assigned or reconciled.assigned == now.assigned)):
+            member.previous_epoch, member.reconciled = now.epoch, reconciled  # holds the same tasks
+            return False
         before, after = member.held, reconciled.assigned | reconciled.revoking
         member_id = member.member_id
         for task in before - after:
@@ -165,9 +167,9 @@ class ConsumerGroup:
         if reconciled.assigned != member.reconciled.assigned:
             member.info = None  # its ownership as the assignor sees it changed
         member.reconciled = reconciled
-        if member.member_id in self.members and not implied:
+        if member.member_id in self.members:
             self.refresh(member)
-        return not implied
+        return True
 
     def held_elsewhere(self, member_id: str) -> Callable[[TaskReplica], bool]:
         holder = self.holder

@@ -22,7 +22,7 @@ from groupcoord.coordinator.model.records import finish_record
 from groupcoord.coordinator.runtime.heap import bulk_job
 from groupcoord.coordinator.runtime.metrics import CoordinatorMetrics
 from groupcoord.coordinator.runtime.writers import Writer
-from groupcoord.coordinator.storage.store import GroupRecord, GroupStore, StoresParts
+from groupcoord.coordinator.storage.store import GroupRecord, GroupStore, StoresParts, WholeWriteNeeded
 
 __all__ = ["WriteOutcomes", "WriteQueue", "Writes", "applied", "merged"]
 
@@ -107,9 +107,11 @@ class WriteQueue:
             def job() -> None:
                 head = None if write.record is None else finish_record(write.record)
                 assert write.parts is not None
-                if isinstance(store, StoresParts):
+                try:
+                    if not isinstance(store, StoresParts):
+                        raise WholeWriteNeeded("the store keeps whole records only")
                     store.save_parts(write.group_id, head, write.parts)
-                else:  # a store that keeps whole records only: the group as it will stand, whole
+                except WholeWriteNeeded:  # the group as it will stand, whole
                     store.save(write.group_id, applied(base, head, write.parts, copy=True))
                 if head is not None:
                     finished[write.group_id] = head

@@ -25,13 +25,17 @@ import threading
 from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["GroupStore", "MemoryStore", "StoreError", "StoresParts", "FencedError"]
+__all__ = ["GroupStore", "MemoryStore", "StoreError", "StoresParts", "FencedError", "WholeWriteNeeded"]
 
 GroupRecord = dict[str, Any]
 
 
 class StoreError(Exception):
     """The store cannot be read or written (corrupt file, lost connection...)."""
+
+
+class WholeWriteNeeded(StoreError):
+    """A change too large for one of the store's atomic writes: give the group whole (``save``) instead."""
 
 
 class FencedError(StoreError):

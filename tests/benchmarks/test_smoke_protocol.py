@@ -21,7 +21,8 @@ def test_classic_and_consumer_side_by_side() -> None:
     done = subprocess.run([sys.executable, str(BENCH), "--sizes", "40", "--tasks", "400"], capture_output=True,
                           text=True, timeout=600, env=env, check=False)
     assert done.returncode == 0, done.stderr
-    rows = {line.split()[1]: line.split() for line in done.stdout.splitlines() if line.strip().startswith("40 ")}
+    change, _, formed = done.stdout.partition("formed from nothing")
+    rows = {line.split()[1]: line.split() for line in change.splitlines() if line.strip().startswith("40 ")}
     assert set(rows) == {"classic", "consumer"}, done.stdout
     classic, consumer = rows["classic"], rows["consumer"]
     assert int(classic[4].replace(",", "")) == 3 * 40 + 3  # every member heartbeats, re-joins and syncs
@@ -29,3 +30,6 @@ def test_classic_and_consumer_side_by_side() -> None:
     assert int(consumer[4].replace(",", "")) < int(classic[4].replace(",", ""))
     assert int(consumer[5].replace(",", "")) <= 41
     assert float(consumer[6]) <= 2.0, done.stdout  # the newcomer ran its tasks within two intervals
+    assert "(next)" in change  # the next change, once the group settled
+    [formation] = [line.split() for line in formed.splitlines() if line.strip().startswith("40 ")]
+    assert int(formation[2].replace(",", "")) >= 40 and float(formation[3]) > 0  # every member called; it took time
