@@ -20,6 +20,10 @@ snapshot is judged once (``needs_rebalance`` and ``assign`` share the verdict), 
 generation on the same snapshot does not count a hit twice nor re-plan. State (estimator, hit
 counts, planned destinations, the no-return record) is per group, time from ``clock``.
 
+On the consumer protocol's coordinator ``assign_incremental`` runs the same round from the previous
+target, without reading every task, when it can (``balanced.incremental``): no snapshot, or members
+in and out under the snapshot the last full pass read.
+
 Worked example (no snapshot: weights and capacities)::
 
     ctx = AssignmentContext(group_id="g", generation=1,
