@@ -20,6 +20,10 @@ snapshot is judged once (``needs_rebalance`` and ``assign`` share the verdict), 
 generation on the same snapshot does not count a hit twice nor re-plan. State (estimator, hit
 counts, planned destinations, the no-return record) is per group, time from ``clock``.
 
+On the consumer protocol's coordinator ``assign_incremental`` runs the same round from the previous
+target, without reading every task, when it can (``balanced.incremental``): no snapshot, or members
+in and out under the snapshot the last full pass read.
+
 Worked example (no snapshot: weights and capacities)::
 
     ctx = AssignmentContext(group_id="g", generation=1,
@@ -209,12 +213,17 @@ class BalancedAssignor:
         state.cache = _cache(key, state.estimator, plans) if snapshot is not None else None
         for pool, (plan, unowned) in plans.items():
             def young(pool: str = pool) -> bool:
-                return snapshot is not None and not state.estimator.mature(t for t in context.tasks if t.pool == pool)
+                young = snapshot is not None and not state.estimator.mature(t for t in context.tasks if t.pool == pool)
+                if state.cache is not None:
+                    state.cache.young = young
+                return young
 
             result.unassigned.update(self._round(state, pool, plan, unowned, changed=changed, key=key,
                                                  now=now, young=young))
             for replica, member in plan.owners.items():
                 result.members[member].append(replica)
+            if state.cache is not None:
+                state.cache.settle(plan.owned, plan.members)
         state.members = member_ids
         for replicas in result.members.values():
             replicas.sort()
@@ -242,13 +251,15 @@ class BalancedAssignor:
             plan = count_plan(basis, {m.member_id: m.capacity for m in change.members}, change.weight)
         member_ids = frozenset(m.member_id for m in change.members)
         changed = state.members != member_ids
-        held = plan.holds(set(state.planned))
+        held = plan.holds(state.planned, basis.unowned)
         state.planned = {r: m for r, m in state.planned.items() if r not in held}
         self.last_moves = []
         now = self.clock()
         if change.total:  # the full pass has no pool to go through in an empty catalog
             self._round(state, "", plan, basis.unowned, changed=changed, key=change.snapshot_key, now=now,
                         young=lambda: _young(state))
+            if state.cache is not None:
+                state.cache.settle(plan.owned, plan.touched)
         state.members = member_ids
         self._log(change.group_id, 0, changed)
         target = plan.target()

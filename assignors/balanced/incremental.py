@@ -15,7 +15,8 @@ a new set; the others keep their previous one. Two ways to know a member's load 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from functools import reduce
 from operator import add
@@ -64,6 +65,20 @@ class LoadCache:
     """Per member: the replicas it kept, and their load with its background, summed in task order."""
     young: bool | None = None
     """The estimate is too young to tell a spike (computed once per snapshot, when first asked)."""
+
+    def load_of(self, member: str, replicas: Iterable[TaskReplica]) -> float:
+        """A member's load as ``PoolPlan`` sums it: its background, then its tasks in task order."""
+        task_load = self.task_load
+        return reduce(add, [task_load[r.task_id] for r in sorted(replicas)], self.background.get(member, 0.0))
+
+    def settle(self, owned: Mapping[str, AbstractSet[TaskReplica]], members: Iterable[str]) -> None:
+        """After a round: keep ``members``' sums as the next round will need them (their sets now)."""
+        base = self.base
+        for member in members:
+            now, known = owned[member], base.get(member)
+            if known is None or known[0] != now:
+                kept = frozenset(now)
+                base[member] = (kept, self.load_of(member, kept))
 
     def forget(self, members: Mapping[str, MemberInfo]) -> None:
         """Drop the members gone (their background is forgotten by the estimator too)."""
@@ -127,9 +142,20 @@ class SetPlan(PoolPlan):
         self.load[member] -= self.view.task_load.get(replica.task_id, 0.0)
         return member
 
-    def holds(self, replicas: set[TaskReplica]) -> set[TaskReplica]:
-        """Which of ``replicas`` some member keeps (C set operations per member)."""
-        return set().union(*(kept & replicas for kept in self.kept.values() if not kept.isdisjoint(replicas)))
+    def holds(self, planned: Mapping[TaskReplica, str], unowned: list[TaskReplica]) -> set[TaskReplica]:
+        """Which of the ``planned`` replicas some member keeps: mostly the member it was planned for (the
+        last round's moves), the rest looked for in every member's set."""
+        free = set(unowned)
+        held: set[TaskReplica] = set()
+        elsewhere: set[TaskReplica] = set()
+        for replica, member in planned.items():
+            if replica in free:
+                continue
+            kept = self.kept.get(member)
+            (held if kept is not None and replica in kept else elsewhere).add(replica)
+        if elsewhere:
+            held.update(*(kept & elsewhere for kept in self.kept.values() if not kept.isdisjoint(elsewhere)))
+        return held
 
     def target(self) -> Target:
         """Each member's set: the previous one's object where nothing changed."""
@@ -167,7 +193,7 @@ def load_plan(change: TargetChange, basis: CountBasis, cache: LoadCache | None,
         if cache.by_load and member_id not in background:
             background[member_id] = estimator.background_of(member_id)
         try:
-            total = reduce(add, [task_load[r.task_id] for r in sorted(kept)], background.get(member_id, 0.0))
+            total = cache.load_of(member_id, kept)
         except KeyError:
             return None  # a task the estimate does not know
         load[member_id] = total

@@ -19,6 +19,8 @@ the injected ``clock`` (monotonic seconds by default). The leader also calls
 snapshot (once per snapshot: ``assign`` on the same snapshot reuses that decision rather than
 counting AvgShedder's hits twice) and answers whether it would move something. The steps are
 functions in ``steps``; this module keeps the state between rounds and runs them in order.
+Without a snapshot, ``assign_incremental`` gives the round from the previous target alone
+(``pulsar.incremental``), for the consumer protocol's coordinator.
 
 Worked example (two members, three tasks, no snapshot -> sticky round-robin)::
 
