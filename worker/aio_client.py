@@ -135,7 +135,6 @@ class AsyncWorkerClient(MemberView):
             self._closed = True
             self._end_streams()
             self._unwatch_loop()
-            self._stop_offloads()
             await self._transport.close()
 
     async def __aenter__(self) -> Self:

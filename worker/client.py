@@ -130,7 +130,6 @@ class WorkerClient(MemberView):
         self._wake_waiters()
         if self._thread.is_alive():
             self._thread.join(timeout)
-        self._stop_offloads()
         self._transport.close()
 
     def __enter__(self) -> Self:

@@ -5,8 +5,9 @@ core's construction with its metrics and wake-up, the transport's settings."""
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry
@@ -47,7 +48,6 @@ class MemberView:
     config: WorkerConfig
     _member: Member | ConsumerMember
     _transport: _Routed
-    _offloads: ThreadPoolExecutor | None = None
 
     def _make_member(self, config: WorkerConfig, *, assignor_lookup: AssignorLookup, monotonic: Callable[[], float],
                      metrics_registry: CollectorRegistry | None, wake: Callable[[], None],
@@ -73,19 +73,20 @@ class MemberView:
                               on_tasks=on_tasks, where=lambda: transport.address, load_reports=load_reports)
 
     def _offload(self, job: Callable[[], Any], wake: Callable[[], None]) -> Future[Any]:
-        """Carry out ``effects.Offload``: ``job`` on this client's one assignor thread (a leader's target,
-        off the heartbeats: one at a time), and ``wake`` (the heartbeat wait's end) once it is done."""
-        if self._offloads is None:
-            self._offloads = ThreadPoolExecutor(max_workers=1,
-                                                thread_name_prefix=f"groupcoord-assignor-{self.config.client_id}")
-        future = self._offloads.submit(job)
-        future.add_done_callback(lambda _: wake())
-        return future
+        """Carry out ``effects.Offload``: ``job`` (a leader's assignor run, off the heartbeats; the core runs
+        one at a time) on a daemon thread, so an assignor that never returns holds neither a close nor
+        the process's exit; ``wake`` (the heartbeat wait's end) once it is done."""
+        future: Future[Any] = Future()
 
-    def _stop_offloads(self) -> None:
-        """At close: a job still running finishes on its own (its result is not sent); none waiting starts."""
-        if self._offloads is not None:
-            self._offloads.shutdown(wait=False, cancel_futures=True)
+        def run() -> None:
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(job())
+                except BaseException as failure:  # noqa: BLE001 - the core reads it from the future
+                    future.set_exception(failure)
+            wake()
+        threading.Thread(target=run, name=f"groupcoord-assignor-{self.config.client_id}", daemon=True).start()
+        return future
 
     @property
     def coordinator_address(self) -> str:

@@ -262,7 +262,7 @@ class ConsumerGroups:
         self._ask_target(out, group)
 
     def _ask_target(self, out: Outbox, group: ConsumerGroup) -> None:
-        if group.computing:
+        if group.computing and not leader_assignor.leader_left(self, out, group):
             return  # asked for again when the running computation lands
         last = self._last_assign.get(group.group_id)
         now = self.m.clock.now()

@@ -61,7 +61,7 @@ def overlay_description(response: pb.DescribeGroupResponse, group: ConsumerGroup
     response.state = group_state(group)
     response.generation = 0
     response.protocol = group.assignor
-    response.leader_id = ""
+    response.leader_id = group.leader_id if group.leader_id in group.members else ""  # a ``client:<name>`` group's
     response.group_epoch = group.epoch
     response.target_epoch = group.target_epoch
     if group.last_error:

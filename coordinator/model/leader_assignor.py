@@ -31,7 +31,7 @@ from groupcoord.coordinator.model.consumer_target import TargetInputs, assignor_
 from groupcoord.coordinator.model.effects import Outbox, TimerKey
 from groupcoord.v1 import groupcoord_pb2 as pb
 
-__all__ = ["CLIENT_PREFIX", "is_client", "ask", "attach", "take_answer", "timed_out", "check_delta"]
+__all__ = ["CLIENT_PREFIX", "is_client", "ask", "attach", "take_answer", "timed_out", "leader_left", "check_delta"]
 
 log = logging.getLogger("groupcoord.consumer")
 CLIENT_PREFIX = "client:"
@@ -121,8 +121,20 @@ def timed_out(cg: ConsumerSteps, out: Outbox, group: ConsumerGroup) -> None:
     if group.asked is None:
         return
     group.failed_leader = group.leader_id
-    _fall_back(cg, out, group, f"leader {group.leader_id} did not answer within {LEADER_TIMEOUT_BEATS} heartbeat "
-               "intervals", group.asked.group_epoch)
+    gone = group.leader_id not in group.members or group.members[group.leader_id].away
+    _fall_back(cg, out, group, f"leader {group.leader_id} left the group before it answered" if gone else
+               f"leader {group.leader_id} did not answer within {LEADER_TIMEOUT_BEATS} heartbeat intervals",
+               group.asked.group_epoch)
+
+
+def leader_left(cg: ConsumerSteps, out: Outbox, group: ConsumerGroup) -> bool:
+    """The group changed while a leader is asked: if that leader is gone (left, session ended) or away, it
+    will not answer; fall back now rather than after the timeout (True: the caller asks for the new epoch)."""
+    leader = group.members.get(group.leader_id)
+    if group.asked is None or (leader is not None and not leader.away):
+        return False
+    timed_out(cg, out, group)
+    return True
 
 
 def _index(group: ConsumerGroup) -> dict[TaskReplica, str]:

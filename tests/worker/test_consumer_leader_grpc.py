@@ -181,6 +181,8 @@ def test_the_leader_worker_computes_the_target_the_coordinator_cannot(driver: st
         fleet.start(other(driver), "c", assignor.for_worker("c"))
         assert fleet.settled(last_member), log.lines
         assert {worker for worker, _ in assignor.runs} == {"a"}  # only the leader ran it
+        described = AdminClient(server.address).describe_group(G)
+        assert described.leader_id == fleet.members["a"].client.member_id  # groups describe shows it
         epochs = [epoch for _, epoch in assignor.runs]
         assert epochs == sorted(epochs) and len(epochs) >= 2
     finally:
@@ -203,6 +205,8 @@ def test_a_leader_killed_mid_request_is_replaced_by_one_that_computes_it(driver:
         fleet.close("a", leave_group=False)  # killed: no leave; its session ends on the coordinator
         assert fleet.settled(last_member), log.lines  # b and c only: a new leader computed it
         assert {worker for worker, _ in assignor.runs} - {"a"}, assignor.runs
+        leader = AdminClient(server.address).describe_group(G).leader_id
+        assert leader in {fleet.members[n].client.member_id for n in "bc"}
     finally:
         assignor.release.set()
         fleet.close_all()

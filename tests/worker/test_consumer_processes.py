@@ -8,6 +8,7 @@ worker excepted only for the moment after its SIGCONT until it notices its sessi
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import signal
@@ -51,11 +52,12 @@ class Fleet:
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self._fault = 0
 
-    def start(self, name: str, driver: str, instance_id: str = "", session_ms: int = SESSION_MS) -> None:
+    def start(self, name: str, driver: str, instance_id: str = "", session_ms: int = SESSION_MS,
+              extra: tuple[str, ...] = ()) -> None:
         if driver == "cli":
             argv = [sys.executable, "-m", "groupcoord.cli", "worker", "--protocol", "consumer", "--group", G,
                     "--coordinator", self.address, "--name", name, "--session-timeout-ms", str(session_ms),
-                    "--heartbeat-interval-ms", "100"]
+                    "--heartbeat-interval-ms", "100", *extra]
         else:
             argv = [sys.executable, "-m", "tests.worker.consumer_member_proc", "--driver", driver, "--group", G,
                     "--coordinator", self.address, "--name", name, "--session-timeout-ms", str(session_ms)]
@@ -160,3 +162,36 @@ def test_mixed_clients_share_a_catalog_and_no_task_runs_twice(consumer_server: S
     overlaps = [o for o in report.overlaps if o.allowed]
     assert all(o.first.worker == w2 for o in overlaps)  # only the paused worker, and only until it woke
     assert len(report.stop_notice) == 1  # it stopped them as it woke, within the checker's notice bound
+
+
+@pytest.mark.slow
+@pytest.mark.heavy  # three worker processes, the leader SIGKILLed
+def test_a_sigkilled_leader_of_a_client_assignor_group_is_replaced(consumer_server: ServerThread, tmp_path: Path,
+                                                                  cli_env: dict[str, str]) -> None:
+    """``groupcoord worker --server-assignor client:sticky``: the leader worker computes the target; SIGKILLed,
+    a survivor leads once its session ends, and no task ever runs on two workers."""
+    AdminClient(consumer_server.address).put_tasks(G, TASKS)
+    log = tmp_path / "ownership.log"
+    fleet = Fleet(consumer_server.address, log, cli_env)
+    names = [f"{G}/w{i}#1" for i in range(1, 4)]
+    try:
+        for name in names:
+            fleet.start(name, "cli", extra=("--server-assignor", "client:sticky"))
+        fleet.wait(spread_over(set(names)), 60, "spread over three workers")
+        joined = {json.loads(line)["member_id"]: json.loads(line)["worker"] for line in log.read_text().splitlines()
+                  if '"joined"' in line}
+        leader = joined[AdminClient(consumer_server.address).describe_group(G).leader_id]
+        fleet.fault("worker_kill", leader, "inject")
+        fleet.procs[leader].kill()
+        fleet.procs[leader].wait(10)
+        fleet.fault("worker_kill", leader, "heal")
+        survivors = set(names) - {leader}
+        fleet.wait(spread_over(survivors), 30, "spread over the two survivors")
+        assert joined[AdminClient(consumer_server.address).describe_group(G).leader_id] in survivors
+    finally:
+        fleet.note("end")
+        stop_processes(fleet.procs.values())
+    lost = consumer_server.runtime.lag.lost()
+    report = check(OwnershipLog.read(log), session_s=SESSION_MS / 1000, rebalance_timeout_s=10 + lost,
+                   heartbeat_s=HEARTBEAT_MS / 1000)
+    assert report.violations == [] and report.overlaps == [], "\n".join(report.violations)

@@ -140,8 +140,8 @@ def join_every_group(cluster: Cluster, leaders: dict[int, tuple[str, int]], made
         else:
             client = aio.start(config(group, bootstrap, f"a{shard}"), events)
         made.append(Member(group, client, events))
-    wait_until(lambda: all(m.client.state is WorkerState.STABLE and m.client.assigned_tasks for m in made), 30,
-               "every member Stable with its task")
+    wait_until(lambda: all(m.client.state is WorkerState.STABLE and m.client.assigned_tasks and m.events.seen
+                           for m in made), 30, "every member Stable with its task, its listener told")
     for member in made:
         member.member_id, member.generation = member.client.member_id, member.client.generation
         assert member.client.coordinator_address == leaders[shard_of(member.group_id, SHARDS)][0]
@@ -221,8 +221,8 @@ def test_workers_find_a_coordinator_they_were_never_given_when_every_bootstrap_a
             made.append(Member(group, WorkerClient(config(group, [a, b], f"t{turn}"), events).start(), events))
         else:
             made.append(Member(group, aio.start(config(group, [a, b], f"a{turn}"), events), events))
-    wait_until(lambda: all(m.client.state is WorkerState.STABLE and m.client.assigned_tasks for m in made), 30,
-               "every member Stable with its task")
+    wait_until(lambda: all(m.client.state is WorkerState.STABLE and m.client.assigned_tasks and m.events.seen
+                           for m in made), 30, "every member Stable with its task, its listener told")
     for member in made:
         member.member_id, member.generation = member.client.member_id, member.client.generation
 

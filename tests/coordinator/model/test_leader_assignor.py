@@ -194,3 +194,33 @@ def test_a_change_while_the_leader_is_asked_is_asked_of_another_leader_when_it_f
     answer_target(f, "b", again.group_epoch, {"a": ["t0", "t1"], "b": ["t3", "t4"], "c": ["t2", "t5", "t6"]})
     f.settle()
     assert f.running()["c"] == {TaskReplica(t) for t in ("t2", "t5", "t6")}
+
+
+@pytest.mark.parametrize("gone", ["leaves", "session ends"])
+def test_a_leader_gone_while_asked_is_replaced_at_once_not_after_three_intervals(
+        gone: str, caplog: pytest.LogCaptureFixture) -> None:
+    f = fleet("abc", assignor="client:only-on-workers")
+    request = first_target(f)
+    answer_target(f, "a", request.group_epoch, {"a": ["t0", "t1"], "b": ["t2", "t3"], "c": ["t4", "t5"]})
+    f.settle()
+    f.h.put_tasks(G, "t6")
+    first_target(f)  # a is asked ...
+    group = f.h.model.consumer.groups[G]
+    if gone == "leaves":
+        f.leave("a")  # ... and leaves before it answers
+    else:
+        for _ in range(30):  # ... and falls silent: its session (45 s) ends; b and c heartbeat
+            f.h.advance(2.0)
+            if f.members["a"].member_id not in group.members:
+                break
+            f.beat("b")
+            f.beat("c")
+        assert f.members["a"].member_id not in group.members
+        f.members["a"].stop()  # as its client does once a session passed unheard
+    f.h.advance(0.2)  # the assignment interval, not 3 heartbeat intervals (15 s)
+    again = asked(f, "b")
+    assert again is not None and again.group_epoch == group.epoch and len(again.members) == 2
+    assert "left the group before it answered" in caplog.text or "did not answer" in caplog.text
+    answer_target(f, "b", again.group_epoch, {"b": ["t0", "t1", "t2", "t3"], "c": ["t4", "t5", "t6"]})
+    f.settle()
+    assert set().union(*(f.running()[n] for n in "bc")) == CATALOG | {TaskReplica("t6")}
