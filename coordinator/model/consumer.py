@@ -381,6 +381,7 @@ class ConsumerGroups:
                                                              self.m.clock.now())
         self._assignors.add(group.assignor)
         for member in group.members.values():
+            member.lost_mark = self.m.lateness()  # only time lost from now on extends its session
             out.arm(TimerKey("c-session", group_id, member.member_id), member.session_timeout_ms / 1000)
             if member.reconciled.state is MemberState.UNREVOKED_TASKS:
                 out.arm(TimerKey("c-revoke", group_id, member.member_id), member.rebalance_timeout_ms / 1000)

@@ -119,6 +119,7 @@ def upgrade(cg: ConsumerSteps, out: Outbox, classic: Group, assignor: str) -> Co
             rebalance_timeout_ms=old.rebalance_timeout_ms,
             classic=ClassicTraits(old.protocols, old.protocol_type, old.rebalance_protocols))
         member.reconciled = Reconciled(MemberState.STABLE, generation, frozenset())
+        member.lost_mark = cg.m.lateness()  # its session starts now: time lost before does not extend it
         group.add(member)
         state = MemberState.UNREVOKED_TASKS if beyond else MemberState.STABLE
         group.hold(member, Reconciled(state, generation, assigned, beyond))

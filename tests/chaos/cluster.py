@@ -27,7 +27,10 @@ from tests.paths import ROOT
 from tests.processes import stop_processes
 from tests.zookeeper_server import free_port
 
-__all__ = ["Coordinator", "Timing", "WorkerPool", "answers_as_active", "env_with_tree"]
+__all__ = ["GROUP_PROTOCOLS", "Coordinator", "Timing", "WorkerPool", "answers_as_active", "env_with_tree",
+           "speaks_consumer"]
+
+GROUP_PROTOCOLS = ("classic", "consumer", "mixed")  # what the workers of a run speak (run.py --protocol)
 
 
 
@@ -57,6 +60,15 @@ class Timing:
     @property
     def heartbeat_s(self) -> float:
         return self.heartbeat_ms / 1000
+
+
+def speaks_consumer(group_protocol: str, slot: str) -> bool:
+    """Whether the worker in ``slot`` ("gN/wM") speaks the consumer protocol. Mixed: every other worker,
+    shifted by the group (g0: w1; g1: w0 and w2; ...), so each group holds both kinds and converts."""
+    if group_protocol != "mixed":
+        return group_protocol == "consumer"
+    group, _, worker = slot.partition("/")
+    return (int(group.lstrip("g")) + int(worker.lstrip("w"))) % 2 == 1
 
 
 def answers_as_active(address: str, timeout: float = 1.0) -> bool:
@@ -147,6 +159,7 @@ class WorkerPool:
     timing: Timing
     protocol_of: dict[str, str]  # group -> eager | cooperative
     slots: int = 3
+    group_protocol: str = "classic"  # classic | consumer | mixed (speaks_consumer)
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)  # "group/wN" -> process
     names: dict[str, str] = field(default_factory=dict)  # slot -> current process name
     incarnations: dict[str, int] = field(default_factory=dict)
@@ -165,15 +178,16 @@ class WorkerPool:
         # each process's warnings (retries and their backoff, give-ups) beside the log, for diagnosis
         err = os.open(self.log_path.with_name(f"worker-{name.replace('/', '-')}.err"),
                       os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        argv = [sys.executable, "-m", "groupcoord.cli", "worker", "--group", group, "--coordinator", self.address_of(slot),
+                "--name", name, "--session-timeout-ms", str(self.timing.session_ms),
+                "--heartbeat-interval-ms", str(self.timing.heartbeat_ms),
+                "--rebalance-timeout-ms", str(self.timing.rebalance_timeout_ms)]
+        if speaks_consumer(self.group_protocol, slot):  # the coordinator assigns (sticky) and sets the interval
+            argv += ["--protocol", "consumer"]
+        else:
+            argv += ["--rebalance-protocol", self.protocol_of[group], "--assignor", "sticky,round-robin"]
         try:
-            self.procs[slot] = subprocess.Popen(
-                [sys.executable, "-m", "groupcoord.cli", "worker", "--group", group, "--coordinator", self.address_of(slot),
-                 "--name", name, "--session-timeout-ms", str(self.timing.session_ms),
-                 "--heartbeat-interval-ms", str(self.timing.heartbeat_ms),
-                 "--rebalance-timeout-ms", str(self.timing.rebalance_timeout_ms),
-                 "--rebalance-protocol", self.protocol_of[group], "--assignor", "sticky,round-robin"],
-                stdout=fd, stderr=err, env=env_with_tree(),
-            )
+            self.procs[slot] = subprocess.Popen(argv, stdout=fd, stderr=err, env=env_with_tree())
         finally:
             os.close(fd)
             os.close(err)

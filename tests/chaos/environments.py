@@ -72,8 +72,9 @@ class Env:
     name = ""
 
     def __init__(self, workdir: Path, timing: Timing, groups: int, slots: int, tasks_per_group: int,
-                 rng: random.Random) -> None:
+                 rng: random.Random, group_protocol: str = "classic") -> None:
         self.workdir = workdir
+        self.group_protocol = group_protocol  # classic | consumer | mixed (cluster.speaks_consumer)
         workdir.mkdir(parents=True, exist_ok=True)
         self.timing = timing
         self.rng = rng
@@ -124,8 +125,14 @@ class Env:
     def wait_settled(self, timeout: float) -> float:
         return wait_for(self.settled, timeout, f"{self.name}: every group settled")
 
+    def coordinator_settings(self) -> str:
+        """The ``[coordinator]`` table every coordinator of the run gets: consumer-protocol members
+        heartbeat at the interval it sets, so at the classic workers' interval."""
+        return _COORDINATOR + f"consumer_heartbeat_interval_ms = {self.timing.heartbeat_ms}\n"
+
     def start_workers(self, address_of: Callable[[str], str]) -> None:
-        self.workers = WorkerPool(self.log_path, address_of, self.timing, self.protocol_of, self.slots)
+        self.workers = WorkerPool(self.log_path, address_of, self.timing, self.protocol_of, self.slots,
+                                  self.group_protocol)
         self.workers.start_all()
 
     def put_tasks(self) -> None:
@@ -183,7 +190,7 @@ class SqliteEnv(Env):
     name = "sqlite"
 
     def start(self) -> None:
-        self.coordinator = Coordinator("coordinator", self.workdir, '[server]\nstore = "sqlite"\n' + _COORDINATOR)
+        self.coordinator = Coordinator("coordinator", self.workdir, '[server]\nstore = "sqlite"\n' + self.coordinator_settings())
         self.coordinator.start()
         wait_for(lambda: answers_as_active(self.coordinator.address), 60, "the coordinator")
         # one proxy per worker slot: a proxy fault hits every worker, or one alone (a partition of one)
@@ -261,7 +268,7 @@ class ZooKeeperEnv(Env):
         self.zk = ZooKeeperServer()
         self.zk.start()
         config = (f'[server]\nstore = "zookeeper"\nzk = "{self.zk.hosts}"\nzk_session_timeout_s = 4.0\n'
-                  f'zk_root = "/groupcoord/chaos"\n' + _COORDINATOR)
+                  f'zk_root = "/groupcoord/chaos"\n' + self.coordinator_settings())
         self.coordinators = [Coordinator(f"c{i}", self.workdir, config) for i in range(2)]
         for c in self.coordinators:
             c.start()
@@ -328,7 +335,7 @@ class ShardedEnv(Env):
             Coordinator(f"c{i}", self.workdir,
                         f'[server]\nstore = "zookeeper"\nzk = "{proxy.address}"\n'
                         f'zk_session_timeout_s = {self.zk_session_s}\nzk_root = "/groupcoord/chaos-sharded"\n'
-                        f"sharded = true\nshards = {self.shards}\n" + _COORDINATOR)
+                        f"sharded = true\nshards = {self.shards}\n" + self.coordinator_settings())
             for i, proxy in enumerate(self.zk_proxies)]
         for c in self.coordinators:
             c.start()

@@ -3,6 +3,8 @@
     python -m tests.chaos.run --faults 1000 --seed 17            # `make chaos`
     python -m tests.chaos.run --faults 50 --seed 1 --groups 3    # what CI runs (tests/chaos/test_chaos.py)
     python -m tests.chaos.run --env sharded --faults 300 --seed 17   # `make chaos` too; CI: 8 faults, seed 8
+    python -m tests.chaos.run --protocol consumer --faults 300 --seed 17    # workers on the consumer protocol
+    python -m tests.chaos.run --protocol mixed --faults 300 --seed 17       # half of them: groups that convert
 
 Prints the faults injected by kind, the violations (must be 0), the longest unowned gap per kind
 and the time to settle after each fault (median, max); exits 1 on any violation or a fault the
@@ -25,7 +27,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.chaos.cluster import Timing
+from tests.chaos.cluster import GROUP_PROTOCOLS, Timing
 from tests.chaos.environments import Env, ShardedEnv, SqliteEnv, ZooKeeperEnv
 from tests.chaos.ownership import OwnershipLog, Report, blame, check
 from tests.chaos.schedule import Round, make_schedule
@@ -96,7 +98,7 @@ def run_env(env: Env, rounds: list[Round], result: EnvResult) -> None:
 
 def run_schedule(faults: int, seed: int, *, groups: int = 3, slots: int = 3, tasks_per_group: int = 6,
                  workdir: Path | None = None, envs: tuple[str, ...] = ("sqlite", "zookeeper"),
-                 timing: Timing | None = None) -> list[EnvResult]:
+                 timing: Timing | None = None, protocol: str = "classic") -> list[EnvResult]:
     timing = timing or Timing()
     workdir = workdir or Path(tempfile.mkdtemp(prefix="groupcoord-chaos-"))
     schedule = make_schedule(faults, seed, groups=groups, slots=slots, session_s=timing.session_s, envs=envs)
@@ -105,7 +107,7 @@ def run_schedule(faults: int, seed: int, *, groups: int = 3, slots: int = 3, tas
     threads = []
     for result in results:
         env = kinds[result.env](workdir / result.env, timing, groups, slots, tasks_per_group,
-                                random.Random(f"{seed}/{result.env}"))
+                                random.Random(f"{seed}/{result.env}"), group_protocol=protocol)
         threads.append(threading.Thread(target=run_env, args=(env, schedule[result.env], result), name=result.env))
     for thread in threads:
         thread.start()
@@ -181,16 +183,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--env", choices=["both", "sqlite", "zookeeper", "sharded"], default="both",
                         help="both = sqlite and zookeeper at once; sharded = three sharded coordinators")
+    parser.add_argument("--protocol", choices=GROUP_PROTOCOLS, default="classic",
+                        help="what the workers speak: classic (JoinGroup/SyncGroup; half the groups eager, half "
+                             "cooperative), consumer (GroupHeartbeat), or mixed (every other worker of each group "
+                             "on the consumer protocol: the groups convert and convert back)")
     args = parser.parse_args(argv)
     envs = ("sqlite", "zookeeper") if args.env == "both" else (args.env,)
     began = time.monotonic()
-    results = run_schedule(args.faults, args.seed, groups=args.groups, workdir=args.workdir, envs=envs)
+    results = run_schedule(args.faults, args.seed, groups=args.groups, workdir=args.workdir, envs=envs,
+                           protocol=args.protocol)
     print(table(results))
     problems = violations(results)
     for problem in problems[:50]:
         print("VIOLATION", problem)
     load = os.getloadavg()
-    print(f"{args.faults} faults, seed {args.seed}, {time.monotonic() - began:.0f}s, "
+    print(f"{args.faults} faults, seed {args.seed}, protocol {args.protocol}, {time.monotonic() - began:.0f}s, "
           f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     return 1 if problems else 0
 
