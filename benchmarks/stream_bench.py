@@ -13,8 +13,14 @@ carries the stream side, so the client measured is the one shipped.
 2. Classic protocol, one member joining a group of N (1,000 and 10,000; --quick 100) over streams, end to
    end: from the newcomer's JoinGroup to the last SyncGroup answer of the N+1 (the coordinator pushes
    RebalanceStarted once the rebalance is stored; every member joins at once, as the shipped client does).
+   Its phases: the first JoinGroup answer (every member joined), the leader's SyncGroup sent, every member
+   synced, and the coordinator's CPU meanwhile (its budget makes the wall at least CPU / cores).
 3. From a rebalance's start (the newcomer's JoinGroup) to every member's JoinGroup, unary (each member
-   hears it at its next heartbeat: 1 s, or N/250 s past 250 members) vs stream (pushed).
+   hears it at its next heartbeat: 1 s, or N/250 s past 250 members) vs stream (pushed). Unary runs up to
+   ``UNARY_JOIN_MAX`` members.
+
+Both clients batch on the stream (``SessionRequest.batch``, docs/stream.md): what waits together goes as one
+gRPC message. A full run (``make bench``) takes about 6-10 minutes on the 2-core VM at load 10-30.
 """
 
 from __future__ import annotations
@@ -46,6 +52,9 @@ from groupcoord.worker.stream_tags import Nudge, NudgeKind
 P99_LIMIT_MS = 100.0
 SESSION_MS = 600_000  # members a step leaves idle stay members
 REBALANCE_MS = 120_000
+UNARY_JOIN_MAX = 1_000
+"""Largest group the unary join runs for: past it, members heartbeat every N/250 s (40 s at 10,000), so the
+unary row would measure that interval while forming the unary fleet took minutes."""
 CALL_TIMEOUT_S = REBALANCE_MS / 1000 + 60  # a JoinGroup is held up to the rebalance timeout: never give up first
 
 
@@ -311,20 +320,29 @@ class Fleet:
         return self.count
 
     async def _join(self, i: int) -> None:
-        self.join_sent[i] = time.monotonic()
-        if self.member[i]:
-            self.calls.news.setdefault(self.member[i], asyncio.Event()).clear()
-        joined = await self.calls.join(self.group, self.member[i])
-        self.join_answered[i] = time.monotonic()
-        self.member[i] = joined.member_id
-        self.calls.news.setdefault(joined.member_id, asyncio.Event())
-        if joined.error.code == pb.NONE:
-            if joined.leader_id == joined.member_id:
-                self.leader_sync_sent = time.monotonic()
-            synced = await self.calls.sync(self.group, joined)
-            if synced.error.code == pb.NONE:
-                self.generation[i] = joined.generation
-                self.synced[i] = time.monotonic()
+        """Join and sync until synced, as the shipped member: again at once when the group moved on meanwhile
+        (a SyncGroup answered REBALANCE_IN_PROGRESS: the forming group of 10,000 went through several
+        generations, and a member that waited for its next heartbeat, 40 s away, held every rebalance up)."""
+        while True:
+            self.join_sent[i] = time.monotonic()
+            if self.member[i]:
+                self.calls.news.setdefault(self.member[i], asyncio.Event()).clear()
+            joined = await self.calls.join(self.group, self.member[i])
+            self.join_answered[i] = time.monotonic()
+            self.member[i] = "" if joined.error.code == pb.UNKNOWN_MEMBER_ID else joined.member_id
+            self.calls.news.setdefault(joined.member_id, asyncio.Event())
+            failed = joined.error.code
+            if failed == pb.NONE:
+                if joined.leader_id == joined.member_id:
+                    self.leader_sync_sent = time.monotonic()
+                synced = await self.calls.sync(self.group, joined)
+                failed = synced.error.code
+                if failed == pb.NONE:
+                    self.generation[i] = joined.generation
+                    self.synced[i] = time.monotonic()
+                    return
+            if failed not in (pb.REBALANCE_IN_PROGRESS, pb.UNKNOWN_MEMBER_ID, pb.ILLEGAL_GENERATION):
+                await asyncio.sleep(0.1 + random.random() * 0.4)  # anything else: a short backoff, then again
 
     async def _live(self, i: int) -> None:
         """As the shipped member: a heartbeat each interval, its answer deciding (REBALANCE_IN_PROGRESS:
@@ -348,10 +366,12 @@ class Fleet:
         """Wait until every member synced a generation after ``after_generation`` (the newcomer, if this
         generator holds it, joins first: its send is the rebalance's start)."""
         wall0, cpu0 = time.monotonic(), _cpu_now()
-        started = 0.0
+        started = self.leader_sync_sent = 0.0
         if self.newcomer:
             started = time.monotonic()
             joined = await self.calls.join(self.group)
+            if joined.leader_id == joined.member_id:
+                self.leader_sync_sent = time.monotonic()
             await self.calls.sync(self.group, joined)
         while min(self.generation) <= after_generation:
             await asyncio.sleep(0.01)
@@ -382,20 +402,26 @@ def _settled(generators: Generators, timeout: float = 600) -> int:
 def one_joins(mode: str, size: int, n_gen: int, caps: CpuCaps | None) -> dict[str, Any]:
     """A group of ``size`` formed over ``mode``; one more member joins: how long until every JoinGroup was
     sent and every member synced again."""
-    coordinator = Coordinator(caps, initial_delay_ms=3000)
+    # a fleet of 10,000 forms in one generation only if no pause in its joins outlasts the initial delay
+    coordinator = Coordinator(caps, initial_delay_ms=3000 if size <= 1000 else 10_000)
     generators = Generators(n_gen, coordinator.address, mode)
     try:
         counts = [size // n_gen + (1 if g < size % n_gen else 0) for g in range(n_gen)]
         interval_s = heartbeat_interval_s(size)
         generators.ask([("fleet", "fleet", counts[g], g == 0, interval_s) for g in range(n_gen)], timeout=900)
         generation = _settled(generators)
+        cpu0 = coordinator.cpu()
         results = generators.ask([("rebalance", generation)] * n_gen, timeout=600)
+        cpu_s = coordinator.cpu() - cpu0
     finally:
         generators.close()
         coordinator.close()
     started = results[0]["started"]
-    return {"mode": mode, "size": size, "interval_s": interval_s, "all_joined_s": max(r["last_join"] for r in results) - started,
-            "all_synced_s": max(r["last_sync"] for r in results) - started,
+    return {"mode": mode, "size": size, "interval_s": interval_s,
+            "all_joined_s": max(r["last_join"] for r in results) - started,
+            "first_answer_s": min(r["first_answer"] for r in results) - started,
+            "leader_sync_s": max(r["leader_sync"] for r in results) - started,
+            "all_synced_s": max(r["last_sync"] for r in results) - started, "cpu_s": cpu_s,
             "gen_idle": min(r["idle"] for r in results)}
 
 
@@ -422,6 +448,27 @@ def _counts(text: str) -> list[int]:
     return counts
 
 
+def _cell(row: dict[str, Any] | None, *keys: str) -> str:
+    return " / ".join(f"{row[key]:.2f}" for key in keys) if row is not None else "not run"
+
+
+def _print_joins(joins: list[dict[str, Any]], sizes: list[int]) -> None:
+    """The join rows of each size: unary vs stream, and the stream's phases."""
+    for size in sizes:
+        row = {j["mode"]: j for j in joins if j["size"] == size}
+        unary, stream = row.get("unary"), row["stream"]
+        target = {1000: "< 0.5 s", 10000: "< 5 s"}.get(size, "")
+        head = f"| one member joins {size:,}:"
+        print(f"{head} from the rebalance's start to every member's JoinGroup (s) | {_cell(unary, 'all_joined_s')} "
+              f"| {_cell(stream, 'all_joined_s')} | pushed vs next heartbeat ({heartbeat_interval_s(size):.0f} s) |")
+        print(f"{head} to the first JoinGroup answer / the leader's SyncGroup (s) "
+              f"| {_cell(unary, 'first_answer_s', 'leader_sync_s')} | {_cell(stream, 'first_answer_s', 'leader_sync_s')} | |")
+        print(f"{head} every member synced (s) | {_cell(unary, 'all_synced_s')} | {_cell(stream, 'all_synced_s')} "
+              f"| stream {target} |")
+        print(f"{head} coordinator CPU meanwhile (s) | {_cell(unary, 'cpu_s')} | {_cell(stream, 'cpu_s')} "
+              f"| the wall's floor: CPU / budget |")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small steps and groups (a smoke run)")
@@ -443,7 +490,8 @@ def main() -> int:
     try:
         modes = args.modes.split(",")
         table = {mode: capacity(mode, steps, args.generators, seconds, caps) for mode in modes}
-        joins = [one_joins(mode, size, args.generators, caps) for size in sizes for mode in modes]
+        joins = [one_joins(mode, size, args.generators, caps) for size in sizes for mode in modes
+                 if mode == "stream" or size <= UNARY_JOIN_MAX]
     finally:
         if caps is not None:
             caps.close()
@@ -458,13 +506,7 @@ def main() -> int:
     extra = {mode: marginal_us(rows) for mode, rows in table.items()}
     print(f"| coordinator CPU per heartbeat, beyond its idle cost (µs) | {extra['unary']:.0f} | {extra['stream']:.0f} "
           f"| {extra['unary'] / max(1.0, extra['stream']):.1f}x less on the stream |")
-    for size in sizes:
-        row = {j["mode"]: j for j in joins if j["size"] == size}
-        target = {1000: "< 0.5 s", 10000: "< 5 s"}.get(size, "")
-        print(f"| one member joins {size:,}: every JoinGroup sent (s) | {row['unary']['all_joined_s']:.2f} "
-              f"| {row['stream']['all_joined_s']:.2f} | pushed vs next heartbeat ({heartbeat_interval_s(size):.0f} s) |")
-        print(f"| one member joins {size:,}: every member synced (s) | {row['unary']['all_synced_s']:.2f} "
-              f"| {row['stream']['all_synced_s']:.2f} | stream {target} |")
+    _print_joins(joins, sizes)
     idle = min([r["gen_idle"] for rows in table.values() for r in rows] + [j["gen_idle"] for j in joins])
     print(f"\ngenerators' least idle share: {idle:.0%}; load average {os.getloadavg()[0]:.1f}")
     return 0

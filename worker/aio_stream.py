@@ -193,8 +193,8 @@ class AioSessionStream:
         waiter = self._book.answered(response.tag)
         answer = answer_of(response)
         if waiter is not None and not waiter.done():
-            if answer is None:
-                waiter.set_exception(StreamBroken(f"an empty answer for tag {response.tag}"))
+            if answer is None:  # the coordinator's "send it unary" (a body it does not know, a full stream)
+                waiter.set_exception(StreamUnsupported(self.address))
             else:
                 waiter.set_result(answer)
 

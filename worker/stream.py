@@ -200,8 +200,8 @@ class SessionStream:
             self._first_answer()
         answer = answer_of(response)
         if waiter is not None:
-            if answer is None:
-                _settle(waiter, error=StreamBroken(f"an empty answer for tag {response.tag}"))
+            if answer is None:  # the coordinator's "send it unary" (a body it does not know, a full stream)
+                _settle(waiter, error=StreamUnsupported(self.address))
             else:
                 _settle(waiter, answer=answer)
 

@@ -18,8 +18,11 @@ from groupcoord.coordinator.rpc.session_envelope import BODIES, ENVELOPE_SLACK, 
 from groupcoord.coordinator.rpc.session_registry import MemberKey
 from groupcoord.v1 import groupcoord_pb2 as pb
 
-__all__ = ["MessageChecks", "member_key"]
+__all__ = ["SEND_UNARY", "MessageChecks", "member_key"]
 
+SEND_UNARY = error(pb.INVALID_REQUEST, "this stream carries session_max_members members: send it as a unary call")
+"""The refusal of a member past ``session_max_members``: answered with an empty body, the protocol's "send it
+unary" (a process holding more members than one stream carries goes on, the extra ones over unary calls)."""
 _ACL_CACHE_MAX = 1_024  # groups one stream's cache remembers (cleared whole past it)
 
 
@@ -74,8 +77,7 @@ class MessageChecks:
                          f"most {limit} (session_max_in_flight): send it again once an answer comes")
         limit = self.config.session_max_members
         if body.name != "leave_group" and member_key(request) not in carried and len(carried) >= limit:
-            return error(pb.INVALID_REQUEST, f"this stream carries {len(carried)} members, at most {limit} "
-                         f"(session_max_members): open another stream (or use unary calls) for more")
+            return SEND_UNARY
         return None
 
     def group_denied(self, body: Body, group_id: str, id_bytes: int = -1) -> pb.Error | None:

@@ -19,9 +19,10 @@ _GONE = frozenset({pb.UNKNOWN_MEMBER_ID, pb.FENCED_INSTANCE_ID, pb.FENCED_MEMBER
 class CarriedMembers:
     """A stream's members, kept in step with the process's registry."""
 
-    def __init__(self, registry: SessionRegistry, stream: StreamHandle) -> None:
+    def __init__(self, registry: SessionRegistry, stream: StreamHandle, limit: int) -> None:
         self._registry = registry
         self._stream = stream
+        self._limit = limit  # session_max_members: a member past it is not carried (it goes unary)
         self.keys: set[MemberKey] = set()
 
     def __iter__(self) -> Iterator[MemberKey]:
@@ -49,14 +50,14 @@ class CarriedMembers:
             self.let_go(member_key(request))
             return
         if body.name == "join_group":
-            if response.member_id and code in (pb.NONE, pb.MEMBER_ID_REQUIRED):
+            if response.member_id and code in (pb.NONE, pb.MEMBER_ID_REQUIRED) and len(self.keys) < self._limit:
                 self.carry((group_id, response.member_id))
         elif body.name == "group_heartbeat":
             if code == pb.NONE and response.member_id:
                 key = (group_id, response.member_id)
                 if response.member_epoch < 0:
                     self.let_go(key)
-                else:
+                elif key in self.keys or len(self.keys) < self._limit:
                     self.carry(key)
         elif body.name == "leave_group":
             self.let_go(member_key(request))

@@ -37,7 +37,7 @@ from groupcoord.coordinator.auth.guard import CURRENT_PRINCIPAL, Guard
 from groupcoord.coordinator.model.effects import error, error_response
 from groupcoord.coordinator.rpc.parsing import PARSE_OFF_LOOP_FROM
 from groupcoord.coordinator.rpc.service import CoordinatorServicer
-from groupcoord.coordinator.rpc.session_checks import MessageChecks, member_key
+from groupcoord.coordinator.rpc.session_checks import SEND_UNARY, MessageChecks, member_key
 from groupcoord.coordinator.rpc.session_envelope import (
     BATCH_METADATA,
     BODIES,
@@ -100,7 +100,7 @@ class SessionStream:
         self._context = context
         self._twin = _TwinContext(context.peer() or "")
         self._tags: set[int] = set()
-        self._members = CarriedMembers(registry, self)
+        self._members = CarriedMembers(registry, self, config.session_max_members)
         self._behind: dict[str, asyncio.Future[None]] = {}  # group id -> its large request not yet stepped
         metadata = context.invocation_metadata() or ()
         self._outbox = SessionOutbox(config.session_max_buffered_bytes, self._figures, context.write,
@@ -200,6 +200,9 @@ class SessionStream:
         self._send(frame(tag, body.number, response.SerializeToString()))
 
     def _refuse(self, tag: int, body: Body, failure: pb.Error) -> None:
+        if failure is SEND_UNARY:  # an empty answer: the client sends it as a unary call
+            self._send(pb.SessionResponse(tag=tag).SerializeToString())
+            return
         self._answer(tag, body, error_response(body.response, failure))
 
     # ------------------------------------------------------------------ in

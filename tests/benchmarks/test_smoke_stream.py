@@ -29,12 +29,20 @@ def test_stream_bench_quick_prints_every_row(cli_env: dict[str, str]) -> None:
             if line.startswith("| ") and "---" not in line]
     assert [row[0] for row in rows] == ["measure", "members held at p99 < 100 ms (1 hb/s)",
                                         "coordinator CPU per heartbeat, beyond its idle cost (µs)",
-                                        "one member joins 30: every JoinGroup sent (s)",
-                                        "one member joins 30: every member synced (s)"], done.stdout
+                                        ("one member joins 30: from the rebalance's start to every member's "
+                                         "JoinGroup (s)"),
+                                        "one member joins 30: to the first JoinGroup answer / the leader's SyncGroup (s)",
+                                        "one member joins 30: every member synced (s)",
+                                        "one member joins 30: coordinator CPU meanwhile (s)"], done.stdout
     assert all(float(cell) > 0 for cell in rows[2][1:3]), done.stdout  # one step: its average
     joined_unary, joined_stream = (float(cell) for cell in rows[3][1:3])
     # pushed: every member heard of the rebalance sooner than at its next (1 s) heartbeat
     assert joined_stream < joined_unary, done.stdout
+    for row in rows[4:7]:  # every phase measured, in order, both ways
+        assert all(float(value) > 0 for cell in row[1:3] for value in cell.split(" / ")), done.stdout
+    for mode in (1, 2):
+        answer, leader = (float(v) for v in rows[4][mode].split(" / "))
+        assert answer <= leader <= float(rows[5][mode]), done.stdout
     assert "generators' least idle share" in done.stdout
 
 

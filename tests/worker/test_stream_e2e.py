@@ -115,6 +115,25 @@ def test_a_mixed_fleet_of_stream_and_unary_members_forms_one_group(
     assert sessions.calls == 4, sessions.calls
 
 
+def test_members_past_the_streams_bound_go_on_over_unary_calls() -> None:
+    config = CoordinatorConfig(group_initial_rebalance_delay_ms=0, group_min_session_timeout_ms=200,
+                               session_max_members=1)
+    with ServerThread(CoordinatorRuntime(config, on_change=lambda group: group.validate())) as server:
+        fleet = [DRIVERS["threaded"](worker_config(server.address, f"thread-{n}"), Events()) for n in (1, 2)]
+        try:
+            for member in fleet:
+                member.start()
+            assert wait_for(lambda: stable_together(fleet), 30), [(m.client.state, m.client.generation) for m in fleet]
+            generation = fleet[0].client.generation
+            assert not wait_for(lambda: any(m.client.generation != generation for m in fleet), 0.6)  # heartbeats pass
+            with AdminClient(server.address) as admin:
+                assert len(admin.describe_group(G).members) == 2
+            assert server.call(server.sessions.members) == 1  # the stream carries one; the other went unary
+        finally:
+            for member in fleet:
+                member.close()
+
+
 def test_the_stream_metric_and_property_say_stream(coordinator: tuple[ServerThread, CountSessions]) -> None:
     server, _ = coordinator
     registry = CollectorRegistry()

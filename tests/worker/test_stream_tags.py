@@ -223,10 +223,10 @@ def test_requests_waiting_together_go_as_one_batch_within_its_bounds() -> None:
     assert all(batch.add(_beat(tag)) for tag in range(2, BATCH_MAX + 1))
     assert not batch.add(_beat(BATCH_MAX + 1))  # the count bound: it goes in the next batch
     assert [r.tag for r in batch.message().batch] == list(range(1, BATCH_MAX + 1))
-    big = RequestBatch(_beat(1, "g" * 200))
-    while big.add(_beat(2, "g" * 200)):
+    big = RequestBatch(_beat(1, "g" * 5_000))
+    while big.add(_beat(2, "g" * 5_000)):
         pass
-    assert big.size <= BATCH_BYTES < big.size + _beat(2, "g" * 200).ByteSize()  # the size bound
+    assert len(big.requests) < BATCH_MAX and big.size <= BATCH_BYTES < big.size + _beat(2, "g" * 5_000).ByteSize()
 
 
 def test_a_batched_answer_is_read_as_its_answers_in_order() -> None:
