@@ -246,8 +246,10 @@ class Sim:
         times = sorted(won[str(s)] - killed for s in lost)
         window = done - killed
         expired = self.expiries({before[n]["session"] for n in names})
-        since = next((p for p in self.samples if p[0] >= min(expired.values(), default=done)), self.samples[-1])
-        busy = (self.samples[-1][1] - since[1]) / max(done - since[0], 1e-9)  # cores, from the first expiry on
+        first = min(expired.values(), default=done)  # the 1 s samples' first after it, or the last before it
+        since = next((p for p in self.samples[:-1] if p[0] >= first), None)
+        since = since or max((p for p in self.samples if p[0] < first), default=self.samples[0])
+        busy = (self.samples[-1][1] - since[1]) / max(done - since[0], 1e-9)  # cores, from about the expiry on
         return {"shards": len(lost), "p50": statistics.median(times), "p99": _pct(times, 0.99), "max": times[-1],
                 "zk_reads": after["reads"] - counters["reads"], "zk_writes": after["writes"] - counters["writes"],
                 "election_reads": sum(v["reads"] for v in view.values()) - reads,
