@@ -162,23 +162,37 @@ class ZooKeeperStore:
         out: dict[str, tuple[bytes, dict[str, bytes]]] = {}
         for start in range(0, len(names), READS_AT_ONCE):
             batch = names[start:start + READS_AT_ONCE]
-            pending = [(name, client.get_async(f"{self.root}/{name}"),
-                        client.get_children_async(f"{self.root}/{name}")) for name in batch]
-            for name, head, listing in pending:
+            heads = [(name, client.get_async(f"{self.root}/{name}")) for name in batch]
+            parented: list[tuple[str, bytes, Any]] = []
+            for name, head in heads:
                 try:
-                    data, _ = head.get(timeout=timeout)
-                    children = listing.get(timeout=timeout)
+                    data, stat = head.get(timeout=timeout)
                 except NoNodeError:
                     continue  # deleted between the listing and the read
-                reads = [(child, client.get_async(f"{self.root}/{name}/{child}")) for child in children]
-                got: dict[str, bytes] = {}
-                for child, read in reads:
-                    try:
-                        got[child] = read.get(timeout=timeout)[0]
-                    except NoNodeError:
-                        continue
-                out[unquote(name[len(_PREFIX):])] = (data, got)
+                if stat.numChildren:  # a group with parts (per-member records): list them, in one more round trip
+                    parented.append((name, data, client.get_children_async(f"{self.root}/{name}")))
+                else:
+                    out[unquote(name[len(_PREFIX):])] = (data, {})
+            reads: list[tuple[str, bytes, list[tuple[str, Any]]]] = []
+            for name, data, listing in parented:
+                try:
+                    children = listing.get(timeout=timeout)
+                except NoNodeError:
+                    continue
+                reads.append((name, data, [(child, client.get_async(f"{self.root}/{name}/{child}"))
+                                           for child in children]))
+            for name, data, pending in reads:  # every group's parts read in one more round trip
+                out[unquote(name[len(_PREFIX):])] = (data, self._parts_read(pending))
         return out
+
+    def _parts_read(self, pending: list[tuple[str, Any]]) -> dict[str, bytes]:
+        got: dict[str, bytes] = {}
+        for child, read in pending:
+            try:
+                got[child] = read.get(timeout=self._op_timeout)[0]
+            except NoNodeError:
+                continue  # a stale part swept meanwhile: a load ignores those anyway
+        return got
 
     def save(self, group_id: str, record: Mapping[str, Any]) -> None:
         """The group whole, in a new generation: its record, and every part in its ``_whole`` child."""
