@@ -150,7 +150,7 @@ def consumer_change(members: int, tasks: int, seed: int = 7) -> dict[str, Any]:
     runtime, clock, sims = _stable_group(members, tasks)
     rng = random.Random(seed)
     first = _one_joins(runtime, clock, sims, rng, "newcomer")
-    plain = _plain_heartbeat_cpu(runtime, sims[:-1], min(members, 2_000))
+    plain = _plain_heartbeat_cpu(runtime, sims[:-1], members)  # every member: 10,000 x its error is the noise
     second = _one_joins(runtime, clock, sims, rng, "second")
     for row in (first, second):
         row["cpu"] = row.pop("window_cpu") - row["regular"] * plain
