@@ -145,6 +145,8 @@ def place_unowned(
     (all of them in a pool that small), or to its planned member if that keeps the capacity goal.
     """
     unplaced: dict[TaskReplica, str] = {}
+    if not replicas:
+        return unplaced  # nothing to place: no heap of every member to build (a join places nothing)
     if plan.members and plan.mean_util() >= capacity_threshold:
         capacity_threshold = float("inf")  # the capacity goal holds only while the mean is below it
     order = sorted(replicas, key=lambda r: (-plan.view.task_load.get(r.task_id, 0.0), r))
