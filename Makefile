@@ -55,12 +55,16 @@ bench: $(STAMP)
 	$(PY) benchmarks/run_all.py $(BENCH_ARGS)
 
 # The fault suite at full size (tests/chaos/README.md): 1,000 seeded faults over real coordinator, ZooKeeper and
-# worker processes, the wire fuzzer's large profile, a 10-minute soak. About 45 minutes; CI runs the small versions.
+# worker processes (classic, then consumer-protocol and mixed workers), the wire fuzzer's large profile, a 10-minute
+# soak. About 70 minutes (the new runs estimated from their small versions); CI runs the small versions.
 CHAOS_SEED ?= 17
 chaos: $(STAMP)
 	@status=0; \
 	$(PY) -m tests.chaos.run --faults 1000 --seed $(CHAOS_SEED) || status=1; \
 	$(PY) -m tests.chaos.run --env sharded --faults 300 --seed $(CHAOS_SEED) || status=1; \
+	$(PY) -m tests.chaos.run --protocol consumer --faults 300 --seed $(CHAOS_SEED) || status=1; \
+	$(PY) -m tests.chaos.run --protocol mixed --faults 300 --seed $(CHAOS_SEED) || status=1; \
+	$(PY) -m tests.chaos.run --protocol mixed --env sharded --faults 100 --seed $(CHAOS_SEED) || status=1; \
 	HYPOTHESIS_PROFILE=chaos $(PY) -m pytest -q -s tests/coordinator/rpc/test_fuzz_wire.py || status=1; \
 	$(PY) -m tests.chaos.soak --minutes 10 || status=1; \
 	exit $$status

@@ -164,10 +164,12 @@ class WorkerPool:
     names: dict[str, str] = field(default_factory=dict)  # slot -> current process name
     incarnations: dict[str, int] = field(default_factory=dict)
 
+    def all_slots(self) -> list[str]:
+        return [f"{group}/w{slot}" for group in self.protocol_of for slot in range(self.slots)]
+
     def start_all(self) -> None:
-        for group in self.protocol_of:
-            for slot in range(self.slots):
-                self.start(f"{group}/w{slot}")
+        for slot in self.all_slots():
+            self.start(slot)
 
     def start(self, slot: str) -> str:
         n = self.incarnations.get(slot, 0) + 1

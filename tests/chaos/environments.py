@@ -23,7 +23,7 @@ from groupcoord import errors
 from groupcoord.admin import AdminClient
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
-from tests.chaos.cluster import Coordinator, Timing, WorkerPool, answers_as_active, wait_for
+from tests.chaos.cluster import Coordinator, Timing, WorkerPool, answers_as_active, speaks_consumer, wait_for
 from tests.chaos.ownership import event
 from tests.chaos.proxy import FaultProxy
 from tests.chaos.schedule import FaultSpec
@@ -133,7 +133,35 @@ class Env:
     def start_workers(self, address_of: Callable[[str], str]) -> None:
         self.workers = WorkerPool(self.log_path, address_of, self.timing, self.protocol_of, self.slots,
                                   self.group_protocol)
-        self.workers.start_all()
+        if self.group_protocol != "mixed":
+            self.workers.start_all()
+            return
+        # mixed: the classic workers form each group first, so the consumer ones convert it
+        classic = [s for s in self.workers.all_slots() if not speaks_consumer("mixed", s)]
+        for slot in classic:
+            self.workers.start(slot)
+        wait_for(lambda: self._formed_by(classic), 120, f"{self.name}: the classic workers' groups formed")
+        for slot in self.workers.all_slots():
+            if slot not in classic:
+                self.workers.start(slot)
+
+    def _formed_by(self, slots: list[str]) -> bool:
+        for group in self.groups:
+            count = sum(1 for s in slots if s.startswith(group + "/"))
+            try:
+                d = self.admin.describe_group(group)
+            except errors.GroupCoordError:
+                return False
+            if count and (d.state != pb.STABLE or len(d.members) != count):
+                return False
+        return True
+
+    def coordinator_logs(self) -> str:
+        """Every coordinator's log of this run, as one text (the conversions are counted in it)."""
+        return "".join(c.log_text() for c in self.coordinators_of_run())
+
+    def coordinators_of_run(self) -> list[Coordinator]:
+        return list(getattr(self, "coordinators", [])) + ([self.coordinator] if hasattr(self, "coordinator") else [])
 
     def put_tasks(self) -> None:
         for group, tasks in self.tasks.items():

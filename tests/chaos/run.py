@@ -35,6 +35,7 @@ from tests.chaos.schedule import Round, make_schedule
 __all__ = ["EnvResult", "main", "run_env", "run_schedule"]
 
 SETTLE_TIMEOUT_S = 60.0
+CONVERTED, CONVERTED_BACK = "converted to the consumer protocol", "converted back to the classic protocol"
 
 
 @dataclass
@@ -45,6 +46,7 @@ class EnvResult:
     unsettled: list[str] = field(default_factory=list)
     store_failures: dict[int, int] = field(default_factory=dict)
     groups_after_restart: int = -1
+    conversions: tuple[int, int] = (0, 0)  # classic -> consumer, and back (the coordinators' logs)
     error: str = ""
     seconds: float = 0.0
 
@@ -83,6 +85,8 @@ def run_env(env: Env, rounds: list[Round], result: EnvResult) -> None:
         for rnd in rounds:
             run_round(env, rnd, result)
         env.stop_workers()
+        logs = env.coordinator_logs()
+        result.conversions = (logs.count(CONVERTED), logs.count(CONVERTED_BACK))
         result.store_failures = dict(env.store_failures)
         if isinstance(env, SqliteEnv):
             result.groups_after_restart = env.verify_store()
@@ -171,6 +175,8 @@ def table(results: list[EnvResult]) -> str:
             extra = (f"; disk_full faults that refused a write: {bit}/{len(r.store_failures)} "
                      f"({sum(r.store_failures.values())} writes refused); groups loaded after a final restart: "
                      f"{r.groups_after_restart}")
+        if r.conversions != (0, 0):
+            extra += f"; groups converted to the consumer protocol {r.conversions[0]}, back {r.conversions[1]}"
         lines.append(f"{r.env}: {r.seconds:.0f}s{extra}")
     return "\n".join(lines)
 
