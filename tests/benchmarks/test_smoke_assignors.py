@@ -35,6 +35,7 @@ def test_assignors_bench_quick_runs() -> None:
         "balanced, incremental",
         "pulsar-avg, incremental",
         "round-robin, full pass",
+        "one member joins, snapshot read",
     ):
         assert expected in done.stdout, done.stdout
 
