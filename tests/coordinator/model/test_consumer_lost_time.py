@@ -12,6 +12,7 @@ nowhere all that time.
 from __future__ import annotations
 
 from groupcoord.coordinator.config import CoordinatorConfig
+from groupcoord.coordinator.model.consumer_records import record_of
 from groupcoord.coordinator.testing import Harness
 from groupcoord.v1 import groupcoord_pb2 as pb
 from tests.coordinator.model.consumer_sim import SESSION_MS, Fleet, G
@@ -31,7 +32,7 @@ def test_a_member_of_a_group_put_back_from_its_record_expires_after_its_session(
     h.runtime.lag.note(LOST_LONG_AGO_S)
     fleet.beat("a")
     fleet.beat("b")
-    record = h.model.consumer.to_record(h.group(G))  # the group as last stored
+    record = record_of(h.group(G), h.model.consumer.groups[G])  # the group as last stored, whole
     h.runtime.carry_out(h.model.roll_back(G, record))  # a write failed: back to it, sessions afresh
     member_b = fleet.members["b"].member_id
     fleet.members["b"].stop()  # its process left, but the leave was never stored
