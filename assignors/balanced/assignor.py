@@ -45,6 +45,7 @@ from groupcoord.assignors.balanced.model import LoadEstimator
 from groupcoord.assignors.balanced.optimizer import Bands, Move, PoolPlan, place_unowned, rebalance
 from groupcoord.assignors.base import Assignment, AssignmentContext, MemberInfo, TaskReplica, TaskSpec, replica_of
 from groupcoord.assignors.collector import collector_paused
+from groupcoord.assignors.group_states import GroupStates
 from groupcoord.assignors.incremental import TargetChange
 from groupcoord.assignors.snapshot import LoadSnapshot
 
@@ -82,14 +83,12 @@ class BalancedAssignor:
         self.config = config or BalancedConfig()
         self.clock = clock
         self.recheck_interval_s: float = self.config.recheck_interval_s
-        self._groups: dict[str, _GroupState] = {}
+        self._groups: GroupStates[_GroupState] = GroupStates(lambda: _GroupState(LoadEstimator(self.config.window)))
         self.last_moves: list[Move] = []
 
     # ---- state -----------------------------------------------------------------------------------
     def _group(self, group_id: str, snapshot: LoadSnapshot | None, members: Iterable[MemberInfo]) -> _GroupState:
         state = self._groups.get(group_id)
-        if state is None:
-            state = self._groups[group_id] = _GroupState(LoadEstimator(self.config.window))
         if snapshot is not None:
             state.estimator.observe(snapshot)
         state.estimator.forget({m.member_id: m for m in members})

@@ -40,6 +40,7 @@ from typing import cast
 
 from groupcoord.assignors.base import Assignment, AssignmentContext, TaskReplica
 from groupcoord.assignors.collector import collector_paused
+from groupcoord.assignors.group_states import GroupStates
 from groupcoord.assignors.incremental import TargetChange
 from groupcoord.assignors.pulsar.config import LoadBalancerConfig
 from groupcoord.assignors.pulsar.data import BundleData, LoadData
@@ -107,14 +108,12 @@ class PulsarAssignor:
         if name is not None:
             self.name = name
         self.recheck_interval_s: float = self.config.shedding_interval_s
-        self._groups: dict[str, GroupState] = {}
+        self._groups: GroupStates[GroupState] = GroupStates(GroupState)
         self.last_round = RoundStats()
 
     # ---- state ---------------------------------------------------------------------------------
     def _group(self, group_id: str) -> GroupState:
         state = self._groups.get(group_id)
-        if state is None:
-            state = self._groups[group_id] = GroupState()
         grace_start = self.clock() - self.config.grace_period_s
         for task in [t for t, at in state.recently_unloaded.items() if at < grace_start]:
             del state.recently_unloaded[task]

@@ -116,7 +116,7 @@ def test_assignor_skips_shedding_with_one_member_and_leaves_the_history_alone() 
         result = assignor.assign(ctx)
         assert sorted(r.task_id for r in result.members["solo"]) == ["t0", "t1", "t2", "t3"]
         assert assignor.last_round.unloaded == 0
-    shedder = assignor._groups["g"].pools[""].shedder
+    shedder = assignor._groups.get("g").pools[""].shedder
     assert isinstance(shedder, ThresholdShedder)
     assert shedder.broker_avg_resource_usage == {}  # never called, as doLoadShedding returns first
 
