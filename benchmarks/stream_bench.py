@@ -54,6 +54,7 @@ from groupcoord.worker.stream_tags import Nudge, NudgeKind
 P99_LIMIT_MS = 100.0
 SESSION_MS = 600_000  # members a step leaves idle stay members
 REBALANCE_MS = 120_000
+PENDING_IDS = 20_000  # member ids of the two-step join a group (and one address) may hold at once
 UNARY_JOIN_MAX = 1_000
 """Largest group the unary join runs for: past it, members heartbeat every N/250 s (40 s at 10,000), so the
 unary row would measure that interval while forming the unary fleet took minutes."""
@@ -69,8 +70,11 @@ def _serve(queue: Any, initial_delay_ms: int) -> None:
         from groupcoord.coordinator.rpc.server import start_server
         from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
 
+        # the fleet's members all join at once from one address: the anti-flood bound on member ids handed out
+        # and not yet joined (200 per address) evicted ids faster than 10,000 could use them, and it never formed
         config = CoordinatorConfig(group_initial_rebalance_delay_ms=initial_delay_ms,
-                                   group_max_session_timeout_ms=SESSION_MS)
+                                   group_max_session_timeout_ms=SESSION_MS, group_max_pending_members=PENDING_IDS,
+                                   group_max_pending_members_per_principal=PENDING_IDS)
         running = await start_server(CoordinatorRuntime(config), "127.0.0.1:0")
         queue.put(f"127.0.0.1:{running.port}")
         await asyncio.Event().wait()
