@@ -6,6 +6,7 @@ incremental result is checked for what moved (``check_moves``): a bad answer is 
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Any
 
 import pytest
@@ -154,7 +155,7 @@ def test_the_load_aware_assignors_go_incremental_and_move_only_what_must_move(
     from groupcoord.assignors.registry import get_assignor
 
     assignor = get_assignor(name)
-    monkeypatch.setattr(assignor, "_groups", {})  # the registry's instance: no other test's history for "g"
+    monkeypatch.setattr(assignor._groups, "_states", OrderedDict())  # the registry's instance: no other test's history for "g"
     calls = {"full": 0, "incremental": 0}
     full, incremental = assignor.assign, assignor.assign_incremental  # type: ignore[attr-defined]
 
@@ -199,7 +200,7 @@ def test_balanced_goes_on_incrementally_under_the_snapshot_it_read(monkeypatch: 
     from groupcoord.assignors.registry import get_assignor
 
     assignor = get_assignor("balanced")
-    monkeypatch.setattr(assignor, "_groups", {})
+    monkeypatch.setattr(assignor._groups, "_states", OrderedDict())
     answers: list[str] = []
     full, incremental = assignor.assign, assignor.assign_incremental  # type: ignore[attr-defined]
     monkeypatch.setattr(assignor, "assign", lambda context: answers.append("full") or full(context))
