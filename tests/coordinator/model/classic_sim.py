@@ -41,17 +41,13 @@ def _replicas(tasks: object) -> set[TaskReplica]:
 
 
 class ClassicFleet:
-    """``reset_on_illegal_generation``: as the stock worker (its error table's ResetNeeded row), an
-    ILLEGAL_GENERATION drops the member id and the member joins afresh. Off by default: the sim then
-    keeps its id, as Kafka's Java client does (``resetStateOnResponseError(..., false)``), because with
-    our worker's rule a converted-back group waits its whole rebalance timeout for the old ids of
-    members whose generation lags (``test_conversion``'s xfail test)."""
+    """Classic members as the stock worker drives them: on ILLEGAL_GENERATION a member joins again
+    under its member id (as Kafka's Java client, ``resetStateOnResponseError(..., false)``); only
+    UNKNOWN_MEMBER_ID makes it join afresh."""
 
-    def __init__(self, h: Harness, names: str, *, cooperative: bool = False,
-                 reset_on_illegal_generation: bool = False) -> None:
+    def __init__(self, h: Harness, names: str, *, cooperative: bool = False) -> None:
         self.h = h
         self.members = {n: ClassicMember(n, cooperative) for n in names}
-        self.reset_on_illegal_generation = reset_on_illegal_generation
 
     def join(self, name: str) -> None:
         m = self.members[name]
@@ -96,9 +92,6 @@ class ClassicFleet:
         code = self.h.heartbeat(G, m.member_id, m.generation)
         if code == pb.NONE:
             m.heard_at = self.h.clock.now()
-        elif code == pb.ILLEGAL_GENERATION and self.reset_on_illegal_generation:
-            m.stop()
-            self.join(name)
         elif code in (pb.REBALANCE_IN_PROGRESS, pb.ILLEGAL_GENERATION):
             self.join(name)
         else:
@@ -128,7 +121,7 @@ class ClassicFleet:
     def _synced(self, m: ClassicMember, response: pb.SyncGroupResponse) -> None:
         code = response.error.code
         if code != pb.NONE:
-            if code == pb.UNKNOWN_MEMBER_ID or (code == pb.ILLEGAL_GENERATION and self.reset_on_illegal_generation):
+            if code == pb.UNKNOWN_MEMBER_ID:
                 m.stop()
             else:
                 m.rejoin = True
