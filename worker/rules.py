@@ -15,6 +15,9 @@ What a row says:
   with the tasks running, heartbeating the next coordinator, and re-join only once a whole
   session passed unheard; ``stop``).
 - ``reset_member``: forget the member id and generation, and join as a new member.
+- ``forget_generation``: forget the generation only and join again under the same member id, which
+  may still be valid (Kafka's client does so on ILLEGAL_GENERATION, so the group does not wait its
+  rebalance timeout for an id nobody will use again).
 - ``rediscover``: the transport has already been told (``worker.lookup``): it follows the hint, or
   asks FindCoordinator again before the next call; COORDINATOR_LOAD_IN_PROGRESS keeps the address.
 - ``tasks_lost``: what this worker runs may be someone else's now (``on_lost``, not a clean revoke):
@@ -57,6 +60,7 @@ class ErrorRule:
     retry: Retry
     stable: StableAction
     reset_member: bool = False
+    forget_generation: bool = False
     rediscover: bool = False
     tasks_lost: str = ""
     """"" (a clean revoke), "cooperative" or "always"."""
@@ -74,6 +78,8 @@ ERROR_RULES: tuple[ErrorRule, ...] = (
     ErrorRule(errors.RebalanceNeeded, "fail", Retry.AT_ONCE, StableAction.REJOIN),
     ErrorRule(errors.MemberIdRequiredError, "fail", Retry.AT_ONCE, StableAction.REJOIN,
               note="joins again with the member id the answer carries"),
+    ErrorRule(errors.IllegalGenerationError, "fail", Retry.AT_ONCE, StableAction.REJOIN, forget_generation=True,
+              tasks_lost="cooperative", note="joins again under its member id, which may still be valid"),
     ErrorRule(errors.ResetNeeded, "fail", Retry.AT_ONCE, StableAction.REJOIN, reset_member=True,
               tasks_lost="cooperative"),
     ErrorRule(errors.CoordinatorMovedError, "fail", Retry.BACKOFF, StableAction.KEEP, rediscover=True,
@@ -138,7 +144,7 @@ def error_table_markdown() -> str:
             f"`{rule.joining}`" + (", next coordinator" if rule.rediscover else ""),
             rule.retry.value,
             _STABLE_TEXT[rule.stable],
-            "reset" if rule.reset_member else "kept",
+            "reset" if rule.reset_member else "kept, generation reset" if rule.forget_generation else "kept",
             _LOST_TEXT[rule.tasks_lost] + ("" if rule.leaves else ", no LeaveGroup"),
             rule.note,
         ]) + " |")

@@ -89,6 +89,8 @@ class Membership:
         lose = False
         if rule is not None and rule.reset_member:
             lose = self.reset(failure)
+        elif rule is not None and rule.forget_generation:
+            lose = self.forget_generation(failure)
         elif isinstance(failure, errors.MemberIdRequiredError) and failure.member_id:
             self.member_id = failure.member_id  # asked twice in a row: join with the newest id
         return rule, lose
@@ -97,6 +99,14 @@ class Membership:
         """The coordinator forgot us (or our generation). True when the tasks are lost (cooperative)."""
         log.info("%s: %s: resetting member id and generation", self.config.client_id, why)
         self.member_id = ""
+        self.generation = -1
+        return self.cooperative()
+
+    def forget_generation(self, why: BaseException) -> bool:
+        """Our generation is stale but our member id may still be valid: join again under it (as
+        Kafka's client does). True when the tasks are lost (cooperative: they may be reassigned)."""
+        log.info("%s: %s: resetting the generation, keeping member id %s", self.config.client_id, why,
+                 self.member_id)
         self.generation = -1
         return self.cooperative()
 
@@ -127,7 +137,8 @@ class Membership:
         if rule.stable is StableAction.STOP:
             return HeartbeatVerdict(StableAction.STOP, rule=rule)
         log.info("%s: heartbeat: %s; re-joining", self.config.client_id, failure)
-        lose = self.reset(failure) if rule.reset_member else False
+        lose = (self.reset(failure) if rule.reset_member
+                else self.forget_generation(failure) if rule.forget_generation else False)
         return HeartbeatVerdict(StableAction.REJOIN, lose_tasks=lose, rule=rule)
 
     # ------------------------------------------------------------------ the clock

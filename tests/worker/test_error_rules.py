@@ -37,28 +37,30 @@ def test_the_rows_fire_only_triggers_of_the_state_table_and_no_row_is_shadowed()
     assert all(rule.fatal == (rule.joining == "stop") for rule in ERROR_RULES)
 
 
-@pytest.mark.parametrize(("error", "at_once", "fatal", "reset"), [
-    (errors.RebalanceInProgressError(), True, False, False),
-    (errors.MemberIdRequiredError(member_id="m-2"), True, False, False),
-    (errors.UnknownMemberIdError(), True, False, True),
-    (errors.IllegalGenerationError(), True, False, True),
-    (errors.NotCoordinatorError(coordinator_hint="h:1"), False, False, False),
-    (errors.CoordinatorNotAvailableError(), False, False, False),
-    (errors.CoordinatorLoadInProgressError(), False, False, False),
-    (errors.InvalidAssignmentError(), False, False, False),
-    (errors.FencedInstanceIdError(), False, True, False),
-    (errors.InconsistentGroupProtocolError(), False, True, False),
-    (errors.NotAuthorizedError(), False, True, False),
+@pytest.mark.parametrize(("error", "at_once", "fatal", "forgets"), [
+    (errors.RebalanceInProgressError(), True, False, ""),
+    (errors.MemberIdRequiredError(member_id="m-2"), True, False, ""),
+    (errors.UnknownMemberIdError(), True, False, "member"),
+    (errors.IllegalGenerationError(), True, False, "generation"),
+    (errors.NotCoordinatorError(coordinator_hint="h:1"), False, False, ""),
+    (errors.CoordinatorNotAvailableError(), False, False, ""),
+    (errors.CoordinatorLoadInProgressError(), False, False, ""),
+    (errors.InvalidAssignmentError(), False, False, ""),
+    (errors.FencedInstanceIdError(), False, True, ""),
+    (errors.InconsistentGroupProtocolError(), False, True, ""),
+    (errors.NotAuthorizedError(), False, True, ""),
 ])
-def test_what_a_failed_join_does(error: errors.GroupCoordError, at_once: bool, fatal: bool, reset: bool) -> None:
+def test_what_a_failed_join_does(error: errors.GroupCoordError, at_once: bool, fatal: bool, forgets: str) -> None:
+    """``forgets``: "member" (id and generation), "generation" (the id kept, as Kafka's client on
+    ILLEGAL_GENERATION) or nothing."""
     session = Membership(WorkerConfig(group_id="g", coordinators="h:1", rebalance_protocol="cooperative"),
                          lambda: 0.0)
     session.member_id, session.generation = "m-1", 4
     rule, lose = session.join_failed(error)
     assert rule is not None and (rule.retry is Retry.AT_ONCE) == at_once and rule.fatal == fatal
     assert retried(error) == (not fatal)
-    assert (session.member_id == "", session.generation == -1) == (reset, reset)
-    assert lose == reset  # cooperative: after a reset what runs may be someone else's
+    assert (session.member_id == "", session.generation == -1) == (forgets == "member", forgets != "")
+    assert lose == (forgets != "")  # cooperative: after a reset what runs may be someone else's
     if isinstance(error, errors.MemberIdRequiredError):
         assert session.member_id == "m-2"
 

@@ -2,7 +2,8 @@
 worker does: JoinGroup (with the MEMBER_ID_REQUIRED step), SyncGroup, heartbeats; an eager member
 stops everything before it joins, a cooperative one runs on and reports what it runs, stops what an
 assignment drops and re-joins at once; REBALANCE_IN_PROGRESS or ILLEGAL_GENERATION make it re-join,
-UNKNOWN_MEMBER_ID stop everything and join afresh. A leader assigns by keeping what each member owns
+UNKNOWN_MEMBER_ID stop everything and join afresh; a session with no answer stops its tasks and
+re-joins under the same member id. A leader assigns by keeping what each member owns
 and dealing out the rest. ``running`` is what each really runs."""
 
 from __future__ import annotations
@@ -40,6 +41,10 @@ def _replicas(tasks: object) -> set[TaskReplica]:
 
 
 class ClassicFleet:
+    """Classic members as the stock worker drives them: on ILLEGAL_GENERATION a member joins again
+    under its member id (as Kafka's Java client, ``resetStateOnResponseError(..., false)``); only
+    UNKNOWN_MEMBER_ID makes it join afresh."""
+
     def __init__(self, h: Harness, names: str, *, cooperative: bool = False) -> None:
         self.h = h
         self.members = {n: ClassicMember(n, cooperative) for n in names}
@@ -141,10 +146,14 @@ class ClassicFleet:
                                                           for t in sorted(tasks)]) for mid, tasks in mine.items()]
 
     def expire_silent(self) -> None:
+        """As the stock worker's ``_lose_if_unconfirmed`` (worker/member.py): a member that has heard
+        nothing for a session stops its tasks and re-joins with the member id it has (the coordinator
+        may still count it); only an UNKNOWN_MEMBER_ID answer then makes it join afresh. A member
+        running nothing just heartbeats on."""
         now = self.h.clock.now()
         for m in self.members.values():
-            if m.in_group and now >= m.heard_at + SESSION_MS / 1000:
-                m.stop()
+            if m.in_group and m.running and now >= m.heard_at + SESSION_MS / 1000:
+                m.running, m.rejoin = set(), True
 
     def running(self) -> dict[str, set[TaskReplica]]:
         return {n: set(m.running) for n, m in self.members.items() if m.running}
