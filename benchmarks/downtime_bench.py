@@ -1,4 +1,5 @@
-"""Task downtime: a rolling restart and a scale-out, eager vs cooperative vs cooperative + static.
+"""Task downtime: a rolling restart and a scale-out, eager vs cooperative vs cooperative + static (classic
+protocol) vs consumer protocol, with static instance ids too.
 
     python benchmarks/downtime_bench.py [--quick] [--heartbeat-interval-ms N]
 
@@ -6,7 +7,10 @@ Real processes: the coordinator (``groupcoord serve``, in-memory store) in its
 own process, and ``groupcoord worker`` processes whose JSON lines (read by one
 thread per worker, to the last line after exit) form an ownership log of
 (time, member, generation, task, start|stop). Every row uses the ``sticky``
-assignor, so only the rebalance protocol and static membership differ:
+assignor, so only the protocol and static membership differ. The consumer protocol's rows run
+``groupcoord worker --protocol consumer`` (the coordinator assigns, sticky, and sets the heartbeat
+interval: the coordinator is given the workers' interval); its static row gives each worker an
+instance id, so a SIGTERMed worker leaves with epoch -2 and its tasks wait for its next process:
 
 - rolling restart: N workers, each in turn SIGTERMed, waited for, started again
   (same name, same instance id in the static row); the next one only once the
@@ -19,7 +23,8 @@ every task running (T0) and the end of the scenario (T1): task-seconds not
 running (a task is down from its stop event to its next start event anywhere;
 the "+warm-up" column adds WARMUP_S to each start, for tasks that take time to be
 up), tasks moved (started on a worker other than the one that ran it last),
-rebalances (generation at T1 minus at T0, from DescribeGroup), double ownership
+rebalances (generation at T1 minus at T0, from DescribeGroup; the consumer
+protocol's group epoch), double ownership
 (a task started while another worker still ran it; must be 0, checked over the
 whole log), the worst single outage, and wall time T0..T1. Exit 1 on double
 ownership or a scenario that did not settle in time.
@@ -52,7 +57,9 @@ GROUP = "downtime"
 # the group at each rebalance, so this is where it pays.
 WARMUP_S = 1.0
 SCENARIOS = ("rolling restart", "scale-out")
-ROWS = (("eager", "eager", False), ("cooperative", "cooperative", False), ("cooperative + static", "cooperative", True))
+CONSUMER = "consumer"  # a row's protocol: a classic rebalance protocol (eager, cooperative) or the consumer protocol
+ROWS = (("eager", "eager", False), ("cooperative", "cooperative", False), ("cooperative + static", "cooperative", True),
+        ("consumer", CONSUMER, False), ("consumer + static", CONSUMER, True))
 
 
 @dataclass(frozen=True)
@@ -139,9 +146,10 @@ class Worker:
         self.name, self.log = name, log
         self.signalled = False
         command = [sys.executable, "-m", "groupcoord.cli", "--log-level", s.log_level, "worker", "--group", GROUP,
-                   "--coordinator", address, "--name", name, "--assignor", "sticky", "--rebalance-protocol", protocol,
+                   "--coordinator", address, "--name", name, "--assignor", "sticky",
                    "--session-timeout-ms", str(s.session_ms), "--heartbeat-interval-ms", str(s.heartbeat_ms),
                    "--rebalance-timeout-ms", str(s.rebalance_ms)]
+        command += ["--protocol", CONSUMER] if protocol == CONSUMER else ["--rebalance-protocol", protocol]
         if static:
             command += ["--instance-id", name]
         self.stderr_path = s.tmp / f"{name}-{time.monotonic_ns()}.err"
@@ -238,9 +246,12 @@ def start_coordinator(s: Settings) -> tuple[subprocess.Popen[bytes], str]:
     """``groupcoord serve`` on a free loopback port, in its own process (its CPU apart from ours)."""
     data = Path(tempfile.mkdtemp(prefix="coordinator-", dir=s.tmp))
     err = data / "serve.err"
+    config = data / "coordinator.toml"  # consumer-protocol members heartbeat at the interval it sets: the workers'
+    config.write_text(f"[coordinator]\nconsumer_heartbeat_interval_ms = {s.heartbeat_ms}\n")
     with open(err, "w") as stderr:
         proc = subprocess.Popen([sys.executable, "-m", "groupcoord.cli", "serve", "--listen", "127.0.0.1:0",
-                                 "--store", "memory", "--data-dir", str(data), "--initial-rebalance-delay-ms", "1000"],
+                                 "--config", str(config), "--store", "memory", "--data-dir", str(data),
+                                 "--initial-rebalance-delay-ms", "1000"],
                                 stdout=subprocess.DEVNULL, stderr=stderr, env=s.env)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and proc.poll() is None:
@@ -263,6 +274,11 @@ def settled(tasks: list[str], names: list[str], log: OwnershipLog, replaced: dic
                 and all(ids[n] != old for n, old in (replaced or {}).items())
                 and (not every_member_busy or all(m.assigned for m in d.members)) and log.matches(assigned))
     return check
+
+
+def epoch_of(d: pb.DescribeGroupResponse) -> int:
+    """The classic generation, or the consumer group's epoch (one per change of membership)."""
+    return int(d.group_epoch) if d.group_type == CONSUMER else int(d.generation)
 
 
 def run_row(scenario: str, row: str, protocol: str, static: bool, s: Settings, dump: Path | None) -> Result:
@@ -301,7 +317,7 @@ def run_row(scenario: str, row: str, protocol: str, static: bool, s: Settings, d
             workers.update({n: Worker(n, address, protocol, static, s, log) for n in every if n not in workers})
             after = wait(settled(tasks, every, log, every_member_busy=True), "scaling out")
         t1 = time.time()
-        result.rebalances = after.generation - before.generation
+        result.rebalances = epoch_of(after) - epoch_of(before)
         result.wall = t1 - t0
     except (TimeoutError, RuntimeError) as error:
         result.error = str(error)
@@ -371,6 +387,13 @@ def report(results: list[Result], s: Settings, scale_from: int) -> bool:
                 verdict = "met" if ratio >= 10 else "NOT met"
                 print(f"target (cooperative + static >= 10x less downtime than eager), {scenario}, {label}: "
                       f"{verdict} ({ratio:.{1 if ratio >= 1 else 2}f}x)")
+    for scenario in SCENARIOS:  # issue 34: the classic protocol's best against the consumer protocol's
+        by_row = {r.row: r for r in results if r.scenario == scenario and not r.error}
+        if "cooperative + static" in by_row and "consumer + static" in by_row:
+            classic, consumer = by_row["cooperative + static"], by_row["consumer + static"]
+            print(f"{scenario}: consumer + static {consumer.downtime:.1f} task-s down ({consumer.downtime_warm:.1f} "
+                  f"with warm-up), {consumer.moved} moved, {consumer.wall:.1f} s; cooperative + static "
+                  f"{classic.downtime:.1f} ({classic.downtime_warm:.1f}), {classic.moved} moved, {classic.wall:.1f} s")
     for r in results:
         for line in r.double[:5]:
             print(f"DOUBLE OWNERSHIP ({r.scenario}, {r.row}): {line}")

@@ -157,8 +157,9 @@ class ConsumerMember(MemberEnd):
             log.info("%s: request_rebalance() does nothing in the consumer protocol: the coordinator moves "
                      "tasks as members come and go", self.config.client_id)
         if session.session_over(bool(self.tasks.assigned)):
-            log.warning("%s: no answer from the coordinator for %.1fs (session %.1fs): tasks lost, joining again",
-                        self.config.client_id, self._now() - session.last_ok, session.session_s)
+            log.warning("%s: no answer from the coordinator for %.1fs (session %.1fs, rebalance timeout %.1fs): "
+                        "tasks lost, joining again", self.config.client_id, self._now() - session.last_ok,
+                        session.session_s, self.config.rebalance_timeout_ms / 1000)
             yield from self._start_over()
             return
         owned = frozenset(self.tasks.assigned)
@@ -237,8 +238,8 @@ class ConsumerMember(MemberEnd):
         """-1 (dynamic, or asked to leave), -2 (a static member going for a while), or nothing (not joined,
         a dynamic member asked to stay, or a fatal row that forbids it)."""
         session = self.session
-        if not session.member_id or session.epoch <= 0 or not self._may_leave:
-            return
+        if not session.member_id or not self._may_leave:
+            return  # a member id is enough: mid-join (epoch 0, no target yet or rejoining) the coordinator holds it
         if self.leave_on_close:
             epoch = LEAVE_EPOCH
         elif self.config.instance_id:
@@ -249,5 +250,8 @@ class ConsumerMember(MemberEnd):
             log.info("%s: %s group %s", self.config.client_id,
                      "left" if epoch == LEAVE_EPOCH else f"static member {self.config.instance_id} away from",
                      self.config.group_id)
+        else:  # best effort, as Kafka's: the coordinator ends our place when our session does
+            log.warning("%s: the leave was not taken; the coordinator keeps our place (and instance id %r) until "
+                        "our session ends", self.config.client_id, self.config.instance_id)
         self.leading.drop()
         session.forget()

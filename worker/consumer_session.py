@@ -63,6 +63,14 @@ class ConsumerSession:
     def session_s(self) -> float:
         return self.config.session_timeout_ms / 1000
 
+    @property
+    def hold_s(self) -> float:
+        """How long our tasks are ours unheard: the session, or the rebalance timeout when shorter (the
+        coordinator hands on tasks it asked us to give up once that passes, and it may have asked in an
+        answer we never got). 0 (the coordinator's default) adds no bound."""
+        rebalance_s = self.config.rebalance_timeout_ms / 1000
+        return min(self.session_s, rebalance_s) if rebalance_s > 0 else self.session_s
+
     # ------------------------------------------------------------------ answers
 
     def answered(self, response: pb.GroupHeartbeatResponse, sent: float, owned_sent: Owned | None) -> None:
@@ -73,7 +81,7 @@ class ConsumerSession:
         self.member_id = response.member_id or self.member_id
         self.epoch = response.member_epoch
         if response.heartbeat_interval_ms > 0:
-            self.interval_s = min(response.heartbeat_interval_ms / 1000, self.session_s / 2)
+            self.interval_s = min(response.heartbeat_interval_ms / 1000, self.hold_s / 2)
         if owned_sent is not None:
             self.heard = owned_sent
 
@@ -101,11 +109,13 @@ class ConsumerSession:
         return self.session_s - (self._now() - self.last_ok)
 
     def tasks_left(self) -> float:
-        """Seconds our tasks may still run unheard: the session left, less the margin for our own late
-        wake-up (``worker.give_up.give_up_margin``, with the interval at most a fifth of the session)."""
-        margin = give_up_margin(session_timeout_s=self.session_s,
-                                heartbeat_interval_s=min(self.interval_s, self.session_s / 5))
-        return self.session_left() - margin
+        """Seconds our tasks may still run unheard: ``hold_s`` since the coordinator last answered us, less
+        the margin for our own late wake-up (``worker.give_up.give_up_margin``, with the interval at most a
+        fifth of ``hold_s``). The coordinator's deadlines (session, revocation) start at a request it
+        answered, so they end after this one."""
+        hold_s = self.hold_s
+        margin = give_up_margin(session_timeout_s=hold_s, heartbeat_interval_s=min(self.interval_s, hold_s / 5))
+        return hold_s - (self._now() - self.last_ok) - margin
 
     def session_over(self, running: bool) -> bool:
         """True when what runs must be given up now: the coordinator may have removed us."""
@@ -125,7 +135,7 @@ class ConsumerSession:
     def call_timeout(self, running: bool) -> float:
         """Deadline of one GroupHeartbeat: the request timeout, at most half the session, and while tasks
         run never past the moment they must be given up (the next tick then gives them up)."""
-        cap = min(self.config.request_timeout_ms / 1000, self.session_s / 2)
+        cap = min(self.config.request_timeout_ms / 1000, self.hold_s / 2)
         if running:
             cap = min(cap, self.tasks_left())
         return max(0.1, cap)

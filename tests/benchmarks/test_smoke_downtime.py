@@ -1,5 +1,6 @@
 """The task-downtime benchmark runs end to end at smoke size: real worker processes, both scenarios,
-all three rows, and an ownership log with no task on two workers at once (the script exits 1 otherwise)."""
+every row (the classic protocol's three, the consumer protocol's two), and an ownership log with no task
+on two workers at once (the script exits 1 otherwise)."""
 
 from __future__ import annotations
 
@@ -17,11 +18,13 @@ def test_downtime_bench_quick_prints_every_row(cli_env: dict[str, str]) -> None:
     # a 1 s heartbeat: each rebalance waits for heartbeats, and this keeps the run well under a minute
     done = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "downtime_bench.py"), "--quick", "--heartbeat-interval-ms", "1000"],
-        check=False, cwd=ROOT, capture_output=True, text=True, timeout=150, env=cli_env,
+        check=False, cwd=ROOT, capture_output=True, text=True, timeout=420, env=cli_env,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     for scenario in ("rolling restart", "scale-out"):
         rows = [line for line in done.stdout.splitlines() if line.startswith(scenario + " ")]
-        assert [row[16:38].strip() for row in rows] == ["eager", "cooperative", "cooperative + static"], rows
+        assert [row[16:38].strip() for row in rows] == ["eager", "cooperative", "cooperative + static", "consumer",
+                                                        "consumer + static"], rows
     assert "FAILED" not in done.stdout and "DOUBLE OWNERSHIP" not in done.stdout
     assert "target (cooperative + static >= 10x less downtime than eager), rolling restart, instant tasks:" in done.stdout
+    assert "rolling restart: consumer + static " in done.stdout

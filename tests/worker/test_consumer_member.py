@@ -22,7 +22,7 @@ from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.worker.config import WorkerConfig
 from groupcoord.worker.consumer_member import ConsumerMember
-from groupcoord.worker.effects import Call, Deliver, Effect, Joined, Sleep, advance
+from groupcoord.worker.effects import Call, Deliver, Effect, Joined, Sleep, WorkerClosedError, advance
 from groupcoord.worker.states import WorkerState
 from tests.cli.test_parser import _outcome
 from tests.worker.member_drivers import DRIVERS, Driven
@@ -253,6 +253,52 @@ def a_static_member_closing_leaves_for_a_while_with_minus_2(clock: Clock) -> Non
     assert leave.request.instance_id == "i-1"  # type: ignore[attr-defined]
 
 
+def a_static_member_closing_mid_join_still_leaves_with_minus_2(clock: Clock) -> None:
+    """Joined at epoch 0 (its group's first target not computed yet), or back at epoch 0 after a fence: the
+    coordinator holds its instance id all the same, so it must leave, or its next process is refused
+    UNRELEASED_INSTANCE_ID until this one's session ends (the downtime bench's static restart)."""
+    for fenced in (False, True):
+        member = ConsumerMember(config(instance_id="i-1"), monotonic=clock)
+        member.machine.fire("start")
+        walk = Walk(member, member.run())
+        walk.to_call()
+        walk.answer(answer(0 if not fenced else 1, () if not fenced else T))
+        if fenced:
+            walk.to_call()
+            walk.fail(errors.FencedMemberEpochError("member epoch 1 is not m-1's (2)"))
+            assert walk.to_call().request.member_epoch == 0  # type: ignore[attr-defined]
+        member.closing = True  # the driver aborts the call in flight, if one is
+        while walk.effect is not None:
+            if isinstance(walk.effect, Call):
+                walk.fail(WorkerClosedError("closed during a request"))
+            else:
+                walk.answer(True if isinstance(walk.effect, Deliver) else None)
+        end = Walk(member, member.shutdown())
+        leave = end.to_call()
+        assert leave.method == "group_leave" and leave.request.member_epoch == -2  # type: ignore[attr-defined]
+        assert leave.request.member_id == "m-1" and leave.request.instance_id == "i-1"  # type: ignore[attr-defined]
+        assert end.answer(False) is None and member.machine.state is WorkerState.DOWN  # refused: logged, stopped
+
+
+def a_member_cut_off_stops_its_tasks_within_its_rebalance_timeout_when_shorter(clock: Clock) -> None:
+    """Rebalance timeout 3 s < session 10 s: the coordinator hands on tasks it asked this member to give up
+    3 s after the heartbeat that asked (``c-revoke``), and that answer may be the one that never came. The
+    member counts from the send of its last answered heartbeat, which the coordinator received after: it
+    must have stopped everything before 3 s have passed since then."""
+    walk = running_member(clock, session_timeout_ms=10_000, rebalance_timeout_ms=3_000)
+    last_answered = clock.now  # running_member's ack, answered at once
+    while not (isinstance(walk.effect, Deliver) and walk.effect.notice.kind == "lost"):
+        assert clock.now - last_answered < 3.0, "still running its tasks when the coordinator hands them on"
+        if isinstance(walk.effect, Sleep):
+            clock.now += walk.effect.seconds
+            walk.answer()
+        else:
+            assert isinstance(walk.effect, Call)
+            clock.now += walk.effect.timeout  # cut off: every call times out
+            walk.fail(errors.CoordinatorNotAvailableError("deadline exceeded"))
+    assert 2.0 <= clock.now - last_answered < 3.0 and walk.member.tasks.assigned == ()
+
+
 def a_listener_that_hangs_makes_the_member_leave_and_join_as_a_new_one(clock: Clock) -> None:
     walk = running_member(clock)
     walk.to_call()
@@ -284,6 +330,8 @@ CORE_ROWS: list[Callable[..., None]] = [
     an_unreachable_coordinator_is_tried_again_within_a_heartbeat_interval,
     closing_revokes_then_leaves_with_minus_1,
     a_static_member_closing_leaves_for_a_while_with_minus_2,
+    a_static_member_closing_mid_join_still_leaves_with_minus_2,
+    a_member_cut_off_stops_its_tasks_within_its_rebalance_timeout_when_shorter,
     a_listener_that_hangs_makes_the_member_leave_and_join_as_a_new_one,
     a_rebalance_request_changes_nothing,
 ]
