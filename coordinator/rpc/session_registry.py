@@ -60,6 +60,7 @@ class SessionRegistry:
         self._by_group: dict[str, set[str]] = {}  # group id -> member ids some stream carries
         self._rebalance_told: set[str] = set()  # groups whose current rebalance was told
         self._target_told: dict[str, int] = {}  # group id -> consumer target epoch told
+        self._caught_up: dict[MemberKey, int] = {}  # member -> target epoch it was told on arriving
         self.stopping = False
         try:
             self.metrics = SessionMetrics(router.metrics.registry)
@@ -124,6 +125,7 @@ class SessionRegistry:
         if consumer is not None:
             for news in consumer_news(consumer, [key[1]]):
                 stream.push(news)
+                self._caught_up[key] = consumer.target_epoch  # its landing tells the others, not it again
 
     def drop(self, key: MemberKey, stream: StreamHandle) -> None:
         if self._carrier.get(key) is stream:
@@ -131,6 +133,7 @@ class SessionRegistry:
 
     def _drop(self, key: MemberKey) -> None:
         del self._carrier[key]
+        self._caught_up.pop(key, None)
         self.figures.members = len(self._carrier)
         members = self._by_group.get(key[0])
         if members is not None:
@@ -161,7 +164,8 @@ class SessionRegistry:
             consumer = runtime.model.consumer.groups.get(group_id)
             if consumer is not None and self._target_told.get(group_id) != consumer.target_epoch:
                 self._target_told[group_id] = consumer.target_epoch
-                told.extend(consumer_news(consumer, members))
+                told.extend(news for news in consumer_news(consumer, members)
+                            if self._caught_up.pop((group_id, news.member_id), None) != consumer.target_epoch)
             for news in told:
                 carrier = self._carrier.get((group_id, news.member_id))
                 if carrier is not None:

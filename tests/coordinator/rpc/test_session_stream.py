@@ -195,7 +195,9 @@ def test_consumer_members_hear_their_new_assignment_and_what_to_give_up(coordina
     joined = session.ask("group_heartbeat", pb.GroupHeartbeatRequest(group_id="c", member_epoch=0, client_id="a"))
     assert joined.error.code == pb.NONE
     settled()
-    [changed] = session.news(1)  # its first target: told at once, not at its next heartbeat
+    told = session.news(1)
+    assert len(told) == 1, told
+    [changed] = told  # its first target: told at once, not at its next heartbeat
     assert (changed.member_id, changed.WhichOneof("news")) == (joined.member_id, "assignment_changed")
     assert changed.assignment_changed.member_epoch >= joined.member_epoch
     got = session.ask("group_heartbeat", pb.GroupHeartbeatRequest(group_id="c", member_id=joined.member_id,
