@@ -16,6 +16,7 @@ from tests.chaos.schedule import FaultSpec, Round
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # real processes behind a black-holing proxy: 17-23 s (the member rules' scenario rows cover the rule)
 def test_a_worker_partitioned_past_its_session_stops_before_its_tasks_move(tmp_path: Path) -> None:
     timing = Timing()
     env = SqliteEnv(tmp_path, timing, groups=2, slots=3, tasks_per_group=6, rng=random.Random(0))

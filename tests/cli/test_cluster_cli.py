@@ -79,6 +79,7 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # three coordinator processes on ZooKeeper, one killed: 26 s of make test's 229 s
 def test_groups_of_every_coordinator_are_listed_and_a_dead_one_is_named(
         cluster: Cluster, cli_env: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
     a, b = cluster.start(), cluster.start()

@@ -91,6 +91,7 @@ def test_a_rolling_restart_of_static_workers_keeps_generation_and_assignment(
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # the static restart stays in make test; this one's contrast costs 18-26 s
 def test_the_same_restart_with_dynamic_workers_rebalances(server: ServerThread, cli_env: dict[str, str],
                                                          tmp_path: Path) -> None:
     before, after, _ = rolling_restart(server, cli_env, tmp_path, "dynamic-roll", static=False)

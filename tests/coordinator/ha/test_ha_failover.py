@@ -231,6 +231,7 @@ _NO_ANSWER = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # a SIGSTOP past the ZooKeeper session: 18-21 s
 @pytest.mark.zookeeper
 def test_paused_active_resumes_as_standby(ha_cluster: HaCluster) -> None:
     cluster = ha_cluster

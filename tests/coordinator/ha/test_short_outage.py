@@ -55,7 +55,7 @@ def go_and_serve(prewarmed: Prewarmed, port: int) -> subprocess.Popen[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("share", [0.5, 0.8])
+@pytest.mark.parametrize("share", [0.5, pytest.param(0.8, marks=pytest.mark.heavy)])  # 0.8: the same shape, 23 s
 def test_an_outage_shorter_than_the_session_costs_nothing(share: float, tmp_path: Path,
                                                           cli_env: dict[str, str]) -> None:
     port = free_port()
