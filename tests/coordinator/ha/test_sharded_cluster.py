@@ -94,6 +94,7 @@ def test_shards_spread_and_a_joiner_takes_its_share_without_a_rebalance(cluster:
     assert "hands over shards" in cluster.log_of(a) + cluster.log_of(b)
 
 
+@pytest.mark.heavy  # three coordinator processes on ZooKeeper, one killed: 13-18 s
 def test_a_killed_coordinators_shards_go_to_the_others_and_only_theirs_move(cluster: Cluster) -> None:
     a, b, c = cluster.start(), cluster.start(), cluster.start()
     before = cluster.wait_balanced([a, b, c])

@@ -62,6 +62,7 @@ def flood_body(megabytes: int) -> bytes:
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # 24 MiB bodies by the dozen: 14 s of CPU
 def test_an_unauthenticated_flood_of_24_mib_bodies_costs_no_memory_and_no_admin_latency(
         tmp_path: Path, cli_env: dict[str, str]) -> None:
     tokens = Tokens(tmp_path)

@@ -275,6 +275,7 @@ class FuzzedWire(RuleBasedStateMachine):
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # hypothesis over a live server: 29-31 s of CPU (test_session_fuzz stays in make test)
 def test_fuzzed_requests_and_sequences_keep_every_rule(live: ServerThread) -> None:
     FuzzedWire.server = live
     run_state_machine_as_test(FuzzedWire, settings=PROFILE)

@@ -62,6 +62,7 @@ class GatedRecorder(Recorder):
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # coordinator and worker processes killed and started again: 15-21 s
 def test_kill_9_in_stable_and_mid_rebalance_loses_nothing(tmp_path: Path, cli_env: dict[str, str]) -> None:
     port = free_port()
     address = f"127.0.0.1:{port}"
