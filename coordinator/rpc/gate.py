@@ -29,7 +29,7 @@ import grpc
 from groupcoord.coordinator.auth.guard import Guard
 from groupcoord.coordinator.config import CoordinatorConfig
 
-__all__ = ["MAX_FIND_COORDINATOR_GROUPS", "gated", "leading_group_id", "read_varint", "request_bounds"]
+__all__ = ["MAX_FIND_COORDINATOR_GROUPS", "gated", "leading_group_id", "read_varint", "request_bounds", "write_varint"]
 
 MAX_FIND_COORDINATOR_GROUPS = 1_000
 """Group ids one FindCoordinator may ask about (the proto says so too)."""
@@ -48,6 +48,16 @@ def request_bounds(config: CoordinatorConfig) -> dict[str, int]:
         admin + "PublishLoadSnapshot": config.max_snapshot_bytes + _SLACK,
         admin + "DescribeCluster": _SLACK,
     }
+
+
+def write_varint(value: int) -> bytes:
+    """``value`` (not negative) as a protobuf varint: the envelope and the batches frame bytes by hand."""
+    out = bytearray()
+    while value > 0x7F:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
 
 
 def read_varint(data: bytes, at: int) -> tuple[int, int]:

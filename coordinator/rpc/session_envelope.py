@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 from google.protobuf.message import Message
 
-from groupcoord.coordinator.rpc.gate import leading_group_id, read_varint
+from groupcoord.coordinator.rpc.gate import leading_group_id, read_varint, write_varint
 from groupcoord.v1 import groupcoord_pb2 as pb
 
 __all__ = ["BATCH_METADATA", "BODIES", "MAX_BATCH", "Body", "Peek", "SESSION_METHOD", "batch_refusal", "frame",
@@ -60,18 +60,9 @@ def _bodies() -> dict[int, Body]:
 BODIES: dict[int, Body] = _bodies()
 
 
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def frame(tag: int, number: int, body: bytes) -> bytes:
     """A SessionResponse carrying ``body`` (a serialised answer) in field ``number``, under ``tag``."""
-    head = (b"\x08" + _varint(tag) if tag else b"") + _varint(number << 3 | 2) + _varint(len(body))
+    head = (b"\x08" + write_varint(tag) if tag else b"") + write_varint(number << 3 | 2) + write_varint(len(body))
     return head + body
 
 

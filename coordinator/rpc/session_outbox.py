@@ -18,6 +18,7 @@ import asyncio
 from collections import deque
 from collections.abc import Awaitable, Callable
 
+from groupcoord.coordinator.rpc.gate import write_varint
 from groupcoord.coordinator.rpc.session_metrics import SessionFigures
 
 __all__ = ["BATCH_BYTES", "BATCH_KEY", "SessionOutbox", "batch_of"]
@@ -27,18 +28,9 @@ BATCH_BYTES = 192 * 1024
 BATCH_KEY = b"\xf2\x01"  # field 30 (``batch``), wire type 2: varint(30 << 3 | 2)
 
 
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def batch_of(frames: list[bytes]) -> bytes:
     """One ``SessionResponse`` carrying ``frames`` (each a serialised ``SessionResponse``) in its ``batch``."""
-    return b"".join(BATCH_KEY + _varint(len(data)) + data for data in frames)
+    return b"".join(BATCH_KEY + write_varint(len(data)) + data for data in frames)
 
 
 class SessionOutbox:
