@@ -30,7 +30,7 @@ from typing import Protocol, runtime_checkable
 
 from groupcoord.assignors.base import MemberInfo, TaskReplica
 
-__all__ = ["IncrementalAssignor", "TargetChange", "rebalance_counts"]
+__all__ = ["IncrementalAssignor", "PlainSplit", "TargetChange", "plain_split", "rebalance_counts"]
 
 Target = dict[str, frozenset[TaskReplica]]
 
@@ -72,6 +72,40 @@ class IncrementalAssignor(Protocol):
     name: str
 
     def assign_incremental(self, change: TargetChange) -> Mapping[str, frozenset[TaskReplica]] | None: ...
+
+
+@dataclass
+class PlainSplit:
+    """A change of plain tasks read from the previous target: what each default-pool member keeps (in
+    member id order), the pooled members (which run none of a default-pool catalog) and the replicas
+    nobody keeps, sorted."""
+
+    kept: dict[str, frozenset[TaskReplica]]
+    pooled: list[str]
+    unowned: list[TaskReplica]
+
+
+def plain_split(change: TargetChange) -> PlainSplit | None:
+    """``None`` when the change is not of plain tasks, no member is in the default pool, or the
+    previous target does not account for every replica of the catalog."""
+    if not change.plain:
+        return None
+    removed = change.removed
+    unowned = set(change.homeless - removed)
+    kept: dict[str, frozenset[TaskReplica]] = {}
+    pooled: list[str] = []
+    for member in sorted(change.members, key=lambda m: m.member_id):
+        had = change.previous.get(member.member_id, frozenset())
+        if removed and not removed.isdisjoint(had):
+            had = had - removed
+        if member.pool:  # the catalog is all in the default pool: a pooled member runs none of it
+            unowned |= had
+            pooled.append(member.member_id)
+        else:
+            kept[member.member_id] = had
+    if not kept or sum(map(len, kept.values())) + len(unowned) != change.total:
+        return None
+    return PlainSplit(kept, pooled, sorted(unowned))
 
 
 def rebalance_counts(change: TargetChange) -> Target | None:

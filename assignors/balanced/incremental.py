@@ -24,7 +24,7 @@ from operator import add
 from groupcoord.assignors.balanced.model import LoadEstimator, LoadView
 from groupcoord.assignors.balanced.optimizer import PoolPlan
 from groupcoord.assignors.base import MemberInfo, TaskReplica
-from groupcoord.assignors.incremental import TargetChange
+from groupcoord.assignors.incremental import TargetChange, plain_split
 
 __all__ = ["CountBasis", "LoadCache", "SetPlan", "count_basis", "count_plan", "load_plan"]
 
@@ -92,22 +92,8 @@ def count_basis(change: TargetChange) -> CountBasis | None:
     """What the round starts from; ``None`` when the change is not of plain tasks (a catalog that is
     not plain, no member in the default pool, or a previous target that does not account for every
     replica of the catalog)."""
-    if not change.plain:
-        return None
-    removed = change.removed
-    unowned = set(change.homeless - removed)
-    kept: dict[str, frozenset[TaskReplica]] = {}
-    for member in sorted(change.members, key=lambda m: m.member_id):
-        had = change.previous.get(member.member_id, frozenset())
-        if removed and not removed.isdisjoint(had):
-            had = had - removed
-        if member.pool:  # the catalog is all in the default pool: a pooled member runs none of it
-            unowned |= had
-        else:
-            kept[member.member_id] = had
-    if not kept or sum(map(len, kept.values())) + len(unowned) != change.total:
-        return None
-    return CountBasis(list(kept), kept, sorted(unowned))
+    split = plain_split(change)
+    return None if split is None else CountBasis(list(split.kept), split.kept, split.unowned)
 
 
 class SetPlan(PoolPlan):

@@ -11,7 +11,7 @@ are visited: O(members) each instead of a pass over the whole catalog, and the s
 from __future__ import annotations
 
 from groupcoord.assignors.base import TaskReplica
-from groupcoord.assignors.incremental import TargetChange
+from groupcoord.assignors.incremental import TargetChange, plain_split
 
 __all__ = ["sticky_round_robin"]
 
@@ -21,28 +21,16 @@ Target = dict[str, frozenset[TaskReplica]]
 def sticky_round_robin(change: TargetChange) -> tuple[Target, int] | None:
     """The target and the replicas placed; ``None`` when the change is not a count of plain tasks
     (no member in the default pool, or a previous target that does not add up to the catalog)."""
-    if not change.plain:
+    split = plain_split(change)
+    if split is None:
         return None
-    removed = change.removed
-    unowned = set(change.homeless - removed)
-    target: Target = {}
-    ids: list[str] = []
-    for member in sorted(change.members, key=lambda m: m.member_id):
-        had = change.previous.get(member.member_id, frozenset())
-        if removed and not removed.isdisjoint(had):
-            had = had - removed
-        if member.pool:  # the catalog is all in the default pool: a pooled member runs none of it
-            unowned |= had
-            target[member.member_id] = frozenset()
-        else:
-            target[member.member_id] = had
-            ids.append(member.member_id)
-    if not ids or sum(map(len, target.values())) + len(unowned) != change.total:
-        return None
+    target: Target = {**split.kept, **dict.fromkeys(split.pooled, frozenset())}
+    ids = list(split.kept)
+    unowned = split.unowned
     count = [len(target[member_id]) for member_id in ids]
     gained: dict[int, list[TaskReplica]] = {}
     cursor = 0
-    for replica in sorted(unowned):
+    for replica in unowned:
         fewest = min(count)
         # the first member with the fewest in order from the cursor (``round_robin``'s ``min``)
         k = next((k for k in range(cursor, len(ids)) if count[k] == fewest), None)
