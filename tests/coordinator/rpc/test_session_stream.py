@@ -158,9 +158,12 @@ def test_a_broken_envelope_ends_the_stream_with_invalid_argument(coordinator: Co
 
 def test_a_tag_already_in_flight_ends_the_stream(coordinator: Coordinator) -> None:
     session = coordinator.session()
-    first = session.ask("join_group", join_request("g"))
-    session.send("join_group", join_request("g", first.member_id), tag=7)
-    session.send("heartbeat", pb.HeartbeatRequest(group_id="g", member_id=first.member_id), tag=7)
+    first = form_over_stream(session, "g")[1]
+    second = session.ask("join_group", join_request("g", client_id="w2"))
+    assert second.error.code == pb.MEMBER_ID_REQUIRED
+    # held until the first member joins again, which it never does here (the clock is fake): surely in flight
+    session.send("join_group", join_request("g", second.member_id, "w2"), tag=7)
+    session.send("heartbeat", pb.HeartbeatRequest(group_id="g", member_id=first.member_id, generation=1), tag=7)
     assert session.ended_with() == grpc.StatusCode.INVALID_ARGUMENT
     assert session.status is not None and "tag 7 is already in flight" in (session.status.details() or "")
 
