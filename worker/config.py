@@ -40,10 +40,10 @@ class WorkerConfig:
     "consumer" (one GroupHeartbeat; the coordinator assigns and moves tasks member by member, with no
     group-wide barrier). Every member of a group speaks the same one."""
     server_assignor: str = ""
-    """Consumer protocol only: the group's assignor by name ("": the coordinator's default, sticky); every
-    member of a group names the same one. It runs on the coordinator, or, spelled ``client:<name>``
-    ("client:sticky", or a user's own ``register``-ed assignor), on one member elected leader, with this
-    worker's ``assignor_lookup`` (docs/protocol2.md). The classic protocol uses ``assignors``."""
+    """Consumer protocol only: the assignor this member asks for, by name ("": none); the group runs the one
+    most of its members name (none named: the coordinator's default, sticky). It runs on the coordinator, or,
+    spelled ``client:<name>`` ("client:sticky", or a user's own ``register``-ed assignor), on one member elected
+    leader, with this worker's ``assignor_lookup`` (docs/protocol2.md). The classic protocol uses ``assignors``."""
     protocol_type: str = ""
     """The kind of group (e.g. the service's name): every member of a group must give the same one."""
     rebalance_protocol: str = RebalanceProtocol.EAGER.value

@@ -28,12 +28,13 @@ from collections.abc import Callable
 from typing import Any
 
 from groupcoord.assignors.base import TaskReplica
-from groupcoord.coordinator.model import conversion, leader_assignor, phases, quotas
+from groupcoord.coordinator.model import conversion, leader_assignor, phases
 from groupcoord.coordinator.model.consumer_answer import ConsumerSettings, answer
-from groupcoord.coordinator.model.consumer_checks import owned_of, request_error
+from groupcoord.coordinator.model.consumer_assignor import named_of, rechoose, rename, switched, unsupported
+from groupcoord.coordinator.model.consumer_checks import admission_error, owned_of, request_error
 from groupcoord.coordinator.model.consumer_group import LEAVE_EPOCH, STATIC_LEAVE_EPOCH, ConsumerGroup, ConsumerMember
 from groupcoord.coordinator.model.consumer_records import consumer_from_record, member_entry, write_of
-from groupcoord.coordinator.model.consumer_target import TargetInputs, assignor_exists, inputs_of, installed, target_for
+from groupcoord.coordinator.model.consumer_target import TargetInputs, inputs_of, installed, target_for
 from groupcoord.coordinator.model.context import Model
 from groupcoord.coordinator.model.effects import Effect, Outbox, Persist, TimerKey, Token, error
 from groupcoord.coordinator.model.group import Group
@@ -69,7 +70,7 @@ class ConsumerGroups:
                   host: str = "", principal: str = "", checked: Verdict | None = None) -> None:
         """``checked``: the request's bounds, when the service checked them on a thread (a long ``owned``)."""
         bounds = checked.failure if checked is not None else request_error(self.m.config, request)
-        failure = self.m.check_group_id(request.group_id) or bounds
+        failure = bounds or self.m.check_group_id(request.group_id) or unsupported(self._assignors, named_of(request))
         classic = self.m.groups.get(request.group_id)
         if failure is None and classic is not None and (classic.members or classic.pending_members):
             failure = conversion.converting_join(self, out, classic, request, principal)
@@ -101,30 +102,20 @@ class ConsumerGroups:
             member_id=request.member_id or self._new_member_id(prefix), instance_id=request.instance_id,
             client_id=request.client_id, host=host, principal=principal, metadata=request.metadata,
             session_timeout_ms=request.session_timeout_ms or self.settings.session_timeout_ms,
-            rebalance_timeout_ms=request.rebalance_timeout_ms or self.settings.rebalance_timeout_ms)
+            rebalance_timeout_ms=request.rebalance_timeout_ms or self.settings.rebalance_timeout_ms,
+            assignor=request.assignor)
         member.reconciled = Reconciled(MemberState.STABLE, group.target_epoch, frozenset())
         group.add(member)
+        rechoose(out, group, self.settings.default_assignor)
         log.info("group %s: member %s joined (consumer protocol)", group.group_id, member.member_id,
                  extra={"event": "member_joined", "group": group.group_id, "member": member.member_id})
         self._changed(out, group)
         return self._renewed(out, group, member, request, token)
 
     def admission(self, group: ConsumerGroup | None, request: pb.GroupHeartbeatRequest, assignor: str,
-                   principal: str) -> pb.Error | None:
-        """Why a new member may not join (None: it may)."""
-        if group is not None and assignor != group.assignor:
-            return error(pb.INCONSISTENT_GROUP_PROTOCOL, f"group {request.group_id!r} uses assignor "
-                         f"{group.assignor!r}, not {assignor!r}")
-        if assignor not in self._assignors:
-            if not assignor_exists(assignor):
-                return error(pb.UNSUPPORTED_ASSIGNOR, f"no assignor named {assignor!r} on this coordinator")
-            self._assignors.add(assignor)
-        if group is not None and len(group.members) >= self.m.config.group_max_size:
-            return error(pb.GROUP_MAX_SIZE_REACHED, f"group {request.group_id!r} has {len(group.members)} members "
-                         f"(group_max_size)")
-        if group is None and request.group_id not in self.m.groups:
-            return quotas.group_creation(self.m, principal)
-        return None
+                  principal: str) -> pb.Error | None:
+        """Why a new member may not join (None: it may): ``consumer_checks.admission_error``."""
+        return admission_error(self.m, self._assignors, group, request, assignor, principal)
 
     def _new_group(self, group_id: str, assignor: str, principal: str) -> ConsumerGroup:
         if group_id not in self.m.groups:  # the group's catalog and snapshot live in its classic record
@@ -152,15 +143,19 @@ class ConsumerGroups:
             member_id=new_id, instance_id=old.instance_id, client_id=request.client_id or old.client_id,
             host=old.host, principal=old.principal, metadata=old.metadata,
             session_timeout_ms=request.session_timeout_ms or old.session_timeout_ms,
-            rebalance_timeout_ms=request.rebalance_timeout_ms or old.rebalance_timeout_ms)
+            rebalance_timeout_ms=request.rebalance_timeout_ms or old.rebalance_timeout_ms, assignor=old.assignor)
         member.reconciled = Reconciled(MemberState.STABLE, held.epoch, frozenset())
         group.add(member)
         group.hold(member, Reconciled(MemberState.STABLE, held.epoch, held.assigned))
         if old.member_id in group.target:
             group.target[new_id] = group.target.pop(old.member_id)
+        named = named_of(request)
+        moved = named is not None and rename(out, group, member, named, self.settings.default_assignor)
         if request.HasField("metadata") and request.metadata != old.metadata:
             member.metadata = request.metadata
             group.refresh(member)
+            moved = True
+        if moved:
             self._changed(out, group)
         self._persist(out, group)
         return self._renewed(out, group, member, request, token)
@@ -197,12 +192,15 @@ class ConsumerGroups:
         if member.away or received > member.epoch or stale:
             return error(pb.FENCED_MEMBER_EPOCH, f"member epoch {received} is not member {member.member_id}'s "
                          f"({member.epoch}): stop every task and join again with epoch 0")
-        if request.HasField("assignor") and (request.assignor or self.settings.default_assignor) != group.assignor:
-            return error(pb.INCONSISTENT_GROUP_PROTOCOL, f"group {group.group_id!r} uses assignor {group.assignor!r}")
+        named = named_of(request)
+        renamed = named is not None and named != member.assignor
+        moved = renamed and rename(out, group, member, named or "", self.settings.default_assignor)
         if request.HasField("metadata") and request.metadata != member.metadata:
             member.metadata, member.info = request.metadata, None
             group.refresh(member)
-            self._changed(out, group)
+            moved = True
+        if moved or renamed:
+            self._changed(out, group) if moved else self._persist(out, group)
         if request.HasField("target"):  # a leader's answer (``leader_assignor``)
             leader_assignor.take_answer(self, out, group, member, request.target)
         return self._renewed(out, group, member, request, token)
@@ -281,6 +279,7 @@ class ConsumerGroups:
             conversion.downgrade(self, out, group)
             return
         if group.members:
+            rechoose(out, group, self.settings.default_assignor)
             self._changed(out, group)
             return
         del self.groups[group.group_id]  # nothing left to reconcile: the id is free for either protocol
@@ -344,15 +343,17 @@ class ConsumerGroups:
             return []
         group.computing = False
         epoch = inputs.epoch
+        moved = switched(inputs.assignor, group)  # the group's assignor changed meanwhile
         if isinstance(result, dict):
             installed(group, inputs, result)
+            group.target_catalog = None if moved else group.target_catalog  # the new one's first pass is full
             group.target_epoch, group.last_error = epoch, ""
             self._persist(out, group)
         else:
             group.last_error = str(result)
             log.warning("group %s: no new target for epoch %d: %s", group.group_id, epoch, group.last_error,
                         extra={"event": "target_failed", "group": group.group_id, "reason": group.last_error})
-        if group.target_epoch < group.epoch and isinstance(result, dict):
+        if group.target_epoch < group.epoch and (isinstance(result, dict) or moved):
             self._ask_target(out, group)  # changes came in meanwhile
         return out.effects()
 

@@ -8,12 +8,14 @@ from collections.abc import Sequence
 
 from groupcoord.assignors.base import TaskReplica
 from groupcoord.coordinator.config import CoordinatorConfig
-from groupcoord.coordinator.model import limits
-from groupcoord.coordinator.model.consumer_group import LEAVE_EPOCH, STATIC_LEAVE_EPOCH
+from groupcoord.coordinator.model import limits, quotas
+from groupcoord.coordinator.model.consumer_assignor import unsupported
+from groupcoord.coordinator.model.consumer_group import LEAVE_EPOCH, STATIC_LEAVE_EPOCH, ConsumerGroup
+from groupcoord.coordinator.model.context import Model
 from groupcoord.coordinator.model.effects import error
 from groupcoord.v1 import groupcoord_pb2 as pb
 
-__all__ = ["request_error", "owned_of", "timeout_error"]
+__all__ = ["admission_error", "request_error", "owned_of", "timeout_error"]
 
 
 def request_error(config: CoordinatorConfig, request: pb.GroupHeartbeatRequest) -> pb.Error | None:
@@ -75,3 +77,16 @@ def owned_of(request: pb.GroupHeartbeatRequest) -> frozenset[TaskReplica] | None
     if not request.HasField("owned"):
         return None
     return frozenset(TaskReplica(t.task_id, t.replica) for t in request.owned.tasks)
+
+
+def admission_error(model: Model, known: set[str], group: ConsumerGroup | None, request: pb.GroupHeartbeatRequest,
+                    assignor: str, principal: str) -> pb.Error | None:
+    """Why a new member may not join (None: it may): an assignor unknown here, a full group, or the
+    principal's group quota. Members may name different assignors (``consumer_assignor``: the most named runs)."""
+    failure = unsupported(known, assignor)
+    if failure is None and group is not None and len(group.members) >= model.config.group_max_size:
+        failure = error(pb.GROUP_MAX_SIZE_REACHED, f"group {request.group_id!r} has {len(group.members)} members "
+                        f"(group_max_size)")
+    if failure is None and group is None and request.group_id not in model.groups:
+        failure = quotas.group_creation(model, principal)
+    return failure

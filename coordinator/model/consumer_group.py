@@ -61,6 +61,7 @@ class ConsumerMember:
     # loaded at an epoch its record implies (``consumer_records.implied_epoch``): a heartbeat at any
     # epoch from this one up to its own is the member's (0: none; its next change resets it)
     accepts_from: int = 0
+    assignor: str = ""  # the server-side assignor it names ("" none: it counts for no name)
 
     @property
     def epoch(self) -> int:
@@ -111,6 +112,7 @@ class ConsumerGroup:
     asked_sent: bool = False
     failed_leader: str = ""
     target_index: dict[TaskReplica, str] | None = None
+    named: dict[str, int] = field(default_factory=dict)  # assignor name -> members naming it (``consumer_assignor``)
 
     def __setattr__(self, name: str, value: object) -> None:
         if name == "target":  # every target change is tracked for the record (``target_map``)
@@ -124,6 +126,7 @@ class ConsumerGroup:
     def add(self, member: ConsumerMember) -> None:
         self.members[member.member_id] = member
         self.classic_members += member.classic is not None
+        self._count(member.assignor, 1)
         if member.instance_id:
             self.static_members[member.instance_id] = member.member_id
         self.refresh(member)
@@ -137,9 +140,25 @@ class ConsumerGroup:
         self.hold(member, Reconciled(MemberState.STABLE, member.epoch, frozenset()))
         del self.members[member.member_id]
         self.classic_members -= member.classic is not None
+        self._count(member.assignor, -1)
         self.changed.add(member.member_id)
         if member.instance_id and self.static_members.get(member.instance_id) == member.member_id:
             del self.static_members[member.instance_id]
+
+    def rename(self, member: ConsumerMember, assignor: str) -> None:
+        """The member names another assignor ("" none): counted, and its record written."""
+        self._count(member.assignor, -1)
+        member.assignor = assignor
+        self._count(assignor, 1)
+        self.refresh(member)
+
+    def _count(self, assignor: str, by: int) -> None:
+        if assignor:
+            count = self.named.get(assignor, 0) + by
+            if count > 0:
+                self.named[assignor] = count
+            else:
+                self.named.pop(assignor, None)
 
     def hold(self, member: ConsumerMember, reconciled: Reconciled) -> bool:
         """Set the member's reconciliation state, keeping ``holder`` (O(what changed)). Returns whether
@@ -197,5 +216,7 @@ class ConsumerGroup:
         assert seen == self.holder, "holder map out of step with the members"
         assert self.target_epoch <= self.epoch
         assert self.classic_members == sum(m.classic is not None for m in self.members.values())
+        assert self.named == {a: sum(m.assignor == a for m in self.members.values())
+                              for a in {m.assignor for m in self.members.values() if m.assignor}}
         assert {i: m for i, m in self.static_members.items()} == {
             m.instance_id: m.member_id for m in self.members.values() if m.instance_id}

@@ -54,6 +54,7 @@ def member_entry(m: ConsumerMember) -> dict[str, object]:
         "rebalance_timeout_ms": m.rebalance_timeout_ms, "state": m.reconciled.state.value,
         "epoch": m.epoch, "previous_epoch": m.previous_epoch, "away": m.away,
         "assigned": _pairs(m.reconciled.assigned), "revoking": _pairs(m.reconciled.revoking),
+        "assignor": m.assignor,  # the one it names ("" none): the group runs the most named
     }
     if m.classic is not None:  # a classic-protocol member of a converted group
         entry["classic"] = {"protocols": list(m.classic.protocols), "protocol_type": m.classic.protocol_type,
@@ -138,7 +139,9 @@ def _load_member(group: ConsumerGroup, m: Mapping[str, Any], now: float) -> None
         member_id=m["member_id"], instance_id=m["instance_id"], client_id=m["client_id"], host=m["host"],
         principal=m["principal"], metadata=metadata, session_timeout_ms=m["session_timeout_ms"],
         rebalance_timeout_ms=m["rebalance_timeout_ms"], away=m["away"], last_seen=now,
-        classic=_classic(m.get("classic")))
+        classic=_classic(m.get("classic")),
+        # written before members could name different assignors: each named the group's (or none, alike)
+        assignor=m.get("assignor", "" if "classic" in m else group.assignor))
     member.reconciled = Reconciled(MemberState.STABLE, m["epoch"], frozenset())
     group.add(member)
     group.hold(member, Reconciled(MemberState(m["state"]), m["epoch"], _tasks(m["assigned"]),

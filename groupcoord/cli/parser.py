@@ -156,8 +156,9 @@ def _add_worker(sub: Any) -> None:
     worker.add_argument("--assignor", default="round-robin",
                         help="assignor name(s) this worker supports, most preferred first (comma-separated)")
     worker.add_argument("--server-assignor", default="",
-                        help="with --protocol consumer: the assignor the coordinator runs for the group, by name "
-                             "(none: the coordinator's default, sticky); client:NAME runs NAME on the group's "
+                        help="with --protocol consumer: the assignor this worker asks for, by name (the group runs "
+                             "the one most members name; none named: the coordinator's default, sticky); "
+                             "client:NAME runs NAME on the group's "
                              "leader worker instead")
     worker.add_argument("--rack", default="", help="the worker's rack, for rack-aware assignors (default: none)")
     worker.add_argument("--pool", default="", help="the worker's resource pool: it gets only that pool's tasks "

@@ -81,8 +81,9 @@ def test_a_consumer_group_on_zookeeper_reloads_as_it_was(
     h = Harness(CoordinatorConfig(), store=active)
     assert h.put_tasks(G, *(f"t{i}" for i in range(8))) == pb.NONE
     f = Fleet(h, ["a", "b", "c"])
-    for name in "abc":
-        f.join(name)
+    f.join("a", assignor="round-robin")
+    f.join("b", assignor="sticky")  # a tie: the group keeps round-robin
+    f.join("c")
     f.settle()
     f.leave("c")
     f.settle()
@@ -93,3 +94,5 @@ def test_a_consumer_group_on_zookeeper_reloads_as_it_was(
     back = again.model.consumer.groups[G]
     assert {i: (m.reconciled, m.metadata) for i, m in back.members.items()} == before
     assert back.target == group.target and back.target_epoch == group.target_epoch
+    assert back.assignor == group.assignor == "round-robin" and back.named == {"round-robin": 1, "sticky": 1}
+    assert {m.client_id: m.assignor for m in back.members.values()} == {"a": "round-robin", "b": "sticky"}
