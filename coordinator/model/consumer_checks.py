@@ -19,7 +19,13 @@ __all__ = ["admission_error", "request_error", "owned_of", "timeout_error"]
 
 
 def request_error(config: CoordinatorConfig, request: pb.GroupHeartbeatRequest) -> pb.Error | None:
-    """INVALID_REQUEST (or INVALID_SESSION_TIMEOUT) for a request no group should see."""
+    """INVALID_REQUEST (or INVALID_SESSION_TIMEOUT) for a request no group should see: Kafka's
+    throwIfConsumerGroupHeartbeatRequestIsInvalid's rules, where ours has the field (docs/protocol2.md)."""
+    if not request.group_id.strip():
+        return error(pb.INVALID_REQUEST, "group_id: empty (or only spaces); every request names its group")
+    if request.HasField("instance_id") and not request.instance_id.strip():
+        return error(pb.INVALID_REQUEST, "instance_id: empty; a static member names itself, a dynamic one "
+                     "leaves the field out")
     if request.member_epoch < STATIC_LEAVE_EPOCH:
         return error(pb.INVALID_REQUEST, f"member_epoch: {request.member_epoch}; at least {STATIC_LEAVE_EPOCH} "
                      f"(-2 static leave, -1 leave, 0 join)")
