@@ -28,7 +28,7 @@ import heapq
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
-__all__ = ["Plan", "plan", "targets"]
+__all__ = ["Plan", "handout", "plan", "suspects", "targets"]
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,28 @@ def targets(members: Collection[str], counts: Mapping[str, int], shards: int) ->
     base, extra = divmod(shards, len(members))
     ranked = sorted(members, key=lambda m: (-counts.get(m, 0), m))
     return {member: base + (1 if rank < extra else 0) for rank, member in enumerate(ranked)}
+
+
+def handout(members: Collection[str], leaders: Mapping[int, str | None], shards: int) -> dict[int, str]:
+    """Each free shard's receiver in the common hand-out (``plan``'s rule; a shard with no room has none)."""
+    live = set(members)
+    owner = {s: leaders.get(s) for s in range(shards)}
+    counts = {m: 0 for m in live}
+    for who in owner.values():
+        if who is not None and who in live:
+            counts[who] += 1
+    free = [s for s, who in owner.items() if who is None or who not in live]
+    return _handout(free, counts, targets(live, counts, shards))
+
+
+def suspects(members: Collection[str], leaders: Mapping[int, str | None], shards: int,
+             freed: Mapping[int, str]) -> set[str]:
+    """Of the last leaders of the shards just ``freed`` (shard -> its leader until then), those the
+    hand-out would give that shard straight back to: a coordinator gives up only shards over its
+    target, so such a one lost it with its session, and its member node goes too (its event may be
+    queued behind the others'). ``leaders`` has the freed shards free already."""
+    back = handout(members, leaders, shards) if freed else {}
+    return {who for shard, who in freed.items() if back.get(shard) == who}
 
 
 def plan(

@@ -17,7 +17,8 @@ membership change (kazoo issue #392); here a shard moves alone and the others ke
 **Reading by delta.** The view (live members, each shard's leader) is read whole at start and after
 each reconnection or error (the server forgets a connection's watches); then only what a watch
 event names (``coordinator.ha.shard_reads``): the ``members`` children or one shard's ``leader``.
-A shard changing hands costs each coordinator one notification and one read, O(coordinators) in
+A failover claims before it reads: a leader node deleted is free, a member node deleted has left.
+A shard changing hands costs each coordinator a notification and a read or two, O(coordinators) in
 all, not O(coordinators x shards) (issue 37). A free shard is re-planned every ``recheck_s`` from memory.
 
 Who takes what is ``coordinator.ha.balance.plan`` on that view. A hand-over is graceful: the shard
@@ -41,7 +42,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, SessionExpiredError
 from kazoo.protocol.states import WatchedEvent
 
-from groupcoord.coordinator.ha.balance import Plan, plan
+from groupcoord.coordinator.ha.balance import Plan, plan, suspects
 from groupcoord.coordinator.ha.election import Fence, resign
 from groupcoord.coordinator.ha.shard_offices import Leader, ShardFencer, ShardOffice, ensure_cluster
 from groupcoord.coordinator.ha.shard_queries import ShardQueries
@@ -100,7 +101,7 @@ class ShardElections(SessionTerms, ShardQueries):
         self._callbacks: queue.SimpleQueue[int | None] = queue.SimpleQueue()  # shard whose office changed
         self._threads: list[threading.Thread] = []
         self._reader = ViewReader(client, self.root, shards, op_timeout, on_leader=self._on_leader_event,
-                                  on_members=self._on_members_event, on_departed=self._on_departed_event,
+                                  on_members=self._on_members_event, on_departed=lambda _: self._wake.set(),
                                   monotonic=monotonic)
         self.offices = [ShardOffice(self, s) for s in range(shards)]
 
@@ -195,9 +196,6 @@ class ShardElections(SessionTerms, ShardQueries):
             self._members_dirty = True
         self._wake.set()
 
-    def _on_departed_event(self, event: WatchedEvent) -> None:  # the reader keeps who: no read needed
-        self._wake.set()
-
     def _taken_meanwhile(self, shard: int) -> None:  # kazoo's thread: a free shard's node was there again
         with self._lock:
             if shard in self._fences:
@@ -284,33 +282,41 @@ class ShardElections(SessionTerms, ShardQueries):
     def _act_on_events(self, dirty: set[int], held: set[int], session: int | None,
                        disconnects: int) -> set[int] | None:
         """Leader nodes a watch said deleted are free, members whose own node a watch said deleted have
-        left: planned on and claimed at once, before any read (the claim's transaction is the fence: a
-        shard taken meanwhile fails it and is read again). The shards so taken in (None: the connection
-        wavered). A member's session ending deletes its member and leader nodes in one transaction, so
-        a claim sent on any of their events finds them all gone."""
+        left (and ``balance.suspects`` are planned without): claimed at once, before any read (the
+        claim's transaction is the fence: a shard taken meanwhile fails it and is read again). The
+        shards so taken in (None: the connection wavered). A session's end deletes its member and
+        leader nodes in one transaction, so a claim sent on any of their events finds them all gone."""
         gone, departed = self._reader.take_events(dirty, held)
         if not gone and not departed:
             return set()
         with self._lock:
             members = [m for m in self._members if m not in departed]
+            was = {s: leader.address for s in gone if (leader := self._leaders.get(s)) is not None}
         if self._update_view(dict.fromkeys(gone), members, session, disconnects, False) is None:
             return None
+        with self._lock:
+            view, live = {s: leader.address for s, leader in self._leaders.items()}, list(self._members)
+        suspected = suspects(live, view, self.shards, {s: who for s, who in was.items() if who != self.address})
+        if suspected:  # their freed shards, claimed on condition that their member node is gone
+            self._decide(disconnects, {s: who for s, who in was.items() if who in suspected})
         self._decide(disconnects)
         self._reader.watch_free(gone, self._taken_meanwhile)  # after our claims: their node is ours then
         return gone
 
-    def _decide(self, disconnects: int) -> Plan:
-        """Plan on the view as it stands and claim our part; the hand-overs are the caller's."""
+    def _decide(self, disconnects: int, suspected: Mapping[int, str] | None = None) -> Plan:
+        """Plan on the view as it stands and claim our part; the hand-overs are the caller's. Given
+        ``suspected`` (freed shard -> its last leader), planned without those and only they claimed."""
+        without = set(suspected.values()) if suspected else set()
         with self._lock:
             view = {s: leader.address for s, leader in self._leaders.items()}
             now = self._monotonic()
             waited = {s: (now - since, was) for s, (since, was) in self._free_since.items()}
-            live = list(self._members)
+            live = [m for m in self._members if m not in without]
         # a second candidate for a shard whose leader has left: the first may have died with it
         late = [s for s, (w, was) in waited.items() if w >= self._second_after and was and was not in live]
         decided = plan(self.address, live, view, self.shards, max_moves=self._max_moves, late=late,
                        overdue=[s for s, (w, _) in waited.items() if w >= self._overdue_after])
-        self._win(dict.fromkeys(decided.take), disconnects)
+        self._win(dict.fromkeys(s for s in decided.take if not suspected or s in suspected), disconnects, suspected)
         return decided
 
     def _update_view(self, found: dict[int, Leader | None], members: list[str] | None, session: int | None,
@@ -342,9 +348,9 @@ class ShardElections(SessionTerms, ShardQueries):
             self._view_current = True  # after a disconnect, the first step to get here read everything
         return rewin
 
-    def _win(self, claims: Mapping[int, int | None], disconnects: int) -> None:
+    def _win(self, claims: Mapping[int, int | None], disconnects: int, unless: Mapping[int, str] | None = None) -> None:
         """Take each shard (create its leader node) or re-take it (-> our node's version), in one pipeline."""
-        for shard, fence in self._reader.win(claims, self.address):
+        for shard, fence in self._reader.win(claims, self.address, unless):
             if fence is None:
                 self.recheck(shard)  # somebody moved first: read the shard again
                 continue

@@ -254,23 +254,27 @@ class ViewReader:
         """The shards read as free whose leader node was there again when its watch was set (read them)."""
         return [shard for shard, result in unsettled if self._call(result) is not None]
 
-    def win(self, claims: Mapping[int, int | None], address: str) -> Iterator[tuple[int, Fence | None]]:
+    def win(self, claims: Mapping[int, int | None], address: str,
+            unless: Mapping[int, str] | None = None) -> Iterator[tuple[int, Fence | None]]:
         """Take each shard: create its leader node (or, its version given, rewrite ours) and bump its
         epoch, in one transaction per shard, pipelined ``CLAIMS_AT_ONCE`` at a time (a cold start's
         first coordinator claims every shard: not thousands of requests at once). Yields each one's
-        fence, or None when somebody moved first, as its pipeline completes."""
+        fence, or None when somebody moved first, as its pipeline completes. ``unless``: shard -> a member
+        whose node must be gone for the claim to win (its transaction creates and deletes that node,
+        so it fails while the member's session lives)."""
         items = list(claims.items())
         for start in range(0, len(items), CLAIMS_AT_ONCE):
-            yield from self._win_together(dict(items[start:start + CLAIMS_AT_ONCE]), address).items()
+            yield from self._win_together(dict(items[start:start + CLAIMS_AT_ONCE]), address, unless or {}).items()
 
-    def _win_together(self, claims: Mapping[int, int | None], address: str) -> dict[int, Fence | None]:
+    def _win_together(self, claims: Mapping[int, int | None], address: str,
+                      unless: Mapping[int, str]) -> dict[int, Fence | None]:
         """``win`` in one pipeline. A shard whose epoch we guessed wrong is read and tried once more."""
         unknown = [(s, self._client.get_async(f"{self.shard_path(s)}/epoch")) for s in claims if s not in self._epochs]
         self.reads += len(unknown)
         seen = {s: self._epochs[s] for s in claims if s in self._epochs}
         seen.update((s, self._call(result)[1].version) for s, result in unknown)
         read_now = {s for s, _ in unknown}
-        pending = [(s, self._commit_win(s, address, seen[s], claims[s])) for s in claims]
+        pending = [(s, self._commit_win(s, address, seen[s], claims[s], unless.get(s))) for s in claims]
         listings = {s: self._client.get_children_async(f"{self.shard_path(s)}/groups") for s in claims}
         out: dict[int, Fence | None] = {}
         stale: dict[int, int | None] = {}
@@ -289,7 +293,7 @@ class ViewReader:
             else:
                 out[shard] = None  # the leader node: somebody moved first
         if stale:
-            out.update(self._win_together(stale, address))
+            out.update(self._win_together(stale, address, unless))
         return out
 
     def listing(self, shard: int, epoch: int) -> list[str] | None:
@@ -307,7 +311,8 @@ class ViewReader:
             log.debug("shard %d: the listing read with its win failed; the store lists it", shard, exc_info=True)
             return None
 
-    def _commit_win(self, shard: int, address: str, version: int, leader_version: int | None) -> Any:
+    def _commit_win(self, shard: int, address: str, version: int, leader_version: int | None,
+                    gone: str | None = None) -> Any:
         """The win's transaction with the epoch node at ``version``, sent (its async result)."""
         epoch, base = version + 1, self.shard_path(shard)
         payload = json.dumps({"address": address, "epoch": epoch, "host": socket.gethostname(),
@@ -318,4 +323,7 @@ class ViewReader:
         else:
             tx.set_data(f"{base}/leader", payload, version=leader_version)
         tx.set_data(f"{base}/epoch", json.dumps({"epoch": epoch, "address": address}).encode(), version=version)
+        if gone is not None:  # fails (node exists) while that member's session lives
+            tx.create(self.member_path(gone), b"")
+            tx.delete(self.member_path(gone))
         return tx.commit_async()

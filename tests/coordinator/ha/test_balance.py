@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from groupcoord.coordinator.ha.balance import Plan, plan, targets
+from groupcoord.coordinator.ha.balance import Plan, plan, suspects, targets
 
 
 def test_targets_sum_to_the_shards_and_the_extra_goes_to_who_leads_most() -> None:
@@ -169,3 +169,14 @@ def _one_at_a_time(free: list[int], leaders: dict[int, str], pool: list[str], me
             out[shard] = receiver = min(under, key=lambda m: (counts[m], m))
             counts[receiver] += 1
     return out
+
+
+def test_a_leader_the_hand_out_would_give_its_freed_shard_back_to_is_a_suspect() -> None:
+    members = ["a", "b", "c"]
+    # a's shard 0 was deleted: a, at 1 of its 2, is the lowest: it lost it (a release leaves it at target)
+    leaders = {1: "a", 2: "b", 3: "b", 4: "c", 5: "c"}
+    assert suspects(members, leaders, 6, {0: "a"}) == {"a"}
+    # b over its target (3 of 2) gave shard 5 up: it goes to c, under its target; b is no suspect
+    leaders = {0: "a", 1: "a", 2: "b", 3: "b", 4: "b", 6: "c"}
+    assert suspects(members, leaders, 7, {5: "b"}) == set()
+    assert suspects(members, leaders, 7, {}) == set()

@@ -245,3 +245,15 @@ def test_deleted_leaders_are_free_without_a_read_and_watched_after_the_claim(cli
     view.watch_free([0, 1, 2], on_there)  # 1 is still free: its watch waits for a creation
     assert done.wait(10) and sorted(there) == [0, 2]  # 0 is ours now and 2 was taken: the caller reads those
     assert view.reads == reads + 3
+
+
+def test_a_claim_on_condition_that_a_member_is_gone_fails_while_its_node_is_there(client: KazooClient) -> None:
+    view = reader(client, Events())
+    client.create(view.member_path("x:1"), b"", ephemeral=True)
+    assert dict(view.win({0: None}, "me:1", unless={0: "x:1"}))[0] is None
+    assert client.exists(f"{view.shard_path(0)}/leader") is None  # nothing of the transaction took
+    assert client.exists(f"{view.shard_path(0)}/epoch").version == 0
+    client.delete(view.member_path("x:1"))
+    fence = dict(view.win({0: None}, "me:1", unless={0: "x:1"}))[0]
+    assert fence is not None and fence.epoch == 1
+    assert client.get_children(view.members_path) == []  # the condition's node created and deleted
