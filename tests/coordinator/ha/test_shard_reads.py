@@ -188,3 +188,72 @@ def test_a_win_lists_its_groups_for_that_term_only(client: KazooClient) -> None:
     assert view.listing(1, fences[1].epoch) == []  # no groups node: no groups
     assert view.listing(2, 1) is None  # a claim that failed read nothing for anyone
     assert view.listing(3, fences[3].epoch + 1) is None  # another term's load does not get this term's listing
+
+
+def test_a_member_whose_node_goes_is_named_by_its_own_event_with_no_read(zk: ZooKeeperServer,
+                                                                          client: KazooClient) -> None:
+    """The members' children event does not say who left: each member's node is watched, so a session
+    ending names its coordinator and a survivor can plan without reading the members again."""
+    departed = threading.Event()
+    view = ViewReader(client, f"/groupcoord/test-{uuid.uuid4().hex[:8]}", 4, 10.0, on_leader=lambda e: None,
+                      on_members=lambda e: None, on_departed=lambda e: departed.set())
+    view.prepare()
+    other = connect(zk.hosts, session_timeout=10.0)
+    try:
+        other.create(view.member_path("dies:1"), b"", ephemeral=True)
+        client.create(view.member_path("lives:1"), b"", ephemeral=True)
+        reads = view.reads
+        assert view.read([], members=True).members == ["dies:1", "lives:1"]
+        assert view.reads == reads + 3  # the children, and an exists watch on each member's node
+        view.read([], members=True)
+        assert view.reads == reads + 4  # each node is watched once
+    finally:
+        other.stop()  # its session ends: its member node goes
+        other.close()
+    assert departed.wait(10), "no event for the member's node"
+    reads = view.reads
+    assert view.take_events([], ()) == (set(), {"dies:1"})
+    assert view.take_events([], ()) == (set(), set())  # taken once
+    assert view.reads == reads
+
+
+def test_deleted_leaders_are_free_without_a_read_and_watched_after_the_claim(client: KazooClient) -> None:
+    events = Events()
+    view = reader(client, events)
+    assert all(fence for _, fence in view.win({0: None, 1: None, 2: None}, "old:1"))
+    view.read([0, 1, 2], members=False)
+    for shard in (0, 1, 2):
+        client.delete(f"{view.shard_path(shard)}/leader")
+    while len(events.leader) < 3:
+        events.arrived.clear()
+        assert events.arrived.wait(10), "no watch event for a deletion"
+    reads = view.reads
+    gone, departed = view.take_events([0, 1], held={1})  # 2: not in this step; 1: ours again meanwhile
+    assert gone == {0} and departed == set() and view.reads == reads
+    assert view.take_events([0, 1, 2], ()) == ({2}, set())  # 2 stays for the step that takes it
+    client.create(f"{view.shard_path(2)}/leader", b'{"address": "fast:1", "epoch": 2}', ephemeral=True)
+    fence = dict(view.win({0: None}, "new:1"))[0]  # the epoch came with the leader node read before
+    assert fence is not None and fence.epoch == 2 and view.reads == reads
+    there: list[int] = []
+    done = threading.Event()
+
+    def on_there(shard: int) -> None:
+        there.append(shard)
+        if len(there) == 2:
+            done.set()
+
+    view.watch_free([0, 1, 2], on_there)  # 1 is still free: its watch waits for a creation
+    assert done.wait(10) and sorted(there) == [0, 2]  # 0 is ours now and 2 was taken: the caller reads those
+    assert view.reads == reads + 3
+
+
+def test_a_claim_on_condition_that_a_member_is_gone_fails_while_its_node_is_there(client: KazooClient) -> None:
+    view = reader(client, Events())
+    client.create(view.member_path("x:1"), b"", ephemeral=True)
+    assert dict(view.win({0: None}, "me:1", unless={0: "x:1"}))[0] is None
+    assert client.exists(f"{view.shard_path(0)}/leader") is None  # nothing of the transaction took
+    assert client.exists(f"{view.shard_path(0)}/epoch").version == 0
+    client.delete(view.member_path("x:1"))
+    fence = dict(view.win({0: None}, "me:1", unless={0: "x:1"}))[0]
+    assert fence is not None and fence.epoch == 1
+    assert client.get_children(view.members_path) == []  # the condition's node created and deleted
