@@ -83,6 +83,19 @@ def formed(clock: FakeClock, assignor: str = CHECK) -> tuple[CoordinatorModel, l
     return model, members
 
 
+def reconciled(model: CoordinatorModel) -> None:
+    """Every member heartbeats what it was given until each runs its target (the full pass reads what
+    members run)."""
+    group = model.consumer.groups[G]
+    for _ in range(4):
+        for member in list(group.members.values()):
+            owned = pb.TaskReplicaList(tasks=[pb.TaskReplica(task_id=t.task_id, replica=t.replica)
+                                              for t in sorted(member.reconciled.assigned)])
+            run(model, model.group_heartbeat(pb.GroupHeartbeatRequest(
+                group_id=G, member_id=member.member_id, member_epoch=member.epoch, owned=owned), 2))
+    assert all(m.reconciled.assigned == group.target_of(m.member_id) for m in group.members.values())
+
+
 def publish(model: CoordinatorModel, snapshot_id: str, created_ms: int) -> list[Effect]:
     snapshot = pb.LoadSnapshot(group_id=G, snapshot_id=snapshot_id, created_ms=created_ms)
     effects = model.publish_load_snapshot(pb.PublishLoadSnapshotRequest(snapshot=snapshot), 7)
@@ -184,3 +197,56 @@ def test_consumer_members_report_load_and_others_are_refused(checking: Checking)
     run(model, model.group_heartbeat(pb.GroupHeartbeatRequest(
         group_id=G, member_id=static, member_epoch=-2, instance_id="i-1"), 4))
     assert answer(static) == (pb.UNKNOWN_MEMBER_ID, [])  # away (epoch -2): its next process reports
+
+
+def test_a_pulsar_group_joins_incrementally_under_the_snapshot_its_shedder_judged(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new snapshot: the shedder's check at the interval, a full pass on it; members joining under it
+    then go incremental (nothing moves); the next snapshot is judged again."""
+    from collections import OrderedDict
+
+    from groupcoord.assignors.registry import get_assignor
+
+    assignor = get_assignor("pulsar-overload")
+    monkeypatch.setattr(assignor._groups, "_states", OrderedDict())  # type: ignore[attr-defined]
+    answers: list[str] = []
+    full, incremental = assignor.assign, assignor.assign_incremental  # type: ignore[attr-defined]
+    monkeypatch.setattr(assignor, "assign", lambda context: answers.append("full") or full(context))
+    monkeypatch.setattr(assignor, "assign_incremental", lambda change: answers.append(
+        "declined" if (answer := incremental(change)) is None else "incremental") or answer)
+    clock = FakeClock()
+    model, (a, b) = formed(clock, "pulsar-overload")
+    group = model.consumer.groups[G]
+    reconciled(model)
+    owner = {r.task_id: m for m, owned in group.target.items() for r in owned}
+    hot = a if len(group.target[a]) >= len(group.target[b]) else b
+
+    def snapshot(sid: str, created_ms: int, cpu: dict[str, float]) -> None:
+        snap = pb.LoadSnapshot(group_id=G, snapshot_id=sid, created_ms=created_ms, tasks=[pb.TaskLoadStats(
+            task_id=t, worker_id=m, short_samples=10, long_samples=100, short_msg_rate_in=1000.0,
+            long_msg_rate_in=1000.0) for t, m in owner.items()],
+            workers=[pb.WorkerLoadStats(worker_id=m, cpu_usage=c, cpu_limit=100.0) for m, c in cpu.items()])
+        run(model, model.publish_load_snapshot(pb.PublishLoadSnapshotRequest(snapshot=snap), 1))
+
+    snapshot("s1", 1, {a: 20.0, b: 20.0})
+    answers.clear()
+    clock.advance(60)
+    run(model, model.fire(SHED))  # calm: no epoch moves, the snapshot is read at the next change
+    join(model, "c", "pulsar-overload")
+    run(model, model.fire(TimerKey("c-assign", G)))
+    assert answers == ["declined", "full"]  # a snapshot not read yet
+    reconciled(model)
+    before = dict(group.target)
+    c = join(model, "d", "pulsar-overload")
+    run(model, model.fire(TimerKey("c-assign", G)))
+    reconciled(model)
+    assert answers[2:] == ["incremental"] and not group.target[c]
+    assert all(group.target[m] == before[m] for m in before)
+    snapshot("s2", 2, {hot: 99.0} | {m: 10.0 for m in group.members if m != hot})
+    clock.advance(60)
+    epoch = group.epoch
+    run(model, model.fire(SHED))  # the shedder would move some: a new epoch, then a full pass
+    run(model, model.fire(TimerKey("c-assign", G)))
+    assert group.epoch == epoch + 1 and answers[3:] == ["declined", "full"]
+    assert len(group.target[hot]) < len(before[hot])
+    model.validate()
