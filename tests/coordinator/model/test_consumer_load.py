@@ -250,3 +250,27 @@ def test_a_pulsar_group_joins_incrementally_under_the_snapshot_its_shedder_judge
     assert group.epoch == epoch + 1 and answers[3:] == ["declined", "full"]
     assert len(group.target[hot]) < len(before[hot])
     model.validate()
+
+
+def test_kafka_replica_shift_deals_tasks_added_at_the_end_incrementally(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tasks whose ids sort after the others: dealt on from where the last round stopped, nothing placed
+    moves; one sorting among them renumbers the partitions after it: a full pass."""
+    from groupcoord.assignors.registry import get_assignor
+
+    assignor = get_assignor("kafka-replica-shift")
+    answers: list[str] = []
+    incremental = assignor.assign_incremental  # type: ignore[attr-defined]
+    monkeypatch.setattr(assignor, "assign_incremental", lambda change: answers.append(
+        "declined" if (answer := incremental(change)) is None else "incremental") or answer)
+    model, _ = formed(FakeClock(), "kafka-replica-shift")
+    group = model.consumer.groups[G]
+    before = dict(group.target)
+    run(model, model.put_tasks(pb.PutTasksRequest(group_id=G, tasks=[pb.Task(task_id="u1"), pb.Task(task_id="u2")]),
+                               1))
+    run(model, model.fire(TimerKey("c-assign", G)))
+    assert answers == ["incremental"] and all(before[m] <= group.target[m] for m in before)
+    run(model, model.put_tasks(pb.PutTasksRequest(group_id=G, tasks=[pb.Task(task_id="a0")]), 1))
+    run(model, model.fire(TimerKey("c-assign", G)))
+    assert answers[1:] == ["declined"] and group.target_epoch == group.epoch
+    assert sorted(r.task_id for owned in group.target.values() for r in owned) == sorted(
+        ["a0", "u1", "u2", "t0", "t1", "t2", "t3"])
