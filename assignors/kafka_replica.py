@@ -38,6 +38,9 @@ from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from groupcoord.assignors.base import Assignment, AssignmentContext, AssignorError, MemberInfo, TaskReplica, TaskSpec
+from groupcoord.assignors.group_states import GroupStates
+from groupcoord.assignors.incremental import TargetChange
+from groupcoord.assignors.kafka_replica_incremental import Placed, added_at_the_end, placed_by
 
 __all__ = [
     "IncompleteRackInfoError",
@@ -238,8 +241,34 @@ class KafkaReplicaShiftAssignor:
 
     def __init__(self, *, strict_racks: bool = False) -> None:
         self.strict_racks = strict_racks
+        # per group, what its last round placed (``kafka_replica_incremental``): the basis for adding at the end
+        self._placed: GroupStates[dict[str, Placed | None]] = GroupStates(dict)
 
     def assign(self, context: AssignmentContext) -> Assignment:
+        slot = self._placed.get(context.group_id)
+        slot.pop("last", None)
+        rng_state = context.rng.getstate()
+        result = self._assign(context)
+        slot["last"] = placed_by(context, rng_state)
+        return result
+
+    def assign_incremental(self, change: TargetChange) -> dict[str, frozenset[TaskReplica]] | None:
+        """Tasks added after every placed one, members unchanged: the full pass's answer from where the
+        last round stopped (``kafka_replica_incremental``); anything else ``None`` (it moves nearly everything)."""
+        slot = self._placed.get(change.group_id)
+
+        def deal(members: list[MemberInfo], n: int, first_id: int, rng: random.Random) -> dict[int, list[str]]:
+            racks = self._racks("(default)", members)
+            return assign_replicas_to_brokers([m.member_id for m in members], n, 1, start_partition_id=first_id,
+                                              racks=racks, rng=rng)
+
+        done = added_at_the_end(change, slot.get("last"), deal)
+        if done is None:
+            return None
+        target, slot["last"] = done
+        return target
+
+    def _assign(self, context: AssignmentContext) -> Assignment:
         result = Assignment(members={m.member_id: [] for m in context.members})
         pools: dict[str, list[TaskSpec]] = defaultdict(list)
         for task in context.tasks:

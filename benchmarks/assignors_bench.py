@@ -473,10 +473,21 @@ def server_target_rows(n_tasks: int, n_members: int, repeat: int) -> list[Row]:
     return rows
 
 
+SNAPSHOT_ASSIGNORS = ("balanced", "pulsar-threshold", "pulsar-avg")
+
+
 def snapshot_target_rows(n_tasks: int, n_members: int, repeat: int) -> list[Row]:
-    """``balanced``'s server-side target when one member joins under the load snapshot a full pass of
-    the group has read (``large_context``'s): that full pass untimed, then the join, by a full pass
-    and by the incremental round (on a twin group with the same history). CPU, best of ``repeat``."""
+    """The server-side target of ``balanced`` and two ``pulsar-*`` when one member joins under the load
+    snapshot a full pass of the group has read (``large_context``'s): that full pass untimed, then the
+    join, by a full pass and by the incremental round (on a twin group with the same history). CPU,
+    best of ``repeat``."""
+    rows = []
+    for name in SNAPSHOT_ASSIGNORS:
+        rows += _snapshot_target_rows(name, n_tasks, n_members, repeat)
+    return rows
+
+
+def _snapshot_target_rows(name: str, n_tasks: int, n_members: int, repeat: int) -> list[Row]:
     from groupcoord.assignors.registry import get_assignor
     from groupcoord.coordinator.model.catalog_snapshot import CatalogSnapshot
     from groupcoord.coordinator.model.consumer_target import TargetInputs, target_for
@@ -491,7 +502,7 @@ def snapshot_target_rows(n_tasks: int, n_members: int, repeat: int) -> list[Row]
     before, newcomer = context.members[:-1], context.members[-1]
     ids = {m.member_id for m in before}
     everyone = {*ids, newcomer.member_id}
-    assignor = get_assignor("balanced")
+    assignor = get_assignor(name)
     incremental_rounds: list[object] = []
     plain_method = assignor.assign_incremental  # type: ignore[attr-defined]
 
@@ -507,10 +518,10 @@ def snapshot_target_rows(n_tasks: int, n_members: int, repeat: int) -> list[Row]
         seconds = cpu = float("inf")
         for _ in range(repeat):
             group = f"bench-snapshot-{next(runs)}"
-            first = target_for(TargetInputs(group, 1, "balanced", before, catalog, snapshot), ids)
+            first = target_for(TargetInputs(group, 1, name, before, catalog, snapshot), ids)
             assert isinstance(first, dict), first
             members = tuple(MemberInfo(m, owned=tuple(sorted(first[m])), owned_generation=1) for m in sorted(ids))
-            run = TargetInputs(group, 2, "balanced", members + (newcomer,), catalog, snapshot,
+            run = TargetInputs(group, 2, name, members + (newcomer,), catalog, snapshot,
                                previous=first if incremental else None, previous_catalog=catalog if incremental else None)
             assignor.assign_incremental = counted  # type: ignore[attr-defined]
             try:
@@ -523,9 +534,55 @@ def snapshot_target_rows(n_tasks: int, n_members: int, repeat: int) -> list[Row]
                 del assignor.assign_incremental  # type: ignore[attr-defined]
         assert isinstance(result, dict), result
         assert (not incremental) or (incremental_rounds and incremental_rounds[-1] is not None), "declined"
-        rows.append(Row("server-side target, one member joins, snapshot read", f"balanced, {label}", size,
+        rows.append(Row("server-side target, one member joins, snapshot read", f"{name}, {label}", size,
                         seconds, balance(result).count_max_over_mean, movement({m: list(first[m]) for m in ids}, result),
                         f"CPU {cpu:.3f} s" + ("; target < 0.1 s" if incremental and cpu >= 0.1 else "")))
+    return rows
+
+
+def appended_target_rows(n_tasks: int, n_members: int, repeat: int, added: int = 100) -> list[Row]:
+    """``kafka-replica-shift``'s server-side target when ``added`` tasks whose ids sort after the others
+    join the catalog (Kafka's partitions added with ``startPartitionId``), members unchanged: the full pass
+    against the incremental round from the previous target (each on a group of its own with the same
+    history: its first full pass untimed). CPU, best of ``repeat``."""
+    from groupcoord.assignors.registry import get_assignor
+    from groupcoord.coordinator.model.catalog_snapshot import CatalogSnapshot
+    from groupcoord.coordinator.model.consumer_target import TargetInputs, target_for
+    from groupcoord.v1 import groupcoord_pb2 as pb
+
+    ids = member_ids(n_members)
+    members = tuple(MemberInfo(m) for m in ids)
+    old = CatalogSnapshot(1, {t: pb.Task(task_id=t) for t in task_ids(n_tasks)})
+    new = CatalogSnapshot(2, {**old.tasks, **{f"z{i:06d}": pb.Task(task_id=f"z{i:06d}") for i in range(added)}})
+    old.plain(), new.plain()
+    assignor = get_assignor("kafka-replica-shift")
+    answers: list[object] = []
+    plain_method = assignor.assign_incremental  # type: ignore[attr-defined]
+    runs = iter(range(1 << 30))
+    rows = []
+    size = f"{n_tasks:,} +{added} / {n_members:,}"
+    for label, incremental in (("full pass", False), ("incremental", True)):
+        seconds = cpu = float("inf")
+        for _ in range(repeat):
+            group = f"bench-appended-{next(runs)}"
+            first = target_for(TargetInputs(group, 1, "kafka-replica-shift", members, old, None), set(ids))
+            assert isinstance(first, dict), first
+            run = TargetInputs(group, 2, "kafka-replica-shift", members, new, None,
+                               previous=first if incremental else None, previous_catalog=old if incremental else None)
+            assignor.assign_incremental = lambda change: answers.append(plain_method(change)) or answers[-1]  # type: ignore[attr-defined]
+            try:
+                with settled_heap():
+                    cpu_start, start = time.process_time(), time.perf_counter()
+                    result = target_for(run, set(ids))
+                    seconds = min(seconds, time.perf_counter() - start)
+                    cpu = min(cpu, time.process_time() - cpu_start)
+            finally:
+                del assignor.assign_incremental  # type: ignore[attr-defined]
+        assert isinstance(result, dict), result
+        assert (not incremental) or (answers and answers[-1] is not None), "declined"
+        rows.append(Row("server-side target, tasks added at the end", f"kafka-replica-shift, {label}", size, seconds,
+                        balance(result).count_max_over_mean, movement({m: list(first[m]) for m in ids}, result),
+                        f"CPU {cpu:.3f} s"))
     return rows
 
 
@@ -551,6 +608,7 @@ def main(argv: list[str] | None = None) -> int:
         repeat = args.repeat or (1 if args.quick else 3)
         size = (5_000, 500) if args.quick else (100_000, 10_000)
         rows = server_target_rows(*size, repeat) + snapshot_target_rows(*size, repeat)
+        rows += appended_target_rows(*size, repeat)
         render(rows, f"the consumer protocol's server-side target (issue 34): best of {repeat} run(s), "
                f"load average {os.getloadavg()[0]:.2f}")
         return 0

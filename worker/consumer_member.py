@@ -71,8 +71,10 @@ class ConsumerMember(MemberEnd):
         on_change: Callable[[WorkerState, WorkerState], None] | None = None,
         on_tasks: Callable[[], None] | None = None, where: Callable[[], str] = lambda: "",
         rng: random.Random | None = None, assignor_lookup: AssignorLookup = _no_assignors,
+        load_reports: bool = False,
     ) -> None:
         self.config = config
+        self._load_reports = load_reports
         self._now = monotonic
         self._where = where
         self._rng = rng
@@ -187,6 +189,8 @@ class ConsumerMember(MemberEnd):
         if target is not None:
             self.leading.heard(target)
         yield from self._answered(response, sent, told)
+        if self.machine.state is WorkerState.STABLE:  # (not after a hung listener made it leave)
+            yield from self._report_load(session.member_id, session.epoch, session.call_timeout(bool(self.tasks.assigned)))
 
     def _answered(self, response: pb.GroupHeartbeatResponse, sent: float, told: frozenset[Any] | None) -> Gen:
         """Take the answer's epoch and interval; apply its assignment, when it has one."""

@@ -27,11 +27,11 @@ from groupcoord.assignors.base import TaskReplica
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.wire import replicas_from_pb
 from groupcoord.worker.config import WorkerConfig
-from groupcoord.worker.effects import AskLoad, Call, Effect, Joined, Sleep, WorkerClosedError
+from groupcoord.worker.effects import Call, Effect, Joined, Sleep, WorkerClosedError
 from groupcoord.worker.leader import AssignorLookup, Recheck, sync_request
 from groupcoord.worker.member_end import MemberEnd
 from groupcoord.worker.ownership import Notice, Ownership
-from groupcoord.worker.requests import heartbeat_request, join_request, leave_request, load_request
+from groupcoord.worker.requests import heartbeat_request, join_request, leave_request
 from groupcoord.worker.retry import retried, wait_s
 from groupcoord.worker.rules import ErrorRule, StableAction, rule_for
 from groupcoord.worker.session import Membership
@@ -265,7 +265,7 @@ class Member(MemberEnd):
             yield from self._lose_if_unconfirmed()
             return
         session.heartbeat_ok(sent)
-        yield from self._report_load()
+        yield from self._report_load(session.member_id, session.generation, session.stable_timeout())
         if session.is_leader and (yield from self._load_recheck()):
             self._rejoin()
 
@@ -295,19 +295,6 @@ class Member(MemberEnd):
             log.info("%s: load re-check skipped: %s", self.config.client_id, error)
             return False
         return self.recheck.judge(check, self.session.protocol, self.session.generation, described)
-
-    def _report_load(self) -> Gen:
-        if not self._load_reports:
-            return
-        report = yield AskLoad()
-        if report is None:
-            return
-        session = self.session
-        try:
-            yield Call("report_load", load_request(self.config, session.member_id, session.generation, report),
-                       session.stable_timeout())
-        except errors.GroupCoordError as error:
-            log.info("%s: load report not sent: %s", self.config.client_id, error)
 
     # ------------------------------------------------------------------ listeners and leave
 

@@ -13,9 +13,11 @@ import logging
 from collections.abc import Generator
 from typing import Any
 
+from groupcoord import errors
 from groupcoord.worker.config import WorkerConfig
-from groupcoord.worker.effects import Deliver, Effect, WorkerClosedError
+from groupcoord.worker.effects import AskLoad, Call, Deliver, Effect, WorkerClosedError
 from groupcoord.worker.ownership import Notice, Ownership
+from groupcoord.worker.requests import load_request
 from groupcoord.worker.rules import ErrorRule, rule_for
 from groupcoord.worker.states import WorkerMachine, WorkerState
 
@@ -37,6 +39,7 @@ class MemberEnd:
     closing: bool
     fatal_error: BaseException | None
     shut_down: bool
+    _load_reports: bool
 
     def run(self) -> Gen:
         """Join and stay in the group until ``closing`` (or a fatal error: ``fatal_error``)."""
@@ -85,6 +88,19 @@ class MemberEnd:
                 if leave_if_hung:
                     yield from self._leave_after_hang()
         return ok
+
+    def _report_load(self, member_id: str, generation: int, timeout: float) -> Gen:
+        """After an answered heartbeat: the load reporter's figures, when its policy says they are due (SPEC 3:
+        reports travel as ReportLoad in both protocols; a failed one is logged and the next due one goes)."""
+        if not self._load_reports:
+            return
+        report = yield AskLoad()
+        if report is None:
+            return
+        try:
+            yield Call("report_load", load_request(self.config, member_id, generation, report), timeout)
+        except errors.GroupCoordError as error:
+            log.info("%s: load report not sent: %s", self.config.client_id, error)
 
     # ------------------------------------------------------------------ what each core supplies
 

@@ -62,12 +62,10 @@ class MemberView:
             wake()
 
         transport = self._transport
-        if config.protocol == "consumer":  # the coordinator assigns: no assignor lookup, no leader's load re-check
-            if load_reports:
-                log.warning("%s: load reports are not sent in the consumer protocol (yet): the load reporter is "
-                            "not called", config.client_id)
+        if config.protocol == "consumer":  # the coordinator assigns (or asks a leader) and re-checks the load
             self._member = ConsumerMember(config, monotonic=monotonic, on_change=changed, on_tasks=on_tasks,
-                                          where=lambda: transport.address, assignor_lookup=assignor_lookup)
+                                          where=lambda: transport.address, assignor_lookup=assignor_lookup,
+                                          load_reports=load_reports)
             return
         self._member = Member(config, assignor_lookup=assignor_lookup, monotonic=monotonic, on_change=changed,
                               on_tasks=on_tasks, where=lambda: transport.address, load_reports=load_reports)

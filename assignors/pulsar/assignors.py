@@ -43,8 +43,9 @@ from groupcoord.assignors.collector import collector_paused
 from groupcoord.assignors.group_states import GroupStates
 from groupcoord.assignors.incremental import TargetChange
 from groupcoord.assignors.pulsar.config import LoadBalancerConfig
+from groupcoord.assignors.pulsar.convert import snapshot_key
 from groupcoord.assignors.pulsar.data import BundleData, LoadData
-from groupcoord.assignors.pulsar.incremental import sticky_round_robin
+from groupcoord.assignors.pulsar.incremental import settled_round, sticky_round_robin
 from groupcoord.assignors.pulsar.placement import (
     LeastLongTermMessageRate,
     LeastResourceUsageWithWeight,
@@ -68,6 +69,7 @@ from groupcoord.assignors.pulsar.steps import (
     split_tasks,
     sticky_owners,
 )
+from groupcoord.assignors.snapshot import LoadSnapshot
 
 __all__ = [
     "PulsarAssignor",
@@ -156,6 +158,7 @@ class PulsarAssignor:
         tasks = list(context.tasks)
         owners = self._sticky(context, context.tasks)
         snapshot = context.load_snapshot
+        state.settled = None
         if snapshot is None or not conf.load_balancer_enabled:
             log.info(
                 "group %s generation %d: %s, so %s runs as sticky round-robin",
@@ -204,6 +207,8 @@ class PulsarAssignor:
                     )
         for replica, member in sorted(owners.items()):
             result.members[member].append(replica)
+        if snapshot is not None and conf.load_balancer_enabled and not result.splits:
+            self._settle(state, context, snapshot)
         log.info(
             "group %s generation %d (%s): placed %d, unloaded %d, split %d",
             context.group_id,
@@ -215,11 +220,26 @@ class PulsarAssignor:
         )
         return result
 
+    @staticmethod
+    def _settle(state: GroupState, context: AssignmentContext, snapshot: LoadSnapshot) -> None:
+        """Remember that this pass read ``snapshot`` with more than one default-pool member (the splitter
+        and the shedder judged it): members joining under it are then the previous target (``settled_round``)."""
+        if (snapshot.snapshot_id or snapshot.created_ms) and sum(1 for m in context.members if not m.pool) > 1:
+            key = (snapshot.snapshot_id, snapshot.created_ms)
+            state.settled = (snapshot_key(snapshot), key, len(context.tasks))
+
     def assign_incremental(self, change: TargetChange) -> dict[str, frozenset[TaskReplica]] | None:
-        """Without a snapshot the round is sticky round-robin, the same from the previous target alone
-        (``pulsar.incremental``); with one, ``None``: placement and shedding read every task's load."""
+        """Without a snapshot the round is sticky round-robin, the same from the previous target alone;
+        under the snapshot the last full pass read, members joining get nothing and nothing moves
+        (``pulsar.incremental``); else ``None``: placement and shedding read every task's load."""
         if change.loaded and self.config.load_balancer_enabled:
-            return None
+            state = self._group(change.group_id)
+            target = settled_round(change, state, self.config.load_balancer_shedding_enabled)
+            if target is not None:
+                self.last_round = RoundStats()
+                log.info("group %s (%s, incremental): members joined under snapshot %s: nothing moves",
+                         change.group_id, self.name, state.settled[1][0] if state.settled else "")
+            return target
         self._group(change.group_id)  # the full pass's bookkeeping (the grace period's expiry)
         done = sticky_round_robin(change)
         if done is None:

@@ -101,6 +101,9 @@ class PoolState:
 class GroupState:
     recently_unloaded: dict[str, float] = field(default_factory=dict)
     pools: dict[str, PoolState] = field(default_factory=dict)
+    # the last full pass read a snapshot and left nothing to do on it (``pulsar.incremental.settled_round``):
+    # (its round id, its (snapshot id, created ms), the catalog's size); None otherwise
+    settled: tuple[object, tuple[str, int], int] | None = None
 
 
 @dataclass

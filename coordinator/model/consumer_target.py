@@ -34,7 +34,7 @@ from groupcoord.coordinator.model.group import Group
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.wire import snapshot_from_pb, task_spec
 
-__all__ = ["TargetInputs", "compute_target", "check_target", "assignor_exists", "target_for", "change_since",
+__all__ = ["TargetInputs", "context_of", "compute_target", "check_target", "assignor_exists", "target_for", "change_since",
            "check_moves", "inputs_of", "installed"]
 
 Target = dict[str, frozenset[TaskReplica]]
@@ -69,14 +69,19 @@ def assignor_exists(name: str) -> bool:
     return True
 
 
-def compute_target(inputs: TargetInputs) -> Assignment | str:
-    """Run the group's assignor; its answer, or why there is none (a string, for the group's last error)."""
+def context_of(inputs: TargetInputs) -> AssignmentContext:
+    """What the assignor reads (off the loop: the catalog and the snapshot are converted here)."""
     tasks: tuple[TaskSpec, ...] = ()
     if inputs.catalog is not None:
         tasks = tuple(task_spec(task) for task in inputs.catalog.in_order())
     snapshot = snapshot_from_pb(inputs.load_snapshot) if inputs.load_snapshot is not None else None
-    context = AssignmentContext(group_id=inputs.group_id, generation=inputs.epoch, members=inputs.members,
-                                tasks=tasks, load_snapshot=snapshot)
+    return AssignmentContext(group_id=inputs.group_id, generation=inputs.epoch, members=inputs.members,
+                             tasks=tasks, load_snapshot=snapshot)
+
+
+def compute_target(inputs: TargetInputs) -> Assignment | str:
+    """Run the group's assignor; its answer, or why there is none (a string, for the group's last error)."""
+    context = context_of(inputs)
     try:
         return get_assignor(inputs.assignor).assign(context)
     except (AssignorError, UnknownAssignorError) as failure:

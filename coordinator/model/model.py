@@ -27,6 +27,7 @@ from groupcoord.coordinator.model import admin, limits, phases
 from groupcoord.coordinator.model.assignment_check import AssignmentCheck, AssignmentInputs, inputs_of
 from groupcoord.coordinator.model.classic_members import classic_heartbeat, classic_join, classic_leave, classic_sync
 from groupcoord.coordinator.model.consumer import TIMER_KINDS, ConsumerGroups
+from groupcoord.coordinator.model.consumer_load import SHED_TIMER, LoadRechecks, report_load
 from groupcoord.coordinator.model.effects import ArmTimer, Effect, Outbox, Reply, TimerKey, Token, error
 from groupcoord.coordinator.model.group import Group, Member
 from groupcoord.coordinator.model.join import handle_join
@@ -78,6 +79,8 @@ class CoordinatorModel:
         self._bulk = bulk or nullcontext
         #: the groups of the consumer protocol (KIP-848, ``coordinator.model.consumer``)
         self.consumer = ConsumerGroups(self, new_member_id=self.new_member_id)
+        #: a consumer group's load check on a new snapshot, at its assignor's interval (``consumer_load``)
+        self.rechecks = LoadRechecks(self.consumer)
         #: whose quotas a new group counts against: ``(group_id, creator) -> principal``; the process
         #: sets the ACL-based one (``coordinator.auth.prefix_owner``); by default the creator's
         self.account_of: Callable[[str, str], str] = lambda _group_id, creator: creator
@@ -141,6 +144,8 @@ class CoordinatorModel:
         return self._step(handle_leave, request, token)
 
     def report_load(self, request: pb.ReportLoadRequest, token: Token, checked: Verdict | None = None) -> list[Effect]:
+        if request.group_id in self.consumer.groups:
+            return self._classic_step(report_load, request, token, checked)
         return self._step(handle_report_load, request, token, checked)
 
     def list_groups(self, request: pb.ListGroupsRequest, token: Token) -> list[Effect]:
@@ -158,7 +163,10 @@ class CoordinatorModel:
 
     def publish_load_snapshot(self, request: pb.PublishLoadSnapshotRequest, token: Token,
                               checked: Verdict | None = None) -> list[Effect]:
-        return self._step(admin.publish_load_snapshot, request, token, checked)
+        out = Outbox(self.consumer.to_record)
+        admin.publish_load_snapshot(self, out, request, token, checked)
+        self.rechecks.published(out, request.snapshot.group_id)
+        return out.effects()
 
     def delete_group(self, request: pb.DeleteGroupRequest, token: Token, principal: str = "") -> list[Effect]:
         consumer = self.consumer.groups.get(request.group_id)
@@ -179,9 +187,9 @@ class CoordinatorModel:
         """A timer's deadline passed (the runtime only fires keys the model armed)."""
         if key.kind == "expire" and key.group_id in self.consumer.groups:
             return []  # the catalog holder of a consumer-protocol group with members: not bare
-        if key.kind in TIMER_KINDS:
+        if key.kind in TIMER_KINDS or key.kind == SHED_TIMER:
             out = Outbox(self.consumer.to_record)
-            self.consumer.fire(out, key)
+            self.rechecks.fire(out, key) if key.kind == SHED_TIMER else self.consumer.fire(out, key)
             return out.effects()
         group = self.groups.get(key.group_id)
         if group is None:

@@ -212,3 +212,111 @@ def test_they_decline_what_a_count_cannot_stand_for() -> None:
     loaded = TargetChange(plain.previous, members, plain.homeless, plain.removed, 2, plain=True, snapshot_key=("s", 1))
     assert balanced().assign_incremental(loaded) is None  # a snapshot it has not read: the estimate reads it all
     assert PulsarUniformAssignor(clock=FakeClock().now).assign_incremental(loaded) is None  # the shedder reads them
+
+
+def pulsar_twins(make: type[PulsarAssignor], case: Case) -> tuple[PulsarAssignor, PulsarAssignor, Target]:
+    """Two instances with the same history (the first round, a full pass on the snapshot) and its target."""
+    full, incremental = make(clock=FakeClock().now), make(clock=FakeClock().now)
+    previous = as_target(full.assign(replace(case.first, rng=random.Random(0))))  # each its own draws
+    assert as_target(incremental.assign(replace(case.first, rng=random.Random(0)))) == previous
+    return full, incremental, previous
+
+
+def incremental_or_full(assignor: PulsarAssignor, change: TargetChange, context: AssignmentContext) -> tuple[
+        Target, bool]:
+    """What the coordinator installs: the incremental answer, else the full pass; and whether it was incremental."""
+    answer = assignor.assign_incremental(change)
+    return (dict(answer), True) if answer is not None else (as_target(assignor.assign(context)), False)
+
+
+@pytest.mark.parametrize("make", PULSARS, ids=lambda make: make.name)
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=snapshot_cases())
+def test_pulsar_under_the_snapshot_its_full_pass_read_joins_are_its_full_pass(
+        make: type[PulsarAssignor], case: Case) -> None:
+    full, incremental, previous = pulsar_twins(make, case)
+    target, quick = incremental_or_full(incremental, case.change(previous), case.second(previous))
+    assert target == as_target(full.assign(case.second(previous)))
+    covers_once(case, target)
+    lost = any(previous.get(m) for m in case.left) or any(previous.get(m) for m in case.members if case.pool[m])
+    assert quick == (not lost and len(case.first.members) > 1 and bool(case.catalog))  # declined only when it must
+    if quick:
+        assert all(target[m] == previous.get(m, frozenset()) for m in case.members if not case.pool[m])
+    # a third round, one more member under the same snapshot: the twins' states went on alike
+    members = tuple(MemberInfo(m, pool=case.pool[m], capacity=case.capacity[m], owned=tuple(sorted(target[m])),
+                               owned_generation=2) for m in case.members) + (MemberInfo("z"),)
+    again = TargetChange(previous=target, members=members, homeless=frozenset(), removed=frozenset(),
+                         total=len(case.catalog), plain=True, group_id="g",
+                         snapshot_key=case.change(previous).snapshot_key)
+    context = AssignmentContext("g", 3, members, case.second(previous).tasks, load_snapshot=case.snapshot)
+    assert incremental_or_full(incremental, again, context)[0] == as_target(
+        full.assign(replace(context, rng=random.Random(0))))
+
+
+def test_pulsar_under_a_snapshot_declines_what_its_full_pass_must_judge() -> None:
+    """A newer snapshot, a task added, and a shedding plan the re-check computed and left waiting."""
+    owner = {f"t{i}": "a" for i in range(8)} | {"u": "b", "v": "c"}
+    members = ("a", "b", "c")
+    tasks = tuple(TaskSpec(t) for t in sorted(owner))
+    cpu = {"a": 95.0, "b": 10.0, "c": 10.0}
+
+    def snapshot(sid: str, created: int) -> LoadSnapshot:
+        rows = {t: TaskLoadStats(t, m, short_samples=10, long_samples=100, long_msg_rate_in=1000.0,
+                                 short_msg_rate_in=1000.0) for t, m in owner.items()}
+        workers = {m: WorkerLoadStats(m, cpu_usage=c, cpu_limit=100.0) for m, c in cpu.items()}
+        return LoadSnapshot("g", sid, created, MappingProxyType(rows), MappingProxyType(workers))
+
+    def context(snap: LoadSnapshot, who: tuple[str, ...] = members) -> AssignmentContext:
+        return AssignmentContext("g", 1, tuple(MemberInfo(m, owned=tuple(TaskReplica(t) for t, o in owner.items()
+                                                                          if o == m)) for m in who), tasks,
+                                 load_snapshot=snap)
+
+    assignor = PulsarOverloadAssignor(clock=FakeClock().now)
+    s1 = snapshot("s1", 1)
+    previous = as_target(assignor.assign(context(s1)))
+    joined = (*[MemberInfo(m) for m in members], MemberInfo("n"))
+
+    def change(key: tuple[str, int], homeless: frozenset[TaskReplica] = frozenset(), total: int = len(tasks)) -> (
+            TargetChange):
+        return TargetChange(previous, joined, homeless, frozenset(), total, plain=True, group_id="g", snapshot_key=key)
+
+    assert assignor.assign_incremental(change(("s1", 1))) == {**previous, "n": frozenset()}
+    assert assignor.assign_incremental(change(("s2", 2))) is None  # a snapshot the shedder has not judged
+    assert assignor.assign_incremental(change(("s1", 1), frozenset({TaskReplica("w")}), len(tasks) + 1)) is None
+    s2 = snapshot("s2", 2)
+    assert assignor.needs_rebalance(context(s2))  # the re-check's plan for s2 waits for the next full pass
+    assignor.assign(context(s2, ("a",)))  # ... which, with one member, cannot shed: the plan still waits
+    assert assignor.assign_incremental(change(("s2", 2))) is None
+
+
+def test_pulsar_declines_a_join_the_splitter_or_the_shedder_has_not_judged_with_two_members() -> None:
+    """One member read the snapshot: with shedding off, the splitter (which needs two members) has not had
+    its say, so a join is a full pass, which splits; a plan a re-check left waiting is a full pass too."""
+    attrs = MappingProxyType({"hash_lower": "0x00000000", "hash_upper": "0x100000000"})
+    tasks = (TaskSpec("orders", attributes=attrs), TaskSpec("other"))
+    rows = {"orders": TaskLoadStats("orders", "a", short_samples=10, long_samples=100, long_msg_rate_in=20000.0,
+                                    long_msg_rate_out=20000.0, short_msg_rate_in=20000.0, topics=10),
+            "other": TaskLoadStats("other", "a", short_samples=10, long_samples=100, long_msg_rate_in=10.0)}
+    snap = LoadSnapshot("g", "s1", 1, MappingProxyType(rows), MappingProxyType({}))
+    owned = tuple(TaskReplica(t.task_id) for t in tasks)
+    assignor = PulsarUniformAssignor(replace(PulsarUniformAssignor().config, load_balancer_shedding_enabled=False),
+                                     clock=FakeClock().now)
+    previous = as_target(assignor.assign(AssignmentContext("g", 1, (MemberInfo("a", owned=owned),), tasks,
+                                                           load_snapshot=snap)))
+    both = (MemberInfo("a", owned=owned), MemberInfo("b"))
+    join = TargetChange(previous, both, frozenset(), frozenset(), 2, plain=True, group_id="g", snapshot_key=("s1", 1))
+    assert assignor.assign_incremental(join) is None
+    assert [s.parent_task_id for s in assignor.assign(AssignmentContext("g", 2, both, tasks, load_snapshot=snap)
+                                                      ).splits] == ["orders"]
+
+    rows = {**rows, "orders": replace(rows["orders"], topics=1)}  # not to be split
+    snap = LoadSnapshot("g", "s1", 1, MappingProxyType(rows), MappingProxyType({}))
+    shedding = PulsarOverloadAssignor(clock=FakeClock().now)  # read s1 with two members: settled on it ...
+    target = as_target(shedding.assign(AssignmentContext("g", 1, both, tasks, load_snapshot=snap)))
+    join = TargetChange(target, (*both, MemberInfo("n")), frozenset(), frozenset(), 2, plain=True, group_id="g",
+                        snapshot_key=("s1", 1))
+    assert shedding.assign_incremental(join) == {**target, "n": frozenset()}
+    hot = LoadSnapshot("g", "s2", 2, MappingProxyType(rows), MappingProxyType({"a": WorkerLoadStats("a", cpu_usage=99.0,
+                                                                                                   cpu_limit=100.0)}))
+    assert shedding.needs_rebalance(AssignmentContext("g", 1, both, tasks, load_snapshot=hot))  # ... s2's plan waits
+    assert shedding.assign_incremental(join) is None
