@@ -29,13 +29,14 @@ from groupcoord.assignors.base import (
 from groupcoord.assignors.incremental import IncrementalAssignor, TargetChange
 from groupcoord.assignors.registry import UnknownAssignorError, get_assignor
 from groupcoord.coordinator.model.catalog_snapshot import CatalogSnapshot
-from groupcoord.coordinator.model.consumer_group import ConsumerGroup
+from groupcoord.coordinator.model.consumer_group import ConsumerGroup, owning
 from groupcoord.coordinator.model.group import Group
+from groupcoord.coordinator.model.reconcile import Reconciled
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.wire import snapshot_from_pb, task_spec
 
 __all__ = ["TargetInputs", "compute_target", "check_target", "assignor_exists", "target_for", "change_since",
-           "check_moves", "inputs_of", "installed"]
+           "check_moves", "inputs_of", "installed", "full_views"]
 
 Target = dict[str, frozenset[TaskReplica]]
 
@@ -55,6 +56,17 @@ class TargetInputs:
     previous: Mapping[str, frozenset[TaskReplica]] | None = None
     previous_catalog: CatalogSnapshot | None = None
     orphans: frozenset[TaskReplica] = frozenset()
+    # when set, ``members`` are placement views (``owned`` empty, as an incremental round reads them) and
+    # this is each one's reconciliation state, in the same order: a full pass adds what each owns
+    owned: tuple[Reconciled, ...] | None = None
+
+
+def full_views(inputs: TargetInputs) -> tuple[MemberInfo, ...]:
+    """The members as a full pass reads them, with what each owns (built here, off the loop, and only
+    for a full pass: an incremental round's basis is the previous target)."""
+    if inputs.owned is None:
+        return inputs.members
+    return tuple(owning(view, reconciled) for view, reconciled in zip(inputs.members, inputs.owned, strict=True))
 
 
 def assignor_exists(name: str) -> bool:
@@ -74,8 +86,9 @@ def compute_target(inputs: TargetInputs) -> Assignment | str:
     tasks: tuple[TaskSpec, ...] = ()
     if inputs.catalog is not None:
         tasks = tuple(task_spec(task) for task in inputs.catalog.in_order())
+        inputs.catalog.plain()  # read by every incremental round after this pass: O(catalog), as this pass is
     snapshot = snapshot_from_pb(inputs.load_snapshot) if inputs.load_snapshot is not None else None
-    context = AssignmentContext(group_id=inputs.group_id, generation=inputs.epoch, members=inputs.members,
+    context = AssignmentContext(group_id=inputs.group_id, generation=inputs.epoch, members=full_views(inputs),
                                 tasks=tasks, load_snapshot=snapshot)
     try:
         return get_assignor(inputs.assignor).assign(context)
@@ -167,13 +180,16 @@ def target_for(inputs: TargetInputs, members: set[str]) -> Target | str:
 
 
 def inputs_of(group: ConsumerGroup, classic: Group | None) -> TargetInputs:
-    """What the next computation reads, taken on the loop: references and O(members) copies only."""
+    """What the next computation reads, taken on the loop: references and O(members) copies only (each
+    member's placement view is kept until its metadata changes; what it owns is added off the loop,
+    and only when a full pass runs)."""
     catalog = classic.catalog_snapshot() if classic is not None else None
-    members = tuple(m.assignor_view() for m in group.members.values())
+    members = tuple(m.placement_view() for m in group.members.values())
+    owned = tuple(m.reconciled for m in group.members.values())
     previous = {member_id: group.target[member_id] for member_id in group.members if member_id in group.target}
     return TargetInputs(group.group_id, group.epoch, group.assignor, members, catalog,
                         classic.load_snapshot if classic is not None else None, previous=previous,
-                        previous_catalog=group.target_catalog, orphans=frozenset(group.orphans))
+                        previous_catalog=group.target_catalog, orphans=frozenset(group.orphans), owned=owned)
 
 
 def installed(group: ConsumerGroup, inputs: TargetInputs, target: Target) -> None:
