@@ -16,7 +16,7 @@ edited in place, or the assignor declining: the full pass, as ever.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from groupcoord.assignors.base import (
     Assignment,
@@ -36,19 +36,22 @@ from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.wire import snapshot_from_pb, task_spec
 
 __all__ = ["TargetInputs", "compute_target", "check_target", "assignor_exists", "target_for", "change_since",
-           "check_moves", "inputs_of", "installed", "full_views"]
+           "check_moves", "inputs_of", "installed"]
 
 Target = dict[str, frozenset[TaskReplica]]
 
 
 @dataclass(frozen=True, slots=True)
 class TargetInputs:
-    """What one computation reads: nothing here changes after it is taken."""
+    """What one computation reads: nothing here changes after it is taken (``members`` is derived
+    from it once, on first read)."""
 
     group_id: str
     epoch: int
     assignor: str
-    members: tuple[MemberInfo, ...]
+    views: tuple[MemberInfo, ...]
+    """Each member as the assignor places it; with ``owned`` set, without what it owns (the views the
+    coordinator keeps per member: an incremental round reads them, its basis the previous target)."""
     catalog: CatalogSnapshot | None
     load_snapshot: pb.LoadSnapshot | None
     # the previous target (of the members still here), the catalog it was computed from, and the
@@ -56,17 +59,20 @@ class TargetInputs:
     previous: Mapping[str, frozenset[TaskReplica]] | None = None
     previous_catalog: CatalogSnapshot | None = None
     orphans: frozenset[TaskReplica] = frozenset()
-    # when set, ``members`` are placement views (``owned`` empty, as an incremental round reads them) and
-    # this is each one's reconciliation state, in the same order: a full pass adds what each owns
     owned: tuple[Reconciled, ...] | None = None
+    """Each member's reconciliation state, in ``views`` order (None: the views say what each owns)."""
+    _members: tuple[MemberInfo, ...] | None = field(default=None, init=False, repr=False, compare=False)
 
-
-def full_views(inputs: TargetInputs) -> tuple[MemberInfo, ...]:
-    """The members as a full pass reads them, with what each owns (built here, off the loop, and only
-    for a full pass: an incremental round's basis is the previous target)."""
-    if inputs.owned is None:
-        return inputs.members
-    return tuple(owning(view, reconciled) for view, reconciled in zip(inputs.members, inputs.owned, strict=True))
+    @property
+    def members(self) -> tuple[MemberInfo, ...]:
+        """Every member as a full pass reads it, with what it owns: built on first read (off the loop,
+        and only when a full pass or a check of the whole group runs)."""
+        built = self._members
+        if built is None:
+            built = self.views if self.owned is None else tuple(
+                owning(view, reconciled) for view, reconciled in zip(self.views, self.owned, strict=True))
+            object.__setattr__(self, "_members", built)
+        return built
 
 
 def assignor_exists(name: str) -> bool:
@@ -86,9 +92,8 @@ def compute_target(inputs: TargetInputs) -> Assignment | str:
     tasks: tuple[TaskSpec, ...] = ()
     if inputs.catalog is not None:
         tasks = tuple(task_spec(task) for task in inputs.catalog.in_order())
-        inputs.catalog.plain()  # read by every incremental round after this pass: O(catalog), as this pass is
     snapshot = snapshot_from_pb(inputs.load_snapshot) if inputs.load_snapshot is not None else None
-    context = AssignmentContext(group_id=inputs.group_id, generation=inputs.epoch, members=full_views(inputs),
+    context = AssignmentContext(group_id=inputs.group_id, generation=inputs.epoch, members=inputs.members,
                                 tasks=tasks, load_snapshot=snapshot)
     try:
         return get_assignor(inputs.assignor).assign(context)
@@ -133,7 +138,7 @@ def change_since(inputs: TargetInputs) -> TargetChange | None:
             return None  # a task edited in place (replicas, pool, weight): placed afresh
     homeless = inputs.orphans | {TaskReplica(t, 0) for t in added}
     weight = next(iter(new.tasks.values())).weight or 1.0 if new.tasks else 1.0  # one weight when plain
-    return TargetChange(previous=previous, members=inputs.members, homeless=frozenset(homeless),
+    return TargetChange(previous=previous, members=inputs.views, homeless=frozenset(homeless),
                         removed=frozenset(TaskReplica(t, 0) for t in gone), total=len(new.tasks), plain=new.plain(),
                         group_id=inputs.group_id, weight=weight, snapshot_key=_key(inputs.load_snapshot))
 
@@ -176,6 +181,8 @@ def target_for(inputs: TargetInputs, members: set[str]) -> Target | str:
         checked = check_moves(change, answer, members, inputs.catalog) if answer is not None else None
         if isinstance(checked, dict):
             return checked  # else (declined, or refused: a broken shortcut must not stall the group) the full pass
+    if inputs.catalog is not None:
+        inputs.catalog.plain()  # O(catalog) as this pass is: every incremental round after it reads it
     return check_target(compute_target(inputs), members, inputs.catalog)
 
 
@@ -184,10 +191,10 @@ def inputs_of(group: ConsumerGroup, classic: Group | None) -> TargetInputs:
     member's placement view is kept until its metadata changes; what it owns is added off the loop,
     and only when a full pass runs)."""
     catalog = classic.catalog_snapshot() if classic is not None else None
-    members = tuple(m.placement_view() for m in group.members.values())
+    views = tuple(m.placement_view() for m in group.members.values())
     owned = tuple(m.reconciled for m in group.members.values())
     previous = {member_id: group.target[member_id] for member_id in group.members if member_id in group.target}
-    return TargetInputs(group.group_id, group.epoch, group.assignor, members, catalog,
+    return TargetInputs(group.group_id, group.epoch, group.assignor, views, catalog,
                         classic.load_snapshot if classic is not None else None, previous=previous,
                         previous_catalog=group.target_catalog, orphans=frozenset(group.orphans), owned=owned)
 
