@@ -193,7 +193,8 @@ def inputs_of(group: ConsumerGroup, classic: Group | None) -> TargetInputs:
     catalog = classic.catalog_snapshot() if classic is not None else None
     views = tuple(m.placement_view() for m in group.members.values())
     owned = tuple(m.reconciled for m in group.members.values())
-    previous = {member_id: group.target[member_id] for member_id in group.members if member_id in group.target}
+    target, here = group.target, group.members.keys()
+    previous = dict(target) if target.keys() <= here else {m: target[m] for m in here if m in target}  # C, usually
     return TargetInputs(group.group_id, group.epoch, group.assignor, views, catalog,
                         classic.load_snapshot if classic is not None else None, previous=previous,
                         previous_catalog=group.target_catalog, orphans=frozenset(group.orphans), owned=owned)
@@ -202,6 +203,10 @@ def inputs_of(group: ConsumerGroup, classic: Group | None) -> TargetInputs:
 def installed(group: ConsumerGroup, inputs: TargetInputs, target: Target) -> None:
     """Install a computed target: members gone meanwhile are dropped, and their replicas are the next
     computation's orphans; the catalog it read is the next one's basis."""
-    group.target = {member_id: tasks for member_id, tasks in target.items() if member_id in group.members}
-    group.orphans = set().union(*(tasks for member_id, tasks in target.items() if member_id not in group.members))
+    here = group.members.keys()
+    if target.keys() <= here:  # nobody left meanwhile (the usual case): no pass over the members in Python
+        group.target, group.orphans = target, set()
+    else:
+        group.target = {member_id: tasks for member_id, tasks in target.items() if member_id in here}
+        group.orphans = set().union(*(tasks for member_id, tasks in target.items() if member_id not in here))
     group.target_catalog = inputs.catalog

@@ -1,8 +1,8 @@
 """What the server-side assignor is handed of each member: a placement view kept per member until its
 metadata changes (an incremental round takes it by reference, its ``owned`` empty), and for a full
 pass that view with what the member owns at that moment. A member whose tasks changed is seen with
-its new ones, a member gone is not seen, a changed rack is seen, and a restarted coordinator builds
-the views afresh from its records."""
+its new ones, a member gone is not seen (nor installed, when it left during the computation), a changed
+rack is seen, and a restarted coordinator builds the views afresh from its records."""
 
 from __future__ import annotations
 
@@ -14,7 +14,10 @@ import pytest
 from groupcoord.assignors.base import MemberInfo, TaskReplica
 from groupcoord.assignors.incremental import TargetChange
 from groupcoord.assignors.sticky import StickyAssignor
+from groupcoord.coordinator.clock import FakeClock
 from groupcoord.coordinator.config import CoordinatorConfig
+from groupcoord.coordinator.model.effects import Effect, Offload, TimerKey
+from groupcoord.coordinator.model.model import CoordinatorModel
 from groupcoord.coordinator.storage.sqlite_store import SqliteStore
 from groupcoord.coordinator.testing import Harness
 from groupcoord.v1 import groupcoord_pb2 as pb
@@ -127,3 +130,32 @@ def test_a_restarted_coordinator_builds_each_view_from_its_records(
     assert sum(len(o) for o, _ in before.values()) == 9
     assert full[f.members["b"].member_id].rack == "r9" and full[f.members["a"].member_id].rack == ""
     f.assert_no_task_run_twice()
+
+
+def test_a_member_that_leaves_while_its_target_is_computed_is_not_installed_and_its_tasks_go_on() -> None:
+    def run(effects: list[Effect]) -> list[Offload]:
+        return [e for e in effects if isinstance(e, Offload)]
+
+    def beat(request: pb.GroupHeartbeatRequest) -> Any:
+        [reply] = [e for e in model.group_heartbeat(request, 1) if hasattr(e, "response")]
+        return reply.response  # type: ignore[attr-defined]
+
+    model = CoordinatorModel(clock=FakeClock())
+    model.put_tasks(pb.PutTasksRequest(group_id=G, tasks=[pb.Task(task_id=f"t{i}") for i in range(6)]), 1)
+    ids = [beat(pb.GroupHeartbeatRequest(group_id=G, member_epoch=0, client_id=n)).member_id for n in "ab"]
+    [job] = run(model.fire(TimerKey("c-assign", G)))
+    for effect in job.then(job.job()):
+        assert not isinstance(effect, Offload)
+    group = model.consumer.groups[G]
+    b_had = group.target[ids[1]]
+    beat(pb.GroupHeartbeatRequest(group_id=G, member_epoch=0, client_id="c"))  # a join: the next computation
+    [job] = run(model.fire(TimerKey("c-assign", G)))
+    beat(pb.GroupHeartbeatRequest(group_id=G, member_id=ids[1], member_epoch=-1))  # b leaves meanwhile
+    job.then(job.job())
+    assert ids[1] not in group.target and group.orphans and group.orphans <= b_had  # its share: the next one's
+    every = {TaskReplica(f"t{i}") for i in range(6)}
+    assert set().union(*group.target.values()) | group.orphans == every
+    [job] = run(model.fire(TimerKey("c-assign", G)))
+    job.then(job.job())
+    assert not group.orphans and set().union(*group.target.values()) == every
+    model.validate()
