@@ -42,7 +42,8 @@ class TargetChange:
     previous: Mapping[str, frozenset[TaskReplica]]
     """The previous target of each member that had one and is still in the group."""
     members: tuple[MemberInfo, ...]
-    """Every member now (the new ones have no entry in ``previous``)."""
+    """Every member now (the new ones have no entry in ``previous``); the coordinator leaves their
+    ``owned`` empty: ``previous`` is what they hold."""
     homeless: frozenset[TaskReplica]
     """Replicas without a member: those of members gone since, and those new to the catalog."""
     removed: frozenset[TaskReplica]

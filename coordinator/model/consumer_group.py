@@ -19,7 +19,8 @@ from groupcoord.coordinator.model.reconcile import MemberState, Reconciled
 from groupcoord.coordinator.model.target_map import TargetMap
 from groupcoord.v1 import groupcoord_pb2 as pb
 
-__all__ = ["ClassicTraits", "ConsumerGroup", "ConsumerMember", "LEAVE_EPOCH", "STATIC_LEAVE_EPOCH", "JOIN_EPOCH"]
+__all__ = ["ClassicTraits", "ConsumerGroup", "ConsumerMember", "LEAVE_EPOCH", "STATIC_LEAVE_EPOCH", "JOIN_EPOCH",
+           "owning"]
 
 JOIN_EPOCH = 0
 LEAVE_EPOCH = -1
@@ -56,7 +57,9 @@ class ConsumerMember:
     # the coordinator's lost time when the member was last heard from (as classic members keep it)
     lost_mark: float = 0.0
     last_seen: float = 0.0  # when the coordinator last heard from it (DescribeGroup)
-    info: MemberInfo | None = None  # what the assignor sees of it, rebuilt when its metadata changes
+    # what the assignor sees of its placement (no ``owned``), kept until its metadata changes: a new
+    # target reads it as is, and adds what the member owns only for a full pass (``consumer_target``)
+    info: MemberInfo | None = None
     classic: ClassicTraits | None = None  # set for a member speaking the classic protocol (a converted group)
     # loaded at an epoch its record implies (``consumer_records.implied_epoch``): a heartbeat at any
     # epoch from this one up to its own is the member's (0: none; its next change resets it)
@@ -72,14 +75,27 @@ class ConsumerMember:
         """What the member may be running: its assignment and what it has not yet given up."""
         return self.reconciled.assigned | self.reconciled.revoking
 
-    def assignor_view(self) -> MemberInfo:
+    def placement_view(self) -> MemberInfo:
+        """The member as the assignor places it, without what it owns (which changes every target):
+        built once per metadata, so a computation takes 10,000 members' views by reference."""
         if self.info is None:
             m = self.metadata
             self.info = MemberInfo(
                 member_id=self.member_id, instance_id=self.instance_id, client_id=self.client_id, host=self.host,
-                rack=m.rack, pool=m.pool, capacity=m.capacity or 1.0, attributes=dict(m.attributes),
-                owned=tuple(sorted(self.reconciled.assigned)), owned_generation=self.epoch)
+                rack=m.rack, pool=m.pool, capacity=m.capacity or 1.0, attributes=dict(m.attributes))
         return self.info
+
+    def assignor_view(self) -> MemberInfo:
+        """The whole view a full pass reads: the placement and what the member owns now."""
+        return owning(self.placement_view(), self.reconciled)
+
+
+def owning(view: MemberInfo, reconciled: Reconciled) -> MemberInfo:
+    """``view`` with the replicas ``reconciled`` assigns as owned, at its epoch (for a full pass)."""
+    return MemberInfo(member_id=view.member_id, instance_id=view.instance_id, client_id=view.client_id,
+                      host=view.host, rack=view.rack, pool=view.pool, capacity=view.capacity,
+                      attributes=view.attributes, owned=tuple(sorted(reconciled.assigned)),
+                      owned_generation=reconciled.epoch)
 
 
 @dataclass(eq=False)
@@ -183,8 +199,6 @@ class ConsumerGroup:
                 raise AssertionError(f"{task} given to {member_id} while {owner} holds it")
         if reconciled.epoch != member.epoch:
             member.previous_epoch = member.epoch
-        if reconciled.assigned != member.reconciled.assigned:
-            member.info = None  # its ownership as the assignor sees it changed
         member.reconciled = reconciled
         if member.member_id in self.members:
             self.refresh(member)

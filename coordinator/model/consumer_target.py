@@ -16,7 +16,7 @@ edited in place, or the assignor declining: the full pass, as ever.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from groupcoord.assignors.base import (
     Assignment,
@@ -29,8 +29,9 @@ from groupcoord.assignors.base import (
 from groupcoord.assignors.incremental import IncrementalAssignor, TargetChange
 from groupcoord.assignors.registry import UnknownAssignorError, get_assignor
 from groupcoord.coordinator.model.catalog_snapshot import CatalogSnapshot
-from groupcoord.coordinator.model.consumer_group import ConsumerGroup
+from groupcoord.coordinator.model.consumer_group import ConsumerGroup, owning
 from groupcoord.coordinator.model.group import Group
+from groupcoord.coordinator.model.reconcile import Reconciled
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.wire import snapshot_from_pb, task_spec
 
@@ -42,12 +43,15 @@ Target = dict[str, frozenset[TaskReplica]]
 
 @dataclass(frozen=True, slots=True)
 class TargetInputs:
-    """What one computation reads: nothing here changes after it is taken."""
+    """What one computation reads: nothing here changes after it is taken (``members`` is derived
+    from it once, on first read)."""
 
     group_id: str
     epoch: int
     assignor: str
-    members: tuple[MemberInfo, ...]
+    views: tuple[MemberInfo, ...]
+    """Each member as the assignor places it; with ``owned`` set, without what it owns (the views the
+    coordinator keeps per member: an incremental round reads them, its basis the previous target)."""
     catalog: CatalogSnapshot | None
     load_snapshot: pb.LoadSnapshot | None
     # the previous target (of the members still here), the catalog it was computed from, and the
@@ -55,6 +59,20 @@ class TargetInputs:
     previous: Mapping[str, frozenset[TaskReplica]] | None = None
     previous_catalog: CatalogSnapshot | None = None
     orphans: frozenset[TaskReplica] = frozenset()
+    owned: tuple[Reconciled, ...] | None = None
+    """Each member's reconciliation state, in ``views`` order (None: the views say what each owns)."""
+    _members: tuple[MemberInfo, ...] | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def members(self) -> tuple[MemberInfo, ...]:
+        """Every member as a full pass reads it, with what it owns: built on first read (off the loop,
+        and only when a full pass or a check of the whole group runs)."""
+        built = self._members
+        if built is None:
+            built = self.views if self.owned is None else tuple(
+                owning(view, reconciled) for view, reconciled in zip(self.views, self.owned, strict=True))
+            object.__setattr__(self, "_members", built)
+        return built
 
 
 def assignor_exists(name: str) -> bool:
@@ -125,7 +143,7 @@ def change_since(inputs: TargetInputs) -> TargetChange | None:
             return None  # a task edited in place (replicas, pool, weight): placed afresh
     homeless = inputs.orphans | {TaskReplica(t, 0) for t in added}
     weight = next(iter(new.tasks.values())).weight or 1.0 if new.tasks else 1.0  # one weight when plain
-    return TargetChange(previous=previous, members=inputs.members, homeless=frozenset(homeless),
+    return TargetChange(previous=previous, members=inputs.views, homeless=frozenset(homeless),
                         removed=frozenset(TaskReplica(t, 0) for t in gone), total=len(new.tasks), plain=new.plain(),
                         group_id=inputs.group_id, weight=weight, snapshot_key=_key(inputs.load_snapshot))
 
@@ -168,22 +186,32 @@ def target_for(inputs: TargetInputs, members: set[str]) -> Target | str:
         checked = check_moves(change, answer, members, inputs.catalog) if answer is not None else None
         if isinstance(checked, dict):
             return checked  # else (declined, or refused: a broken shortcut must not stall the group) the full pass
+    if inputs.catalog is not None:
+        inputs.catalog.plain()  # O(catalog) as this pass is: every incremental round after it reads it
     return check_target(compute_target(inputs), members, inputs.catalog)
 
 
 def inputs_of(group: ConsumerGroup, classic: Group | None) -> TargetInputs:
-    """What the next computation reads, taken on the loop: references and O(members) copies only."""
+    """What the next computation reads, taken on the loop: references and O(members) copies only (each
+    member's placement view is kept until its metadata changes; what it owns is added off the loop,
+    and only when a full pass runs)."""
     catalog = classic.catalog_snapshot() if classic is not None else None
-    members = tuple(m.assignor_view() for m in group.members.values())
-    previous = {member_id: group.target[member_id] for member_id in group.members if member_id in group.target}
-    return TargetInputs(group.group_id, group.epoch, group.assignor, members, catalog,
+    views = tuple(m.placement_view() for m in group.members.values())
+    owned = tuple(m.reconciled for m in group.members.values())
+    target, here = group.target, group.members.keys()
+    previous = dict(target) if target.keys() <= here else {m: target[m] for m in here if m in target}  # C, usually
+    return TargetInputs(group.group_id, group.epoch, group.assignor, views, catalog,
                         classic.load_snapshot if classic is not None else None, previous=previous,
-                        previous_catalog=group.target_catalog, orphans=frozenset(group.orphans))
+                        previous_catalog=group.target_catalog, orphans=frozenset(group.orphans), owned=owned)
 
 
 def installed(group: ConsumerGroup, inputs: TargetInputs, target: Target) -> None:
     """Install a computed target: members gone meanwhile are dropped, and their replicas are the next
     computation's orphans; the catalog it read is the next one's basis."""
-    group.target = {member_id: tasks for member_id, tasks in target.items() if member_id in group.members}
-    group.orphans = set().union(*(tasks for member_id, tasks in target.items() if member_id not in group.members))
+    here = group.members.keys()
+    if target.keys() <= here:  # nobody left meanwhile (the usual case): no pass over the members in Python
+        group.target, group.orphans = target, set()
+    else:
+        group.target = {member_id: tasks for member_id, tasks in target.items() if member_id in here}
+        group.orphans = set().union(*(tasks for member_id, tasks in target.items() if member_id not in here))
     group.target_catalog = inputs.catalog
