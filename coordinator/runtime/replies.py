@@ -3,10 +3,11 @@ completion (``Reply.complete``: an answer too heavy to build on the event loop) 
 thread before the answer goes out. Also the model's ``Offload`` jobs, which come back the same way.
 
 A group's answers go out in the order the model gave them, a completion included: the ones after it
-wait for it. A join phase's end answers the leader first (its answer is the one with a completion),
-so the leader hears before its followers and its SyncGroup is not read behind theirs: answered as
-each came, the leader's went out last, and with 3,000 members on three streams its SyncGroup reached
-the coordinator behind 2,599 of theirs (docs/scaling.md).
+wait for it, and are answered a turn of the event loop after it, so that a Session stream's writer
+sends it before their answers are even made. A join phase's end answers the leader first (its answer
+is the one with a completion), so the leader hears before its followers and its SyncGroup is not read
+behind theirs: answered as each came, the leader's went out last, and with 3,000 members on three
+streams its SyncGroup reached the coordinator behind 2,599 of theirs (docs/scaling.md).
 
 One job of the runtime (``coordinator.runtime.runtime``); it decides nothing about groups.
 """
@@ -93,7 +94,8 @@ class Replies:
                     pb.COORDINATOR_NOT_AVAILABLE, "the coordinator could not complete its answer")))
             else:
                 self.answer(reply.to, reply.response)
-            self._release(reply.group_id)
+            # the others on the loop's next turn: its answer is then written before 10,000 of theirs are made
+            loop.call_soon(self._release, reply.group_id)
 
         self._checkers.start(loop, complete).add_done_callback(completed)
 

@@ -16,7 +16,7 @@ from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
 from tests.coordinator.rpc.session_client import RawSession
-from tests.coordinator.rpc.test_session_batch import held
+from tests.coordinator.rpc.test_session_batch import READS_BATCHES, held
 from tests.coordinator.rpc.test_session_stream import Coordinator, join_request
 
 MEMBERS = 30
@@ -49,9 +49,25 @@ def test_the_leaders_join_answer_goes_out_before_its_followers(coordinator: Coor
         tags, answers = _joined(coordinator, session, "g")
         assert {a.generation for a in answers} == {1}
         leader = next(tag for tag, a in zip(tags, answers, strict=True) if a.leader_id == a.member_id)
-        phase = [tag for tag in session.arrived if tag in set(tags)]
+        phase = [tag for _, tag in session.arrived if tag in set(tags)]
         assert phase[0] == leader, f"the leader's answer came {phase.index(leader) + 1} of {MEMBERS}"
         assert len(next(a for a in answers if a.leader_id == a.member_id).members) == MEMBERS
         assert phase[1:] == sorted(phase[1:])  # the followers in the order they joined, as before
+    finally:
+        session.close()
+
+
+def test_the_leaders_join_answer_is_written_before_its_followers_are_made(coordinator: Coordinator) -> None:
+    """To a client that reads batches, the leader's answer goes in a message of its own: the writer sends it
+    before the followers' answers are made (else they all wait together, 10,000 of them, and it goes with them)."""
+    coordinator.catalog("g")
+    session = RawSession(coordinator.channel, READS_BATCHES)
+    try:
+        tags, answers = _joined(coordinator, session, "g")
+        leader = next(tag for tag, a in zip(tags, answers, strict=True) if a.leader_id == a.member_id)
+        message = dict((tag, n) for n, tag in session.arrived)
+        alongside = [tag for tag in tags if message[tag] == message[leader] and tag != leader]
+        assert alongside == [], f"the leader's answer went with {len(alongside)} of its followers'"
+        assert all(message[tag] > message[leader] for tag in tags if tag != leader)
     finally:
         session.close()
