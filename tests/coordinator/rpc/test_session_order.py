@@ -65,7 +65,7 @@ def test_the_leaders_join_answer_is_written_before_its_followers_are_made(coordi
     try:
         tags, answers = _joined(coordinator, session, "g")
         leader = next(tag for tag, a in zip(tags, answers, strict=True) if a.leader_id == a.member_id)
-        message = dict((tag, n) for n, tag in session.arrived)
+        message = {tag: n for n, tag in session.arrived}
         alongside = [tag for tag in tags if message[tag] == message[leader] and tag != leader]
         assert alongside == [], f"the leader's answer went with {len(alongside)} of its followers'"
         assert all(message[tag] > message[leader] for tag in tags if tag != leader)
