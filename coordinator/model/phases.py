@@ -192,7 +192,7 @@ def _complete_join(m: Model, out: Outbox, group: Group) -> None:
                "members": len(group.members), "leader": group.leader_id, "assignor": group.protocol},
     )
     like = join_answer(group)
-    for member in group.members.values():
+    for member in _leader_first(group):  # its answer first: the group's SyncGroups wait for the leader's
         token = group.take_join(member)
         member.is_new = False
         if member.departed:
@@ -201,6 +201,14 @@ def _complete_join(m: Model, out: Outbox, group: Group) -> None:
         arm_session(m, out, group, member)
         if token is not None:
             reply_join(out, token, group, member, like=like)
+
+
+def _leader_first(group: Group) -> list[Member]:
+    """The group's members, its leader first (the others in their order)."""
+    leader = group.members.get(group.leader_id)
+    if leader is None:
+        return list(group.members.values())
+    return [leader, *(mb for mb in group.members.values() if mb is not leader)]
 
 
 def _running(m: Model, out: Outbox, group: Group) -> Owners:

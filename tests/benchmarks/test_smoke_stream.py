@@ -3,6 +3,7 @@ processes on unary calls and on streams, the capacity steps and the join of one 
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -44,6 +45,8 @@ def test_stream_bench_quick_prints_every_row(cli_env: dict[str, str]) -> None:
         answer, leader = (float(v) for v in rows[4][mode].split(" / "))
         assert answer <= leader <= float(rows[5][mode]), done.stdout
     assert "generators' least idle share" in done.stdout
+    waited = re.search(r"most time waiting for a CPU: (\d+)%", done.stdout)  # their event loops' threads
+    assert waited is not None and 0 <= int(waited.group(1)) <= 100, done.stdout
 
 
 @pytest.mark.parametrize(("args", "message"), [

@@ -161,3 +161,26 @@ def test_the_model_does_no_io() -> None:
         imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
         imported |= {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
         assert not imported & forbidden, f"coordinator/model/{name}.py imports {sorted(imported & forbidden)}"
+
+
+def test_a_join_phase_answers_its_leader_first(model: CoordinatorModel) -> None:
+    """A static leader that came back with new settings has a new id, last in the join order, and is still the
+    leader (KIP-345): the phase's end answers it first all the same (its SyncGroup must not wait behind its
+    followers': the runtime sends a group's answers in this order)."""
+    def static(instance: str, member_id: str = "", protocols: tuple[str, ...] = ("round-robin",)) -> pb.JoinGroupRequest:
+        request = join_request(member_id)
+        request.instance_id = instance
+        request.protocols[:] = protocols
+        return request
+
+    model.join(static("ia"), 1)
+    model.join(static("ib"), 2)  # held: the group rebalances for b
+    group = model.groups[G]
+    leader, follower = group.static_members["ia"], group.static_members["ib"]
+    formed = model.join(static("ia", leader), 3)  # generation 2: both, a leads
+    assert sorted(e.to for e in formed if isinstance(e, Reply)) == [2, 3] and group.leader_id == leader
+    back = model.join(static("ia", protocols=("round-robin", "range")), 4)  # a restarted, new settings
+    assert [e for e in back if isinstance(e, Reply)] == []  # held: the group rebalances
+    assert list(group.members)[-1] == group.leader_id != leader  # the leader's new id, last
+    done = model.join(static("ib", follower), 5)
+    assert [e.to for e in done if isinstance(e, Reply)] == [4, 5]  # the leader's answer first

@@ -29,6 +29,7 @@ class RawSession:
         self.status: grpc.RpcError | None = None
         self.ended = threading.Event()
         self.messages = 0  # gRPC messages read (a batch is one)
+        self.arrived: list[tuple[int, int]] = []  # (message, tag) of each answer, in the order they came
         call = channel.stream_stream(SESSION, request_serializer=None if raw else pb.SessionRequest.SerializeToString,
                                      response_deserializer=pb.SessionResponse.FromString)
         self._call = call(self._requests(), metadata=list(metadata) or None)
@@ -52,6 +53,7 @@ class RawSession:
                             self._news.append(response.news)
                         else:
                             self._answers[response.tag] = response
+                            self.arrived.append((self.messages, response.tag))
                     self._arrived.notify_all()
         except grpc.RpcError as failure:
             self.status = failure
