@@ -260,6 +260,9 @@ def _generator(conn: Any, address: str, mode: str) -> None:
             elif command == "state":
                 assert fleet is not None
                 conn.send(fleet.state())
+            elif command == "joined":
+                assert fleet is not None
+                conn.send(sum(bool(m.member_id) for m in fleet.members))
             elif command == "mark":
                 assert fleet is not None
                 fleet.reset()
@@ -294,6 +297,14 @@ class ConsumerGenerators(Generators):
             self.procs.append(proc)
 
 
+def _joined(generators: ConsumerGenerators, size: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while sum(generators.ask([("joined",)] * len(generators.pipes))) < size:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the group of {size:,} never formed")
+        time.sleep(0.5)
+
+
 def _stable(generators: ConsumerGenerators, tasks: int, size: int, timeout: float) -> None:
     """Every task run, each member its share, every change told; else TimeoutError."""
     deadline = time.monotonic() + timeout
@@ -311,9 +322,11 @@ def one_joins(mode: str, size: int, tasks: int, n_gen: int, caps: CpuCaps | None
     coordinator = Coordinator(caps, beat_ms)
     generators = ConsumerGenerators(n_gen, coordinator.address, mode)
     try:
-        put_catalog(coordinator.address, tasks)
         counts = [size // n_gen + (1 if g < size % n_gen else 0) for g in range(n_gen)]
         generators.ask([("fleet", counts[g], f"g{g}") for g in range(n_gen)])
+        _joined(generators, size, timeout=300 + size / 20)
+        # the catalog once every member is in: one target over 100,000 tasks, not one per join (set-up)
+        put_catalog(coordinator.address, tasks)
         _stable(generators, tasks, size, timeout=300 + size / 20)
         generators.ask([("mark",)] * n_gen)
         joined = generators.ask([("join", coordinator.address, coordinator.proc.pid, tasks // (size + 1))]
