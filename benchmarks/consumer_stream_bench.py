@@ -145,8 +145,8 @@ class ConsumerFleet:
             answer: pb.GroupHeartbeatResponse = await self.calls.stub.GroupHeartbeat(request, timeout=120)
             return answer
         _, waiting = await self.calls.stream.send("group_heartbeat", request, member.hear)
-        answer = await asyncio.wait_for(waiting, 120)
-        return answer
+        streamed: Any = await asyncio.wait_for(waiting, 120)
+        return streamed
 
     async def _join(self, member: Member) -> None:
         while True:
