@@ -29,6 +29,7 @@ BENCHMARKS = {
     "protocol": "protocol_bench.py",  # one member joins a group of 1,000 / 10,000: classic vs consumer protocol (issue 34)
     "election_sim": "election_sim.py",  # 100 coordinators, 1,024 shards on one ZooKeeper: failover, reads, CPU (issue 37)
     "stream": "stream_bench.py",  # unary vs Session stream: members per process, joins of 1,000/10,000 (issue 35)
+    "consumer_stream": "consumer_stream_bench.py",  # consumer protocol over gRPC: newcomer running its tasks (issues 34, 35)
 }
 
 

@@ -35,7 +35,6 @@ from groupcoord.worker.stream_tags import (
     StreamUnsupported,
     TagBook,
     answer_of,
-    member_of,
     probe_verdict,
     reconnect_wait,
     refused_in_band,
@@ -100,12 +99,13 @@ class AioSessionStream:
         assert self._outbox is not None
         answer: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
         tag = self._book.open(answer)
-        self.hearers.listen(*member_of(request), hearer)
+        self.hearers.sent(tag, request, hearer)
         self._outbox.put_nowait(session_request(tag, body, request))
         return tag, answer
 
     def forget(self, tag: int) -> None:
         self._book.forget(tag)
+        self.hearers.unanswered(tag)
 
     async def close(self) -> None:
         self._closed = True
@@ -116,6 +116,7 @@ class AioSessionStream:
         if reader is not None:
             reader.cancel()
             await asyncio.gather(reader, return_exceptions=True)
+        self.hearers.unanswered()
         _fail(self._book.fail_all(), StreamBroken("the stream is closed"))
         channel, self._channel = self._channel, None
         if channel is not None:
@@ -192,6 +193,7 @@ class AioSessionStream:
                          self.opened, told)
         waiter = self._book.answered(response.tag)
         answer = answer_of(response)
+        self.hearers.answered(response.tag, answer)
         if waiter is not None and not waiter.done():
             if answer is None:  # the coordinator's "send it unary" (a body it does not know, a full stream)
                 waiter.set_exception(StreamUnsupported(self.address))
@@ -203,6 +205,7 @@ class AioSessionStream:
         if self._outbox is outbox:
             self._outbox = None
         waiting = self._book.fail_all()
+        self.hearers.unanswered()
         if status.name in (REFUSED_AT_OPEN | {"UNIMPLEMENTED"}) and not self._answered:  # nothing served
             if status is grpc.StatusCode.UNIMPLEMENTED:
                 self._remembered.note(self.key[1:], self._now())

@@ -89,6 +89,7 @@ class ConsumerMember(MemberEnd):
         self.shut_down = False
         self._may_leave = True  # False once a fatal row says our place is not ours to leave
         self._fresh = True  # the next answer is the first since a join: tell the listener even if empty
+        self._told = False  # news came that the next heartbeat answers (heard while joining too: sent at once)
         self.leading = LeaderJobs(assignor_lookup, config.group_id, name=config.client_id)  # ``client:<name>``
 
     # ------------------------------------------------------------------ the loop and its end (``worker.member_end``)
@@ -108,6 +109,7 @@ class ConsumerMember(MemberEnd):
         moved coordinator, a reconnected stream) is answered by the next GroupHeartbeat, so a Stable
         member sends it now; a joining one has its call in flight. The rules are the same without it."""
         del nudge  # every kind asks for the same: the next heartbeat, now
+        self._told = True  # news read before the join's answer was taken is not lost: the first tick sends it
         return self.machine.state is WorkerState.STABLE
 
     def _join_with_retry(self) -> Gen:
@@ -149,7 +151,9 @@ class ConsumerMember(MemberEnd):
         running = bool(self.tasks.assigned)
         target_done = self.leading.ready() is not None
         yield from self._start_job()
-        due = session.heard != frozenset(self.tasks.assigned) or target_done  # an ack or a target to send
+        # an ack (what runs now, as soon as listeners returned: Kafka's heartbeat after revocation), a target
+        # to send, or news the heartbeat wait missed
+        due = session.heard != frozenset(self.tasks.assigned) or target_done or self._told
         if not (due and not session.failures):
             yield Sleep(session.next_beat_s(running), heartbeat=True)  # a finished target job ends it
             if self.closing:
@@ -166,6 +170,7 @@ class ConsumerMember(MemberEnd):
             return
         owned = frozenset(self.tasks.assigned)
         told = None if session.heard == owned else owned
+        self._told = False  # what the news asked for: this heartbeat
         target = self.leading.ready()  # (a stale result is dropped here, and the newest request's run starts)
         yield from self._start_job()
         request = beat_request(self.config, session.member_id, session.epoch, told)

@@ -37,7 +37,6 @@ from groupcoord.worker.stream_tags import (
     StreamUnsupported,
     TagBook,
     answer_of,
-    member_of,
     probe_verdict,
     reconnect_wait,
     session_request,
@@ -103,7 +102,7 @@ class SessionStream:
                 self._open()
             future: Future[Message] = Future()
             tag = self._book.open(future)
-            self.hearers.listen(*member_of(request), hearer)
+            self.hearers.sent(tag, request, hearer)
             assert self._outbox is not None
             self._outbox.put(session_request(tag, method, request))
         return tag, future
@@ -112,6 +111,7 @@ class SessionStream:
         """The caller stopped waiting for ``tag`` (its deadline, a close)."""
         with self._lock:
             self._book.forget(tag)
+            self.hearers.unanswered(tag)
 
     def leave(self, hearer: Hearer) -> None:
         with self._lock:
@@ -122,6 +122,7 @@ class SessionStream:
             self._closed = True
             outbox, self._outbox = self._outbox, None
             waiting = self._book.fail_all()
+            self.hearers.unanswered()
             channel, self._channel = self._channel, None
         if outbox is not None:
             outbox.put(_END)
@@ -196,9 +197,10 @@ class SessionStream:
             if first:
                 self._failures = 0
             waiter = self._book.answered(response.tag)
+            answer = answer_of(response)
+            self.hearers.answered(response.tag, answer)
         if first:
             self._first_answer()
-        answer = answer_of(response)
         if waiter is not None:
             if answer is None:  # the coordinator's "send it unary" (a body it does not know, a full stream)
                 _settle(waiter, error=StreamUnsupported(self.address))
@@ -228,6 +230,7 @@ class SessionStream:
                 self._retry_at = self._now() + (REFUSED_WAIT_S if refused else
                                                 reconnect_wait(self._failures, self._reconnect_max_s))
             waiting = self._book.fail_all()
+            self.hearers.unanswered()
             closed = self._closed
         if unsupported or refused:
             log.info("coordinator %s gives no Session stream (%s): unary calls there", self.address, detail)

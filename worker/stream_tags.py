@@ -200,6 +200,31 @@ class Hearers:
     def __init__(self) -> None:
         self._by_member: dict[tuple[str, str], Hearer] = {}
         self._member_of: dict[tuple[Hearer, str], str] = {}
+        self._naming: dict[int, tuple[str, Hearer]] = {}  # tag of a request with no member id yet -> who hears
+
+    def sent(self, tag: int, request: Any, hearer: Hearer) -> None:
+        """``hearer`` sent ``request`` under ``tag``: it hears its member's news from now on, or, for a member
+        with no id yet (a consumer member's first GroupHeartbeat), from the answer that names it: the
+        coordinator tells a newcomer its first target at once, before it sends anything under its id."""
+        group_id, member_id = member_of(request)
+        if member_id:
+            self.listen(group_id, member_id, hearer)
+        elif group_id:
+            self._naming[tag] = (group_id, hearer)
+
+    def answered(self, tag: int, answer: Any) -> None:
+        """The answer to ``tag`` came (before it is handed over, so news read right after it is heard)."""
+        naming = self._naming.pop(tag, None)
+        member_id = getattr(answer, "member_id", "")
+        if naming is not None and member_id:
+            self.listen(naming[0], member_id, naming[1])
+
+    def unanswered(self, tag: int | None = None) -> None:
+        """``tag`` (None: every tag) will get no answer: nothing to learn from it."""
+        if tag is None:
+            self._naming.clear()
+        else:
+            self._naming.pop(tag, None)
 
     def __len__(self) -> int:
         return len(self._by_member)

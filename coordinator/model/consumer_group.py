@@ -129,6 +129,13 @@ class ConsumerGroup:
     failed_leader: str = ""
     target_index: dict[TaskReplica, str] | None = None
     named: dict[str, int] = field(default_factory=dict)  # assignor name -> members naming it (``consumer_assignor``)
+    # members waiting for tasks of their target that others hold (UNRELEASED_TASKS), each such task -> the
+    # member waiting for it, and the waiting members some of whose tasks were let go since their last step:
+    # what the Session streams tell at once (``coordinator.rpc.session_news.released_news``) rather than at
+    # the member's next heartbeat; a member's own step takes what is free, so it leaves ``unblocked`` then
+    waiting_for: dict[str, frozenset[TaskReplica]] = field(default_factory=dict)
+    wanted_by: dict[TaskReplica, str] = field(default_factory=dict)
+    unblocked: set[str] = field(default_factory=set)
 
     def __setattr__(self, name: str, value: object) -> None:
         if name == "target":  # every target change is tracked for the record (``target_map``)
@@ -193,6 +200,10 @@ class ConsumerGroup:
         for task in before - after:
             if self.holder.get(task) == member_id:
                 del self.holder[task]
+                waiting = self.wanted_by.get(task)
+                if waiting is not None and waiting != member_id:
+                    self.unblocked.add(waiting)
+        self._wait(member_id, reconciled)
         for task in after - before:
             owner = self.holder.setdefault(task, member_id)
             if owner != member_id:
@@ -203,6 +214,18 @@ class ConsumerGroup:
         if member.member_id in self.members:
             self.refresh(member)
         return True
+
+    def _wait(self, member_id: str, reconciled: Reconciled) -> None:
+        """Note what the member now waits for (O(its wait)): its step took whatever was free."""
+        self.unblocked.discard(member_id)
+        for task in self.waiting_for.pop(member_id, ()):
+            if self.wanted_by.get(task) == member_id:
+                del self.wanted_by[task]
+        if reconciled.state is MemberState.UNRELEASED_TASKS and member_id in self.members:
+            missing = self.target_of(member_id) - reconciled.assigned
+            self.waiting_for[member_id] = missing
+            for task in missing:
+                self.wanted_by[task] = member_id
 
     def held_elsewhere(self, member_id: str) -> Callable[[TaskReplica], bool]:
         holder = self.holder
@@ -228,6 +251,9 @@ class ConsumerGroup:
                 seen[task] = member_id
             assert member.epoch <= self.target_epoch or member.away, (member_id, member.epoch, self.target_epoch)
         assert seen == self.holder, "holder map out of step with the members"
+        assert set(self.waiting_for) <= {i for i, m in self.members.items()
+                                         if m.reconciled.state is MemberState.UNRELEASED_TASKS}
+        assert self.unblocked <= set(self.waiting_for), "a member told of freed tasks that waits for none"
         assert self.target_epoch <= self.epoch
         assert self.classic_members == sum(m.classic is not None for m in self.members.values())
         assert self.named == {a: sum(m.assignor == a for m in self.members.values())

@@ -22,7 +22,7 @@ from prometheus_client import CollectorRegistry
 from groupcoord.coordinator.model.group import Group
 from groupcoord.coordinator.model.states import GroupState
 from groupcoord.coordinator.rpc.session_metrics import SessionMetrics
-from groupcoord.coordinator.rpc.session_news import classic_news, consumer_news, moved_news
+from groupcoord.coordinator.rpc.session_news import classic_news, consumer_news, moved_news, released_news
 from groupcoord.coordinator.runtime.router import ShardRouter
 from groupcoord.v1 import groupcoord_pb2 as pb
 
@@ -61,6 +61,7 @@ class SessionRegistry:
         self._rebalance_told: set[str] = set()  # groups whose current rebalance was told
         self._target_told: dict[str, int] = {}  # group id -> consumer target epoch told
         self._caught_up: dict[MemberKey, int] = {}  # member -> target epoch it was told on arriving
+        self._release_told: dict[str, set[str]] = {}  # group id -> members told their awaited tasks were let go
         self.stopping = False
         try:
             self.metrics = SessionMetrics(router.metrics.registry)
@@ -142,6 +143,7 @@ class SessionRegistry:
                 del self._by_group[key[0]]
                 self._rebalance_told.discard(key[0])
                 self._target_told.pop(key[0], None)
+                self._release_told.pop(key[0], None)
 
     def members(self) -> int:
         return len(self._carrier)
@@ -166,12 +168,26 @@ class SessionRegistry:
                 self._target_told[group_id] = consumer.target_epoch
                 told.extend(news for news in consumer_news(consumer, members)
                             if self._caught_up.pop((group_id, news.member_id), None) != consumer.target_epoch)
+            if consumer is not None:
+                told.extend(self._released(consumer, members))
             for news in told:
                 carrier = self._carrier.get((group_id, news.member_id))
                 if carrier is not None:
                     carrier.push(news)
         except Exception:  # a listener never breaks the runtime's step
             log.exception("session news for group %s failed", group_id)
+
+    def _released(self, consumer: Any, members: set[str]) -> list[pb.SessionNews]:
+        """Members waiting for tasks others just let go, each told once until its own step (O(waiting))."""
+        group_id = consumer.group_id
+        if not consumer.unblocked:
+            self._release_told.pop(group_id, None)
+            return []
+        told = self._release_told.setdefault(group_id, set())
+        told &= consumer.unblocked  # a member that stepped since is told again next time
+        news = released_news(consumer, members, told)
+        told.update(n.member_id for n in news)
+        return news
 
     def unloaded(self, runtime: Any) -> None:
         """The runtime's groups left this process: their members on streams hear CoordinatorMoved and

@@ -24,6 +24,7 @@ from groupcoord.worker.config import WorkerConfig
 from groupcoord.worker.consumer_member import ConsumerMember
 from groupcoord.worker.effects import Call, Deliver, Effect, Joined, Sleep, WorkerClosedError, advance
 from groupcoord.worker.states import WorkerState
+from groupcoord.worker.stream_tags import Nudge, NudgeKind
 from tests.cli.test_parser import _outcome
 from tests.worker.member_drivers import DRIVERS, Driven
 
@@ -311,6 +312,29 @@ def a_listener_that_hangs_makes_the_member_leave_and_join_as_a_new_one(clock: Cl
     assert walk.member.tasks.assigned == ()
 
 
+def news_heard_while_joining_is_answered_at_once_after_the_join(clock: Clock) -> None:
+    """The coordinator tells a newcomer its first target as soon as it lands, which may be before the
+    driver has taken the join's answer (the member still Joining): the heartbeat goes at once all the
+    same, not an interval later."""
+    for told in (False, True):
+        member = ConsumerMember(config(), monotonic=clock)
+        member.machine.fire("start")
+        walk = Walk(member, member.run())
+        walk.to_call()
+        if told:
+            assert not member.hear(Nudge(NudgeKind.HEARTBEAT))  # joining: no wait to cut short
+        walk.answer(answer(1, ()))
+        while not isinstance(walk.effect, Call | Sleep):
+            walk.answer(True if isinstance(walk.effect, Deliver) else None)
+        if not told:
+            assert walk.effect == Sleep(0.5, heartbeat=True)  # nothing to say: the interval
+            continue
+        beat = walk.effect
+        assert isinstance(beat, Call) and beat.request.member_epoch == 1  # type: ignore[attr-defined]
+        walk.answer(answer(2))
+        assert walk.effect == Sleep(0.5, heartbeat=True)  # told once: the next one at the interval
+
+
 def a_rebalance_request_changes_nothing(clock: Clock) -> None:
     walk = running_member(clock)
     walk.member.rebalance_requested = True
@@ -334,6 +358,7 @@ CORE_ROWS: list[Callable[..., None]] = [
     a_member_cut_off_stops_its_tasks_within_its_rebalance_timeout_when_shorter,
     a_listener_that_hangs_makes_the_member_leave_and_join_as_a_new_one,
     a_rebalance_request_changes_nothing,
+    news_heard_while_joining_is_answered_at_once_after_the_join,
 ]
 
 

@@ -188,3 +188,34 @@ def test_a_pushed_rebalance_makes_the_member_join_before_its_heartbeat(
             took = time.monotonic() - started
             assert both, (first.state, first.generation, second.state)
             assert took < 10, took  # half the heartbeat interval, whatever the load
+
+
+@pytest.mark.parametrize("driver", sorted(DRIVERS))
+def test_a_consumer_newcomer_runs_its_tasks_without_waiting_a_heartbeat_interval(driver: str) -> None:
+    """Issue 34's 0.5 s, over a real stream: the newcomer hears its first target although its join had no
+    member id yet, the member giving tasks up hears it and heartbeats once they are stopped, and the
+    newcomer hears the moment they are let go. Any of the three waiting for a heartbeat instead would take
+    20 s here (the coordinator's interval)."""
+    config = CoordinatorConfig(consumer_heartbeat_interval_ms=20_000, consumer_session_timeout_ms=60_000,
+                               consumer_assignment_interval_ms=20)
+    slow = {"protocol": "consumer", "heartbeat_interval_ms": 20_000, "session_timeout_ms": 60_000,
+            "rebalance_timeout_ms": 60_000}
+    with ServerThread(CoordinatorRuntime(config, on_change=lambda group: group.validate())) as server:
+        AdminClient(server.address).put_tasks(G, ["t0", "t1", "t2", "t3"])
+        first = DRIVERS[driver](worker_config(server.address, "first", **slow), Events())
+        newcomer = DRIVERS[driver](worker_config(server.address, "newcomer", **slow), Events())
+        try:
+            first.start()
+            assert first.wait(lambda c: c.state is WorkerState.STABLE and len(c.assigned_tasks) == 4, 20)
+            assert first.client.coordinator_via == "stream"
+            started = time.monotonic()
+            newcomer.start()
+            both = newcomer.wait(lambda c: len(c.assigned_tasks) == 2, 10)
+            took = time.monotonic() - started
+            assert both, (newcomer.client.state, newcomer.client.assigned_tasks, first.client.assigned_tasks)
+            assert took < 10, took  # half the heartbeat interval, whatever the load
+            assert len(first.client.assigned_tasks) == 2
+            assert not set(first.client.assigned_tasks) & set(newcomer.client.assigned_tasks)
+        finally:
+            for member in (newcomer, first):
+                member.close()

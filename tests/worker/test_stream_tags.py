@@ -234,3 +234,29 @@ def test_a_batched_answer_is_read_as_its_answers_in_order() -> None:
     news = pb.SessionResponse(news=pb.SessionNews(group_id="g", member_id="m"))
     assert list(unbatched(pb.SessionResponse(batch=[*answers, news]))) == [*answers, news]
     assert list(unbatched(answers[0])) == [answers[0]]
+
+
+def test_a_member_with_no_id_yet_hears_its_news_from_the_answer_that_names_it() -> None:
+    """A consumer member's first GroupHeartbeat has no member id: the coordinator tells it its first target
+    at once, so the answer naming it must make it heard before the news read right after it."""
+    heard: list[Nudge] = []
+    hearers = Hearers()
+    join = pb.GroupHeartbeatRequest(group_id="orders", member_epoch=0)
+    hearers.sent(7, join, heard.append)
+    news = _news(assignment_changed=pb.AssignmentChanged(member_epoch=2))
+    assert not hearers.tell(news)  # nobody known as m-1 before the answer
+    hearers.answered(7, pb.GroupHeartbeatResponse(member_id="m-1", member_epoch=1))
+    assert hearers.tell(news) and heard == [Nudge(NudgeKind.HEARTBEAT)]
+
+
+def test_a_request_with_no_id_that_gets_no_answer_leaves_nothing_behind() -> None:
+    heard: list[Nudge] = []
+    hearers = Hearers()
+    for tag in (1, 2, 3):
+        hearers.sent(tag, pb.GroupHeartbeatRequest(group_id="orders", member_epoch=0), heard.append)
+    hearers.unanswered(1)  # its caller stopped waiting
+    hearers.answered(1, pb.GroupHeartbeatResponse(member_id="m-1"))  # a late answer teaches nothing
+    hearers.answered(2, pb.GroupHeartbeatResponse(error=pb.Error(code=pb.GROUP_MAX_SIZE_REACHED)))  # no id
+    hearers.unanswered()  # the stream ended
+    hearers.answered(3, pb.GroupHeartbeatResponse(member_id="m-3"))
+    assert len(hearers) == 0 and not hearers._naming
