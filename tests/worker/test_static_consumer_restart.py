@@ -15,10 +15,12 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 
 from groupcoord.admin import AdminClient
@@ -27,7 +29,9 @@ from groupcoord.coordinator.model.effects import Reply
 from groupcoord.coordinator.rpc.server import ServerThread
 from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
 from groupcoord.v1 import groupcoord_pb2 as pb
+from groupcoord.worker import WorkerConfig, WorkerState
 from tests.processes import stop_processes
+from tests.worker.member_drivers import DRIVERS
 
 G = "static-restart"
 TASKS = ["t0", "t1", "t2", "t3"]
@@ -41,15 +45,16 @@ class FirstJoinUnanswered:
         self.stepped = threading.Event()
         self.member_id = ""
         self._step = runtime.model.group_heartbeat
-        runtime.model.group_heartbeat = self  # type: ignore[method-assign]
+        setattr(runtime.model, "group_heartbeat", self)  # noqa: B010 (a hook on one instance)
 
     def __call__(self, request: pb.GroupHeartbeatRequest, token: Any, *args: Any) -> list[Any]:
         effects = self._step(request, token, *args)
         if request.member_epoch != 0 or request.instance_id != "s1" or self.stepped.is_set():
             return effects
         answers = [e for e in effects if isinstance(e, Reply) and e.to == token]
-        if answers and answers[0].response.error.code == pb.NONE:
-            self.member_id = answers[0].response.member_id
+        answer = answers[0].response if answers else None
+        if isinstance(answer, pb.GroupHeartbeatResponse) and answer.error.code == pb.NONE:
+            self.member_id = answer.member_id
             self.stepped.set()
             return [e for e in effects if e not in answers]  # the caller waits until it gives up
         return effects
@@ -120,3 +125,44 @@ def test_a_static_worker_closed_before_its_join_was_answered_lets_its_next_proce
     finally:
         stop_processes(procs)
         admin.close()
+
+
+class CallsSeen(grpc.aio.ServerInterceptor):
+    """Counts the calls the coordinator was made, by method (a Session stream is one call)."""
+
+    def __init__(self) -> None:
+        self.calls: Counter[str] = Counter()
+
+    async def intercept_service(self, continuation: Callable[[Any], Awaitable[Any]], details: Any) -> Any:
+        self.calls[details.method.rsplit("/", 1)[-1]] += 1
+        return await continuation(details)
+
+
+class Quiet:
+    def on_assigned(self, tasks: Any, generation: int) -> None: ...
+
+    def on_revoked(self, tasks: Any) -> None: ...
+
+
+@pytest.mark.parametrize("driver", sorted(DRIVERS))
+def test_a_static_members_leave_goes_on_the_stream_its_calls_go_on(driver: str) -> None:
+    """Behind the member's calls: a join the close gave up waiting for, still on the stream, is stepped
+    before the -2 (sent unary, the leave could overtake it, and that join took the instance back)."""
+    seen = CallsSeen()
+    config = CoordinatorConfig(group_initial_rebalance_delay_ms=0, group_min_session_timeout_ms=200,
+                               consumer_heartbeat_interval_ms=100, consumer_assignment_interval_ms=20)
+    with ServerThread(CoordinatorRuntime(config), interceptors=[seen]) as server:
+        admin = AdminClient(server.address)
+        admin.put_tasks(G, TASKS)
+        member = DRIVERS[driver](WorkerConfig(
+            group_id=G, coordinators=(server.address,), client_id="w", protocol="consumer", instance_id="s1",
+            session_timeout_ms=6_000, heartbeat_interval_ms=100, rebalance_timeout_ms=5_000), Quiet())
+        try:
+            member.start()
+            assert member.wait(lambda c: c.state is WorkerState.STABLE and len(c.assigned_tasks) == 4, 30)
+        finally:
+            member.close()
+        described = static_member(admin)
+        admin.close()
+    assert described is not None and described.consumer.away  # the -2 was taken
+    assert seen.calls["Session"] >= 1 and seen.calls["GroupHeartbeat"] == 0, seen.calls
