@@ -106,10 +106,18 @@ class AsyncTransport:
         return response
 
     async def group_leave(self, request: pb.GroupHeartbeatRequest, timeout: float) -> bool:
-        """A GroupHeartbeat with epoch -1 or -2: best effort; never raises (but a cancellation)."""
+        """A GroupHeartbeat with epoch -1 or -2: best effort; never raises (but a cancellation). On the stream
+        while the member's calls go there, behind them (``Transport.group_leave``)."""
         try:
-            response: pb.GroupHeartbeatResponse = await (await self._stubs())[0].GroupHeartbeat(
-                request, timeout=timeout, metadata=self._metadata)
+            sent = await self.streams.send(self.address, "group_heartbeat", request)
+            if sent is not None:
+                response: pb.GroupHeartbeatResponse = await self.streams.wait(sent, timeout)
+            else:
+                response = await (await self._stubs())[0].GroupHeartbeat(request, timeout=timeout,
+                                                                          metadata=self._metadata)
+        except (StreamBroken, StreamUnsupported, TimeoutError, errors.GroupCoordError) as failure:
+            log.info("%s: leave not answered on the stream to %s: %s", self._name, self.address, failure or "deadline")
+            return False
         except grpc.RpcError as error:
             log.info("%s: could not leave at %s: %s", self._name, self.address, describe_rpc_error(error))
             return False

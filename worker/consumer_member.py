@@ -121,13 +121,14 @@ class ConsumerMember(MemberEnd):
             self.machine.fire("join")
             sent = self._now()
             try:
-                response = yield Call("group_heartbeat", join_request(self.config, self.session.member_id),
+                response = yield Call("group_heartbeat", join_request(self.config, self.session.joining_id()),
                                       self.session.call_timeout(running=False))
             except WorkerClosedError:
                 raise
             except Exception as error:
                 self.machine.fire("fail")
                 if not retried(error):
+                    self.session.forget()  # refused, so not taken (Kafka's fatal state is out of the group)
                     raise
                 wait = wait_s(self.config, error, attempt, self._rng)
                 log.warning("%s: join: %s; retrying in %.2fs (attempt %d, coordinator %s)", self.config.client_id,
@@ -248,7 +249,7 @@ class ConsumerMember(MemberEnd):
         a dynamic member asked to stay, or a fatal row that forbids it)."""
         session = self.session
         if not session.member_id or not self._may_leave:
-            return  # a member id is enough: mid-join (epoch 0, no target yet or rejoining) the coordinator holds it
+            return  # from its first join on (epoch 0, even unanswered) the coordinator may hold our member id
         if self.leave_on_close:
             epoch = LEAVE_EPOCH
         elif self.config.instance_id:

@@ -16,6 +16,7 @@ answered, what we run may be someone else's: stop it all and join again with epo
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable, Iterable
 
 from groupcoord.assignors.base import TaskReplica
@@ -101,6 +102,14 @@ class ConsumerSession:
         """Left the group: the next join is a new member's."""
         self.rejoin()
         self.member_id = ""
+
+    def joining_id(self) -> str:
+        """The member id a join goes out under: ours from the first join on (made here, as Kafka's consumer
+        makes its own since KIP-1082), so a join whose answer was lost is retried, and left, under the id the
+        coordinator may already hold us by; a static member's instance id is held from that join on."""
+        if not self.member_id:
+            self.member_id = f"{self.config.instance_id or self.config.client_id or 'member'}-{uuid.uuid4()}"
+        return self.member_id
 
     # ------------------------------------------------------------------ the clock
 

@@ -139,11 +139,20 @@ class Transport:
         return response
 
     def group_leave(self, request: pb.GroupHeartbeatRequest, timeout: float) -> bool:
-        """A GroupHeartbeat with epoch -1 or -2: best effort, also after ``abort()``; never raises."""
+        """A GroupHeartbeat with epoch -1 or -2: best effort, also after ``abort()``; never raises. It goes the
+        way the member's calls go (the stream while they go on it: the coordinator steps one member's requests
+        in the order sent), so a join the close gave up waiting for cannot reach the coordinator after it
+        and take a static member's instance id back."""
         try:
-            response: pb.GroupHeartbeatResponse = self._stubs()[0].GroupHeartbeat(request, timeout=timeout)
-        except grpc.RpcError as error:
-            log.info("%s: could not leave at %s: %s", self._name, self.address, describe_rpc_error(error))
+            response: pb.GroupHeartbeatResponse = self.streams.ask(self.address, "group_heartbeat", request, timeout)
+        except (StreamBroken, StreamUnsupported):
+            try:
+                response = self._stubs()[0].GroupHeartbeat(request, timeout=timeout)
+            except grpc.RpcError as error:
+                log.info("%s: could not leave at %s: %s", self._name, self.address, describe_rpc_error(error))
+                return False
+        except (TimeoutError, errors.GroupCoordError) as failure:
+            log.info("%s: leave not answered on the stream to %s: %s", self._name, self.address, failure or "deadline")
             return False
         if response.error.code != pb.NONE:
             log.info("%s: leave: %s", self._name, response.error.message)

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from groupcoord.assignors.base import TaskReplica
-from groupcoord.coordinator.model import conversion, leader_assignor, phases
+from groupcoord.coordinator.model import consumer_static, conversion, leader_assignor, phases, quotas
 from groupcoord.coordinator.model.consumer_answer import ConsumerSettings, answer
 from groupcoord.coordinator.model.consumer_assignor import named_of, rechoose, rename, switched, unsupported
 from groupcoord.coordinator.model.consumer_checks import admission_error, owned_of, request_error
@@ -88,8 +88,11 @@ class ConsumerGroups:
               principal: str) -> pb.Error | None:
         group = self.groups.get(request.group_id)
         assignor = request.assignor or (group.assignor if group else self.settings.default_assignor)
+        failure = consumer_static.instance_changed(group, request) if group is not None else None
+        if failure is not None:
+            return failure
         if group is not None and request.instance_id in group.static_members:
-            return self._rejoin_static(out, group, request, token)
+            return consumer_static.rejoin(self, out, group, request, token)
         if group is not None and request.member_id in group.members:  # a retried join: its state, in full
             return self._renewed(out, group, group.members[request.member_id], request, token)
         failure = self.admission(group, request, assignor, principal)
@@ -125,41 +128,6 @@ class ConsumerGroups:
                                                       entry_of=member_entry)
         return group
 
-    def _rejoin_static(self, out: Outbox, group: ConsumerGroup, request: pb.GroupHeartbeatRequest,
-                       token: Token) -> pb.Error | None:
-        """A static member back (epoch 0, new process): it takes the place and the tasks of the
-        instance's member, if that one left for a while (epoch -2); else the instance id is taken."""
-        old = group.members[group.static_members[request.instance_id]]
-        if not old.away and old.member_id == request.member_id:  # a retried join: its state, in full
-            return self._renewed(out, group, old, request, token)
-        if not old.away:
-            return error(pb.UNRELEASED_INSTANCE_ID, f"instance {request.instance_id!r} is held by live member "
-                         f"{old.member_id} of group {group.group_id!r}; it must leave (or its session end) first")
-        new_id = request.member_id or self._new_member_id(request.instance_id)
-        held = old.reconciled
-        group.remove(old)
-        out.cancel(TimerKey("c-session", group.group_id, old.member_id))
-        member = ConsumerMember(
-            member_id=new_id, instance_id=old.instance_id, client_id=request.client_id or old.client_id,
-            host=old.host, principal=old.principal, metadata=old.metadata,
-            session_timeout_ms=request.session_timeout_ms or old.session_timeout_ms,
-            rebalance_timeout_ms=request.rebalance_timeout_ms or old.rebalance_timeout_ms, assignor=old.assignor)
-        member.reconciled = Reconciled(MemberState.STABLE, held.epoch, frozenset())
-        group.add(member)
-        group.hold(member, Reconciled(MemberState.STABLE, held.epoch, held.assigned))
-        if old.member_id in group.target:
-            group.target[new_id] = group.target.pop(old.member_id)
-        named = named_of(request)
-        moved = named is not None and rename(out, group, member, named, self.settings.default_assignor)
-        if request.HasField("metadata") and request.metadata != old.metadata:
-            member.metadata = request.metadata
-            group.refresh(member)
-            moved = True
-        if moved:
-            self._changed(out, group)
-        self._persist(out, group)
-        return self._renewed(out, group, member, request, token)
-
     def _leave(self, out: Outbox, request: pb.GroupHeartbeatRequest, token: Token) -> pb.Error | None:
         group = self.groups.get(request.group_id)
         member, failure = self._member(group, request)
@@ -168,6 +136,9 @@ class ConsumerGroups:
         out.cancel(TimerKey("c-revoke", group.group_id, member.member_id))
         if request.member_epoch == STATIC_LEAVE_EPOCH:
             member.away = True  # its tasks wait for it; what it was giving up it has stopped (it left)
+            log.info("group %s: static member %s (instance %s) away (consumer protocol)", group.group_id,
+                     member.member_id, member.instance_id,
+                     extra={"event": "member_away", "group": group.group_id, "member": member.member_id})
             group.hold(member, Reconciled(MemberState.STABLE, member.epoch, member.reconciled.assigned))
             group.refresh(member)
             self._persist(out, group)

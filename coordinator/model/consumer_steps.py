@@ -1,4 +1,4 @@
-"""What the conversion and the leader-side assignor ask of ``ConsumerGroups``, as a Protocol (they
+"""What the conversion, the leader-side assignor and the static members' joins ask of ``ConsumerGroups``, as a Protocol (they
 are called by it, so importing it back would make a cycle)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from groupcoord.coordinator.model.consumer_answer import ConsumerSettings
 from groupcoord.coordinator.model.consumer_group import ConsumerGroup, ConsumerMember
 from groupcoord.coordinator.model.consumer_target import TargetInputs
 from groupcoord.coordinator.model.context import Model
-from groupcoord.coordinator.model.effects import Effect, Outbox
+from groupcoord.coordinator.model.effects import Effect, Outbox, Token
 from groupcoord.v1 import groupcoord_pb2 as pb
 
 __all__ = ["ConsumerSteps"]
@@ -26,6 +26,9 @@ class ConsumerSteps(Protocol):
     def _persist(self, out: Outbox, group: ConsumerGroup) -> None: ...
 
     def _changed(self, out: Outbox, group: ConsumerGroup) -> None: ...
+
+    def _renewed(self, out: Outbox, group: ConsumerGroup, member: ConsumerMember, request: pb.GroupHeartbeatRequest,
+                 token: Token) -> pb.Error | None: ...
 
     def _remove(self, out: Outbox, group: ConsumerGroup, member: ConsumerMember, why: str) -> None: ...
 

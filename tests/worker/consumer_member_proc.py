@@ -26,7 +26,7 @@ def _config(args: argparse.Namespace) -> WorkerConfig:
     return WorkerConfig(group_id=args.group, coordinators=args.coordinator, client_id=args.name,
                         protocol="consumer", instance_id=args.instance_id, session_timeout_ms=args.session_timeout_ms,
                         heartbeat_interval_ms=100, rebalance_timeout_ms=10_000, retry_backoff_ms=50,
-                        retry_backoff_max_ms=500)
+                        retry_backoff_max_ms=500, session_stream=not args.unary)
 
 
 async def _run_async(config: WorkerConfig, listener: SharedLogListener) -> int:
@@ -56,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--name", required=True, help="the ownership log's worker name (GROUP/SLOT#INCARNATION)")
     parser.add_argument("--instance-id", default="")
     parser.add_argument("--session-timeout-ms", type=int, default=3_000)
+    parser.add_argument("--unary", action="store_true", help="no Session stream: every call unary")
     args = parser.parse_args(argv)
     listener = SharedLogListener(args.name)
     config = _config(args)

@@ -118,7 +118,7 @@ def a_join_has_epoch_0_and_everything_the_coordinator_keeps_but_owned(clock: Clo
     join = walk.to_call()
     request = join.request
     assert join.method == "group_heartbeat" and member.machine.state is WorkerState.JOINING
-    assert request.member_epoch == 0 and request.member_id == ""  # type: ignore[attr-defined]
+    assert request.member_epoch == 0 and request.member_id.startswith("i-1-")  # type: ignore[attr-defined]
     assert request.metadata.rack == "r1" and request.instance_id == "i-1"  # type: ignore[attr-defined]
     assert request.assignor == "uniform" and request.session_timeout_ms == 6000  # type: ignore[attr-defined]
     assert owned(join) is None  # a join owns nothing
@@ -281,6 +281,38 @@ def a_static_member_closing_mid_join_still_leaves_with_minus_2(clock: Clock) -> 
         assert end.answer(False) is None and member.machine.state is WorkerState.DOWN  # refused: logged, stopped
 
 
+def a_join_whose_answer_was_lost_is_tried_again_under_the_member_id_it_made(clock: Clock) -> None:
+    """The coordinator may have taken the first join (its answer lost): the retry must be that member, not
+    a second one refused UNRELEASED_INSTANCE_ID by the first (Kafka's client makes its id, KIP-1082)."""
+    member = ConsumerMember(config(instance_id="i-1"), monotonic=clock)
+    member.machine.fire("start")
+    walk = Walk(member, member.run())
+    first = walk.to_call().request.member_id  # type: ignore[attr-defined]
+    walk.fail(errors.CoordinatorNotAvailableError("deadline exceeded"))
+    again = walk.to_call()
+    assert first.startswith("i-1-") and again.request.member_id == first  # type: ignore[attr-defined]
+    assert again.request.member_epoch == 0 and again.request.instance_id == "i-1"  # type: ignore[attr-defined]
+
+
+def a_static_member_closed_before_its_first_join_was_answered_leaves_under_the_id_it_joined_with(
+        clock: Clock) -> None:
+    """SIGTERM while the first join is on its way: the coordinator may have stepped it (the instance is then
+    held by a live member), so the member leaves with -2 under the id that join carried; the next process
+    replaces it (found restarting the downtime bench's static consumer workers at once, 1 run in 26)."""
+    member = ConsumerMember(config(instance_id="i-1"), monotonic=clock)
+    member.machine.fire("start")
+    walk = Walk(member, member.run())
+    join = walk.to_call()
+    member.closing = True  # the driver aborts the call in flight
+    assert walk.fail(WorkerClosedError("closed during a request")) is None
+    end = Walk(member, member.shutdown())
+    leave = end.to_call()
+    assert leave.method == "group_leave" and leave.request.member_epoch == -2  # type: ignore[attr-defined]
+    assert leave.request.member_id == join.request.member_id  # type: ignore[attr-defined]
+    assert leave.request.instance_id == "i-1"  # type: ignore[attr-defined]
+    assert end.answer(True) is None and member.machine.state is WorkerState.DOWN
+
+
 def a_member_cut_off_stops_its_tasks_within_its_rebalance_timeout_when_shorter(clock: Clock) -> None:
     """Rebalance timeout 3 s < session 10 s: the coordinator hands on tasks it asked this member to give up
     3 s after the heartbeat that asked (``c-revoke``), and that answer may be the one that never came. The
@@ -308,7 +340,7 @@ def a_listener_that_hangs_makes_the_member_leave_and_join_as_a_new_one(clock: Cl
     assert isinstance(leave, Call) and leave.method == "group_leave"
     walk.answer(True)
     join = walk.to_call()
-    assert join.request.member_id == "" and join.request.member_epoch == 0  # type: ignore[attr-defined]
+    assert join.request.member_id not in ("", "m-1") and join.request.member_epoch == 0  # type: ignore[attr-defined]
     assert walk.member.tasks.assigned == ()
 
 
@@ -355,6 +387,8 @@ CORE_ROWS: list[Callable[..., None]] = [
     closing_revokes_then_leaves_with_minus_1,
     a_static_member_closing_leaves_for_a_while_with_minus_2,
     a_static_member_closing_mid_join_still_leaves_with_minus_2,
+    a_join_whose_answer_was_lost_is_tried_again_under_the_member_id_it_made,
+    a_static_member_closed_before_its_first_join_was_answered_leaves_under_the_id_it_joined_with,
     a_member_cut_off_stops_its_tasks_within_its_rebalance_timeout_when_shorter,
     a_listener_that_hangs_makes_the_member_leave_and_join_as_a_new_one,
     a_rebalance_request_changes_nothing,
