@@ -28,7 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from groupcoord.assignors.base import TaskReplica
-from groupcoord.coordinator.model import consumer_static, conversion, leader_assignor, phases, quotas
+from groupcoord.coordinator.model import consumer_static, conversion, leader_assignor, phases
 from groupcoord.coordinator.model.consumer_answer import ConsumerSettings, answer
 from groupcoord.coordinator.model.consumer_assignor import named_of, rechoose, rename, switched, unsupported
 from groupcoord.coordinator.model.consumer_checks import admission_error, owned_of, request_error
