@@ -65,8 +65,10 @@ def run(model: CoordinatorModel, effects: list[Effect]) -> list[Effect]:
 
 
 def join(model: CoordinatorModel, name: str, assignor: str = CHECK, instance: str = "") -> str:
-    effects = run(model, model.group_heartbeat(pb.GroupHeartbeatRequest(
-        group_id=G, member_epoch=0, client_id=name, assignor=assignor, instance_id=instance), 1))
+    request = pb.GroupHeartbeatRequest(group_id=G, member_epoch=0, client_id=name, assignor=assignor)
+    if instance:  # a dynamic member leaves the field out (an empty one is INVALID_REQUEST, as Kafka's)
+        request.instance_id = instance
+    effects = run(model, model.group_heartbeat(request, 1))
     [reply] = [e for e in effects if isinstance(e, Reply)]
     response: Any = reply.response
     assert response.error.code == pb.NONE, response.error
