@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from groupcoord.assignors import registry
 from groupcoord.assignors.base import Assignment, AssignmentContext, TaskReplica
 from groupcoord.assignors.registry import register
 from groupcoord.coordinator.config import CoordinatorConfig
-from groupcoord.coordinator.model.consumer_assignor import preferred
+from groupcoord.coordinator.model.consumer_assignor import preferred, unsupported
 from groupcoord.coordinator.storage.sqlite_store import SqliteStore
 from groupcoord.coordinator.testing import Harness
 from groupcoord.v1 import groupcoord_pb2 as pb
@@ -165,3 +166,21 @@ def test_a_restart_keeps_the_groups_choice_and_each_members_name(tmp_path: Path)
     f.settle()
     assert list(f.running().values()) == [ALL]  # every task to one member: the new assignor's target
     group.validate()
+
+
+def test_unknown_names_do_not_rescan_the_installed_packages_each_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every request naming an assignor is checked on the loop; a name unknown here made the registry
+    list every installed distribution's entry points (~30 ms of CPU) each time: now once per TTL."""
+    scans: list[str] = []
+
+    def counting(group: str) -> list[object]:
+        scans.append(group)
+        return []
+
+    monkeypatch.setattr(registry, "entry_points", counting)
+    monkeypatch.setattr(registry, "_scanned", None)
+    for i in range(50):
+        refused = unsupported(set(), f"nope-{i}")
+        assert refused is not None and refused.code == pb.UNSUPPORTED_ASSIGNOR and f"nope-{i}" in refused.message
+    assert len(scans) == 1
+    assert unsupported(set(), "sticky") is None and unsupported(set(), "client:mine") is None
