@@ -65,7 +65,7 @@ def rechoose(out: Outbox, group: ConsumerGroup, default: str) -> bool:
     if name == group.assignor:
         return False
     log.info("group %s: assignor %s -> %s (the one most members name)", group.group_id, group.assignor, name,
-             extra={"event": "assignor_changed", "group": group.group_id, "assignor": name})
+             extra={"event": "assignor_changed", "group": group.group_id, "assignor": name, "previous": group.assignor})
     group.assignor = name
     group.target_catalog, group.target_index, group.failed_leader = None, None, ""  # no incremental basis
     if group.asked is not None:

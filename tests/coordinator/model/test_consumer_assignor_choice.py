@@ -5,6 +5,7 @@ of the new assignor; kept across a restart (each member's record keeps the name 
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
@@ -79,7 +80,8 @@ def test_kafkas_sequence_members_naming_none_do_not_count() -> None:
     group.validate()
 
 
-def test_a_change_of_assignor_moves_the_epoch_and_a_leave_flips_it_back() -> None:
+def test_a_change_of_assignor_moves_the_epoch_and_a_leave_flips_it_back(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="groupcoord.consumer")
     f = fleet("abcde")
     for name in "ab":
         f.join(name, assignor="round-robin")
@@ -92,6 +94,8 @@ def test_a_change_of_assignor_moves_the_epoch_and_a_leave_flips_it_back() -> Non
     epoch = group.epoch
     f.join("e", assignor="test-first-takes-all")  # 3 against 2: the group switches
     assert group.assignor == "test-first-takes-all" and group.epoch == epoch + 1
+    [changed] = [r for r in caplog.records if getattr(r, "event", "") == "assignor_changed"]
+    assert (changed.assignor, changed.previous) == ("test-first-takes-all", "round-robin")  # type: ignore[attr-defined]
     assert group.target_catalog is None  # no incremental basis: the new assignor's first target is a full pass
     f.settle()
     first = min(f.members.values(), key=lambda m: m.member_id).name
