@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import logging
 import threading
+import time
 from importlib.metadata import entry_points
 
 from groupcoord.assignors.base import Assignor
@@ -59,8 +60,20 @@ def _load(target: str) -> object:
     return obj() if isinstance(obj, type) else obj
 
 
+ENTRY_POINTS_TTL_S = 10.0
+"""How long a scan of the installed entry points is reused: one scan costs ~30 ms of CPU (every
+installed distribution's metadata), and a coordinator checks the name each request gives; a package
+installed while it runs is found within this time."""
+_scanned: tuple[float, dict[str, str]] | None = None
+
+
 def _entry_point_targets() -> dict[str, str]:
-    return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    global _scanned
+    now = time.monotonic()
+    scanned = _scanned
+    if scanned is None or now - scanned[0] >= ENTRY_POINTS_TTL_S:
+        scanned = _scanned = (now, {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)})
+    return scanned[1]
 
 
 def get_assignor(name: str) -> Assignor:

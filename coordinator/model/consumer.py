@@ -30,7 +30,7 @@ from typing import Any
 from groupcoord.assignors.base import TaskReplica
 from groupcoord.coordinator.model import consumer_static, conversion, leader_assignor, phases
 from groupcoord.coordinator.model.consumer_answer import ConsumerSettings, answer
-from groupcoord.coordinator.model.consumer_assignor import named_of, rechoose, rename, switched, unsupported
+from groupcoord.coordinator.model.consumer_assignor import heard, named_of, rechoose, switched, unsupported
 from groupcoord.coordinator.model.consumer_checks import admission_error, owned_of, request_error
 from groupcoord.coordinator.model.consumer_group import LEAVE_EPOCH, STATIC_LEAVE_EPOCH, ConsumerGroup, ConsumerMember
 from groupcoord.coordinator.model.consumer_records import consumer_from_record, member_entry, write_of
@@ -163,15 +163,15 @@ class ConsumerGroups:
         if member.away or received > member.epoch or stale:
             return error(pb.FENCED_MEMBER_EPOCH, f"member epoch {received} is not member {member.member_id}'s "
                          f"({member.epoch}): stop every task and join again with epoch 0")
-        named = named_of(request)
-        renamed = named is not None and named != member.assignor
-        moved = renamed and rename(out, group, member, named or "", self.settings.default_assignor)
+        moved = heard(out, group, member, named_of(request), self.settings.default_assignor)
         if request.HasField("metadata") and request.metadata != member.metadata:
             member.metadata, member.info = request.metadata, None
             group.refresh(member)
             moved = True
-        if moved or renamed:
-            self._changed(out, group) if moved else self._persist(out, group)
+        if moved:
+            self._changed(out, group)
+        elif moved is not None:  # renamed, the group's assignor the same: the member's record only
+            self._persist(out, group)
         if request.HasField("target"):  # a leader's answer (``leader_assignor``)
             leader_assignor.take_answer(self, out, group, member, request.target)
         return self._renewed(out, group, member, request, token)

@@ -24,7 +24,7 @@ from groupcoord.coordinator.model.consumer_target import assignor_exists
 from groupcoord.coordinator.model.effects import Outbox, TimerKey, error
 from groupcoord.v1 import groupcoord_pb2 as pb
 
-__all__ = ["preferred", "named_of", "unsupported", "rechoose", "rename", "switched"]
+__all__ = ["preferred", "named_of", "unsupported", "rechoose", "heard", "switched"]
 
 log = logging.getLogger("groupcoord.consumer")
 CLIENT_PREFIX = "client:"
@@ -65,7 +65,7 @@ def rechoose(out: Outbox, group: ConsumerGroup, default: str) -> bool:
     if name == group.assignor:
         return False
     log.info("group %s: assignor %s -> %s (the one most members name)", group.group_id, group.assignor, name,
-             extra={"event": "assignor_changed", "group": group.group_id, "assignor": name})
+             extra={"event": "assignor_changed", "group": group.group_id, "assignor": name, "previous": group.assignor})
     group.assignor = name
     group.target_catalog, group.target_index, group.failed_leader = None, None, ""  # no incremental basis
     if group.asked is not None:
@@ -74,9 +74,12 @@ def rechoose(out: Outbox, group: ConsumerGroup, default: str) -> bool:
     return True
 
 
-def rename(out: Outbox, group: ConsumerGroup, member: ConsumerMember, name: str, default: str) -> bool:
-    """The member names another assignor (``name``; "" none): counted, its record written with the
-    group's next write; True when the group's assignor changed with it."""
+def heard(out: Outbox, group: ConsumerGroup, member: ConsumerMember, name: str | None, default: str) -> bool | None:
+    """The assignor a member's request names (``name``; "" none, None not said): None when it is the one
+    it named; else counted (its record written with the group's next write), and True when the group's
+    assignor changed with it (the caller moves the group epoch)."""
+    if name is None or name == member.assignor:
+        return None
     group.rename(member, name)
     return rechoose(out, group, default)
 

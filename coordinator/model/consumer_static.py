@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 
-from groupcoord.coordinator.model.consumer_assignor import named_of, rename
+from groupcoord.coordinator.model.consumer_assignor import heard, named_of
 from groupcoord.coordinator.model.consumer_group import ConsumerGroup, ConsumerMember
 from groupcoord.coordinator.model.consumer_steps import ConsumerSteps
 from groupcoord.coordinator.model.effects import Outbox, TimerKey, Token, error
@@ -65,8 +65,7 @@ def rejoin(cg: ConsumerSteps, out: Outbox, group: ConsumerGroup, request: pb.Gro
     group.hold(member, Reconciled(MemberState.STABLE, held.epoch, held.assigned))
     if old.member_id in group.target:
         group.target[new_id] = group.target.pop(old.member_id)
-    named = named_of(request)
-    moved = named is not None and rename(out, group, member, named, cg.settings.default_assignor)
+    moved = heard(out, group, member, named_of(request), cg.settings.default_assignor)
     if request.HasField("metadata") and request.metadata != old.metadata:
         member.metadata = request.metadata
         group.refresh(member)

@@ -5,14 +5,16 @@ of the new assignor; kept across a restart (each member's record keeps the name 
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
 
+from groupcoord.assignors import registry
 from groupcoord.assignors.base import Assignment, AssignmentContext, TaskReplica
 from groupcoord.assignors.registry import register
 from groupcoord.coordinator.config import CoordinatorConfig
-from groupcoord.coordinator.model.consumer_assignor import preferred
+from groupcoord.coordinator.model.consumer_assignor import preferred, unsupported
 from groupcoord.coordinator.storage.sqlite_store import SqliteStore
 from groupcoord.coordinator.testing import Harness
 from groupcoord.v1 import groupcoord_pb2 as pb
@@ -78,7 +80,8 @@ def test_kafkas_sequence_members_naming_none_do_not_count() -> None:
     group.validate()
 
 
-def test_a_change_of_assignor_moves_the_epoch_and_a_leave_flips_it_back() -> None:
+def test_a_change_of_assignor_moves_the_epoch_and_a_leave_flips_it_back(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="groupcoord.consumer")
     f = fleet("abcde")
     for name in "ab":
         f.join(name, assignor="round-robin")
@@ -91,6 +94,8 @@ def test_a_change_of_assignor_moves_the_epoch_and_a_leave_flips_it_back() -> Non
     epoch = group.epoch
     f.join("e", assignor="test-first-takes-all")  # 3 against 2: the group switches
     assert group.assignor == "test-first-takes-all" and group.epoch == epoch + 1
+    [changed] = [r for r in caplog.records if getattr(r, "event", "") == "assignor_changed"]
+    assert (changed.assignor, changed.previous) == ("test-first-takes-all", "round-robin")  # type: ignore[attr-defined]
     assert group.target_catalog is None  # no incremental basis: the new assignor's first target is a full pass
     f.settle()
     first = min(f.members.values(), key=lambda m: m.member_id).name
@@ -165,3 +170,21 @@ def test_a_restart_keeps_the_groups_choice_and_each_members_name(tmp_path: Path)
     f.settle()
     assert list(f.running().values()) == [ALL]  # every task to one member: the new assignor's target
     group.validate()
+
+
+def test_unknown_names_do_not_rescan_the_installed_packages_each_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every request naming an assignor is checked on the loop; a name unknown here made the registry
+    list every installed distribution's entry points (~30 ms of CPU) each time: now once per TTL."""
+    scans: list[str] = []
+
+    def counting(group: str) -> list[object]:
+        scans.append(group)
+        return []
+
+    monkeypatch.setattr(registry, "entry_points", counting)
+    monkeypatch.setattr(registry, "_scanned", None)
+    for i in range(50):
+        refused = unsupported(set(), f"nope-{i}")
+        assert refused is not None and refused.code == pb.UNSUPPORTED_ASSIGNOR and f"nope-{i}" in refused.message
+    assert len(scans) == 1
+    assert unsupported(set(), "sticky") is None and unsupported(set(), "client:mine") is None

@@ -169,6 +169,8 @@ ROWS: list[tuple[str, Row, int, str]] = [
     ("join naming a leader-side assignor",
      lambda s, g: {"group_id": g, "member_epoch": 0, "assignor": "client:anything"}, pb.NONE, ""),
     ("heartbeat", member, pb.NONE, ""),
+    # Kafka since KAFKA-19233 (2026): a fenced member may join again with epoch 0 under its id
+    ("join again under its member id", lambda s, g: {**member(s, g), "member_epoch": 0}, pb.NONE, ""),
     ("leave", lambda s, g: {**member(s, g), "member_epoch": -1}, pb.NONE, ""),
     ("static leave", static_away, pb.NONE, ""),
 ]
