@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import multiprocessing as mp
 import os
 import queue
@@ -117,9 +118,11 @@ class Member:
         self.heard: frozenset[tuple[str, int]] | None = frozenset()
         self.told = asyncio.Event()
         self.changes: list[tuple[float, frozenset[tuple[str, int]]]] = []  # when it ran what (the newcomer's)
+        self.news_at: list[float] = []  # when news came for it
 
     def hear(self, nudge: Nudge) -> None:
         del nudge  # every consumer news asks for the same: a heartbeat now
+        self.news_at.append(time.monotonic())
         self.told.set()
 
 
@@ -224,12 +227,12 @@ class ConsumerFleet:
         self.extra_calls = self.regular_calls = 0
         self.callers.clear()
 
-    async def newcomer_joins(self, address: str, coordinator_pid: int, share: int) -> dict[str, Any]:
+    async def newcomer_joins(self, address: str, coordinator_pid: int, share: int, name: str) -> dict[str, Any]:
         """One more member joins (the change measured): until it runs its whole target (DescribeGroup's)."""
-        newcomer = Member("newcomer")
+        newcomer = Member(name)
         self.members.append(newcomer)
         cpu0, started = _cpu_of(coordinator_pid), time.monotonic()
-        self.callers.add("newcomer")
+        self.callers.add(name)
         self.tasks.append(asyncio.create_task(self._live(newcomer, first=True)))
         async with grpc.aio.insecure_channel(address) as channel:
             admin = pb_grpc.GroupAdminStub(channel)
@@ -243,8 +246,17 @@ class ConsumerFleet:
                 if target and newcomer.running == target:
                     break
                 await asyncio.sleep(0.05)
-        ran = next(at for at, tasks in newcomer.changes if tasks == target)
-        return {"ran_s": min(ran, done_at) - started, "cpu_s": cpu, "cpu0": cpu0, "moved": len(target)}
+        ran = min(next(at for at, tasks in newcomer.changes if tasks == target), done_at)
+        first_task = next((at for at, tasks in newcomer.changes if tasks), ran)
+        news = newcomer.news_at or [ran]
+        return {"ran_s": ran - started, "cpu_s": cpu, "cpu0": cpu0, "moved": len(target),
+                "phases": (news[0] - started, first_task - started, len(newcomer.news_at))}
+
+
+async def _quit(fleet: ConsumerFleet | None, calls: Calls) -> None:
+    if fleet is not None:
+        await fleet.stop()
+    await calls.stream.close()
 
 
 def _generator(conn: Any, address: str, mode: str) -> None:
@@ -276,9 +288,8 @@ def _generator(conn: Any, address: str, mode: str) -> None:
                 idle = max(0.0, 1 - (_cpu_now() - cpu0) / max(1e-9, time.monotonic() - wall0))
                 conn.send({"extra": fleet.extra_calls, "callers": len(fleet.callers), "idle": idle})
             else:
-                if fleet is not None:
-                    await fleet.stop()
-                await calls.stream.close()
+                with contextlib.suppress(TimeoutError):  # a stream of 10,000 members' calls may not end in time
+                    await asyncio.wait_for(_quit(fleet, calls), 10)
                 conn.send("bye")
                 return
 
@@ -325,33 +336,53 @@ def one_joins(mode: str, size: int, tasks: int, n_gen: int, caps: CpuCaps | None
         counts = [size // n_gen + (1 if g < size % n_gen else 0) for g in range(n_gen)]
         generators.ask([("fleet", counts[g], f"g{g}") for g in range(n_gen)])
         _joined(generators, size, timeout=300 + size / 20)
+        print(f"  {mode:6} {size:6,d} members joined", flush=True)
         # the catalog once every member is in: one target over 100,000 tasks, not one per join (set-up)
         put_catalog(coordinator.address, tasks)
         _stable(generators, tasks, size, timeout=300 + size / 20)
-        generators.ask([("mark",)] * n_gen)
-        joined = generators.ask([("join", coordinator.address, coordinator.proc.pid, tasks // (size + 1))]
-                                + [("state",)] * (n_gen - 1), timeout=300)[0]
-        calls = generators.ask([("calls",)] * n_gen)
+        print(f"  {mode:6} {size:6,d} members run the {tasks:,} tasks", flush=True)
+        rows = [_change(generators, coordinator, tasks, size, "newcomer")]
+        # the next change, once the first settled: without what a group's first change pays once (each
+        # member's view for the assignor rebuilt after its tasks changed while forming)
+        _stable(generators, tasks, size + 1, timeout=120)
+        rows.append(_change(generators, coordinator, tasks, size + 1, "second"))
     finally:
         try:
             generators.close()
+        except (TimeoutError, OSError, EOFError) as failure:  # the run's own failure, if any, is the one to tell
+            print(f"  closing the generators: {type(failure).__name__}: {failure}", flush=True)
         finally:
             coordinator.close()
-    return {"mode": mode, "size": size, "interval_s": beat_ms / 1000, "ran_s": joined["ran_s"],
-            "cpu_s": joined["cpu_s"] - joined["cpu0"], "moved": joined["moved"],
-            "calls": sum(c["extra"] for c in calls), "callers": sum(c["callers"] for c in calls),
-            "gen_idle": min(c["idle"] for c in calls)}
+    return {**rows[0], "mode": mode, "size": size, "interval_s": beat_ms / 1000, "next": rows[1]}
+
+
+def _change(generators: ConsumerGenerators, coordinator: Coordinator, tasks: int, size: int,
+            name: str) -> dict[str, Any]:
+    """One member named ``name`` joins the Stable group of ``size``: the figures of that change."""
+    n_gen = len(generators.pipes)
+    generators.ask([("mark",)] * n_gen)
+    joined = generators.ask([("join", coordinator.address, coordinator.proc.pid, tasks // (size + 1), name)]
+                            + [("state",)] * (n_gen - 1), timeout=300)[0]
+    calls = generators.ask([("calls",)] * n_gen)
+    return {"ran_s": joined["ran_s"], "cpu_s": joined["cpu_s"] - joined["cpu0"], "moved": joined["moved"],
+            "phases": joined["phases"], "calls": sum(c["extra"] for c in calls),
+            "callers": sum(c["callers"] for c in calls), "gen_idle": min(c["idle"] for c in calls)}
 
 
 def settled(mode: str, size: int, tasks: int, n_gen: int, caps: CpuCaps | None) -> dict[str, Any]:
     try:
         row = one_joins(mode, size, tasks, n_gen, caps)
-    except TimeoutError as failure:
-        print(f"  {mode:6} {size:,}: {failure}", flush=True)
+    except (TimeoutError, EOFError) as failure:
+        print(f"  {mode:6} {size:,}: {type(failure).__name__}: {failure}", flush=True)
         return {"mode": mode, "size": size, "failed": "never settled"}
     print(f"  {mode:6} {size:6,d} members: newcomer ran its {row['moved']} tasks in {row['ran_s']:.3f} s "
           f"(interval {row['interval_s']:g} s), coordinator CPU {row['cpu_s']:.3f} s, {row['calls']} extra calls "
           f"by {row['callers']} members; generators' idle {row['gen_idle']:.0%}", flush=True)
+    for which, change in (("first", row), ("next", row["next"])):
+        first_news, first_task, told = change["phases"]
+        print(f"  {mode:6} {size:6,d} members, {which} change: newcomer ran its {change['moved']} tasks in "
+              f"{change['ran_s']:.3f} s; its first news at {first_news:.3f} s ({told} in all), first task at "
+              f"{first_task:.3f} s; coordinator CPU {change['cpu_s']:.3f} s", flush=True)
     return row
 
 
@@ -394,11 +425,18 @@ def main() -> int:
         head = f"| {size:,} members:"
         print(f"{head} newcomer's first heartbeat to running its whole target (s) | {_cell(unary, 'ran_s')} "
               f"| {_cell(stream, 'ran_s')} | stream <= 0.5 s; unary <= 2 intervals ({2 * interval_ms(size) / 1000:g} s) |")
-        print(f"{head} coordinator CPU meanwhile (s) | {_cell(unary, 'cpu_s')} | {_cell(stream, 'cpu_s')} | |")
+        print(f"{head} coordinator CPU meanwhile (s) | {_cell(unary, 'cpu_s')} | {_cell(stream, 'cpu_s')} "
+              f"| the wall's floor: CPU / budget |")
+        unary_next = unary.get("next", unary) if unary else None
+        stream_next = stream.get("next", stream) if stream else None
+        print(f"{head} the next change: running its whole target / coordinator CPU (s) "
+              f"| {_cell(unary_next, 'ran_s')} / {_cell(unary_next, 'cpu_s')} "
+              f"| {_cell(stream_next, 'ran_s')} / {_cell(stream_next, 'cpu_s')} | |")
         print(f"{head} calls beyond regular heartbeats / members making them | "
               f"{_cell(unary, 'calls', '{}')} / {_cell(unary, 'callers', '{}')} | "
               f"{_cell(stream, 'calls', '{}')} / {_cell(stream, 'callers', '{}')} | untouched members: none |")
-    idle = min([r["gen_idle"] for r in rows if "gen_idle" in r], default=1.0)
+    idle = min([r[k]["gen_idle"] if k else r["gen_idle"] for r in rows if "gen_idle" in r for k in ("", "next")],
+               default=1.0)
     print(f"\ngenerators' least idle share: {idle:.0%}; load average {os.getloadavg()[0]:.1f}")
     return 0
 

@@ -27,11 +27,16 @@ def test_consumer_stream_bench_quick_prints_every_row(cli_env: dict[str, str]) -
         "one member joins (consumer protocol)",
         "30 members: newcomer's first heartbeat to running its whole target (s)",
         "30 members: coordinator CPU meanwhile (s)",
+        "30 members: the next change: running its whole target / coordinator CPU (s)",
         "30 members: calls beyond regular heartbeats / members making them"], done.stdout
     assert "never settled" not in done.stdout, done.stdout
     unary_s, stream_s = (float(cell) for cell in rows[1][1:3])
     assert 0 < stream_s and 0 < unary_s <= 2 * 5.0 + 1, done.stdout  # unary: within two 5 s intervals
     assert all(float(cell) > 0 for cell in rows[2][1:3]), done.stdout
+    assert all(float(value) > 0 for cell in rows[3][1:3] for value in cell.split(" / ")), done.stdout
+    # the change's calls: the newcomer and the members giving tasks up, on streams at most two each
+    stream_calls, stream_callers = (int(value) for value in rows[4][2].split(" / "))
+    assert 0 < stream_callers < 30 and stream_calls <= 3 * stream_callers, done.stdout
     assert "generators' least idle share" in done.stdout
 
 
