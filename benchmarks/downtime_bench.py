@@ -253,7 +253,7 @@ def start_coordinator(s: Settings) -> tuple[subprocess.Popen[bytes], str]:
                                  "--config", str(config), "--store", "memory", "--data-dir", str(data),
                                  "--initial-rebalance-delay-ms", "1000"],
                                 stdout=subprocess.DEVNULL, stderr=stderr, env=s.env)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 120  # a start took over 30 s niced at load 18 (its imports alone take 4 s idle)
     while time.monotonic() < deadline and proc.poll() is None:
         for line in err.read_text().splitlines():
             if "listening on " in line:

@@ -261,7 +261,7 @@ class ConsumerMember(MemberEnd):
                      "left" if epoch == LEAVE_EPOCH else f"static member {self.config.instance_id} away from",
                      self.config.group_id)
         else:  # best effort, as Kafka's: the coordinator ends our place when our session does
-            log.warning("%s: the leave was not taken; the coordinator keeps our place (and instance id %r) until "
-                        "our session ends", self.config.client_id, self.config.instance_id)
+            log.warning("%s: the leave was not taken; if the coordinator holds our place (and instance id %r), it "
+                        "keeps it until our session ends", self.config.client_id, self.config.instance_id)
         self.leading.drop()
         session.forget()
