@@ -199,7 +199,9 @@ class ViewReader:
                     self._call(result)
         member_names = None if names is None else sorted(unquote(n) for n in self._call(names))
         self.reads += (names is not None) + len(shards) - len(gone) + len(unsettled)
-        self._watch_members(member_names or [])
+        if member_names is not None:  # a member listed since its node's deletion came back: not departed
+            self._departed.difference_update(member_names)
+            self._watch_members(member_names)
         self._read = self._monotonic()
         return Reads(member_names, found, unsettled)
 

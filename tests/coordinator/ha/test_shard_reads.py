@@ -257,3 +257,18 @@ def test_a_claim_on_condition_that_a_member_is_gone_fails_while_its_node_is_ther
     fence = dict(view.win({0: None}, "me:1", unless={0: "x:1"}))[0]
     assert fence is not None and fence.epoch == 1
     assert client.get_children(view.members_path) == []  # the condition's node created and deleted
+
+
+def test_a_member_listed_again_after_its_node_went_is_not_taken_as_departed(zk: ZooKeeperServer,
+                                                                           client: KazooClient) -> None:
+    departed = threading.Event()
+    view = ViewReader(client, f"/groupcoord/test-{uuid.uuid4().hex[:8]}", 4, 10.0, on_leader=lambda e: None,
+                      on_members=lambda e: None, on_departed=lambda e: departed.set())
+    view.prepare()
+    client.create(view.member_path("back:1"), b"", ephemeral=True)
+    view.read([], members=True)
+    client.delete(view.member_path("back:1"))  # its process restarted: a new session, the same address
+    assert departed.wait(10), "no event for the member's node"
+    client.create(view.member_path("back:1"), b"", ephemeral=True)
+    assert view.read([], members=True).members == ["back:1"]  # read after its return (a whole view's read)
+    assert view.take_events([], ()) == (set(), set())  # so a later step does not plan without it
