@@ -17,8 +17,10 @@ the replicas that move; the tasks that stay are never visited.
 Round-robin has no incremental form: its answer is a function of member order, so one member in
 shifts nearly every deal. ``balanced`` (``balanced.incremental``) and the Pulsar assignors
 (``pulsar.incremental``) have one while no load snapshot is in force (``loaded``): their round from
-the previous target, the same answer as their full pass from it. Under a snapshot the Pulsar ones
-decline; ``balanced`` goes on for a membership change under the snapshot its last full pass read.
+the previous target, the same answer as their full pass from it. Under a snapshot the Pulsar ones go on
+only for members joining under the snapshot their last full pass judged; ``balanced`` for a membership
+change under the snapshot its last full pass read. ``kafka-replica-shift`` deals tasks added after every
+placed one on from where it stopped (``kafka_replica_incremental``).
 """
 
 from __future__ import annotations

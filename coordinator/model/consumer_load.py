@@ -28,7 +28,9 @@ change, as in the classic protocol.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from groupcoord.assignors.base import RebalanceCheck
 from groupcoord.assignors.registry import UnknownAssignorError, get_assignor
@@ -78,47 +80,55 @@ def _key(snapshot: pb.LoadSnapshot | None) -> SnapshotKey | None:
     return None if snapshot is None else (snapshot.snapshot_id, snapshot.created_ms)
 
 
+@dataclass
+class _Checked:
+    at: float  # when the group was last checked
+    snapshot: SnapshotKey  # on which snapshot
+
+
 class LoadRechecks:
-    """The ``c-shed`` timer of every consumer group of one model (see the module's docstring)."""
+    """The ``c-shed`` timer of every consumer group of one model (see the module's docstring). What was
+    checked is kept per group object, weakly: a group that is gone takes its entry with it."""
 
     def __init__(self, cg: ConsumerGroups) -> None:
         self.cg = cg
-        self._last: dict[str, float] = {}  # group id -> when it was last checked
-        self.checked: dict[str, SnapshotKey] = {}  # group id -> the snapshot it was last checked on
-        self._armed: set[str] = set()
+        self._checked: WeakKeyDictionary[ConsumerGroup, _Checked] = WeakKeyDictionary()
+
+    def checked_on(self, group_id: str) -> SnapshotKey | None:
+        """The snapshot the group was last checked on (tests, tools)."""
+        group = self.cg.groups.get(group_id)
+        checked = self._checked.get(group) if group is not None else None
+        return checked.snapshot if checked is not None else None
 
     def published(self, out: Outbox, group_id: str) -> None:
-        """A snapshot was published for ``group_id``: arm its check, unless one is armed already."""
+        """A snapshot was published for ``group_id``: arm its check (again: the same deadline, so the
+        snapshots of one interval share one check, which reads the newest)."""
         group = self.cg.groups.get(group_id)
-        if group is None or group_id in self._armed:
+        if group is None:
             return
         interval = recheck_interval_s(group.assignor)
         if not interval:
             return
         now = self.cg.m.clock.now()
-        known = [at for at in (self._last.get(group_id), self.cg._last_assign.get(group_id)) if at is not None]
+        checked = self._checked.get(group)
+        known = [at for at in (checked.at if checked else None, self.cg._last_assign.get(group_id)) if at is not None]
         since = max(known, default=now)
-        self._armed.add(group_id)
         out.arm(TimerKey(SHED_TIMER, group_id), max(0.0, since + interval - now))
 
     def fire(self, out: Outbox, key: TimerKey) -> None:
         group_id = key.group_id
-        self._armed.discard(group_id)
         group = self.cg.groups.get(group_id)
         classic = self.cg.m.groups.get(group_id)
         if group is None or classic is None:
-            self._last.pop(group_id, None)
-            self.checked.pop(group_id, None)
             return
         snapshot = _key(classic.load_snapshot)
-        if snapshot is None or snapshot == self.checked.get(group_id):
+        checked = self._checked.get(group)
+        if snapshot is None or (checked is not None and snapshot == checked.snapshot):
             return
         if group.computing:  # a target is being computed (it reads this snapshot): check after it
-            self._armed.add(group_id)
             out.arm(key, self.cg.settings.assignment_interval_ms / 1000)
             return
-        self._last[group_id] = self.cg.m.clock.now()
-        self.checked[group_id] = snapshot
+        self._checked[group] = _Checked(self.cg.m.clock.now(), snapshot)
         if is_client(group.assignor):
             log.info("group %s: load snapshot %s: asking the leader for a target", group_id, snapshot[0],
                      extra={"event": "load_recheck", "group": group_id, "snapshot": snapshot[0]})

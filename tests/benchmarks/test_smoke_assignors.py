@@ -63,6 +63,13 @@ def test_the_server_side_target_rows_at_small_size(monkeypatch: pytest.MonkeyPat
         assert (incremental.max_over_mean, incremental.moved) == (full.max_over_mean, full.moved), name
         assert incremental.note.startswith("CPU ")
     assert not rows
+    # under a snapshot a full pass read, and tasks added at the end: each pair agrees too (the rows assert
+    # that the incremental path was taken)
+    later = bench.snapshot_target_rows(600, 12, 1) + bench.appended_target_rows(600, 12, 1, added=20)
+    pairs = {row.implementation: row for row in later}
+    for name in (*bench.SNAPSHOT_ASSIGNORS, "kafka-replica-shift"):
+        full, incremental = pairs[f"{name}, full pass"], pairs[f"{name}, incremental"]
+        assert (incremental.max_over_mean, incremental.moved) == (full.max_over_mean, full.moved), name
 
 
 def test_kafka_python_column_is_skipped_with_a_note_when_missing(monkeypatch) -> None:

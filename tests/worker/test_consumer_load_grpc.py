@@ -165,7 +165,7 @@ def test_a_new_snapshot_sheds_off_the_overloaded_member_at_the_interval(
         rechecks: LoadRechecks = model.rechecks
         group = model.consumer.groups[G]
         wait_until("the calm snapshot was not checked", lambda: server.call(
-            lambda: rechecks.checked.get(G) == ("002-calm", 2_000) and not group.computing
+            lambda: rechecks.checked_on(G) == ("002-calm", 2_000) and not group.computing
             and group.target_epoch == group.epoch))
         if where == "coordinator":
             assert server.call(lambda: group.epoch) == epoch

@@ -116,7 +116,7 @@ def test_a_snapshot_is_checked_one_interval_after_the_last_target_once_and_on_th
     model, _ = formed(clock)
     clock.advance(20)
     assert armed(publish(model, "s1", 1)) == [pytest.approx(40)]  # 60 s after the target was computed
-    assert armed(publish(model, "s2", 2)) == []  # already armed: one check, on the newest
+    assert armed(publish(model, "s2", 2)) == [pytest.approx(40)]  # the same deadline: one check, on the newest
     clock.advance(40)
     epoch = model.consumer.groups[G].epoch
     run(model, model.fire(SHED))
@@ -276,3 +276,23 @@ def test_kafka_replica_shift_deals_tasks_added_at_the_end_incrementally(monkeypa
     assert answers[1:] == ["declined"] and group.target_epoch == group.epoch
     assert sorted(r.task_id for owned in group.target.values() for r in owned) == sorted(
         ["a0", "u1", "u2", "t0", "t1", "t2", "t3"])
+
+
+def test_what_was_checked_goes_with_its_group(checking: Checking) -> None:
+    """Groups come and go (a tenant can make many): the check's record is not kept for a gone one."""
+    import gc
+
+    clock = FakeClock()
+    model, members = formed(clock)
+    publish(model, "s1", 1)
+    clock.advance(60)
+    run(model, model.fire(SHED))
+    assert model.rechecks.checked_on(G) == ("s1", 1)
+    for member_id in members:
+        group = model.consumer.groups[G]
+        run(model, model.group_heartbeat(pb.GroupHeartbeatRequest(
+            group_id=G, member_id=member_id, member_epoch=-1), 5))
+    del group
+    gc.collect()
+    assert G not in model.consumer.groups and len(model.rechecks._checked) == 0
+    assert model.rechecks.checked_on(G) is None
