@@ -3,8 +3,9 @@ completion (``Reply.complete``: an answer too heavy to build on the event loop) 
 thread before the answer goes out. Also the model's ``Offload`` jobs, which come back the same way.
 
 A group's answers go out in the order the model gave them, a completion included: the ones after it
-wait for it, and are answered a turn of the event loop after it, so that a Session stream's writer
-sends it before their answers are even made. A join phase's end answers the leader first (its answer
+wait for it, and are answered from the event loop's next turn on, ``RELEASE_PER_TURN`` a turn, so
+that a Session stream's writer sends it before their answers are even made, and the streams read (the
+leader's SyncGroup) and write between their shares. A join phase's end answers the leader first (its answer
 is the one with a completion), so the leader hears before its followers and its SyncGroup is not read
 behind theirs: answered as each came, the leader's went out last, and with 3,000 members on three
 streams its SyncGroup reached the coordinator behind 2,599 of theirs (docs/scaling.md).
@@ -27,10 +28,13 @@ from groupcoord.coordinator.model.effects import Effect, Offload, Reply, Token, 
 from groupcoord.coordinator.runtime.checkers import CheckerPool
 from groupcoord.v1 import groupcoord_pb2 as pb
 
-__all__ = ["Answer", "Replies"]
+__all__ = ["RELEASE_PER_TURN", "Answer", "Replies"]
 
 log = logging.getLogger("groupcoord.runtime")
 Answer = Callable[[Message], None]
+RELEASE_PER_TURN = 500
+"""Replies that waited for a completion answered per turn of the event loop (each answer's request then runs
+on: a Session stream's serialising and queueing): between turns the streams read and write."""
 
 
 class Replies:
@@ -74,6 +78,9 @@ class Replies:
         if waiting is not None:
             waiting.append(reply)
             return
+        self._send(reply)
+
+    def _send(self, reply: Reply) -> None:
         complete = reply.complete
         if complete is None:
             self.answer(reply.to, reply.response)
@@ -84,7 +91,7 @@ class Replies:
             self.answer(reply.to, reply.response)
             return
         if reply.group_id:
-            self._behind[reply.group_id] = deque()
+            self._behind.setdefault(reply.group_id, deque())
 
         def completed(future: asyncio.Future[None]) -> None:
             failure = future.exception() if not future.cancelled() else None
@@ -100,13 +107,23 @@ class Replies:
         self._checkers.start(loop, complete).add_done_callback(completed)
 
     def _release(self, group_id: str) -> None:
-        """The group's replies that waited for a completion, in order (behind the next completion, if any)."""
-        waiting = self._behind.pop(group_id, None) if group_id else None
-        while waiting:
-            self.deliver(waiting.popleft())
-            if group_id in self._behind:  # another completion started: the rest wait for it
-                self._behind[group_id].extend(waiting)
+        """``RELEASE_PER_TURN`` of the group's replies that waited for a completion, in order, and the rest on
+        the loop's next turns (behind the next completion, if one comes): a turn's answers are made and
+        queued at once, so 10,000 in one turn kept the streams' readers and writers waiting for all of them."""
+        waiting = self._behind.get(group_id) if group_id else None
+        if waiting is None:
+            return
+        for _ in range(min(len(waiting), RELEASE_PER_TURN)):
+            reply = waiting.popleft()
+            if reply.complete is not None:
+                self._send(reply)  # the rest wait for it: its completion releases them
                 return
+            self.answer(reply.to, reply.response)
+        if waiting:
+            assert self._loop is not None  # only a completion on the loop queues replies
+            self._loop.call_soon(self._release, group_id)
+        else:
+            del self._behind[group_id]
 
     def offload(self, effect: Offload, carry_out: Callable[[list[Effect]], None],
                 still_current: Callable[[], bool]) -> None:
