@@ -17,7 +17,8 @@ Fallback: a leader that answers wrong (a check fails, its assignor failed: ``err
 not answer within ``3 x heartbeat_interval_ms``, or a request that would exceed half of
 ``max_message_bytes``, makes the coordinator compute the target with its own assignor ``<name>``
 (off the loop, as for a server-side group) when it has one, else keep the previous target (asked
-again at the next change); the failing leader is not elected again while another member can be.
+again at the next change, or at once after a silent leader); the failing leader is not elected again
+while another member can be.
 """
 
 from __future__ import annotations
@@ -124,7 +125,7 @@ def timed_out(cg: ConsumerSteps, out: Outbox, group: ConsumerGroup) -> None:
     gone = group.leader_id not in group.members or group.members[group.leader_id].away
     _fall_back(cg, out, group, f"leader {group.leader_id} left the group before it answered" if gone else
                f"leader {group.leader_id} did not answer within {LEADER_TIMEOUT_BEATS} heartbeat intervals",
-               group.asked.group_epoch)
+               group.asked.group_epoch, ask_again=True)
 
 
 def leader_left(cg: ConsumerSteps, out: Outbox, group: ConsumerGroup) -> bool:
@@ -182,10 +183,12 @@ def _install_delta(group: ConsumerGroup, delta: dict[str, frozenset[TaskReplica]
         group.target[member_id] = tasks
 
 
-def _fall_back(cg: ConsumerSteps, out: Outbox, group: ConsumerGroup, why: str, asked_epoch: int | None = None) -> None:
+def _fall_back(cg: ConsumerSteps, out: Outbox, group: ConsumerGroup, why: str, asked_epoch: int | None = None,
+               *, ask_again: bool = False) -> None:
     """No target from the leader for this epoch: the coordinator's own assignor of that name
     computes it, or the previous target stays (the next change asks again; one that came while the
-    leader was asked, ``asked_epoch``, asks another leader now)."""
+    leader was asked, ``asked_epoch``, asks another leader now, and so does a leader's silence,
+    ``ask_again``: a slow leader must not leave the group without a target until something changes)."""
     out.cancel(_key(group.group_id))
     group.asked, group.asked_sent, group.last_error = None, False, why
     name = group.assignor[len(CLIENT_PREFIX):]
@@ -194,7 +197,7 @@ def _fall_back(cg: ConsumerSteps, out: Outbox, group: ConsumerGroup, why: str, a
     if not assignor_exists(name):
         group.computing = False
         cg._persist(out, group)
-        if asked_epoch is not None and group.epoch > asked_epoch:
+        if asked_epoch is not None and (group.epoch > asked_epoch or ask_again):
             cg._ask_target(out, group)  # the failed leader is not elected while another member can lead
         return
     classic = cg.m.groups.get(group.group_id)

@@ -139,6 +139,27 @@ def test_without_the_assignor_on_the_coordinator_the_previous_target_stays() -> 
     assert set().union(*f.running().values()) == CATALOG
 
 
+def test_without_the_assignor_on_the_coordinator_a_silent_leader_is_followed_by_another_at_once() -> None:
+    """A leader slower than its deadline (a loaded machine) must not leave the group without a target until
+    something else changes: the same epoch is asked of the other member, whose answer is installed."""
+    f = fleet("ab", assignor="client:only-on-workers")
+    request = first_target(f)  # a is asked, and never answers
+    group = f.h.model.consumer.groups[G]
+    again = None
+    for _ in range(20):  # the deadline: three heartbeat intervals
+        f.h.advance(1.0)
+        f.beat("a")
+        again = asked(f, "b")
+        if again is not None:
+            break
+    assert again is not None and again.group_epoch == request.group_epoch == group.epoch
+    assert group.leader_id == f.members["b"].member_id and "did not answer" in group.last_error
+    answer_target(f, "b", again.group_epoch, {"a": ["t0", "t1", "t2"], "b": ["t3", "t4", "t5"]})
+    assert group.target_epoch == group.epoch
+    f.settle()
+    assert set().union(*f.running().values()) == CATALOG
+
+
 def test_an_answer_for_another_epoch_or_from_another_member_is_ignored() -> None:
     f = fleet("ab")
     request = first_target(f)
