@@ -159,8 +159,10 @@ def test_a_broken_envelope_ends_the_stream_with_invalid_argument(coordinator: Co
 def test_a_tag_already_in_flight_ends_the_stream(coordinator: Coordinator) -> None:
     session = coordinator.session()
     first = session.ask("join_group", join_request("g"))
-    session.send("join_group", join_request("g", first.member_id), tag=7)
-    session.send("heartbeat", pb.HeartbeatRequest(group_id="g", member_id=first.member_id), tag=7)
+    assert session.ask("join_group", join_request("g", first.member_id)).generation == 1
+    second = session.ask("join_group", join_request("g"))
+    session.send("join_group", join_request("g", second.member_id), tag=7)  # held: the first must join again
+    session.send("heartbeat", pb.HeartbeatRequest(group_id="g", member_id=second.member_id), tag=7)
     assert session.ended_with() == grpc.StatusCode.INVALID_ARGUMENT
     assert session.status is not None and "tag 7 is already in flight" in (session.status.details() or "")
 
