@@ -13,7 +13,7 @@ import asyncio
 import functools
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import grpc
 from google.protobuf.message import Message
@@ -32,7 +32,7 @@ from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
 
-__all__ = ["CoordinatorServicer", "AdminServicer", "MAX_FIND_COORDINATOR_GROUPS", "add_servicer"]
+__all__ = ["CoordinatorServicer", "AdminServicer", "MAX_FIND_COORDINATOR_GROUPS", "Step", "add_servicer", "peer_host"]
 
 log = logging.getLogger("groupcoord.service")
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
@@ -69,12 +69,24 @@ def _guarded(method: F) -> F:
 
 
 def _peer_host(context: grpc.aio.ServicerContext) -> str:
-    peer = context.peer() or ""
+    return peer_host(context.peer() or "")
+
+
+def peer_host(peer: str) -> str:
+    """The caller's address without its port, as a JoinGroup records it."""
     # "ipv4:127.0.0.1:5555" / "ipv6:[::1]:5555" -> the address without the port
     kind, _, rest = peer.partition(":")
     if kind in ("ipv4", "ipv6"):
         return rest.rsplit(":", 1)[0].strip("[]")
     return peer
+
+
+class Step(NamedTuple):
+    """A request's model step, ready to run on the loop: its shard's runtime, the step, its answer's type."""
+
+    runtime: CoordinatorRuntime
+    step: Callable[[Token], list[Effect]]
+    response_type: type[Message]
 
 
 async def _ask(runtime: CoordinatorRuntime, step: Callable[[Token], list[Effect]], response_type: type[Message]) -> Any:
@@ -111,23 +123,74 @@ class CoordinatorServicer(pb_grpc.GroupCoordinatorServicer):
     def __init__(self, router: ShardRouter) -> None:
         self.router = router
 
+    def on_loop(self, method_name: str, request: Any, host: str, principal: str) -> Step | None:
+        """The model step of a Session stream's request whose twin checks nothing off the loop first, so the
+        stream steps it from its reader with no task of its own (None: run the twin, which does that). The
+        twins below build their steps here: the same step either way."""
+        runtime = self.router.for_group(request.group_id)
+        if method_name == "JoinGroup":
+            return self._join(runtime, request, host, principal)
+        if method_name == "SyncGroup":
+            return None if self._sync_inputs(runtime, request) is not None else self._sync(runtime, request, None)
+        if method_name == "Heartbeat":
+            return self._heartbeat(runtime, request)
+        if method_name == "LeaveGroup":
+            return self._leave(runtime, request)
+        if method_name == "ReportLoad":
+            return None if len(request.report.tasks) >= _CHECK_OFF_LOOP_FROM else self._report(runtime, request, None)
+        if method_name == "GroupHeartbeat":
+            if len(request.owned.tasks) >= _CHECK_OFF_LOOP_FROM:
+                return None
+            return self._group_heartbeat(runtime, request, host, principal, None)
+        return None
+
+    @staticmethod
+    def _join(runtime: CoordinatorRuntime, request: pb.JoinGroupRequest, host: str, principal: str) -> Step:
+        return Step(runtime, lambda token: runtime.model.join(request, token, host, principal), pb.JoinGroupResponse)
+
+    @staticmethod
+    def _heartbeat(runtime: CoordinatorRuntime, request: pb.HeartbeatRequest) -> Step:
+        return Step(runtime, lambda token: runtime.model.heartbeat(request, token), pb.HeartbeatResponse)
+
+    @staticmethod
+    def _leave(runtime: CoordinatorRuntime, request: pb.LeaveGroupRequest) -> Step:
+        return Step(runtime, lambda token: runtime.model.leave(request, token), pb.LeaveGroupResponse)
+
+    @staticmethod
+    def _sync_inputs(runtime: CoordinatorRuntime, request: pb.SyncGroupRequest) -> Any:
+        """What a current leader's large assignment is checked against on a checker thread (None: the step checks
+        it, or it is not that)."""
+        if len(request.assignments) + len(request.splits) == 0 or _replicas(request) < _CHECK_OFF_LOOP_FROM:
+            return None
+        return runtime.model.assignment_inputs(request)
+
+    @staticmethod
+    def _sync(runtime: CoordinatorRuntime, request: pb.SyncGroupRequest, checked: Any) -> Step:
+        return Step(runtime, lambda token: runtime.model.sync(request, token, checked), pb.SyncGroupResponse)
+
+    @staticmethod
+    def _report(runtime: CoordinatorRuntime, request: pb.ReportLoadRequest, checked: Verdict | None) -> Step:
+        return Step(runtime, lambda token: runtime.model.report_load(request, token, checked), pb.ReportLoadResponse)
+
+    @staticmethod
+    def _group_heartbeat(runtime: CoordinatorRuntime, request: pb.GroupHeartbeatRequest, host: str, principal: str,
+                         checked: Verdict | None) -> Step:
+        return Step(runtime, lambda token: runtime.model.group_heartbeat(request, token, host, principal, checked),
+                    pb.GroupHeartbeatResponse)
+
     @_guarded
     async def JoinGroup(self, request: pb.JoinGroupRequest, context: grpc.aio.ServicerContext) -> Any:
-        host = _peer_host(context)
         principal = CURRENT_PRINCIPAL.get()  # set by the guard (coordinator.auth) when it is on
-        runtime = self.router.for_group(request.group_id)
-        return await _ask(runtime, lambda token: runtime.model.join(request, token, host, principal),
-                          pb.JoinGroupResponse)
+        return await _ask(*self._join(self.router.for_group(request.group_id), request, _peer_host(context), principal))
 
     @_guarded
     async def SyncGroup(self, request: pb.SyncGroupRequest, context: grpc.aio.ServicerContext) -> Any:
         checked = None
         runtime = self.router.for_group(request.group_id)
-        if len(request.assignments) + len(request.splits) > 0:  # a leader's: checked on a thread if still current
-            inputs = runtime.model.assignment_inputs(request)
-            if inputs is not None and _replicas(request) >= _CHECK_OFF_LOOP_FROM:
-                checked = await runtime.checkers.run(check_assignment, runtime.config, inputs, request)
-        return await _ask(runtime, lambda token: runtime.model.sync(request, token, checked), pb.SyncGroupResponse)
+        inputs = self._sync_inputs(runtime, request)  # a leader's, still current: checked on a thread
+        if inputs is not None:
+            checked = await runtime.checkers.run(check_assignment, runtime.config, inputs, request)
+        return await _ask(*self._sync(runtime, request, checked))
 
     @_guarded
     async def Heartbeat(self, request: pb.HeartbeatRequest, context: grpc.aio.ServicerContext) -> Any:
@@ -135,12 +198,11 @@ class CoordinatorServicer(pb_grpc.GroupCoordinatorServicer):
         answer = runtime.quick_heartbeat(request)  # nearly every heartbeat: answered at once, no step
         if answer is not None:
             return answer
-        return await _ask(runtime, lambda token: runtime.model.heartbeat(request, token), pb.HeartbeatResponse)
+        return await _ask(*self._heartbeat(runtime, request))
 
     @_guarded
     async def LeaveGroup(self, request: pb.LeaveGroupRequest, context: grpc.aio.ServicerContext) -> Any:
-        runtime = self.router.for_group(request.group_id)
-        return await _ask(runtime, lambda token: runtime.model.leave(request, token), pb.LeaveGroupResponse)
+        return await _ask(*self._leave(self.router.for_group(request.group_id), request))
 
     @_guarded
     async def ReportLoad(self, request: pb.ReportLoadRequest, context: grpc.aio.ServicerContext) -> Any:
@@ -148,8 +210,7 @@ class CoordinatorServicer(pb_grpc.GroupCoordinatorServicer):
         runtime = self.router.for_group(request.group_id)
         if len(request.report.tasks) >= _CHECK_OFF_LOOP_FROM:
             checked = Verdict(await runtime.checkers.run(prechecks.report_error, runtime.config, request))
-        return await _ask(runtime, lambda token: runtime.model.report_load(request, token, checked),
-                          pb.ReportLoadResponse)
+        return await _ask(*self._report(runtime, request, checked))
 
     @_guarded
     async def GroupHeartbeat(self, request: pb.GroupHeartbeatRequest, context: grpc.aio.ServicerContext) -> Any:
@@ -161,8 +222,7 @@ class CoordinatorServicer(pb_grpc.GroupCoordinatorServicer):
         checked = None
         if len(request.owned.tasks) >= _CHECK_OFF_LOOP_FROM:
             checked = Verdict(await runtime.checkers.run(consumer_checks.request_error, runtime.config, request))
-        return await _ask(runtime, lambda token: runtime.model.group_heartbeat(request, token, host, principal,
-                                                                                checked), pb.GroupHeartbeatResponse)
+        return await _ask(*self._group_heartbeat(runtime, request, host, principal, checked))
 
     @_guarded
     async def FindCoordinator(self, request: pb.FindCoordinatorRequest, context: grpc.aio.ServicerContext) -> Any:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, NoReturn
+from typing import Any
 
 import grpc
 from google.protobuf.message import DecodeError, Message
@@ -36,7 +36,7 @@ from google.protobuf.message import DecodeError, Message
 from groupcoord.coordinator.auth.guard import CURRENT_PRINCIPAL, Guard
 from groupcoord.coordinator.model.effects import error, error_response
 from groupcoord.coordinator.rpc.parsing import PARSE_OFF_LOOP_FROM
-from groupcoord.coordinator.rpc.service import CoordinatorServicer
+from groupcoord.coordinator.rpc.service import CoordinatorServicer, peer_host
 from groupcoord.coordinator.rpc.session_checks import SEND_UNARY, MessageChecks, member_key
 from groupcoord.coordinator.rpc.session_envelope import (
     BATCH_METADATA,
@@ -51,6 +51,7 @@ from groupcoord.coordinator.rpc.session_envelope import (
 from groupcoord.coordinator.rpc.session_members import CarriedMembers
 from groupcoord.coordinator.rpc.session_outbox import SessionOutbox
 from groupcoord.coordinator.rpc.session_registry import MemberKey, SessionRegistry
+from groupcoord.coordinator.rpc.session_twins import Aborted, TwinContext, aborted_answer, step_on_loop
 from groupcoord.coordinator.runtime.router import ShardRouter
 from groupcoord.v1 import groupcoord_pb2 as pb
 
@@ -59,28 +60,6 @@ __all__ = ["SessionStream", "session_service"]
 log = logging.getLogger("groupcoord.session")
 BY_NAME = {body.name: body for body in BODIES.values()}
 _STEPS_AT_START = frozenset({"join_group", "heartbeat", "leave_group"})  # twins with no off-loop check first
-_ABORT_CODES = {grpc.StatusCode.INVALID_ARGUMENT: pb.INVALID_REQUEST}  # else COORDINATOR_NOT_AVAILABLE
-
-
-class _Aborted(Exception):
-    def __init__(self, code: grpc.StatusCode, details: str) -> None:
-        super().__init__(details)
-        self.code = code
-        self.details = details
-
-
-class _TwinContext:
-    """The unary twin's ``context`` as a stream's message gives it: the stream's peer, and an abort that
-    becomes that message's in-band answer instead of the end of the stream."""
-
-    def __init__(self, peer: str) -> None:
-        self._peer = peer
-
-    def peer(self) -> str:
-        return self._peer
-
-    async def abort(self, code: grpc.StatusCode, details: str = "") -> NoReturn:
-        raise _Aborted(code, details)
 
 
 class SessionStream:
@@ -98,7 +77,9 @@ class SessionStream:
         self._registry = registry
         self._figures = registry.figures
         self._context = context
-        self._twin = _TwinContext(context.peer() or "")
+        self._twin = TwinContext(context.peer() or "")
+        self._host = peer_host(self._twin.peer())
+        self._closed = False  # answers of requests held in the model past the stream's end go nowhere
         self._tags: set[int] = set()
         self._members = CarriedMembers(registry, self, config.session_max_members)
         self._behind: dict[str, asyncio.Future[None]] = {}  # group id -> its large request not yet stepped
@@ -136,6 +117,7 @@ class SessionStream:
         except TimeoutError:
             pass
         finally:
+            self._closed = True
             for task in (reader, writer, *self._tasks):
                 task.cancel()
             self._registry.close(self, iter(self._members))
@@ -325,8 +307,9 @@ class SessionStream:
 
     def _dispatch(self, tag: int, body: Body, request: Any, *, waited: bool = False,
                   stepped: tuple[str, asyncio.Future[None]] | None = None) -> None:
-        """Hand the request to its twin: at once when it can be (a quick heartbeat), else in a task of its own,
-        behind a large request of its group still on its way (``waited``: a large one, its turn come; ``stepped``:
+        """Hand the request to its twin's step: at once when it can be (a quick heartbeat; any request whose twin
+        checks nothing off the loop, ``step_on_loop``), else its twin in a task of its own, behind a large
+        request of its group still on its way (``waited``: a large one, its turn come; ``stepped``:
         its group waits for its answer)."""
         key = member_key(request)
         if key[1] and body.name != "leave_group":  # a leave carries nobody
@@ -339,6 +322,9 @@ class SessionStream:
             if quick is not None:
                 self._answered(tag, body, request, quick)
                 return
+        if behind is None and stepped is None and step_on_loop(
+                self._servicer, body, request, self._host, lambda response: self._answered(tag, body, request, response)):
+            return
         task = asyncio.get_running_loop().create_task(self._handle(tag, body, request, behind, stepped))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -351,10 +337,8 @@ class SessionStream:
             twin = getattr(self._servicer, body.method_name)
             try:
                 response = await twin(request, self._twin)
-            except _Aborted as aborted:
-                response = error_response(body.response, error(
-                    _ABORT_CODES.get(aborted.code, pb.COORDINATOR_NOT_AVAILABLE), f"{body.method_name}: "
-                    f"{aborted.details}"))
+            except Aborted as aborted:
+                response = aborted_answer(body, aborted.code, aborted.details)
         finally:
             if stepped is not None:  # a large one whose twin checks it off the loop first: once answered
                 self._stepped(*stepped)
@@ -367,6 +351,8 @@ class SessionStream:
             del self._behind[group_id]
 
     def _answered(self, tag: int, body: Body, request: Any, response: Any) -> None:
+        if self._closed:
+            return
         self._tags.discard(tag)
         self.in_flight -= 1
         self.last_active = self.router.clock.now()  # just answered: not idle
