@@ -156,7 +156,11 @@ class ConsumerFleet:
             request = pb.GroupHeartbeatRequest(group_id=GROUP, member_id=member.member_id, member_epoch=0,
                                                client_id=member.name, session_timeout_ms=SESSION_MS,
                                                rebalance_timeout_ms=SESSION_MS)
-            answer = await self._call(member, request)
+            try:
+                answer = await self._call(member, request)
+            except Exception:  # noqa: BLE001 - a broken stream, a deadline: joined again after a backoff
+                await asyncio.sleep(0.1 + random.random() * 0.4)
+                continue
             if answer.error.code == pb.NONE:
                 member.member_id, member.epoch, member.heard = answer.member_id, answer.member_epoch, frozenset()
                 self.interval_s = answer.heartbeat_interval_ms / 1000 or self.interval_s
@@ -170,13 +174,19 @@ class ConsumerFleet:
         if member.heard != sent:
             request.owned.SetInParent()
             request.owned.tasks.extend(pb.TaskReplica(task_id=t, replica=r) for t, r in sorted(sent))
-        answer = await self._call(member, request)
+        try:
+            answer = await self._call(member, request)
+        except Exception:  # noqa: BLE001 - a broken stream, a deadline: told again after a backoff, as the worker
+            member.heard = None
+            await asyncio.sleep(0.1 + random.random() * 0.4)
+            return
         if answer.error.code in (pb.FENCED_MEMBER_EPOCH, pb.UNKNOWN_MEMBER_ID):
             self._run(member, frozenset())  # lost: stop everything, join again
             await self._join(member)
             return
         if answer.error.code != pb.NONE:
             member.heard = None
+            await asyncio.sleep(0.1 + random.random() * 0.4)
             return
         member.heard, member.epoch = sent, answer.member_epoch
         self._take(member, answer)
