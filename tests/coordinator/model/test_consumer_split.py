@@ -8,12 +8,15 @@ catalog version the computation read; the group never stays without a target.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from groupcoord.assignors.base import Assignment, TaskReplica, TaskSpec, TaskSplit
 from groupcoord.assignors.pulsar.testing import steady_task
+from groupcoord.assignors.registry import get_assignor, register
 from groupcoord.assignors.snapshot import LoadSnapshot, WorkerLoadStats
 from groupcoord.coordinator.clock import FakeClock
 from groupcoord.coordinator.config import CoordinatorConfig
@@ -25,11 +28,21 @@ from groupcoord.coordinator.storage.sqlite_store import SqliteStore
 from groupcoord.coordinator.testing import Harness
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.wire import snapshot_to_pb
-from tests.coordinator.model.consumer_sim import Fleet
+from groupcoord.worker.consumer_leader import target_answer
+from tests.coordinator.model.consumer_sim import Fleet, heartbeat
 
 G = "g"
 ASSIGN = TimerKey("c-assign", G)
 HALVES = {"orders/0x00000000_0x80000000", "orders/0x80000000_0x100000000"}
+
+
+@pytest.fixture(autouse=True)
+def fresh_assignor() -> Iterator[None]:
+    """A pulsar-* assignor keeps state per group id between runs: each test starts with its own."""
+    shared = get_assignor("pulsar-avg")
+    register(type(shared)(), replace=True)
+    yield
+    register(shared, replace=True)
 
 
 def run(model: CoordinatorModel, effects: list[Effect]) -> list[Effect]:
@@ -216,3 +229,44 @@ def test_the_split_is_written_with_the_target_and_a_restart_resumes_both(tmp_pat
     assert again.runtime.load() == 1
     assert set(again.model.groups[G].tasks) == HALVES | {"other"}
     assert dict(again.model.consumer.groups[G].target) == target
+
+
+def lead(fleet: Fleet) -> None:
+    """The member asked for a target answers it with the worker's own code (``target_answer``), with an
+    assignor instance of its own, as in its own process (a pulsar-* assignor keeps state between runs)."""
+    fleet.h.advance(0.2)
+    asked = {name: fleet.beat(name) for name, m in fleet.members.items() if m.joined}
+    [(name, response)] = [(n, r) for n, r in asked.items() if r.HasField("compute_target")]
+    answer = target_answer(lambda name: type(get_assignor(name))(), G, response.compute_target)  # the worker's own
+    assert answer is not None
+    member = fleet.members[name]
+    request = pb.GroupHeartbeatRequest(group_id=G, member_id=member.member_id, member_epoch=member.epoch, target=answer)
+    request.owned.SetInParent()
+    request.owned.tasks.extend(pb.TaskReplica(task_id=t.task_id, replica=t.replica) for t in member.running)
+    fleet._apply(member, heartbeat(fleet.h, request).response)
+
+
+def test_a_leader_sides_split_falls_back_to_the_coordinator_which_applies_it(caplog: pytest.LogCaptureFixture) -> None:
+    """A ``client:pulsar-*`` leader's answer cannot carry a split (``TargetAnswer`` has no such field): the
+    children it gives are refused, and the coordinator's own assignor of that name splits and places."""
+    h = Harness(CoordinatorConfig())
+    assert h.run(lambda token: h.model.put_tasks(CATALOG, token), pb.PutTasksResponse).code == pb.NONE
+    fleet = Fleet(h, ["a", "b", "c"])
+    fleet.join("a", assignor="client:pulsar-avg")
+    fleet.join("b", assignor="client:pulsar-avg")
+    lead(fleet)
+    fleet.settle()
+    snapshot = hot_snapshot(h.model, h.clock.wall_ms())
+    assert h.run(lambda token: h.model.publish_load_snapshot(pb.PublishLoadSnapshotRequest(snapshot=snapshot), token),
+                 pb.PublishLoadSnapshotResponse).code == pb.NONE
+    fleet.join("c", assignor="client:pulsar-avg")
+    lead(fleet)
+    assert re.search(r"no target from the leader .*: orders/0x\w+_0x\w+#0 \(for .*\) is not in the catalog",
+                     caplog.text)  # a child, refused
+    fleet.settle()
+    group = h.model.consumer.groups[G]
+    assert group.target_epoch == group.epoch and group.last_error == ""  # the fallback's target, installed
+    assert set(h.model.groups[G].tasks) == HALVES | {"other"}
+    assert {t.task_id for tasks in fleet.running().values() for t in tasks} == HALVES | {"other"}
+    assert "c" in fleet.running()
+    fleet.assert_no_task_run_twice()
