@@ -182,6 +182,8 @@ def test_a_split_over_the_catalog_limit_is_undone_and_the_newcomer_still_placed(
                                 "(group_max_tasks)")
     assert set(model.groups[G].tasks) == {"orders", "other"} and placed(model) == {"orders", "other"}
     assert newcomer in group.target
+    [reply] = [e for e in model.describe_group(pb.DescribeGroupRequest(group_id=G), 5) if isinstance(e, Reply)]
+    assert reply.response.last_error == group.last_error  # type: ignore[attr-defined]  # what `groups describe` shows
     reconciled(model)
     model.validate()
 
