@@ -4,7 +4,9 @@ The model takes ``TargetInputs`` on the event loop (references to frozen member 
 catalog snapshot of one version, the latest load snapshot) and the runtime runs
 ``compute_target`` on a checker thread: the assignor (any ``Assignor`` by name: the built-ins,
 ``register``-ed ones, entry points) never holds the loop. ``check_target`` turns its answer into
-the target the model installs, or says why it cannot be used.
+the target the model installs, or says why it cannot be used; an answer that splits tasks (Pulsar's
+auto bundle split) is checked against the catalog after its splits (``SplitTarget``), which the model
+applies to the catalog with the target (``consumer_split``).
 
 Incremental (``target_for``): when the group has a target computed from a catalog this process still
 holds, the job first works out what changed since (members in and out, catalog keys added and
