@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -95,8 +96,7 @@ def hot_snapshot(model: CoordinatorModel, created_ms: int) -> pb.LoadSnapshot:
     group = model.consumer.groups[G]
     owner = {t.task_id: mid for mid, tasks in group.target.items() for t in tasks}
     assert set(owner) == {"orders", "other"}
-    hot = steady_task("orders", owner["orders"], 20_000.0, long_samples=50)
-    object.__setattr__(hot, "topics", 10)
+    hot = replace(steady_task("orders", owner["orders"], 20_000.0, long_samples=50), topics=10)
     tasks = {"orders": hot, "other": steady_task("other", owner["other"], 10.0, long_samples=50)}
     workers = {m: WorkerLoadStats(m, cpu_usage=30.0, cpu_limit=100.0) for m in group.members}
     return snapshot_to_pb(LoadSnapshot(G, snapshot_id=f"s{created_ms}", created_ms=created_ms, tasks=tasks,
@@ -127,7 +127,8 @@ def test_a_split_in_a_full_pass_is_applied_to_the_catalog_and_a_newcomer_gets_ta
     assert model.groups[G].catalog_version == version + 1
     assert placed(model) == HALVES | {"other"}
     assert group.target_of(newcomer)  # the member that joined is placed
-    assert any(isinstance(e, Persist) for e in effects)  # the catalog and the target written together
+    [write] = [e for e in effects if isinstance(e, Persist)]  # the catalog and the target in one write
+    assert write.record is not None and set(write.record["tasks"].tasks) == HALVES | {"other"} and write.parts
     reconciled(model)
     model.validate()
 
