@@ -21,7 +21,7 @@ from groupcoord.coordinator.model.slices import SLICE, extend_in_slices
 from groupcoord.coordinator.model.validation import AssignmentRejected, apply_splits, validate_assignment
 from groupcoord.v1 import groupcoord_pb2 as pb
 
-__all__ = ["AssignmentInputs", "AssignmentCheck", "inputs_of", "check_assignment"]
+__all__ = ["AssignmentInputs", "AssignmentCheck", "inputs_of", "check_assignment", "split_bounds"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,13 +110,22 @@ def _listed(replicas: Sequence[pb.TaskReplica]) -> list[pb.TaskReplica]:
 def _bounds(config: CoordinatorConfig, catalog_size: int, request: pb.SyncGroupRequest) -> str:
     """Why the leader's request is out of bounds ("" if it is not): splits go through the same checks
     as PutTasks, so a split cannot bring in what the catalog would refuse."""
-    if len(request.splits) > config.max_splits_per_sync:
-        return f"{len(request.splits)} splits; at most {config.max_splits_per_sync} (max_splits_per_sync)"
-    added = sum(len(split.children) - 1 for split in request.splits)
-    if catalog_size + added > config.group_max_tasks:
-        return f"the splits would make {catalog_size + added} tasks; at most {config.group_max_tasks} (group_max_tasks)"
-    failure = (limits.check_tasks(config, (c for split in request.splits for c in split.children), "split child")
-               or limits.check_text(config, "assignor_error", request.assignor_error)
+    too_many = split_bounds(config, catalog_size, request.splits)
+    if too_many:
+        return too_many
+    failure = (limits.check_text(config, "assignor_error", request.assignor_error)
                or next(filter(None, (limits.check_text(config, "unassigned reason", u.reason, printable=True)
                                      for u in request.unassigned)), None))
+    return failure.message if failure is not None else ""
+
+
+def split_bounds(config: CoordinatorConfig, catalog_size: int, splits: Sequence[pb.TaskSplit]) -> str:
+    """Why splits are out of bounds ("" if they are not), wherever they come from (a leader's SyncGroup,
+    a consumer-protocol target): their count, the catalog's size after them, each child as PutTasks checks it."""
+    if len(splits) > config.max_splits_per_sync:
+        return f"{len(splits)} splits; at most {config.max_splits_per_sync} (max_splits_per_sync)"
+    added = sum(len(split.children) - 1 for split in splits)
+    if catalog_size + added > config.group_max_tasks:
+        return f"the splits would make {catalog_size + added} tasks; at most {config.group_max_tasks} (group_max_tasks)"
+    failure = limits.check_tasks(config, (c for split in splits for c in split.children), "split child")
     return failure.message if failure is not None else ""

@@ -28,13 +28,13 @@ from collections.abc import Callable
 from typing import Any
 
 from groupcoord.assignors.base import TaskReplica
-from groupcoord.coordinator.model import consumer_static, conversion, leader_assignor, phases
+from groupcoord.coordinator.model import consumer_split, consumer_static, conversion, leader_assignor, phases
 from groupcoord.coordinator.model.consumer_answer import ConsumerSettings, answer
 from groupcoord.coordinator.model.consumer_assignor import heard, named_of, rechoose, switched, unsupported
 from groupcoord.coordinator.model.consumer_checks import admission_error, owned_of, request_error
 from groupcoord.coordinator.model.consumer_group import LEAVE_EPOCH, STATIC_LEAVE_EPOCH, ConsumerGroup, ConsumerMember
 from groupcoord.coordinator.model.consumer_records import consumer_from_record, member_entry, write_of
-from groupcoord.coordinator.model.consumer_target import TargetInputs, inputs_of, installed, target_for
+from groupcoord.coordinator.model.consumer_target import SplitTarget, TargetInputs, inputs_of, installed, target_for
 from groupcoord.coordinator.model.context import Model
 from groupcoord.coordinator.model.effects import Effect, Outbox, Persist, TimerKey, Token, error
 from groupcoord.coordinator.model.group import Group
@@ -315,10 +315,15 @@ class ConsumerGroups:
         group.computing = False
         epoch = inputs.epoch
         moved = switched(inputs.assignor, group)  # the group's assignor changed meanwhile
+        split = consumer_split.accept(self.m, group, result) if isinstance(result, SplitTarget) else None
+        if split is not None:
+            result = split.target
         if isinstance(result, dict):
             installed(group, inputs, result)
+            if split is not None and split.catalog is not None:
+                group.target_catalog = split.catalog  # the catalog after the split, written with the target
             group.target_catalog = None if moved else group.target_catalog  # the new one's first pass is full
-            group.target_epoch, group.last_error = epoch, ""
+            group.target_epoch, group.last_error = epoch, split.refused if split is not None else ""
             self._persist(out, group)
         else:
             group.last_error = str(result)

@@ -4,7 +4,9 @@ The model takes ``TargetInputs`` on the event loop (references to frozen member 
 catalog snapshot of one version, the latest load snapshot) and the runtime runs
 ``compute_target`` on a checker thread: the assignor (any ``Assignor`` by name: the built-ins,
 ``register``-ed ones, entry points) never holds the loop. ``check_target`` turns its answer into
-the target the model installs, or says why it cannot be used.
+the target the model installs, or says why it cannot be used; an answer that splits tasks (Pulsar's
+auto bundle split) is checked against the catalog after its splits (``SplitTarget``), which the model
+applies to the catalog with the target (``consumer_split``).
 
 Incremental (``target_for``): when the group has a target computed from a catalog this process still
 holds, the job first works out what changed since (members in and out, catalog keys added and
@@ -32,11 +34,12 @@ from groupcoord.coordinator.model.catalog_snapshot import CatalogSnapshot
 from groupcoord.coordinator.model.consumer_group import ConsumerGroup, owning
 from groupcoord.coordinator.model.group import Group
 from groupcoord.coordinator.model.reconcile import Reconciled
+from groupcoord.coordinator.model.validation import AssignmentRejected, apply_splits
 from groupcoord.v1 import groupcoord_pb2 as pb
-from groupcoord.wire import snapshot_from_pb, task_spec
+from groupcoord.wire import snapshot_from_pb, task_pb, task_spec
 
-__all__ = ["TargetInputs", "context_of", "compute_target", "check_target", "assignor_exists", "target_for", "change_since",
-           "check_moves", "inputs_of", "installed"]
+__all__ = ["TargetInputs", "SplitTarget", "context_of", "compute_target", "check_target", "assignor_exists", "target_for",
+           "change_since", "check_moves", "inputs_of", "installed"]
 
 Target = dict[str, frozenset[TaskReplica]]
 
@@ -106,16 +109,62 @@ def compute_target(inputs: TargetInputs) -> Assignment | str:
         return f"assignor {inputs.assignor!r}: {failure}"
 
 
+@dataclass(frozen=True, slots=True)
+class SplitTarget:
+    """A target whose assignor split tasks (Pulsar's auto bundle split): ``target`` names the children,
+    valid once ``tasks`` (the catalog after ``splits``) replaces catalog version ``base``; ``kept`` is the
+    same target with the splits undone (each parent replica where its first child's went), for when the
+    split cannot be applied (``consumer_split.accept``)."""
+
+    target: Target
+    kept: Target
+    base: int
+    tasks: dict[str, pb.Task]
+    splits: tuple[pb.TaskSplit, ...]
+
+
 def check_target(answer: Assignment | str, members: set[str],
-                 catalog: CatalogSnapshot | None) -> dict[str, frozenset[TaskReplica]] | str:
+                 catalog: CatalogSnapshot | None) -> Target | SplitTarget | str:
     """The target per member, or why the answer cannot be one: a replica given twice, or not in the
-    catalog. Members gone meanwhile are dropped (their tasks wait for the next computation)."""
+    catalog (after the answer's splits). Members gone meanwhile are dropped (their tasks wait for the
+    next computation)."""
     if isinstance(answer, str):
         return answer
+    known = catalog.tasks if catalog is not None else {}
+    if answer.splits and catalog is not None:
+        return _with_splits(answer, members, catalog)
+    return _checked(answer.members, members, known)
+
+
+def _with_splits(answer: Assignment, members: set[str], catalog: CatalogSnapshot) -> SplitTarget | str:
+    """The target after the answer's splits and the same target without them, each checked against its catalog."""
+    splits = tuple(pb.TaskSplit(parent_task_id=s.parent_task_id, children=[task_pb(c) for c in s.children])
+                   for s in answer.splits)
+    try:
+        tasks = apply_splits(catalog.tasks, splits)
+    except AssignmentRejected as refused:
+        return f"the assignor's split: {refused}"
+    target = _checked(answer.members, members, tasks)
+    if isinstance(target, str):
+        return target
+    undone: dict[str, str] = {}  # child -> its parent
+    for split in answer.splits:
+        undone.update({child.task_id: split.parent_task_id for child in split.children})
+    first = {split.children[0].task_id for split in answer.splits}
+    kept_members = {member_id: [TaskReplica(undone[t.task_id], t.replica) if t.task_id in undone else t
+                                for t in replicas if t.task_id not in undone or t.task_id in first]
+                    for member_id, replicas in answer.members.items()}
+    kept = _checked(kept_members, members, catalog.tasks)
+    if isinstance(kept, str):
+        return kept
+    return SplitTarget(target, kept, catalog.version, tasks, splits)
+
+
+def _checked(answer: Mapping[str, list[TaskReplica]], members: set[str], known: Mapping[str, pb.Task]) -> Target | str:
+    """Each member's replicas, each given once and in ``known``; members not in ``members`` dropped."""
     seen: set[TaskReplica] = set()
     target: dict[str, frozenset[TaskReplica]] = {}
-    known = catalog.tasks if catalog is not None else {}
-    for member_id, tasks in answer.members.items():
+    for member_id, tasks in answer.items():
         given = frozenset(tasks)
         if len(given) != len(tasks) or not seen.isdisjoint(given):
             return f"the assignor gave a task replica twice (member {member_id!r})"
@@ -174,7 +223,7 @@ def check_moves(change: TargetChange, target: Mapping[str, frozenset[TaskReplica
     return {member_id: frozenset(tasks) for member_id, tasks in target.items()}
 
 
-def target_for(inputs: TargetInputs, members: set[str]) -> Target | str:
+def target_for(inputs: TargetInputs, members: set[str]) -> Target | SplitTarget | str:
     """The new target (off the loop): incremental when the assignor can and there is a basis, else a full pass."""
     change = change_since(inputs)
     if change is not None and inputs.catalog is not None:
