@@ -9,10 +9,8 @@ any disagreement between two stale views (one create wins). The rules:
   is never reshuffled to move the "+1" around.
 * **Free shards** (no leader) go to coordinators under their target, lowest count first (ties by
   address), one at a time in shard order: every coordinator computes the same hand-out, so each
-  free shard is claimed by exactly one of them. A shard free for a while (``late``) is claimed by a
-  second candidate too: the one the hand-out would give it if its first receiver had left (that one
-  may be dead with its session not ended yet: ten coordinators dying at once). A shard free for too
-  long (``overdue``: its receivers are slow or gone) is taken by anyone who sees it so.
+  free shard is claimed by exactly one of them. A shard free for too long (``overdue``: its
+  receiver is slow or gone) is taken by anyone who sees it so.
 * **Hand-over.** Only when no shard is free: a coordinator over its target gives up its excess
   while some coordinator is under target, at most ``max_moves`` at a time, its highest-numbered
   shards first. The receiver of each is named (``receivers``) so unloading can hint it, and it
@@ -28,7 +26,7 @@ import heapq
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
-__all__ = ["Plan", "handout", "plan", "suspects", "targets"]
+__all__ = ["Plan", "plan", "targets"]
 
 
 @dataclass(frozen=True)
@@ -49,28 +47,6 @@ def targets(members: Collection[str], counts: Mapping[str, int], shards: int) ->
     return {member: base + (1 if rank < extra else 0) for rank, member in enumerate(ranked)}
 
 
-def handout(members: Collection[str], leaders: Mapping[int, str | None], shards: int) -> dict[int, str]:
-    """Each free shard's receiver in the common hand-out (``plan``'s rule; a shard with no room has none)."""
-    live = set(members)
-    owner = {s: leaders.get(s) for s in range(shards)}
-    counts = {m: 0 for m in live}
-    for who in owner.values():
-        if who is not None and who in live:
-            counts[who] += 1
-    free = [s for s, who in owner.items() if who is None or who not in live]
-    return _handout(free, counts, targets(live, counts, shards))
-
-
-def suspects(members: Collection[str], leaders: Mapping[int, str | None], shards: int,
-             freed: Mapping[int, str]) -> set[str]:
-    """Of the last leaders of the shards just ``freed`` (shard -> its leader until then), those the
-    hand-out would give that shard straight back to: a coordinator gives up only shards over its
-    target, so such a one lost it with its session, and its member node goes too (its event may be
-    queued behind the others'). ``leaders`` has the freed shards free already."""
-    back = handout(members, leaders, shards) if freed else {}
-    return {who for shard, who in freed.items() if back.get(shard) == who}
-
-
 def plan(
     me: str,
     members: Collection[str],
@@ -78,7 +54,6 @@ def plan(
     shards: int,
     *,
     overdue: Collection[int] = (),
-    late: Collection[int] = (),
     max_moves: int = 2,
 ) -> Plan:
     """``leaders``: each shard's leader (None or absent: free). A leader that is not a live member
@@ -92,13 +67,7 @@ def plan(
             counts[who] += 1
     want = targets(live, counts, shards)
     if free:
-        # every overdue one too: better led by anyone than by no one (hand-overs restore the balance)
-        receiver = _handout(free, counts, want)
-        take = {s for s in free if receiver.get(s) == me or s in overdue}
-        for first in sorted({receiver[s] for s in late if s in receiver and receiver[s] != me}):
-            second = _handout(free, counts, targets(live - {first}, counts, shards))
-            take.update(s for s in late if receiver.get(s) == first and second.get(s) == me)
-        return Plan(take=[s for s in free if s in take])
+        return Plan(take=_claims(me, free, counts, want, set(overdue)))
     excess = counts[me] - want[me]
     short = sorted((m for m in live if counts[m] < want[m]), key=lambda m: (counts[m], m))
     if excess <= 0 or not short:
@@ -118,10 +87,10 @@ def plan(
     return Plan(release=release, receivers=receivers)
 
 
-def _handout(free: list[int], counts: dict[str, int], want: dict[str, int]) -> dict[int, str]:
-    """Each free shard's receiver: a coordinator under its target in ``want``, the lowest count first
-    (ties by address), one shard at a time in shard order; a shard left over has none."""
-    under = [(counts[m], m) for m in want if counts[m] < want[m]]
+def _claims(me: str, free: list[int], counts: dict[str, int], want: dict[str, int], overdue: set[int]) -> list[int]:
+    """The free shards ``me`` should take: its share of the common hand-out, plus every overdue one
+    (better led by anyone than by no one; the balance is restored by hand-overs afterwards)."""
+    under = [(count, m) for m, count in counts.items() if count < want[m]]
     heapq.heapify(under)  # the lowest count first, ties by address: O(log members) a shard, not O(members)
     handout: dict[int, str] = {}
     for shard in free:
@@ -131,4 +100,4 @@ def _handout(free: list[int], counts: dict[str, int], want: dict[str, int]) -> d
         handout[shard] = receiver
         if count + 1 < want[receiver]:
             heapq.heappush(under, (count + 1, receiver))
-    return handout
+    return [s for s in free if handout.get(s) == me or s in overdue]

@@ -17,8 +17,7 @@ membership change (kazoo issue #392); here a shard moves alone and the others ke
 **Reading by delta.** The view (live members, each shard's leader) is read whole at start and after
 each reconnection or error (the server forgets a connection's watches); then only what a watch
 event names (``coordinator.ha.shard_reads``): the ``members`` children or one shard's ``leader``.
-A failover claims before it reads: a leader node deleted is free, a member node deleted has left.
-A shard changing hands costs each coordinator a notification and a read or two, O(coordinators) in
+A shard changing hands costs each coordinator one notification and one read, O(coordinators) in
 all, not O(coordinators x shards) (issue 37). A free shard is re-planned every ``recheck_s`` from memory.
 
 Who takes what is ``coordinator.ha.balance.plan`` on that view. A hand-over is graceful: the shard
@@ -42,19 +41,19 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, SessionExpiredError
 from kazoo.protocol.states import WatchedEvent
 
-from groupcoord.coordinator.ha.balance import Plan, plan, suspects
+from groupcoord.coordinator.ha.balance import plan
 from groupcoord.coordinator.ha.election import Fence, resign
 from groupcoord.coordinator.ha.shard_offices import Leader, ShardFencer, ShardOffice, ensure_cluster
-from groupcoord.coordinator.ha.shard_queries import ShardQueries
 from groupcoord.coordinator.ha.shard_reads import ViewReader, WinTimes
 from groupcoord.coordinator.ha.zk_session import SessionTerms
+from groupcoord.coordinator.storage.store import FencedError
 
 __all__ = ["ShardElections", "ShardFencer", "ShardOffice", "ensure_cluster"]
 
 log = logging.getLogger("groupcoord.ha.shards")
 
 
-class ShardElections(SessionTerms, ShardQueries):
+class ShardElections(SessionTerms):
     """This process's part in every shard's election, and its view of the cluster (a ``ClusterView``)."""
 
     def __init__(
@@ -68,7 +67,6 @@ class ShardElections(SessionTerms, ShardQueries):
         handover_timeout: float = 5.0,
         overdue_after: float | None = None,
         recheck_s: float = 1.0,
-        second_after: float = 1.0,
         op_timeout: float = 10.0,
         session_timeout: float | None = None,
         pause_tick: float = 0.1,
@@ -76,8 +74,7 @@ class ShardElections(SessionTerms, ShardQueries):
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         """``overdue_after``: how long a shard may stay free before anyone takes it (default: the session
-        timeout); ``second_after``: before its second candidate also claims it (``balance.plan``'s
-        ``late``); ``max_pause``: ``coordinator.ha.zk_session``'s (default half the session timeout)."""
+        timeout); ``max_pause``: ``coordinator.ha.zk_session``'s (default half the session timeout)."""
         super().__init__(client, address, op_timeout=op_timeout, session_timeout=session_timeout,
                          pause_tick=pause_tick, max_pause=max_pause, monotonic=monotonic)
         self.root = root.rstrip("/")
@@ -86,14 +83,13 @@ class ShardElections(SessionTerms, ShardQueries):
         self._handover_timeout = handover_timeout
         self._overdue_after = self._session_timeout if overdue_after is None else overdue_after
         self._recheck_s = recheck_s
-        self._second_after = second_after
         self.members_path = f"{self.root}/members"
         self._fences: dict[int, Fence] = {}  # shards we lead (their fence), releasing ones included
         self._releasing: dict[int, str] = {}  # shard -> receiver, while handing over
         self._drained: dict[int, threading.Event] = {}
         self._leaders: dict[int, Leader] = {}  # our view: the shards that have a leader node
         self._members: list[str] = []
-        self._free_since: dict[int, tuple[float, str]] = {}  # free shard -> since when, its last leader
+        self._free_since: dict[int, float] = {}
         self._full = True  # read the whole view on the next step (start, reconnection, error)
         self._dirty: set[int] = set()  # shards whose leader node a watch said changed
         self._members_dirty = False
@@ -101,8 +97,7 @@ class ShardElections(SessionTerms, ShardQueries):
         self._callbacks: queue.SimpleQueue[int | None] = queue.SimpleQueue()  # shard whose office changed
         self._threads: list[threading.Thread] = []
         self._reader = ViewReader(client, self.root, shards, op_timeout, on_leader=self._on_leader_event,
-                                  on_members=self._on_members_event, on_departed=lambda _: self._wake.set(),
-                                  monotonic=monotonic)
+                                  on_members=self._on_members_event, monotonic=monotonic)
         self.offices = [ShardOffice(self, s) for s in range(shards)]
 
     @property
@@ -163,7 +158,57 @@ class ShardElections(SessionTerms, ShardQueries):
         self._threads[0].join(self._op_timeout)
         self._threads = []
 
-    # -- what the offices, stores and FindCoordinator ask: ``ShardQueries`` (any thread) --------------
+    # -- what the offices, stores and FindCoordinator ask (any thread) ------------------------------
+
+    def leads(self, shard: int) -> bool:
+        with self._lock:
+            self._pause_detected()
+            return shard in self._fences and shard not in self._releasing
+
+    def epoch(self, shard: int) -> int:
+        with self._lock:
+            return fence.epoch if (fence := self._fences.get(shard)) is not None else 0
+
+    def fence(self, shard: int) -> Fence:
+        """The checks a write of ``shard`` must carry (also while handing it over: its last writes land)."""
+        with self._lock:
+            self._pause_detected()
+            fence = self._fences.get(shard)
+            if fence is None:
+                raise FencedError(f"{self.address} does not lead shard {shard}")
+            return fence
+
+    def hint(self, shard: int) -> str:
+        """Where to send a shard's requests from here: the receiver while we hand it over, else its leader."""
+        with self._lock:
+            receiver = self._releasing.get(shard)
+            if receiver:
+                return receiver
+            if not self._view_current:
+                return ""
+            leader = self._leaders.get(shard)
+            return leader.address if leader is not None and leader.address != self.address else ""
+
+    def leader(self, shard: int) -> tuple[str, int] | None:
+        """The shard's leader as we know it; None while cut off from ZooKeeper (SUSPENDED or LOST): the one
+        we last saw may have died since, and a worker told "no leader" asks another coordinator."""
+        with self._lock:
+            self._pause_detected()
+            fence = self._fences.get(shard)
+            if fence is not None:
+                return self.address, fence.epoch
+            if not self._view_current:
+                return None
+            known = self._leaders.get(shard)
+            return (known.address, known.epoch) if known is not None and known.address != self.address else None
+
+    def coordinators(self) -> list[str]:
+        with self._lock:
+            return sorted(set(self._members))
+
+    def moves(self) -> dict[int, str]:
+        with self._lock:
+            return dict(self._releasing)
 
     def recheck(self, shard: int | None = None) -> None:
         """Read ``shard``'s leader node again (e.g. after one of its writes was fenced), or everything."""
@@ -194,13 +239,6 @@ class ShardElections(SessionTerms, ShardQueries):
     def _on_members_event(self, event: WatchedEvent) -> None:
         with self._lock:
             self._members_dirty = True
-        self._wake.set()
-
-    def _taken_meanwhile(self, shard: int) -> None:  # kazoo's thread: a free shard's node was there again
-        with self._lock:
-            if shard in self._fences:
-                return  # our own win
-            self._dirty.add(shard)
         self._wake.set()
 
     def _end_terms_locked(self) -> str:
@@ -245,7 +283,7 @@ class ShardElections(SessionTerms, ShardQueries):
                     log.exception("shard election step failed; reading everything again")
 
     def _step(self) -> None:
-        """Act on what the watch events said (no read), then read what changed and act again."""
+        """Read what changed, update the view, act on our part of the plan."""
         self._reader.prepare()
         with self._lock:
             self._reader.begin()
@@ -257,67 +295,28 @@ class ShardElections(SessionTerms, ShardQueries):
             held = set(self._fences)  # a deletion event may predate our own win of it: read those
         session = self._session_id()
         if full or not self._registered:
-            if full:
-                self._reader.forget_watches()
             self._registered = self._reader.register(self.address, session)
             if not self._registered:
                 with self._lock:
                     self._full = True  # not one of the members yet: nothing to decide
                 return
-        gone = set() if full else self._act_on_events(dirty, held, session, disconnects)
-        if gone is None or (gone and not members_dirty and not dirty - gone):
-            return  # the connection wavered, or the events said all there was to know
-        members, found, unsettled = self._reader.read(sorted(dirty - gone), members=members_dirty, held=held)
+        members, found, unsettled = self._reader.read(sorted(dirty), members=members_dirty, held=held)
         rewin = self._update_view(found, members, session, disconnects, full)
         if rewin is None:
             return
         self._win(rewin, disconnects)  # ours after a reconnect or a pause: win again with a new epoch
-        decided = self._decide(disconnects)
+        with self._lock:
+            view = {s: leader.address for s, leader in self._leaders.items()}
+            now = self._monotonic()
+            overdue = [s for s, since in self._free_since.items() if now - since >= self._overdue_after]
+            live = list(self._members)
+        decided = plan(self.address, live, view, self.shards, overdue=overdue, max_moves=self._max_moves)
+        self._win(dict.fromkeys(decided.take), disconnects)
         for shard in self._reader.settle(unsettled):  # read as free, but its node was there again
             self.recheck(shard)
         if decided.release:
             self._hand_over(decided.release, decided.receivers)
             self._wake.set()
-
-    def _act_on_events(self, dirty: set[int], held: set[int], session: int | None,
-                       disconnects: int) -> set[int] | None:
-        """Leader nodes a watch said deleted are free, members whose own node a watch said deleted have
-        left (and ``balance.suspects`` are planned without): claimed at once, before any read (the
-        claim's transaction is the fence: a shard taken meanwhile fails it and is read again). The
-        shards so taken in (None: the connection wavered). A session's end deletes its member and
-        leader nodes in one transaction, so a claim sent on any of their events finds them all gone."""
-        gone, departed = self._reader.take_events(dirty, held)
-        if not gone and not departed:
-            return set()
-        with self._lock:
-            members = [m for m in self._members if m not in departed]
-            was = {s: leader.address for s in gone if (leader := self._leaders.get(s)) is not None}
-        if self._update_view(dict.fromkeys(gone), members, session, disconnects, False) is None:
-            return None
-        with self._lock:
-            view, live = {s: leader.address for s, leader in self._leaders.items()}, list(self._members)
-        suspected = suspects(live, view, self.shards, {s: who for s, who in was.items() if who != self.address})
-        if suspected:  # their freed shards, claimed on condition that their member node is gone
-            self._decide(disconnects, {s: who for s, who in was.items() if who in suspected})
-        self._decide(disconnects)
-        self._reader.watch_free(gone, self._taken_meanwhile)  # after our claims: their node is ours then
-        return gone
-
-    def _decide(self, disconnects: int, suspected: Mapping[int, str] | None = None) -> Plan:
-        """Plan on the view as it stands and claim our part; the hand-overs are the caller's. Given
-        ``suspected`` (freed shard -> its last leader), planned without those and only they claimed."""
-        without = set(suspected.values()) if suspected else set()
-        with self._lock:
-            view = {s: leader.address for s, leader in self._leaders.items()}
-            now = self._monotonic()
-            waited = {s: (now - since, was) for s, (since, was) in self._free_since.items()}
-            live = [m for m in self._members if m not in without]
-        # a second candidate for a shard whose leader has left: the first may have died with it
-        late = [s for s, (w, was) in waited.items() if w >= self._second_after and was and was not in live]
-        decided = plan(self.address, live, view, self.shards, max_moves=self._max_moves, late=late,
-                       overdue=[s for s, (w, _) in waited.items() if w >= self._overdue_after])
-        self._win(dict.fromkeys(s for s in decided.take if not suspected or s in suspected), disconnects, suspected)
-        return decided
 
     def _update_view(self, found: dict[int, Leader | None], members: list[str] | None, session: int | None,
                      disconnects: int, full: bool) -> dict[int, int] | None:
@@ -333,8 +332,8 @@ class ShardElections(SessionTerms, ShardQueries):
                 self._members = members
             for shard, leader in found.items():
                 if leader is None:
-                    was = self._leaders.pop(shard, None)
-                    self._free_since.setdefault(shard, (now, was.address if was is not None else ""))
+                    self._leaders.pop(shard, None)
+                    self._free_since.setdefault(shard, now)
                 else:
                     self._leaders[shard] = leader
                     self._free_since.pop(shard, None)
@@ -348,9 +347,9 @@ class ShardElections(SessionTerms, ShardQueries):
             self._view_current = True  # after a disconnect, the first step to get here read everything
         return rewin
 
-    def _win(self, claims: Mapping[int, int | None], disconnects: int, unless: Mapping[int, str] | None = None) -> None:
+    def _win(self, claims: Mapping[int, int | None], disconnects: int) -> None:
         """Take each shard (create its leader node) or re-take it (-> our node's version), in one pipeline."""
-        for shard, fence in self._reader.win(claims, self.address, unless):
+        for shard, fence in self._reader.win(claims, self.address):
             if fence is None:
                 self.recheck(shard)  # somebody moved first: read the shard again
                 continue

@@ -67,23 +67,19 @@ class ViewReader:
     """The reads of one coordinator's view; called from its election thread only."""
 
     def __init__(self, client: KazooClient, root: str, shards: int, op_timeout: float, *,
-                 on_leader: Watch, on_members: Watch, on_departed: Watch | None = None,
-                 monotonic: Callable[[], float] = time.monotonic) -> None:
+                 on_leader: Watch, on_members: Watch, monotonic: Callable[[], float] = time.monotonic) -> None:
         self._client = client
         self.root = root
         self.shards = shards
         self._op_timeout = op_timeout
         self._notify_leader = on_leader
         self._notify_members = on_members
-        self._notify_departed = on_departed or on_members
         self._monotonic = monotonic
         self.members_path = f"{root}/members"
         self.reads = 0
         self._prepared = False
         self._epochs: dict[int, int] = {}  # shard -> its epoch as last seen in its leader node
         self._deleted: set[int] = set()  # shards whose watch said the leader node was deleted
-        self._departed: set[str] = set()  # members whose own node's watch said it was deleted
-        self._member_watched: set[str] = set()  # members whose node we watch (``read``)
         self._stamp_lock = threading.Lock()
         self._noticed: float | None = None  # first event not yet taken by a step
         self._noticed_then = self._began = self._read = 0.0  # the current step's
@@ -104,19 +100,6 @@ class ViewReader:
     def _on_members(self, event: WatchedEvent) -> None:
         self._stamp()
         self._notify_members(event)
-
-    def _on_member_node(self, event: WatchedEvent) -> None:
-        """One member's own node: its deletion names who left (the children's event does not)."""
-        if not event.path:
-            return  # the session's end, told to every watch: the session's listener acts on it
-        name = unquote(event.path.rsplit("/", 1)[-1])
-        self._member_watched.discard(name)  # a watch fires once
-        if event.type != EventType.DELETED:
-            self._notify_members(event)  # there again: read the members
-            return
-        self._stamp()
-        self._departed.add(name)
-        self._notify_departed(event)
 
     def _stamp(self) -> None:
         with self._stamp_lock:
@@ -199,41 +182,8 @@ class ViewReader:
                     self._call(result)
         member_names = None if names is None else sorted(unquote(n) for n in self._call(names))
         self.reads += (names is not None) + len(shards) - len(gone) + len(unsettled)
-        if member_names is not None:  # a member listed since its node's deletion came back: not departed
-            self._departed.difference_update(member_names)
-            self._watch_members(member_names)
         self._read = self._monotonic()
         return Reads(member_names, found, unsettled)
-
-    def _watch_members(self, names: list[str]) -> None:
-        """An ``exists`` watch on each member's node not watched yet, not waited for: its deletion then
-        names who left (``take_events``). A member gone before its watch was set is not missed: the
-        children's watch, set first, fires for it."""
-        new = [n for n in names if n not in self._member_watched]
-        for name in new:
-            self._client.exists_async(self.member_path(name), watch=self._on_member_node)
-        self._member_watched.update(new)
-        self.reads += len(new)
-
-    def forget_watches(self) -> None:
-        """A new session has none of the old one's watches: ``read`` sets the members' again."""
-        self._member_watched.clear()
-
-    def take_events(self, shards: Collection[int], held: Collection[int]) -> tuple[set[int], set[str]]:
-        """What the watch events said without a read: of ``shards``, those whose leader node was deleted
-        (``held`` ones excepted: the event may be older than our win), and the members whose node was."""
-        gone = self._deleted.intersection(shards)
-        self._deleted.difference_update(gone)
-        departed, self._departed = self._departed, set()
-        return gone.difference(held), departed
-
-    def watch_free(self, shards: Iterable[int], on_there: Callable[[int], None]) -> None:
-        """An ``exists`` watch on each free shard's leader node, not waited for: ``on_there(shard)`` (on
-        kazoo's thread) if the node was there again when it was set (taken meanwhile: read it)."""
-        for shard in shards:
-            self.reads += 1
-            self._watch_free(shard).rawlink(
-                lambda result, shard=shard: on_there(shard) if result.successful() and result.value else None)
 
     def _read_leaders(self, shards: list[int], found: dict[int, Leader | None], unsettled: list[tuple[int, Any]]) -> None:
         """Each shard's leader node into ``found`` (watched); a free one's ``exists`` onto ``unsettled``."""
@@ -256,27 +206,23 @@ class ViewReader:
         """The shards read as free whose leader node was there again when its watch was set (read them)."""
         return [shard for shard, result in unsettled if self._call(result) is not None]
 
-    def win(self, claims: Mapping[int, int | None], address: str,
-            unless: Mapping[int, str] | None = None) -> Iterator[tuple[int, Fence | None]]:
+    def win(self, claims: Mapping[int, int | None], address: str) -> Iterator[tuple[int, Fence | None]]:
         """Take each shard: create its leader node (or, its version given, rewrite ours) and bump its
         epoch, in one transaction per shard, pipelined ``CLAIMS_AT_ONCE`` at a time (a cold start's
         first coordinator claims every shard: not thousands of requests at once). Yields each one's
-        fence, or None when somebody moved first, as its pipeline completes. ``unless``: shard -> a member
-        whose node must be gone for the claim to win (its transaction creates and deletes that node,
-        so it fails while the member's session lives)."""
+        fence, or None when somebody moved first, as its pipeline completes."""
         items = list(claims.items())
         for start in range(0, len(items), CLAIMS_AT_ONCE):
-            yield from self._win_together(dict(items[start:start + CLAIMS_AT_ONCE]), address, unless or {}).items()
+            yield from self._win_together(dict(items[start:start + CLAIMS_AT_ONCE]), address).items()
 
-    def _win_together(self, claims: Mapping[int, int | None], address: str,
-                      unless: Mapping[int, str]) -> dict[int, Fence | None]:
+    def _win_together(self, claims: Mapping[int, int | None], address: str) -> dict[int, Fence | None]:
         """``win`` in one pipeline. A shard whose epoch we guessed wrong is read and tried once more."""
         unknown = [(s, self._client.get_async(f"{self.shard_path(s)}/epoch")) for s in claims if s not in self._epochs]
         self.reads += len(unknown)
         seen = {s: self._epochs[s] for s in claims if s in self._epochs}
         seen.update((s, self._call(result)[1].version) for s, result in unknown)
         read_now = {s for s, _ in unknown}
-        pending = [(s, self._commit_win(s, address, seen[s], claims[s], unless.get(s))) for s in claims]
+        pending = [(s, self._commit_win(s, address, seen[s], claims[s])) for s in claims]
         listings = {s: self._client.get_children_async(f"{self.shard_path(s)}/groups") for s in claims}
         out: dict[int, Fence | None] = {}
         stale: dict[int, int | None] = {}
@@ -295,7 +241,7 @@ class ViewReader:
             else:
                 out[shard] = None  # the leader node: somebody moved first
         if stale:
-            out.update(self._win_together(stale, address, unless))
+            out.update(self._win_together(stale, address))
         return out
 
     def listing(self, shard: int, epoch: int) -> list[str] | None:
@@ -313,8 +259,7 @@ class ViewReader:
             log.debug("shard %d: the listing read with its win failed; the store lists it", shard, exc_info=True)
             return None
 
-    def _commit_win(self, shard: int, address: str, version: int, leader_version: int | None,
-                    gone: str | None = None) -> Any:
+    def _commit_win(self, shard: int, address: str, version: int, leader_version: int | None) -> Any:
         """The win's transaction with the epoch node at ``version``, sent (its async result)."""
         epoch, base = version + 1, self.shard_path(shard)
         payload = json.dumps({"address": address, "epoch": epoch, "host": socket.gethostname(),
@@ -325,7 +270,4 @@ class ViewReader:
         else:
             tx.set_data(f"{base}/leader", payload, version=leader_version)
         tx.set_data(f"{base}/epoch", json.dumps({"epoch": epoch, "address": address}).encode(), version=version)
-        if gone is not None:  # fails (node exists) while that member's session lives
-            tx.create(self.member_path(gone), b"")
-            tx.delete(self.member_path(gone))
         return tx.commit_async()

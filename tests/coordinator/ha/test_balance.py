@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from groupcoord.coordinator.ha.balance import Plan, plan, suspects, targets
+from groupcoord.coordinator.ha.balance import Plan, plan, targets
 
 
 def test_targets_sum_to_the_shards_and_the_extra_goes_to_who_leads_most() -> None:
@@ -117,66 +117,3 @@ def test_the_hand_out_gives_each_free_shard_to_the_lowest_count_under_target(see
             expected[receiver].append(shard)
     for me in members:
         assert plan(me, members, leaders, shards).take == expected[me]
-
-
-def test_a_late_shard_is_claimed_by_its_receiver_and_by_the_one_it_would_go_to_without_it() -> None:
-    """Ten coordinators dying at once: a shard freed by the first session to end may be handed to a
-    dead one whose session has not ended yet. Once ``late``, the receiver of the plan without that
-    first receiver claims it too (the claim's transaction lets only one win)."""
-    members = ["a", "b", "c", "dead"]
-    leaders = {0: "a", 1: "a", 2: "b", 3: "b", 4: "c", 5: "c", 6: "c", 7: "dead"}  # 8 is free
-    assert [plan(m, members, leaders, 9).take for m in members] == [[], [], [], [8]]  # dead is the lowest
-    # without "dead", a and b are under target at 2 each: the tie goes to the address, a
-    assert [plan(m, members, leaders, 9, late=[8]).take for m in members] == [[8], [], [], [8]]
-    assert plan("a", members, leaders, 9, late=[7]).take == []  # not free: nothing to be late
-    assert plan("dead", members, {**leaders, 8: "c"}, 9, late=[8]).take == []
-
-
-@pytest.mark.parametrize("seed", range(10))
-def test_each_late_shard_has_exactly_its_receiver_and_one_second_candidate(seed: int) -> None:
-    rng = random.Random(seed)
-    members = [f"c{i:02d}" for i in range(rng.randint(3, 30))]
-    shards = rng.randint(len(members), 300)
-    leaders = {s: rng.choice(members) for s in range(shards) if rng.random() < 0.8}
-    free = [s for s in range(shards) if s not in leaders]
-    first = {s: m for m in members for s in plan(m, members, leaders, shards).take}
-    late = free[::2]
-    claimed: dict[int, list[str]] = {}
-    for m in members:
-        for s in plan(m, members, leaders, shards, late=late).take:
-            claimed.setdefault(s, []).append(m)
-    for s in free:
-        if s not in first:
-            assert s not in claimed  # no room under the targets: nobody (until overdue)
-        elif s in late:
-            assert len(claimed[s]) == 2 and first[s] in claimed[s], (s, claimed[s])
-            second = next(m for m in claimed[s] if m != first[s])
-            assert _one_at_a_time(free, leaders, [m for m in members if m != first[s]], members, shards)[s] == second
-        else:
-            assert claimed[s] == [first[s]]
-
-
-def _one_at_a_time(free: list[int], leaders: dict[int, str], pool: list[str], members: list[str],
-                   shards: int) -> dict[int, str]:
-    """The hand-out as the module states it, to ``pool`` only: targets as if only ``pool`` were live,
-    counts of every member's shards (a first receiver left out still leads its own)."""
-    counts = {m: sum(1 for who in leaders.values() if who == m) for m in members}
-    want = targets(pool, counts, shards)
-    out: dict[int, str] = {}
-    for shard in free:
-        under = [m for m in pool if counts[m] < want[m]]
-        if under:
-            out[shard] = receiver = min(under, key=lambda m: (counts[m], m))
-            counts[receiver] += 1
-    return out
-
-
-def test_a_leader_the_hand_out_would_give_its_freed_shard_back_to_is_a_suspect() -> None:
-    members = ["a", "b", "c"]
-    # a's shard 0 was deleted: a, at 1 of its 2, is the lowest: it lost it (a release leaves it at target)
-    leaders = {1: "a", 2: "b", 3: "b", 4: "c", 5: "c"}
-    assert suspects(members, leaders, 6, {0: "a"}) == {"a"}
-    # b over its target (3 of 2) gave shard 5 up: it goes to c, under its target; b is no suspect
-    leaders = {0: "a", 1: "a", 2: "b", 3: "b", 4: "b", 6: "c"}
-    assert suspects(members, leaders, 7, {5: "b"}) == set()
-    assert suspects(members, leaders, 7, {}) == set()
