@@ -59,7 +59,7 @@ def test_incremental_is_the_full_pass_and_answers_when_tasks_are_added_at_the_en
     assert isinstance(incremental, IncrementalAssignor)
     previous = as_target(full, context(members, tasks))
     assert as_target(incremental, context(members, tasks)) == previous
-    for _ in range(data.draw(st.integers(1, 3))):
+    for step in range(data.draw(st.integers(1, 3))):
         before, before_members = tasks, members
         kind = data.draw(st.sampled_from(("end", "end", "middle", "delete", "join", "leave", "none")))
         if kind == "end":
@@ -70,7 +70,7 @@ def test_incremental_is_the_full_pass_and_answers_when_tasks_are_added_at_the_en
         elif kind == "delete" and tasks:
             tasks = [t for t in tasks if t != data.draw(st.sampled_from(tasks))]
         elif kind == "join":
-            members = (*members, MemberInfo(f"n{len(members)}", rack="r0" if racked else ""))
+            members = (*members, MemberInfo(f"n{step}", rack="r0" if racked else ""))  # a name never used before
         elif kind == "leave" and len(members) > 1:
             members = members[1:]
         expected = as_target(full, context(members, tasks))
