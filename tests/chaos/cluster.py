@@ -210,5 +210,6 @@ class WorkerPool:
     def dead(self) -> list[str]:
         return [self.names[s] for s, p in self.procs.items() if p.poll() is not None]
 
-    def stop(self) -> None:
-        stop_processes(self.procs.values())
+    def stop(self, only: Callable[[str], bool] | None = None) -> None:
+        """Stop (SIGTERM, then wait) every worker, or those whose slot ``only`` selects."""
+        stop_processes([p for slot, p in self.procs.items() if only is None or only(slot)])

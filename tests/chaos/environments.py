@@ -209,8 +209,16 @@ class Env:
     def close(self) -> None:
         raise NotImplementedError
 
-    def stop_workers(self) -> None:
+    def stop_workers(self, converted_back: Callable[[], int] | None = None) -> None:
+        """Stop every worker. Mixed groups: the consumer-protocol workers first, and (``converted_back``
+        counting the coordinators' conversions back) until every group has converted back to the classic
+        protocol, as Kafka's coordinator does when a group's last consumer-protocol member leaves."""
         self.log("end")
+        if self.group_protocol == "mixed" and converted_back is not None:
+            before = converted_back()
+            self.workers.stop(only=lambda slot: speaks_consumer("mixed", slot))
+            wait_for(lambda: converted_back() >= before + len(self.groups), 60,
+                     f"{self.name}: every group converted back once its consumer-protocol workers left")
         self.workers.stop()
 
 

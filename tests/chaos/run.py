@@ -84,7 +84,7 @@ def run_env(env: Env, rounds: list[Round], result: EnvResult) -> None:
         since = time.time()
         for rnd in rounds:
             run_round(env, rnd, result)
-        env.stop_workers()
+        env.stop_workers(converted_back=lambda: env.coordinator_logs().count(CONVERTED_BACK))
         logs = env.coordinator_logs()
         result.conversions = (logs.count(CONVERTED), logs.count(CONVERTED_BACK))
         result.store_failures = dict(env.store_failures)

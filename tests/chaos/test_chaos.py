@@ -56,10 +56,10 @@ def test_consumer_protocol_workers_keep_ownership_through_faults(tmp_path: Path)
 @pytest.mark.zookeeper
 def test_mixed_groups_on_sharded_coordinators_keep_ownership_through_faults(tmp_path: Path) -> None:
     """Every group half classic, half consumer protocol, on three sharded coordinators: each group forms
-    classic and converts, and converts back when its consumer workers stop at the end (`make chaos` runs
-    100 faults). A killed consumer worker's group converts back only if its restart comes after the dead
-    member's session ends (Kafka's rule: the last consumer-protocol member gone), which is a race with
-    the restart's start-up, so it is not asserted here (tests/coordinator/model/test_conversion.py is)."""
+    classic and converts; at the end its consumer-protocol workers stop first and it converts back, its
+    last consumer-protocol member gone, as Kafka's (`make chaos` runs 100 faults). A killed consumer
+    worker's group converts back mid-run only if its restart comes after the dead member's session ends, a
+    race with the restart's start-up, so that is not counted on here (the model's hypothesis test has it)."""
     require_zookeeper()
     # seed 357: zk_cut; g0's consumer worker killed while g1's is SIGSTOPped; shard_stop; shard_kill
     results = run_schedule(5, seed=357, workdir=tmp_path, envs=("sharded",), protocol="mixed")
@@ -68,4 +68,4 @@ def test_mixed_groups_on_sharded_coordinators_keep_ownership_through_faults(tmp_
     faults = [f.kind for r in results if r.report for f in r.report.faults]
     assert {"shard_kill", "shard_stop", "zk_cut", "worker_kill", "worker_stop"} <= set(faults), faults
     converted, back = results[0].conversions
-    assert converted >= 3 and back >= 1, results[0].conversions  # three groups, each converted once at least
+    assert converted >= 3 and back >= 3, results[0].conversions  # three groups, each converted and back once at least
