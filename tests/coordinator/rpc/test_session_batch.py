@@ -10,17 +10,12 @@ from collections.abc import Iterator
 import grpc
 import pytest
 
-from groupcoord.coordinator.clock import FakeClock
-from groupcoord.coordinator.config import CoordinatorConfig
-from groupcoord.coordinator.rpc.server import ServerThread
 from groupcoord.coordinator.rpc.session_envelope import BATCH_METADATA, MAX_BATCH
 from groupcoord.coordinator.rpc.session_metrics import SessionFigures
 from groupcoord.coordinator.rpc.session_outbox import BATCH_BYTES, SessionOutbox
-from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
 from groupcoord.v1 import groupcoord_pb2 as pb
-from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
 from tests.coordinator.rpc.session_client import RawSession
-from tests.coordinator.rpc.test_session_stream import Coordinator, join_request
+from tests.coordinator.rpc.test_session_stream import Coordinator, join_request, serving
 
 READS_BATCHES = [(BATCH_METADATA, "1")]
 
@@ -97,11 +92,8 @@ def test_the_bound_counts_what_waits_behind_the_batch_being_written() -> None:
 @pytest.fixture
 def coordinator() -> Iterator[Coordinator]:
     """Joins wait 3 s on the clock for more members (the group's first rebalance): a test forms its group in one go."""
-    clock = FakeClock()
-    config = CoordinatorConfig(group_initial_rebalance_delay_ms=3_000, group_min_session_timeout_ms=200)
-    with ServerThread(CoordinatorRuntime(config, clock=clock)) as server, \
-            grpc.insecure_channel(server.address) as channel:
-        yield Coordinator(server, channel, clock, pb_grpc.GroupCoordinatorStub(channel))
+    with serving(initial_rebalance_delay_ms=3_000) as coordinator:
+        yield coordinator
 
 
 def held(coordinator: Coordinator, count: int, timeout: float = 10.0) -> None:

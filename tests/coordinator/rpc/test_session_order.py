@@ -6,18 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import grpc
 import pytest
 
-from groupcoord.coordinator.clock import FakeClock
-from groupcoord.coordinator.config import CoordinatorConfig
-from groupcoord.coordinator.rpc.server import ServerThread
-from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
 from groupcoord.v1 import groupcoord_pb2 as pb
-from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
 from tests.coordinator.rpc.session_client import RawSession
 from tests.coordinator.rpc.test_session_batch import READS_BATCHES, held
-from tests.coordinator.rpc.test_session_stream import Coordinator, join_request
+from tests.coordinator.rpc.test_session_stream import Coordinator, join_request, serving
 
 MEMBERS = 30
 
@@ -25,11 +19,8 @@ MEMBERS = 30
 @pytest.fixture
 def coordinator() -> Iterator[Coordinator]:
     """Joins wait 3 s on the clock for more members: the test forms its group in one go."""
-    clock = FakeClock()
-    config = CoordinatorConfig(group_initial_rebalance_delay_ms=3_000, group_min_session_timeout_ms=200)
-    with ServerThread(CoordinatorRuntime(config, clock=clock)) as server, \
-            grpc.insecure_channel(server.address) as channel:
-        yield Coordinator(server, channel, clock, pb_grpc.GroupCoordinatorStub(channel))
+    with serving(initial_rebalance_delay_ms=3_000) as coordinator:
+        yield coordinator
 
 
 def _joined(coordinator: Coordinator, session: RawSession, group_id: str) -> tuple[list[int], list[pb.JoinGroupResponse]]:

@@ -4,6 +4,7 @@ same answers as the unary twins, tagged; news pushed at once; protocol violation
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,13 +45,22 @@ class Coordinator:
         self.server.call(lambda: (self.clock.advance(seconds), runtime.poll_timers()))
 
 
-@pytest.fixture
-def coordinator() -> Iterator[Coordinator]:
+@contextmanager
+def serving(initial_rebalance_delay_ms: int = 0) -> Iterator[Coordinator]:
+    """A coordinator on a fake clock; with a delay, joins wait that long on the clock for more members
+    (a group's first rebalance), so a test forms its group in one go."""
     clock = FakeClock()
-    config = CoordinatorConfig(group_initial_rebalance_delay_ms=0, group_min_session_timeout_ms=200)
+    config = CoordinatorConfig(group_initial_rebalance_delay_ms=initial_rebalance_delay_ms,
+                               group_min_session_timeout_ms=200)
     runtime = CoordinatorRuntime(config, clock=clock, on_change=lambda group: group.validate())
     with ServerThread(runtime) as server, grpc.insecure_channel(server.address) as channel:
         yield Coordinator(server, channel, clock, pb_grpc.GroupCoordinatorStub(channel))
+
+
+@pytest.fixture
+def coordinator() -> Iterator[Coordinator]:
+    with serving() as coordinator:
+        yield coordinator
 
 
 def join_request(group_id: str, member_id: str = "", client_id: str = "w") -> pb.JoinGroupRequest:
