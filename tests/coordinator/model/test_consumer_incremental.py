@@ -194,18 +194,25 @@ def test_the_load_aware_assignors_go_incremental_and_move_only_what_must_move(
     model.validate()
 
 
-def test_balanced_goes_on_incrementally_under_the_snapshot_it_read(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A new snapshot is a full pass (the estimate reads it all); the joins after it, under the same
-    snapshot, go incremental; a catalog edit under it is a full pass again."""
+def passes_of(name: str, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """What the registered assignor ``name`` runs from now on, in order ("full", "incremental", "declined"),
+    with its per-group state emptied first."""
     from groupcoord.assignors.registry import get_assignor
 
-    assignor = get_assignor("balanced")
-    monkeypatch.setattr(assignor._groups, "_states", OrderedDict())
+    assignor = get_assignor(name)
+    monkeypatch.setattr(assignor._groups, "_states", OrderedDict())  # type: ignore[attr-defined]
     answers: list[str] = []
     full, incremental = assignor.assign, assignor.assign_incremental  # type: ignore[attr-defined]
     monkeypatch.setattr(assignor, "assign", lambda context: answers.append("full") or full(context))
     monkeypatch.setattr(assignor, "assign_incremental", lambda change: answers.append(
         "declined" if (answer := incremental(change)) is None else "incremental") or answer)
+    return answers
+
+
+def test_balanced_goes_on_incrementally_under_the_snapshot_it_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new snapshot is a full pass (the estimate reads it all); the joins after it, under the same
+    snapshot, go incremental; a catalog edit under it is a full pass again."""
+    answers = passes_of("balanced", monkeypatch)
     clock = FakeClock()
     model = CoordinatorModel(clock=clock)
     model.put_tasks(tasks(*(f"t{i}" for i in range(12))), 1)

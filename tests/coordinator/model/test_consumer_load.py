@@ -205,17 +205,9 @@ def test_a_pulsar_group_joins_incrementally_under_the_snapshot_its_shedder_judge
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A new snapshot: the shedder's check at the interval, a full pass on it; members joining under it
     then go incremental (nothing moves); the next snapshot is judged again."""
-    from collections import OrderedDict
+    from tests.coordinator.model.test_consumer_incremental import passes_of
 
-    from groupcoord.assignors.registry import get_assignor
-
-    assignor = get_assignor("pulsar-overload")
-    monkeypatch.setattr(assignor._groups, "_states", OrderedDict())  # type: ignore[attr-defined]
-    answers: list[str] = []
-    full, incremental = assignor.assign, assignor.assign_incremental  # type: ignore[attr-defined]
-    monkeypatch.setattr(assignor, "assign", lambda context: answers.append("full") or full(context))
-    monkeypatch.setattr(assignor, "assign_incremental", lambda change: answers.append(
-        "declined" if (answer := incremental(change)) is None else "incremental") or answer)
+    answers = passes_of("pulsar-overload", monkeypatch)
     clock = FakeClock()
     model, (a, b) = formed(clock, "pulsar-overload")
     group = model.consumer.groups[G]

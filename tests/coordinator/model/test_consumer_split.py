@@ -23,7 +23,7 @@ from groupcoord.coordinator.clock import FakeClock
 from groupcoord.coordinator.config import CoordinatorConfig
 from groupcoord.coordinator.model.catalog_snapshot import CatalogSnapshot
 from groupcoord.coordinator.model.consumer_target import SplitTarget, check_target
-from groupcoord.coordinator.model.effects import Effect, Offload, Persist, Reply, TimerKey
+from groupcoord.coordinator.model.effects import Offload, Persist, Reply, TimerKey
 from groupcoord.coordinator.model.model import CoordinatorModel
 from groupcoord.coordinator.storage.sqlite_store import SqliteStore
 from groupcoord.coordinator.testing import Harness
@@ -31,6 +31,7 @@ from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.wire import snapshot_to_pb
 from groupcoord.worker.consumer_leader import target_answer
 from tests.coordinator.model.consumer_sim import Fleet, heartbeat
+from tests.coordinator.model.test_consumer_load import run
 
 G = "g"
 ASSIGN = TimerKey("c-assign", G)
@@ -44,16 +45,6 @@ def fresh_assignor() -> Iterator[None]:
     register(type(shared)(), replace=True)
     yield
     register(shared, replace=True)
-
-
-def run(model: CoordinatorModel, effects: list[Effect]) -> list[Effect]:
-    """The effects, with every offloaded job run and its landing's effects added."""
-    done: list[Effect] = []
-    for effect in effects:
-        done.append(effect)
-        if isinstance(effect, Offload):
-            done += run(model, effect.then(effect.job()))
-    return done
 
 
 def join(model: CoordinatorModel, name: str, assignor: str = "pulsar-avg") -> str:
