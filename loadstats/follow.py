@@ -58,6 +58,12 @@ def files_behind(samples_path: str, checkpoint: str, applied_batch: int) -> int:
     return len(present - taken)
 
 
+def _drop_py4j_records(record: logging.LogRecord) -> bool:
+    """False for a record py4j logged itself: its gateway logs a broken connection through the root logger
+    (``logging.exception``), so the ``py4j`` logger's level does not reach it."""
+    return f"{os.sep}py4j{os.sep}" not in record.pathname
+
+
 def session_alive(spark: SparkSession) -> bool:
     """True while the session's JVM answers (a cheap call through the py4j gateway)."""
     try:
@@ -185,10 +191,12 @@ def follow(
     are raised, not retried.
     """
     stop = stop_event or threading.Event()
-    if not log.isEnabledFor(logging.DEBUG):
+    quiet = not log.isEnabledFor(logging.DEBUG)
+    if quiet:
         # py4j logs a failed foreachBatch (ERROR) and a lost gateway (INFO) with whole tracebacks:
         # the failure's one line below says what happened
         logging.getLogger("py4j").setLevel(logging.CRITICAL)
+        logging.getLogger().addFilter(_drop_py4j_records)
     state_root = os.path.abspath(state_path or default_state_path(out_path))
     store = StateStore(state_root)
     previous = _stop_on_signals(stop)
@@ -233,6 +241,7 @@ def follow(
             signal.signal(sig, handler)
         if session is not None and session_alive(session):
             session.stop()
+        logging.getLogger().removeFilter(_drop_py4j_records)
     current = store.current()
     log.info("stopped following %s (state at micro-batch %s)", samples_path, current.batch_id if current else None)
     return failures

@@ -174,3 +174,19 @@ def test_follow_survives_failures_counts_once_and_stops_on_sigterm(spark, tmp_pa
     run(str(samples), str(tmp_path / "full"), spark=spark)
     _assert_same_snapshot(str(out), str(tmp_path / "full"))
     assert current["rows_read"] == len(rows)
+
+
+def test_follow_drops_py4j_own_tracebacks_and_nothing_else() -> None:
+    """py4j logs a lost gateway through the root logger with a traceback (CI saw one after the JVM was killed)."""
+    import logging
+
+    import py4j.java_gateway
+
+    from groupcoord.loadstats import follow
+
+    def record(pathname: str) -> logging.LogRecord:
+        return logging.getLogger().makeRecord("root", logging.ERROR, pathname, 1, "Exception while sending command.",
+                                              (), None)
+
+    assert not follow._drop_py4j_records(record(py4j.java_gateway.__file__))
+    assert follow._drop_py4j_records(record(follow.__file__))
