@@ -184,7 +184,9 @@ def keeps_its_goal(case: Case, target: Target, moves: list[Move]) -> None:
     busiest = max(util, key=lambda m: (util[m], m))
     if util[busiest] <= conf.target_ratio * mean:
         return
-    ceiling = conf.capacity_threshold if mean < conf.capacity_threshold else float("inf")
+    # the capacity goal holds while the mean is below its line: at the line, the optimizer's running sum
+    # (a plan's loads after moves are sums less differences) may round either way, so either may hold
+    ceiling = conf.capacity_threshold if mean < conf.capacity_threshold + EPSILON else float("inf")
     moved_off = {(move.replica.task_id, move.source) for move in moves}
     for receiver, now in util.items():
         after = max(util[busiest] - w / case.capacity[busiest], now + w / case.capacity[receiver])
@@ -204,10 +206,14 @@ def scripted(*values: object) -> st.DrawFn:
 # trigger_ratio (a first hit), below urgent_ratio, and no member joined or left, so the round moves nothing.
 # members, their capacities, tasks, left, joined, pooled, deleted, added
 DELETED_ONE_HIT = Case(scripted(2, 1.0, 1.0, 27, [], 0, False, ["t001"], 0), 1.0)
+# Found by hypothesis: m00 at 0.9 and n0 (capacity 2) at 0.8, so the mean is 0.85, the capacity goal's line,
+# to the last bit: whether the goal holds (and n0 may not go over 0.85) depends on the order of the sums.
+MEAN_AT_THE_CAPACITY_GOAL = Case(scripted(1, 1.0, 27, [], 1, 2.0, False, ["t000", "t001"], 0), 0.1)
 
 
 @SETTINGS
 @example(case=DELETED_ONE_HIT)
+@example(case=MEAN_AT_THE_CAPACITY_GOAL)
 @given(cases())
 def test_balanced_incremental_is_its_full_pass_and_keeps_its_goal(case: Case) -> None:
     """Balanced rebalances when its verdict says so (a membership change, over the capacity goal, above
