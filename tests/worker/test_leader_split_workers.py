@@ -95,13 +95,18 @@ def start(server: ServerThread, driver: str, name: str, events: Events) -> Drive
     return member
 
 
+def current_target(server: ServerThread) -> bool:
+    """On the server's loop: the group's target is for its epoch, and none is being computed."""
+    group = server.runtime.model.consumer.groups[G]
+    return group.target_epoch == group.epoch and not group.computing
+
+
 def settled(server: ServerThread, members: list[Driven], tasks: set[str], timeout: float = 30) -> bool:
     """Wait until the group's target is current and the workers run ``tasks``, each once."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         held = [t.task_id for m in members for t in m.client.assigned_tasks]
-        group = server.call(lambda: server.runtime.model.consumer.groups[G])
-        current = server.call(lambda: group.target_epoch == group.epoch and not group.computing)
+        current = server.call(lambda: current_target(server))
         if current and sorted(held) == sorted(tasks) and all(m.client.state is WorkerState.STABLE for m in members):
             return True
         time.sleep(0.05)
