@@ -115,7 +115,11 @@ def test_a_child_waits_while_the_parents_owner_still_lists_the_parent(splitter: 
         assert not f.members[other].running & children and TaskReplica("p") in f.members[owner].running
         assert_no_range_twice(f)
     assert waits(f, other)  # what DescribeGroup shows as tasks waiting to be released
-    for _ in range(3):  # the owner hears its answer, stops p, says so
+    f.beat(owner)  # the owner hears its answer and stops p...
+    assert TaskReplica("p") not in f.members[owner].running
+    f.beat(owner)  # ...and says so: the waiting member is to be told at once (the stream's news)
+    assert f.members[other].member_id in f.h.model.consumer.groups[G].unblocked
+    for _ in range(3):
         f.h.advance(0.2)
         f.beat(owner)
         f.beat(other)
