@@ -220,3 +220,41 @@ def test_no_range_is_run_twice_whatever_the_order(ops: list[tuple[str, int, floa
     live = [m for m in f.members.values() if m.joined]
     if live:
         assert sum(len(m.running) for m in live) == len(h.model.groups[G].tasks)
+
+
+def classic_round(h: Harness, member_id: str, running: set[str]) -> set[str]:
+    """A classic member of the converted group rejoins listing what it runs, syncs, and runs what it is given."""
+    metadata = pb.MemberMetadata(owned=[pb.TaskReplica(task_id=t) for t in sorted(running)])
+    join = h.join(G, member_id, protocols=(NAME,), client_id="w", metadata=metadata)
+    assert join.code == pb.NONE, join.response
+    sync = h.sync(G, member_id, join.response.generation)
+    assert sync.code == pb.NONE, sync.response
+    return {t.task_id for t in sync.response.tasks}
+
+
+def test_a_classic_member_of_a_converted_group_waits_for_the_child_too(splitter: Splitter) -> None:
+    h = Harness(CoordinatorConfig())
+    assert h.put_tasks(G, "p", "q") == pb.NONE
+    f = Fleet(h, ["a"])
+    f.join("a", assignor=NAME)
+    f.settle()
+    joined = h.join(G, protocols=(NAME,), client_id="w")  # a classic member: the group is converted already
+    classic, running = joined.response.member_id, set()
+    assert classic > f.members["a"].member_id  # sorted after a: the splitter gives it q, then p/b and r
+    for _ in range(4):
+        f.h.advance(0.2)
+        f.beat("a")
+        running = classic_round(h, classic, running)
+    assert running == {"q"} and {t.task_id for t in f.members["a"].running} == {"p"}
+    split_p(f, splitter)
+    for _ in range(4):  # a goes on running p (its answers lost); the classic member rejoins and syncs
+        f.h.advance(0.2)
+        f.beat("a", lose_answer=True)
+        running = classic_round(h, classic, running)
+        assert "p/b" not in running
+    for _ in range(4):
+        f.h.advance(0.2)
+        f.beat("a")
+        running = classic_round(h, classic, running)
+        assert not ({"p/b"} & running and TaskReplica("p") in f.members["a"].running)
+    assert running == {"p/b", "r"} and {t.task_id for t in f.members["a"].running} == {"p/a", "q"}
