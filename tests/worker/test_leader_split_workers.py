@@ -1,8 +1,10 @@
 """A ``client:pulsar-*`` group's split end to end: consumer-protocol workers of both clients on a real
 coordinator over loopback gRPC, the leader worker running Pulsar's assignor (an instance of its own, as
-in its own process). A hot snapshot and a member joining make the leader's full pass split the hot task:
-the leader sends the split in its ``TargetAnswer``, the coordinator applies it without falling back to
-its own assignor, and no worker starts a child while another still runs the parent."""
+in its own process), under a name the coordinator has no assignor for: a split in the catalog can only
+be the leader's (a slow leader on a loaded machine is asked again, never replaced by the coordinator's
+own pass). A hot snapshot and a member joining make the leader's full pass split the hot task: the
+leader sends the split in its ``TargetAnswer``, the coordinator applies it (no answer refused), and no
+worker starts a child while another still runs the parent."""
 
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ from tests.coordinator.model.test_consumer_split import CATALOG, HALVES, hot_sna
 from tests.worker.member_drivers import DRIVERS, Driven
 
 G = "g"
-BEAT_MS = 100
+BEAT_MS = 200
 
 
 class Events:
@@ -66,11 +68,15 @@ class Events:
             running[task] = worker
 
 
-def lookup_of(name: str) -> Callable[[str], Any]:
-    own = type(get_assignor(name))()  # the worker's own instance (per-group state of its own)
+SLOW = ("did not answer within", "left the group before it answered")  # the machine's load, not a refusal
+ASSIGNOR = "test-pulsar-avg"  # Pulsar's avg-shedder assignor, known to the workers only
+
+
+def lookup_of() -> Callable[[str], Any]:
+    own = type(get_assignor("pulsar-avg"))()  # the worker's own instance (per-group state of its own)
 
     def lookup(asked: str) -> Any:
-        if asked != name:
+        if asked != ASSIGNOR:
             raise UnknownAssignorError(asked)
         return own
     return lookup
@@ -87,9 +93,9 @@ def server() -> Iterator[ServerThread]:
 
 def start(server: ServerThread, driver: str, name: str, events: Events) -> Driven:
     config = WorkerConfig(group_id=G, coordinators=(server.address,), client_id=name, protocol="consumer",
-                          server_assignor="client:pulsar-avg", session_timeout_ms=3_000, heartbeat_interval_ms=BEAT_MS,
+                          server_assignor=f"client:{ASSIGNOR}", session_timeout_ms=10_000, heartbeat_interval_ms=BEAT_MS,
                           rebalance_timeout_ms=5_000, retry_backoff_ms=20, retry_backoff_max_ms=200)
-    member = DRIVERS[driver](config, events.listener(name), assignor_lookup=lookup_of("pulsar-avg"))
+    member = DRIVERS[driver](config, events.listener(name), assignor_lookup=lookup_of())
     member.start()
     assert member.wait(lambda c: c.state is WorkerState.STABLE, 20)
     return member
@@ -101,7 +107,7 @@ def current_target(server: ServerThread) -> bool:
     return group.target_epoch == group.epoch and not group.computing
 
 
-def settled(server: ServerThread, members: list[Driven], tasks: set[str], timeout: float = 30) -> bool:
+def settled(server: ServerThread, members: list[Driven], tasks: set[str], timeout: float = 60) -> bool:
     """Wait until the group's target is current and the workers run ``tasks``, each once."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -117,6 +123,8 @@ def settled(server: ServerThread, members: list[Driven], tasks: set[str], timeou
 def test_the_leader_workers_split_is_applied_without_the_fallback(driver: str, server: ServerThread,
                                                                    caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="groupcoord.consumer")
+    with pytest.raises(UnknownAssignorError):
+        get_assignor(ASSIGNOR)  # the coordinator (same process) cannot split: the split is the leader's
     events = Events()
     other = next(d for d in sorted(DRIVERS) if d != driver)
     members = [start(server, driver, "a", events)]  # the first member leads: the driver under test sends the split
@@ -131,8 +139,10 @@ def test_the_leader_workers_split_is_applied_without_the_fallback(driver: str, s
         classic = server.call(lambda: server.runtime.model.groups[G])
         assert server.call(lambda: (set(classic.tasks), classic.catalog_version)) == (HALVES | {"other"}, version + 1)
         group = server.call(lambda: server.runtime.model.consumer.groups[G])
-        assert server.call(lambda: (group.last_error, group.failed_leader)) == ("", "")
-        assert [r for r in caplog.records if getattr(r, "event", "") == "leader_target_failed"] == []  # no fallback
+        assert server.call(lambda: group.last_error) == ""
+        refused = [r.getMessage() for r in caplog.records if getattr(r, "event", "") == "leader_target_failed"
+                   and not any(slow in r.getMessage() for slow in SLOW)]
+        assert refused == []  # the leader's answer with its split was taken as it came
         assert any(r.getMessage().startswith(f"group {G}: split orders into 2 task(s)") for r in caplog.records)
     finally:
         for member in members:
