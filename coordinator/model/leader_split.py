@@ -42,14 +42,14 @@ def check_splits(m: Model, group: ConsumerGroup, answer: pb.TargetAnswer) -> Lea
     if classic is None:
         return "the leader's split: the group has no catalog"
     splits = tuple(answer.splits)
+    refused_now = consumer_split.refusal(m, group, group.asked_catalog, splits)  # first: bounds the work below
+    if refused_now:
+        return f"the leader's {refused_now}"
     catalog = classic.catalog_snapshot().tasks
     try:
         tasks = apply_splits(catalog, splits)
     except AssignmentRejected as refused:
         return f"the leader's split: {refused}"
-    refused_now = consumer_split.refusal(m, group, group.asked_catalog, splits)
-    if refused_now:
-        return f"the leader's {refused_now}"
     return LeaderSplit(tasks, splits, {s.parent_task_id: replicas_of(catalog[s.parent_task_id]) for s in splits})
 
 

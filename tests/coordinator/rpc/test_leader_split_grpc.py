@@ -155,6 +155,8 @@ CASES = {  # name -> (split, targets by member name, the refusal's words)
     "children not covering": ({"p": [P1, P2]}, {"a": [P1, "r"]},
                               f"children not covering it, {P2}#0 is given to no member"),
     "parent kept": ({"p": [P1, P2]}, {"b": ["q", "r", P1, P2]}, "p#0 stays with"),
+    "child id unprintable": ({"p": ["p/\x01", P2]}, {"a": ["p/\x01", P2, "r"]},
+                             "split child id 'p/\\x01' must be non-empty, printable, at most 255 characters"),
     "over the bounds": ({"p": [P1, P2], "q": ["q/1", "q/2"]}, {"a": [P1, P2], "b": ["q/1", "q/2", "r"]},
                         "2 splits; at most 1 (max_splits_per_sync)"),
 }
