@@ -5,7 +5,7 @@ leader (the coordinator's half: ``coordinator.model.leader_assignor``). The coor
 ``TargetRequest`` in the leader's heartbeat answer (``compute_target``); the leader runs its own
 assignor ``<name>`` (the worker's lookup: built-ins, ``register``-ed ones, entry points, as on the
 classic leader) and answers in a later heartbeat's ``target``, listing only the members whose target
-changed. The coordinator gives it three heartbeat intervals, then falls back to its own assignor.
+changed, and the tasks its assignor split (``splits``: the coordinator applies them to the catalog). The coordinator gives it three heartbeat intervals, then falls back to its own assignor.
 
 The assignor runs off the heartbeat's path: the member core hands ``LeaderJobs.next_job()`` to its driver
 (``effects.Offload``: a thread of the driver's), and its heartbeats go on meanwhile; the answer rides the
@@ -23,7 +23,7 @@ from typing import Any
 
 from groupcoord.assignors.base import Assignment, AssignmentContext, AssignorError
 from groupcoord.v1 import groupcoord_pb2 as pb
-from groupcoord.wire import member_from_pb, replicas_to_pb, snapshot_from_pb, task_spec
+from groupcoord.wire import member_from_pb, replicas_to_pb, snapshot_from_pb, task_pb, task_spec
 from groupcoord.worker.effects import Running
 from groupcoord.worker.leader import AssignorLookup
 
@@ -71,7 +71,9 @@ def target_answer(lookup: AssignorLookup, group_id: str, request: pb.TargetReque
         return None
     try:
         assignment = assignor.assign(context_from_request(group_id, request))
-        return pb.TargetAnswer(group_epoch=epoch, assignments=changed_targets(request, assignment))
+        splits = [pb.TaskSplit(parent_task_id=s.parent_task_id, children=[task_pb(c) for c in s.children])
+                  for s in assignment.splits]  # the coordinator applies them to the catalog with the target
+        return pb.TargetAnswer(group_epoch=epoch, assignments=changed_targets(request, assignment), splits=splits)
     except Exception as failure:  # any plug-in bug: report it to the coordinator, never kill the worker
         if isinstance(failure, AssignorError):
             log.error("%s: assignor %s failed for epoch %d: %s", name, assignor_name, epoch, failure)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from groupcoord.assignors.base import MemberInfo, TaskReplica
 from groupcoord.coordinator.model.catalog_snapshot import CatalogSnapshot
 from groupcoord.coordinator.model.reconcile import MemberState, Reconciled
+from groupcoord.coordinator.model.split_lineage import children_of, parent_holder, recorded
 from groupcoord.coordinator.model.target_map import TargetMap
 from groupcoord.v1 import groupcoord_pb2 as pb
 
@@ -126,6 +127,7 @@ class ConsumerGroup:
     leader_id: str = ""
     asked: pb.TargetRequest | None = None
     asked_sent: bool = False
+    asked_catalog: int | None = None  # the catalog version the leader was asked with (its split's fence)
     failed_leader: str = ""
     target_index: dict[TaskReplica, str] | None = None
     named: dict[str, int] = field(default_factory=dict)  # assignor name -> members naming it (``consumer_assignor``)
@@ -136,6 +138,9 @@ class ConsumerGroup:
     waiting_for: dict[str, frozenset[TaskReplica]] = field(default_factory=dict)
     wanted_by: dict[TaskReplica, str] = field(default_factory=dict)
     unblocked: set[str] = field(default_factory=set)
+    # a split's child id -> its parent id, while a member may still run the parent: the child counts as
+    # held by the parent's holder until it lets the parent go (``split_lineage``; empty nearly always)
+    split_from: dict[str, str] = field(default_factory=dict)
 
     def __setattr__(self, name: str, value: object) -> None:
         if name == "target":  # every target change is tracked for the record (``target_map``)
@@ -203,6 +208,8 @@ class ConsumerGroup:
                 waiting = self.wanted_by.get(task)
                 if waiting is not None and waiting != member_id:
                     self.unblocked.add(waiting)
+                if self.split_from:
+                    self._unblock_children(task, member_id)
         self._wait(member_id, reconciled)
         for task in after - before:
             owner = self.holder.setdefault(task, member_id)
@@ -227,11 +234,24 @@ class ConsumerGroup:
             for task in missing:
                 self.wanted_by[task] = member_id
 
+    def _unblock_children(self, parent: TaskReplica, member_id: str) -> None:
+        """A split's parent was let go: the members waiting for its children are told (stream news), and
+        the lineage forgets parents nobody holds (O(what is held), once per parent replica let go)."""
+        children = children_of(self.split_from, parent.task_id)
+        for child in children:
+            waiting = self.wanted_by.get(TaskReplica(child, parent.replica))
+            if waiting is not None and waiting != member_id:
+                self.unblocked.add(waiting)
+        if children:
+            self.split_from = recorded(self.split_from, (), self.holder)
+
     def held_elsewhere(self, member_id: str) -> Callable[[TaskReplica], bool]:
-        holder = self.holder
+        holder, split_from = self.holder, self.split_from
 
         def elsewhere(task: TaskReplica) -> bool:
             owner = holder.get(task)
+            if owner is None and split_from:  # a split's child waits for its parent's release
+                owner = parent_holder(split_from, holder, task)
             return owner is not None and owner != member_id
 
         return elsewhere
@@ -251,6 +271,9 @@ class ConsumerGroup:
                 seen[task] = member_id
             assert member.epoch <= self.target_epoch or member.away, (member_id, member.epoch, self.target_epoch)
         assert seen == self.holder, "holder map out of step with the members"
+        for task, member_id in self.holder.items():  # never a child and its parent on two members at once
+            parent_owner = parent_holder(self.split_from, self.holder, task)
+            assert parent_owner in (None, member_id), f"{task} held by {member_id}, its parent by {parent_owner}"
         assert set(self.waiting_for) <= {i for i, m in self.members.items()
                                          if m.reconciled.state is MemberState.UNRELEASED_TASKS}
         assert self.unblocked <= set(self.waiting_for), "a member told of freed tasks that waits for none"

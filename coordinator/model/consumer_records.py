@@ -64,8 +64,11 @@ def member_entry(m: ConsumerMember) -> dict[str, object]:
 
 def consumer_head(group: ConsumerGroup) -> dict[str, Any]:
     """The group's own figures (its ``consumer`` entry): no member read."""
-    return {"format": FORMAT, "epoch": group.epoch, "target_epoch": group.target_epoch, "assignor": group.assignor,
-            "last_error": group.last_error}
+    head: dict[str, Any] = {"format": FORMAT, "epoch": group.epoch, "target_epoch": group.target_epoch, "assignor": group.assignor,
+                            "last_error": group.last_error}
+    if group.split_from:  # children waiting for their parents' release (``split_lineage``): kept across a restart
+        head["split_from"] = dict(group.split_from)
+    return head
 
 
 def changed_parts(group: ConsumerGroup) -> dict[str, Any]:
@@ -118,7 +121,7 @@ def consumer_from_record(group_id: str, record: Mapping[str, Any], parts: Mappin
         targets = {key[len(TARGET):]: pairs for key, pairs in parts.items() if key.startswith(TARGET)}
     group = ConsumerGroup(group_id, record["assignor"], epoch=record["epoch"], target_epoch=record["target_epoch"],
                           catalog_version=catalog_version, last_error=record.get("last_error", ""),
-                          entry_of=member_entry)
+                          entry_of=member_entry, split_from=dict(record.get("split_from", {})))
     group.target = {member_id: _tasks(pairs) for member_id, pairs in targets.items()}
     for m in members:
         _load_member(group, m, now)

@@ -11,12 +11,18 @@ the group's record (catalog and target together) before any member hears of it.
 A split that cannot be applied (the catalog was edited meanwhile, or the split is out of bounds) is
 undone rather than refused: the target keeps each parent where its first child went, so the group
 is never left on its previous target (that would place no member joining or leaving while the task
-stays over the split limit).
+stays over the split limit). A leader's split (``client:<name>``, ``TargetAnswer.splits``) is checked by
+``leader_split`` and applied by the same ``refusal``/``apply``; one that cannot be applied is refused
+(the coordinator's own assignor computes the target instead).
+
+Either way, each child waits for its parent's release (``split_lineage``): a child is given to no
+member while another still holds the same replica of its parent.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from groupcoord.coordinator.model.assignment_check import split_bounds
@@ -24,8 +30,10 @@ from groupcoord.coordinator.model.catalog_snapshot import CatalogSnapshot
 from groupcoord.coordinator.model.consumer_group import ConsumerGroup
 from groupcoord.coordinator.model.consumer_target import SplitTarget, Target
 from groupcoord.coordinator.model.context import Model
+from groupcoord.coordinator.model.split_lineage import recorded
+from groupcoord.v1 import groupcoord_pb2 as pb
 
-__all__ = ["Accepted", "accept"]
+__all__ = ["Accepted", "accept", "refusal", "apply"]
 
 log = logging.getLogger("groupcoord.consumer")
 
@@ -43,23 +51,37 @@ class Accepted:
 def accept(m: Model, group: ConsumerGroup, result: SplitTarget) -> Accepted:
     """Apply the split to the group's catalog if it still is the version the computation read and the
     split is in bounds; else the target with the split undone."""
-    classic = m.groups.get(group.group_id)
-    parents = ", ".join(split.parent_task_id for split in result.splits)
-    if classic is None or classic.catalog_version != result.base:
-        refused = "the catalog changed while the target was computed"
-    else:
-        refused = split_bounds(m.config, len(classic.tasks), result.splits)
+    refused = refusal(m, group, result.base, result.splits)
     if refused:
-        refused = f"split of {parents} not applied: {refused}"
         log.warning("group %s: %s; the target keeps the parent", group.group_id, refused,
                     extra={"event": "split_refused", "group": group.group_id, "reason": refused})
         return Accepted(result.kept, None, refused)
-    assert classic is not None
-    classic.tasks = dict(result.tasks)
+    return Accepted(result.target, apply(m, group, result.tasks, result.splits))
+
+
+def refusal(m: Model, group: ConsumerGroup, base: int | None, splits: Sequence[pb.TaskSplit]) -> str:
+    """Why splits computed from catalog version ``base`` cannot be applied now ("" if they can): the
+    catalog was edited since, or they are out of a leader's bounds."""
+    classic = m.groups.get(group.group_id)
+    if classic is None or classic.catalog_version != base:
+        refused = "the catalog changed while the target was computed"
+    else:
+        refused = split_bounds(m.config, len(classic.tasks), splits)
+    parents = ", ".join(split.parent_task_id for split in splits)
+    return f"split of {parents} not applied: {refused}" if refused else ""
+
+
+def apply(m: Model, group: ConsumerGroup, tasks: dict[str, pb.Task], splits: Sequence[pb.TaskSplit]) -> CatalogSnapshot:
+    """Replace the catalog by ``tasks`` (the catalog after ``splits``; ``refusal`` said yes), note each
+    child's parent so it waits for the parent's release (``split_lineage``); the new catalog's snapshot."""
+    classic = m.groups[group.group_id]
+    classic.tasks = dict(tasks)
     classic.catalog_version += 1
     group.catalog_version = classic.catalog_version  # the target counts this catalog: no new epoch for it
-    children = sum(len(split.children) for split in result.splits)
+    group.split_from = recorded(group.split_from, splits, group.holder)
+    parents = ", ".join(split.parent_task_id for split in splits)
+    children = sum(len(split.children) for split in splits)
     log.info("group %s: split %s into %d task(s) (catalog version %d)", group.group_id, parents, children,
              classic.catalog_version, extra={"event": "tasks_split", "group": group.group_id, "parents": parents,
                                              "children": children})
-    return Accepted(result.target, classic.catalog_snapshot())
+    return classic.catalog_snapshot()

@@ -13,6 +13,10 @@ twice among the listed members, and each replica a member *gains* is in the cata
 by a member the answer does not list (a running index replica -> member of the target, updated by
 the answer's delta). Nothing else is read: an answer moving ten tasks costs ten look-ups.
 
+The leader's assignor may split tasks (Pulsar's bundle split): the answer's ``splits`` are checked as a
+coordinator-side split is, and for covering it (``leader_split``), then applied to the catalog in the
+write that installs the target; each child waits for its parent's release (``split_lineage``).
+
 Fallback: a leader that answers wrong (a check fails, its assignor failed: ``error``), or does
 not answer within ``3 x heartbeat_interval_ms``, or a request that would exceed half of
 ``max_message_bytes``, makes the coordinator compute the target with its own assignor ``<name>``
@@ -26,10 +30,12 @@ from __future__ import annotations
 import logging
 
 from groupcoord.assignors.base import TaskReplica
+from groupcoord.coordinator.model import consumer_split
 from groupcoord.coordinator.model.consumer_group import ConsumerGroup, ConsumerMember
 from groupcoord.coordinator.model.consumer_steps import ConsumerSteps
 from groupcoord.coordinator.model.consumer_target import TargetInputs, assignor_exists, check_target, compute_target
 from groupcoord.coordinator.model.effects import Outbox, TimerKey
+from groupcoord.coordinator.model.leader_split import LeaderSplit, check_covered, check_splits
 from groupcoord.v1 import groupcoord_pb2 as pb
 
 __all__ = ["CLIENT_PREFIX", "is_client", "ask", "attach", "take_answer", "timed_out", "leader_left", "check_delta"]
@@ -82,6 +88,7 @@ def ask(cg: ConsumerSteps, out: Outbox, group: ConsumerGroup) -> None:
         _fall_back(cg, out, group, f"the target request would be {size} bytes (half of max_message_bytes: {most})")
         return
     group.computing, group.asked = True, request
+    group.asked_catalog = classic.catalog_version if classic is not None else None
     cg._last_assign[group.group_id] = cg.m.clock.now()
     out.arm(_key(group.group_id), LEADER_TIMEOUT_BEATS * cg.settings.heartbeat_interval_ms / 1000)
 
@@ -103,14 +110,14 @@ def take_answer(cg: ConsumerSteps, out: Outbox, group: ConsumerGroup, member: Co
                  answer.group_epoch, member.member_id)
         return
     out.cancel(_key(group.group_id))
-    classic = cg.m.groups.get(group.group_id)
-    catalog = classic.catalog_snapshot().tasks if classic is not None else {}
-    delta = f"the leader's assignor failed: {answer.error}" if answer.error else check_delta(group, answer, catalog)
+    delta, split = _checked_answer(cg, group, answer)
     if isinstance(delta, str):
         group.failed_leader = member.member_id
         _fall_back(cg, out, group, f"leader {member.member_id}: {delta}", asked.group_epoch)
         return
     _install_delta(group, delta)
+    if split is not None:  # the catalog after the split, written with the target
+        consumer_split.apply(cg.m, group, split.tasks, split.splits)
     group.target_epoch, group.last_error, group.failed_leader = asked.group_epoch, "", ""
     group.computing, group.asked, group.asked_sent = False, None, False
     cg._persist(out, group)
@@ -136,6 +143,24 @@ def leader_left(cg: ConsumerSteps, out: Outbox, group: ConsumerGroup) -> bool:
         return False
     timed_out(cg, out, group)
     return True
+
+
+def _checked_answer(cg: ConsumerSteps, group: ConsumerGroup, answer: pb.TargetAnswer
+                    ) -> tuple[dict[str, frozenset[TaskReplica]] | str, LeaderSplit | None]:
+    """The answer's changed targets and its split (None: none), or why the answer cannot be used."""
+    if answer.error:
+        return f"the leader's assignor failed: {answer.error}", None
+    split = check_splits(cg.m, group, answer) if answer.splits else None
+    if isinstance(split, str):
+        return split, None
+    classic = cg.m.groups.get(group.group_id)
+    catalog = split.tasks if split is not None else classic.catalog_snapshot().tasks if classic is not None else {}
+    delta = check_delta(group, answer, catalog)
+    if split is not None and not isinstance(delta, str):
+        uncovered = check_covered(split, delta, _index(group), group.members)
+        if uncovered:
+            return uncovered, None
+    return delta, split
 
 
 def _index(group: ConsumerGroup) -> dict[TaskReplica, str]:

@@ -567,14 +567,16 @@ class TargetRequest(_message.Message):
     def __init__(self, group_epoch: _Optional[int] = ..., assignor: _Optional[str] = ..., members: _Optional[_Iterable[_Union[GroupMember, _Mapping]]] = ..., tasks: _Optional[_Iterable[_Union[Task, _Mapping]]] = ..., load_snapshot: _Optional[_Union[LoadSnapshot, _Mapping]] = ...) -> None: ...
 
 class TargetAnswer(_message.Message):
-    __slots__ = ("group_epoch", "assignments", "error")
+    __slots__ = ("group_epoch", "assignments", "error", "splits")
     GROUP_EPOCH_FIELD_NUMBER: _ClassVar[int]
     ASSIGNMENTS_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    SPLITS_FIELD_NUMBER: _ClassVar[int]
     group_epoch: int
     assignments: _containers.RepeatedCompositeFieldContainer[MemberAssignment]
     error: str
-    def __init__(self, group_epoch: _Optional[int] = ..., assignments: _Optional[_Iterable[_Union[MemberAssignment, _Mapping]]] = ..., error: _Optional[str] = ...) -> None: ...
+    splits: _containers.RepeatedCompositeFieldContainer[TaskSplit]
+    def __init__(self, group_epoch: _Optional[int] = ..., assignments: _Optional[_Iterable[_Union[MemberAssignment, _Mapping]]] = ..., error: _Optional[str] = ..., splits: _Optional[_Iterable[_Union[TaskSplit, _Mapping]]] = ...) -> None: ...
 
 class GroupHeartbeatResponse(_message.Message):
     __slots__ = ("error", "member_id", "member_epoch", "heartbeat_interval_ms", "assignment", "compute_target")

@@ -8,7 +8,6 @@ catalog version the computation read; the group never stays without a target.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
@@ -225,7 +224,7 @@ def test_the_split_is_written_with_the_target_and_a_restart_resumes_both(tmp_pat
     assert dict(again.model.consumer.groups[G].target) == target
 
 
-def lead(fleet: Fleet) -> None:
+def lead(fleet: Fleet) -> pb.TargetAnswer:
     """The member asked for a target answers it with the worker's own code (``target_answer``), with an
     assignor instance of its own, as in its own process (a pulsar-* assignor keeps state between runs)."""
     fleet.h.advance(0.2)
@@ -238,11 +237,12 @@ def lead(fleet: Fleet) -> None:
     request.owned.SetInParent()
     request.owned.tasks.extend(pb.TaskReplica(task_id=t.task_id, replica=t.replica) for t in member.running)
     fleet._apply(member, heartbeat(fleet.h, request).response)
+    return answer
 
 
-def test_a_leader_sides_split_falls_back_to_the_coordinator_which_applies_it(caplog: pytest.LogCaptureFixture) -> None:
-    """A ``client:pulsar-*`` leader's answer cannot carry a split (``TargetAnswer`` has no such field): the
-    children it gives are refused, and the coordinator's own assignor of that name splits and places."""
+def test_a_leader_sides_split_is_applied_without_the_fallback(caplog: pytest.LogCaptureFixture) -> None:
+    """A ``client:pulsar-*`` leader's answer carries its split (``TargetAnswer.splits``): the coordinator
+    applies it to the catalog with the target, and its own assignor never runs (no fallback)."""
     h = Harness(CoordinatorConfig())
     assert h.run(lambda token: h.model.put_tasks(CATALOG, token), pb.PutTasksResponse).code == pb.NONE
     fleet = Fleet(h, ["a", "b", "c"])
@@ -253,14 +253,14 @@ def test_a_leader_sides_split_falls_back_to_the_coordinator_which_applies_it(cap
     snapshot = hot_snapshot(h.model, h.clock.wall_ms())
     assert h.run(lambda token: h.model.publish_load_snapshot(pb.PublishLoadSnapshotRequest(snapshot=snapshot), token),
                  pb.PublishLoadSnapshotResponse).code == pb.NONE
+    version = h.model.groups[G].catalog_version
     fleet.join("c", assignor="client:pulsar-avg")
-    lead(fleet)
-    assert re.search(r"no target from the leader .*: orders/0x\w+_0x\w+#0 \(for .*\) is not in the catalog",
-                     caplog.text)  # a child, refused
+    answer = lead(fleet)
+    assert [s.parent_task_id for s in answer.splits] == ["orders"]  # the worker sent its assignor's split
+    assert set(h.model.groups[G].tasks) == HALVES | {"other"} and h.model.groups[G].catalog_version == version + 1
     fleet.settle()
     group = h.model.consumer.groups[G]
-    assert group.target_epoch == group.epoch and group.last_error == ""  # the fallback's target, installed
-    assert set(h.model.groups[G].tasks) == HALVES | {"other"}
-    assert {t.task_id for tasks in fleet.running().values() for t in tasks} == HALVES | {"other"}
-    assert "c" in fleet.running()
+    assert group.target_epoch == group.epoch and group.last_error == "" and not group.failed_leader
+    assert [r for r in caplog.records if getattr(r, "event", "") == "leader_target_failed"] == []  # no fallback
+    assert {t.task_id for tasks in fleet.running().values() for t in tasks} == HALVES | {"other"}  # where pulsar put them
     fleet.assert_no_task_run_twice()

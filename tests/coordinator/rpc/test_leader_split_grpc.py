@@ -1,0 +1,194 @@
+"""A leader's split in its ``TargetAnswer`` over a real gRPC server: raw-stub members of a
+``client:round-robin`` group, one of them the leader, answering by hand; the server's timers on an
+injected clock. The split's children wait for the parent's owner to let the parent go, and each
+malformed split is refused (the coordinator's own round-robin computes the target, the catalog
+unchanged)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import grpc
+import pytest
+
+from groupcoord.coordinator.clock import FakeClock
+from groupcoord.coordinator.config import CoordinatorConfig
+from groupcoord.coordinator.rpc.server import ServerThread
+from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
+from groupcoord.v1 import groupcoord_pb2 as pb
+from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
+from tests.zookeeper_server import wait_until
+
+G = "g"
+P1, P2 = "p/0x00000000_0x80000000", "p/0x80000000_0x100000000"
+
+
+@dataclass
+class Raw:
+    """A member over the raw stub; ``holding``: replicas it goes on running (and listing) whatever it is told."""
+
+    stub: pb_grpc.GroupCoordinatorStub
+    name: str
+    member_id: str = ""
+    epoch: int = 0
+    running: set[str] = field(default_factory=set)
+    holding: set[str] = field(default_factory=set)
+    asked: pb.TargetRequest | None = None
+
+    def send(self, request: pb.GroupHeartbeatRequest) -> None:
+        answer = self.stub.GroupHeartbeat(request, timeout=10)
+        assert answer.error.code == pb.NONE, answer.error  # a refused split never fails the leader's heartbeat
+        self.member_id, self.epoch = answer.member_id, answer.member_epoch
+        if answer.HasField("assignment"):
+            self.running = {t.task_id for t in answer.assignment.tasks}
+        if answer.HasField("compute_target"):
+            self.asked = answer.compute_target
+
+    def join(self) -> None:
+        self.send(pb.GroupHeartbeatRequest(group_id=G, member_epoch=0, client_id=self.name,
+                                           assignor="client:round-robin", session_timeout_ms=60_000,
+                                           rebalance_timeout_ms=60_000))
+
+    def beat(self, target: pb.TargetAnswer | None = None) -> None:
+        request = pb.GroupHeartbeatRequest(group_id=G, member_id=self.member_id, member_epoch=self.epoch)
+        request.owned.SetInParent()
+        request.owned.tasks.extend(pb.TaskReplica(task_id=t) for t in sorted(self.running | self.holding))
+        if target is not None:
+            request.target.CopyFrom(target)
+        self.send(request)
+
+
+def answer(asked: pb.TargetRequest, targets: dict[str, list[str]],
+           splits: dict[str, list[str]] | None = None) -> pb.TargetAnswer:
+    """The leader's answer: ``targets`` member id -> task ids; ``splits`` parent -> child ids (a hash range each)."""
+    reply = pb.TargetAnswer(group_epoch=asked.group_epoch)
+    for member_id, tasks in targets.items():
+        reply.assignments.add(member_id=member_id, tasks=[pb.TaskReplica(task_id=t) for t in tasks])
+    for parent, children in (splits or {}).items():
+        reply.splits.add(parent_task_id=parent, children=[pb.Task(task_id=c) for c in children])
+    return reply
+
+
+@dataclass
+class Group:
+    """Two raw members over one server: ``a`` (the leader) runs ``p``, ``b`` runs ``q``."""
+
+    thread: ServerThread
+    clock: FakeClock
+    admin: pb_grpc.GroupAdminStub
+    a: Raw
+    b: Raw
+
+    def advance(self, seconds: float = 0.2) -> None:
+        self.thread.call(lambda: (self.clock.advance(seconds), self.thread.runtime.poll_timers()))
+
+    def beat_all(self) -> None:
+        self.advance()
+        self.a.beat()
+        self.b.beat()
+        assert not (self.a.running | self.a.holding) & (self.b.running | self.b.holding)  # nothing on both
+
+    def catalog(self) -> tuple[set[str], int]:
+        classic = self.thread.call(lambda: self.thread.runtime.model.groups[G])
+        return self.thread.call(lambda: (set(classic.tasks), classic.catalog_version))
+
+    def ask_leader(self) -> pb.TargetRequest:
+        """A catalog edit moves the epoch: the leader is asked (in its next heartbeat answer)."""
+        self.admin.PutTasks(pb.PutTasksRequest(group_id=G, tasks=[pb.Task(task_id="r")]), timeout=10)
+        self.a.asked = None
+        self.advance()
+        self.a.beat()
+        assert self.a.asked is not None
+        return self.a.asked
+
+
+@pytest.fixture
+def group() -> Iterator[Group]:
+    clock = FakeClock()
+    config = CoordinatorConfig(max_splits_per_sync=1)
+    runtime = CoordinatorRuntime(config, clock=clock, on_change=lambda g: g.validate())
+    with ServerThread(runtime) as thread, grpc.insecure_channel(thread.address) as channel:
+        admin, stub = pb_grpc.GroupAdminStub(channel), pb_grpc.GroupCoordinatorStub(channel)
+        admin.PutTasks(pb.PutTasksRequest(group_id=G, tasks=[pb.Task(task_id="p"), pb.Task(task_id="q")]), timeout=10)
+        a, b = Raw(stub, "a"), Raw(stub, "b")
+        a.join(), b.join()
+        formed = Group(thread, clock, admin, a, b)
+
+        def dealt() -> bool:
+            """The leader answers every epoch it is asked (p to a, q to b) until the target is current."""
+            if a.asked is not None:
+                asked, a.asked = a.asked, None
+                a.beat(answer(asked, {a.member_id: ["p"], b.member_id: ["q"]}))
+            formed.beat_all()
+            consumer = thread.call(lambda: runtime.model.consumer.groups[G])
+            current = thread.call(lambda: consumer.target_epoch == consumer.epoch and not consumer.computing)
+            return current and a.running == {"p"} and b.running == {"q"}
+
+        wait_until(dealt, 10, "p on a, q on b")
+        yield formed
+
+
+def test_a_split_child_waits_until_the_parents_owner_lets_the_parent_go(group: Group,
+                                                                      caplog: pytest.LogCaptureFixture) -> None:
+    a, b = group.a, group.b
+    asked = group.ask_leader()
+    a.holding = {"p"}  # a goes on running the parent past the answer that takes it away
+    a.beat(answer(asked, {a.member_id: ["r"], b.member_id: ["q", P1, P2]}, {"p": [P1, P2]}))
+    assert group.catalog()[0] == {"q", "r", P1, P2}  # the split is in the catalog, without a fallback
+    for _ in range(5):  # however often both beat, no child while a still lists the parent
+        group.beat_all()
+        assert b.running == {"q"} and a.running == set()
+    described = group.admin.DescribeGroup(pb.DescribeGroupRequest(group_id=G), timeout=10)
+    assert not described.last_error
+    a.holding = set()  # a stops the parent: its next heartbeat says so
+    wait_until(lambda: (group.beat_all(), b.running == {"q", P1, P2} and a.running == {"r"})[1], 10,
+               "the children on b once a let p go")
+    assert [r for r in caplog.records if getattr(r, "event", "") == "leader_target_failed"] == []
+
+
+CASES = {  # name -> (split, targets by member name, the refusal's words)
+    "unknown parent": ({"nope": ["nope/1"]}, {"a": ["nope/1", "p"]}, "split of unknown task 'nope'"),
+    "child id in use": ({"p": ["q"]}, {"a": ["r"]}, "child id 'q' is empty or already in use"),
+    "no children": ({"p": []}, {"a": ["r"]}, "split of 'p' has no children"),
+    "children not covering": ({"p": [P1, P2]}, {"a": [P1, "r"]},
+                              f"children not covering it, {P2}#0 is given to no member"),
+    "parent kept": ({"p": [P1, P2]}, {"b": ["q", "r", P1, P2]}, "p#0 stays with"),
+    "child id unprintable": ({"p": ["p/\x01", P2]}, {"a": ["p/\x01", P2, "r"]},
+                             "split child id 'p/\\x01' must be non-empty, printable, at most 255 characters"),
+    "over the bounds": ({"p": [P1, P2], "q": ["q/1", "q/2"]}, {"a": [P1, P2], "b": ["q/1", "q/2", "r"]},
+                        "2 splits; at most 1 (max_splits_per_sync)"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_malformed_leader_split_is_refused_and_the_catalog_unchanged(
+        case: str, group: Group, caplog: pytest.LogCaptureFixture) -> None:
+    splits, targets, words = CASES[case]
+    a, b = group.a, group.b
+    asked = group.ask_leader()
+    before = group.catalog()
+    ids = {"a": a.member_id, "b": b.member_id}
+    with caplog.at_level(logging.WARNING, logger="groupcoord.consumer"):
+        a.beat(answer(asked, {ids[n]: tasks for n, tasks in targets.items()}, splits))
+        failed = [r for r in caplog.records if getattr(r, "event", "") == "leader_target_failed"]
+    assert len(failed) == 1 and words in failed[0].getMessage(), [r.getMessage() for r in failed]
+    assert failed[0].getMessage().startswith(f"group {G}: no target from the leader")
+    assert group.catalog() == before == ({"p", "q", "r"}, before[1])  # nothing of the split applied
+    assert group.thread.call(lambda: group.thread.runtime.model.consumer.groups[G].failed_leader) == a.member_id
+    wait_until(lambda: (group.beat_all(), a.running | b.running == {"p", "q", "r"})[1], 10,
+               "the coordinator's own round-robin places the catalog as it is")
+
+
+def test_a_leader_split_computed_before_a_catalog_edit_is_refused(group: Group,
+                                                                   caplog: pytest.LogCaptureFixture) -> None:
+    a, b = group.a, group.b
+    asked = group.ask_leader()
+    group.admin.PutTasks(pb.PutTasksRequest(group_id=G, tasks=[pb.Task(task_id="s")]), timeout=10)  # meanwhile
+    before = group.catalog()
+    a.beat(answer(asked, {a.member_id: ["r"], b.member_id: ["q", P1, P2]}, {"p": [P1, P2]}))
+    failed = [r.getMessage() for r in caplog.records if getattr(r, "event", "") == "leader_target_failed"]
+    assert len(failed) == 1 and "split of p not applied: the catalog changed while the target was computed" in failed[0]
+    assert group.catalog() == before and "p" in before[0]
+    wait_until(lambda: (group.beat_all(), a.running | b.running == {"p", "q", "r", "s"})[1], 10, "the fallback")
