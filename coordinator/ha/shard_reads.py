@@ -217,6 +217,8 @@ class ViewReader:
             found[shard] = leader = Leader(*leader_of(data), node.ephemeralOwner, node.version)
             if leader.epoch > 0:
                 self._epochs[shard] = leader.epoch
+            if (ours := self._listings.get(shard)) is not None and ours.epoch < leader.epoch:
+                self._listings.pop(shard, None)  # a later term's: what we read ahead is nobody's to load now
 
     def _watch_free(self, shard: int) -> Any:
         return self._client.exists_async(f"{self.shard_path(shard)}/leader", watch=self._on_leader)

@@ -193,6 +193,20 @@ def test_a_win_lists_its_groups_for_that_term_only(client: KazooClient) -> None:
     assert view.listing(3, fences[3].epoch + 1) is None  # another term's load does not get this term's listing
 
 
+def test_records_read_ahead_for_a_term_that_ended_unloaded_are_dropped_when_a_later_term_is_read(
+        client: KazooClient) -> None:
+    view = reader(client, Events())
+    client.create(f"{view.shard_path(0)}/groups/g_a", b"record", makepath=True)
+    fence = dict(view.win({0: None}, "me:1"))[0]  # won, and never loaded (the shard was lost first)
+    assert fence is not None
+    client.delete(f"{view.shard_path(0)}/leader")
+    client.set(f"{view.shard_path(0)}/epoch", b"")  # another coordinator's term, epoch 2
+    client.create(f"{view.shard_path(0)}/leader", json.dumps({"address": "next:1", "epoch": 2}).encode(),
+                  ephemeral=True)
+    view.read([0], members=False)
+    assert view.listing(0, fence.epoch) is None  # not kept: the records read ahead are not held for ever
+
+
 class Logged:
     """A kazoo client that logs, in order, each request a reader sends (its kind and path) and each wait
     for an answer; ``before_commit`` runs as a transaction is about to be sent."""
