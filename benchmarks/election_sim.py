@@ -59,6 +59,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from groupcoord.coordinator.ha import shard_reads
 from groupcoord.coordinator.ha.election import connect
 from groupcoord.coordinator.ha.shard_election import ShardElections, ensure_cluster
 from groupcoord.coordinator.ha.zk_store import ZooKeeperStore
@@ -140,6 +141,8 @@ class SimCoordinator:
 
 def host(args: argparse.Namespace) -> int:
     """A host process: its coordinators, answering ``stats`` and ``stop`` on stdin."""
+    if args.records_ahead is not None:
+        shard_reads.RECORDS_AHEAD = args.records_ahead
     coordinators = [SimCoordinator(args.zk, name, args.shards, args.session) for name in args.names.split(",")]
     for coordinator in coordinators:
         coordinator.elections.start()
@@ -181,7 +184,8 @@ class Sim:
         """One host process per list of names, started together; returns once all have started."""
         made = [Host(subprocess.Popen(
             [sys.executable, __file__, "--host", "--zk", self.zk.hosts, "--names", ",".join(names),
-             "--shards", str(self.args.shards), "--session", str(self.args.session)],
+             "--shards", str(self.args.shards), "--session", str(self.args.session),
+             *(["--records-ahead", str(self.args.records_ahead)] if self.args.records_ahead is not None else [])],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True), names)
             for names in groups]
         self.hosts.extend(made)
@@ -458,6 +462,8 @@ def main() -> int:
     parser.add_argument("--tick-ms", type=int, default=2000,
                         help="ZooKeeper's tickTime (sessions expire up to a tick late); 2000 is its default")
     parser.add_argument("--steady", type=float, default=10.0, help="steady-state window, seconds")
+    parser.add_argument("--records-ahead", type=int, default=None,
+                        help="group records a claim reads ahead of its answer (default: shard_reads.RECORDS_AHEAD; 0: none)")
     parser.add_argument("--quick", action="store_true", help="20 coordinators, 256 shards, 2,000 groups")
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON line too")
     parser.add_argument("--host", action="store_true", help=argparse.SUPPRESS)

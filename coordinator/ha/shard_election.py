@@ -46,6 +46,7 @@ from groupcoord.coordinator.ha.election import Fence, resign
 from groupcoord.coordinator.ha.shard_offices import Leader, ShardFencer, ShardOffice, ensure_cluster
 from groupcoord.coordinator.ha.shard_reads import ViewReader, WinTimes
 from groupcoord.coordinator.ha.zk_session import SessionTerms
+from groupcoord.coordinator.ha.zk_store import Listing
 from groupcoord.coordinator.storage.store import FencedError
 
 __all__ = ["ShardElections", "ShardFencer", "ShardOffice", "ensure_cluster"]
@@ -109,8 +110,8 @@ class ShardElections(SessionTerms):
         """Per shard, when our last win of it was noticed, begun, read and won (benchmarks split failovers)."""
         return dict(self._reader.wins)
 
-    def listing(self, shard: int) -> tuple[int, list[str]] | None:  # ``zk_store.Listed``, for ``ShardFencer``
-        return None if (names := self._reader.listing(shard, epoch := self.epoch(shard))) is None else (epoch, names)
+    def listing(self, shard: int) -> Listing | None:  # ``zk_store.Listed``, for ``ShardFencer``
+        return self._reader.listing(shard, self.epoch(shard))
 
     def shard_path(self, shard: int) -> str:
         return f"{self.root}/shards/{shard}"

@@ -17,6 +17,7 @@ from kazoo.exceptions import NodeExistsError
 
 if TYPE_CHECKING:
     from groupcoord.coordinator.ha.election import Fence
+    from groupcoord.coordinator.ha.zk_store import Listing
 
 __all__ = ["Leader", "ShardFencer", "ShardOffice", "ensure_cluster", "leader_of"]
 
@@ -33,7 +34,7 @@ class ShardElections(Protocol):
     def hint(self, shard: int) -> str: ...
     def recheck(self, shard: int | None = None) -> None: ...
     def drained(self, shard: int) -> None: ...
-    def listing(self, shard: int) -> tuple[int, list[str]] | None: ...
+    def listing(self, shard: int) -> Listing | None: ...
 
 
 class Leader(NamedTuple):
@@ -120,6 +121,6 @@ class ShardFencer:
     def recheck(self) -> None:
         self._elections.recheck(self._shard)
 
-    def listing(self) -> tuple[int, list[str]] | None:
-        """(epoch, the shard's group names read in its winning pipeline): ``zk_store.Listed``."""
+    def listing(self) -> Listing | None:
+        """The shard's groups as read with its win (``zk_store.Listed``)."""
         return self._elections.listing(self._shard)

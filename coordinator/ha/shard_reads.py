@@ -10,9 +10,17 @@ is free at once (its ``exists`` watch is set in the same pipeline, and only look
 step has claimed: a node there again makes the claim fail and the shard be read again); and a win
 bumps the epoch from the version last seen in the leader node (``epoch`` in its JSON is the epoch
 node's version), reading the epoch node only when that is unknown or stale: the transaction still
-checks the version, so a wrong guess fails and is retried, never wins. Each claim's pipeline also
-lists the shard's groups (after the transaction in ZooKeeper's order): the store's load of a won
-shard takes that listing (``listing``) instead of a round trip of its own. ``wins`` keeps, per shard,
+checks the version, so a wrong guess fails and is retried, never wins.
+
+A won shard's load is the largest part of a failover (issue 37), so its groups are read while the
+claim is in flight: a claim's pipeline is ``exists(leader)``, the groups' listing, then the
+transaction, and the records the listing names are read (``RECORDS_AHEAD`` per pipeline) as soon as
+it answers, before the transaction's answer is waited for. What was read ahead is served only if the
+claim won *and* its ``exists`` found no leader node: then no group could be written between that read
+and the win (a write needs a leader node, and a leader node needs a win, which moves the epoch the
+claim checked), so the listing and the records are what any later read would see. Otherwise the
+store reads for itself. A re-win of our own node lists after its transaction. The store takes what
+was read (``listing``) instead of round trips of its own. ``wins`` keeps, per shard,
 when its last win's step noticed, began, read and won (``WinTimes``), for the benchmark that splits a
 failover's time into its parts.
 """
@@ -35,6 +43,7 @@ from kazoo.protocol.states import EventType, WatchedEvent
 
 from groupcoord.coordinator.ha.election import Fence
 from groupcoord.coordinator.ha.shard_offices import Leader, leader_of
+from groupcoord.coordinator.ha.zk_store import Listing
 
 __all__ = ["Reads", "ViewReader", "WinTimes"]
 
@@ -43,6 +52,7 @@ log = logging.getLogger("groupcoord.ha.shards")
 Watch = Callable[[WatchedEvent], None]
 CLAIMS_AT_ONCE = 16  # a failover's survivor claims one or two; a cold start's first one, every shard
 READS_AT_ONCE = 256  # a whole view's reads in flight at once: thousands delayed the pings past their deadline
+RECORDS_AHEAD = 256  # group records read ahead of a claims' pipeline's answers (0: none); the store reads the rest
 
 
 class Reads(NamedTuple):
@@ -52,6 +62,15 @@ class Reads(NamedTuple):
     members: list[str] | None
     found: dict[int, Leader | None]
     unsettled: list[tuple[int, Any]]
+
+
+class Claim(NamedTuple):
+    """One claim's requests in flight: its transaction, the groups' listing, and the ``exists`` of the
+    leader node sent before that listing (None: the listing was sent after the transaction)."""
+
+    tx: Any
+    listing: Any
+    before: Any | None
 
 
 class WinTimes(NamedTuple):
@@ -84,7 +103,7 @@ class ViewReader:
         self._noticed: float | None = None  # first event not yet taken by a step
         self._noticed_then = self._began = self._read = 0.0  # the current step's
         self.wins: dict[int, WinTimes] = {}  # shard -> its last win's times (one per shard: bounded)
-        self._listings: dict[int, tuple[int, Any]] = {}  # shard -> (epoch won, its groups' listing in flight)
+        self._listings: dict[int, Listing] = {}  # shard -> its groups as read with our win of it (taken once)
 
     # -- watches (kazoo's thread) and the step's clock (the election thread) -------------------------
 
@@ -198,6 +217,8 @@ class ViewReader:
             found[shard] = leader = Leader(*leader_of(data), node.ephemeralOwner, node.version)
             if leader.epoch > 0:
                 self._epochs[shard] = leader.epoch
+            if (ours := self._listings.get(shard)) is not None and ours.epoch < leader.epoch:
+                self._listings.pop(shard, None)  # a later term's: what we read ahead is nobody's to load now
 
     def _watch_free(self, shard: int) -> Any:
         return self._client.exists_async(f"{self.shard_path(shard)}/leader", watch=self._on_leader)
@@ -222,16 +243,18 @@ class ViewReader:
         seen = {s: self._epochs[s] for s in claims if s in self._epochs}
         seen.update((s, self._call(result)[1].version) for s, result in unknown)
         read_now = {s for s, _ in unknown}
-        pending = [(s, self._commit_win(s, address, seen[s], claims[s])) for s in claims]
-        listings = {s: self._client.get_children_async(f"{self.shard_path(s)}/groups") for s in claims}
+        pending = {s: self._send_claim(s, address, seen[s], claims[s]) for s in claims}
+        ahead = self._read_ahead(pending)
         out: dict[int, Fence | None] = {}
         stale: dict[int, int | None] = {}
-        for shard, result in pending:
-            results = self._call(result)
+        for shard, claim in pending.items():
+            results = self._call(claim.tx)
             base, leader_version = f"{self.shard_path(shard)}", claims[shard]
             if not any(isinstance(r, Exception) for r in results):
                 self._epochs[shard] = seen[shard] + 1
-                self._listings[shard] = (seen[shard] + 1, listings[shard])
+                self._listings.pop(shard, None)
+                if shard in ahead:
+                    self._listings[shard] = Listing(seen[shard] + 1, *ahead[shard])
                 self.wins[shard] = WinTimes(self._noticed_then, self._began, self._read, self._monotonic())
                 out[shard] = Fence(seen[shard] + 1, f"{base}/epoch", f"{base}/leader",
                                    0 if leader_version is None else leader_version + 1)
@@ -244,20 +267,43 @@ class ViewReader:
             out.update(self._win_together(stale, address))
         return out
 
-    def listing(self, shard: int, epoch: int) -> list[str] | None:
-        """The group names read behind our win of ``shard`` at ``epoch``, once (None: not read then;
-        any thread). Read after the winning transaction in ZooKeeper's order, so they name every group
-        an earlier leader's acknowledged write left there, as the store's own listing would."""
+    def _send_claim(self, shard: int, address: str, version: int, leader_version: int | None) -> Claim:
+        """A claim's requests, sent: a take reads ahead of its transaction, a re-win lists after it."""
+        groups = f"{self.shard_path(shard)}/groups"
+        if leader_version is not None:
+            tx = self._commit_win(shard, address, version, leader_version)
+            return Claim(tx, self._client.get_children_async(groups), None)
+        before = self._client.exists_async(f"{self.shard_path(shard)}/leader")
+        listing = self._client.get_children_async(groups)
+        return Claim(self._commit_win(shard, address, version, None), listing, before)
+
+    def _read_ahead(self, claims: Mapping[int, Claim]) -> dict[int, tuple[list[str], dict[str, Any]]]:
+        """Per claim whose listing holds (see the module): the group names, and the first of their
+        records' reads, sent now (``RECORDS_AHEAD`` in all), before any transaction's answer is waited for."""
+        out: dict[int, tuple[list[str], dict[str, Any]]] = {}
+        budget = RECORDS_AHEAD
+        for shard, claim in claims.items():
+            try:
+                if claim.before is not None and self._call(claim.before) is not None:
+                    continue  # a leader node was there: a win now would not vouch for this listing
+                names = list(self._call(claim.listing))
+            except NoNodeError:
+                names = []  # no group was ever written there
+            except Exception:
+                log.debug("shard %d: the listing read with its claim failed; the store lists it", shard, exc_info=True)
+                continue
+            groups = f"{self.shard_path(shard)}/groups"
+            heads = {name: self._client.get_async(f"{groups}/{name}") for name in names[:max(0, budget)]}
+            budget -= len(heads)
+            out[shard] = (names, heads)
+        return out
+
+    def listing(self, shard: int, epoch: int) -> Listing | None:
+        """The groups read with our win of ``shard`` at ``epoch``, once (None: not read then, any thread):
+        as of the win in ZooKeeper's order (see the module), so they hold every group an earlier
+        leader's acknowledged write left there, as the store's own reads would."""
         taken = self._listings.pop(shard, None)
-        if taken is None or taken[0] != epoch:
-            return None
-        try:
-            return list(self._call(taken[1]))
-        except NoNodeError:
-            return []  # no group was ever written there
-        except Exception:
-            log.debug("shard %d: the listing read with its win failed; the store lists it", shard, exc_info=True)
-            return None
+        return taken if taken is not None and taken.epoch == epoch else None
 
     def _commit_win(self, shard: int, address: str, version: int, leader_version: int | None) -> Any:
         """The win's transaction with the epoch node at ``version``, sent (its async result)."""

@@ -24,13 +24,15 @@ bounded backlog, so the session's pings are not queued behind thousands of reads
 is no groups: the load does not create it (the first write does). A shard's election reads the
 listing in the same pipeline as its winning transaction (``Listed``), after it in ZooKeeper's
 order, so a won shard's load is one round trip for up to ``READS_AT_ONCE`` groups (and one more for
-the per-member parts of those that have them).
+the per-member parts of those that have them); the election also reads the first records ahead, while
+its claim is in flight (``Listing.heads``: ``coordinator.ha.shard_reads`` says when that is safe), so
+for most shards the load waits on reads already answered.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 from urllib.parse import quote, unquote
 
 from kazoo.client import KazooClient
@@ -49,7 +51,7 @@ from groupcoord.coordinator.ha.election import Fence
 from groupcoord.coordinator.ha.zk_parts import OP_BYTES, WHOLE, Known, assemble, child_name, encode
 from groupcoord.coordinator.storage.store import FencedError, GroupRecord, StoreError, WholeWriteNeeded
 
-__all__ = ["MAX_RECORD_BYTES", "READS_AT_ONCE", "Fencer", "Listed", "ZooKeeperStore"]
+__all__ = ["MAX_RECORD_BYTES", "READS_AT_ONCE", "Fencer", "Listed", "Listing", "ZooKeeperStore"]
 
 #: Default ceiling for one compressed record (ZooKeeper's default jute.maxbuffer is 1 MiB - 1).
 MAX_RECORD_BYTES = 1_000_000
@@ -66,13 +68,21 @@ class Fencer(Protocol):
     def recheck(self) -> None: ...
 
 
+class Listing(NamedTuple):
+    """The children of a store's root as read with the win of a term, and reads of some of them sent then."""
+
+    epoch: int
+    names: list[str]
+    heads: Mapping[str, Any]  # child name -> its ``get_async`` (answered, or in flight), for some names
+
+
 @runtime_checkable
 class Listed(Protocol):
-    """A fencer that may hold the group names already, read right behind the win of its term."""
+    """A fencer that may hold the group names already, read with the win of its term."""
 
-    def listing(self) -> tuple[int, list[str]] | None:
-        """(this term's epoch, the names under the store's root read right after its win), once; None:
-        not read, list them. A store that wrote in that term lists for itself (the names are older)."""
+    def listing(self) -> Listing | None:
+        """The names under the store's root as of this term's win (and some records read then), once;
+        None: not read, list them. A store that wrote in that term lists for itself (they are older)."""
         ...
 
 
@@ -145,24 +155,26 @@ class ZooKeeperStore:
             records[group_id], self._known[group_id] = assemble(group_id, head, children)
         return records
 
-    def _names(self) -> list[str]:
+    def _names(self) -> tuple[list[str], Mapping[str, Any]]:
+        """The group znodes' names, and the reads of some of them already sent (the election's, at its win)."""
         taken = self._election.listing() if isinstance(self._election, Listed) else None
-        if taken is not None and taken[0] > self._written_epoch:
-            listed = taken[1]
+        heads: Mapping[str, Any] = {}
+        if taken is not None and taken.epoch > self._written_epoch:
+            listed, heads = taken.names, taken.heads
         else:
             try:
                 listed = self._client.get_children_async(self.root).get(timeout=self._op_timeout)
             except NoNodeError:
-                return []  # no group was ever written here
-        return [name for name in listed if name.startswith(_PREFIX)]
+                return [], {}  # no group was ever written here
+        return [name for name in listed if name.startswith(_PREFIX)], heads
 
     def _load_once(self) -> dict[str, tuple[bytes, dict[str, bytes]]]:
         client, timeout = self._client, self._op_timeout
-        names = self._names()
+        names, ahead = self._names()
         out: dict[str, tuple[bytes, dict[str, bytes]]] = {}
         for start in range(0, len(names), READS_AT_ONCE):
             batch = names[start:start + READS_AT_ONCE]
-            heads = [(name, client.get_async(f"{self.root}/{name}")) for name in batch]
+            heads = [(name, ahead[name] if name in ahead else client.get_async(f"{self.root}/{name}")) for name in batch]
             parented: list[tuple[str, bytes, Any]] = []
             for name, head in heads:
                 try:

@@ -1,6 +1,7 @@
 """Loading a won shard's groups (``ZooKeeperStore.load_all``) on a real ZooKeeper: a failover waits for
 it (issue 37), so it costs a few pipelined round trips whatever the number of groups, not one per
-group (the listing comes with the win), and the groups the last leader wrote arrive intact."""
+group (the listing and the first records come with the win), and the groups the last leader wrote
+arrive intact."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
-from groupcoord.coordinator.ha import zk_store
+from groupcoord.coordinator.ha import shard_reads, zk_store
 from groupcoord.coordinator.ha.election import connect
 from groupcoord.coordinator.ha.shard_election import ShardElections
 from groupcoord.coordinator.ha.zk_store import ZooKeeperStore
@@ -78,9 +79,15 @@ def _record(i: int) -> dict[str, Any]:
             "assignment": {f"m-{i}-{j}": [[f"t{i}-{j}", 0]] for j in range(3)}}
 
 
+@pytest.mark.parametrize(("ahead", "requests", "round_trips"), [
+    (256, 0, 0),  # every record read with the win, while its claim was in flight: the load waits on nothing new
+    (24, 16, 2),  # 24 read ahead: the store reads the other 16 (in its pipelines of 16: the 2nd and 3rd)
+    (0, 40, 3),  # none read ahead: each record once, 16 at a time
+])
 def test_a_won_shard_loads_in_pipelined_round_trips_with_its_groups_intact(
-        zk: ZooKeeperServer, monkeypatch: pytest.MonkeyPatch) -> None:
+        zk: ZooKeeperServer, monkeypatch: pytest.MonkeyPatch, ahead: int, requests: int, round_trips: int) -> None:
     monkeypatch.setattr(zk_store, "READS_AT_ONCE", 16)  # 40 groups: the listing and 3 pipelines of reads
+    monkeypatch.setattr(shard_reads, "RECORDS_AHEAD", ahead)
     root = f"/groupcoord/test-{uuid.uuid4().hex[:8]}"
     a, a_client = _elections(zk, root, "a:1")
     b, b_client = _elections(zk, root, "b:1")
@@ -99,11 +106,11 @@ def test_a_won_shard_loads_in_pipelined_round_trips_with_its_groups_intact(
         counted = RoundTrips(new._client)
         store = ZooKeeperStore(counted, new.groups_path(0), new.fencer(0))  # type: ignore[arg-type]
         assert store.load_all() == written
-        assert counted.requests == 40  # each record once: the listing came in the winning pipeline
-        assert counted.round_trips == 3  # not 40: the reads go out 16 at a time
+        assert counted.requests == requests  # the listing came in the winning pipeline, with the first records
+        assert counted.round_trips == round_trips  # not one per record: the reads go out 16 at a time
         assert new.listing(0) is None  # taken once: a second load lists for itself
         assert store.load_all() == written
-        assert (counted.requests, counted.round_trips) == (40 + 41, 3 + 4)
+        assert (counted.requests, counted.round_trips) == (requests + 41, round_trips + 4)
 
         changed = {**written["group/7"], "generation": 99}
         store.save("group/7", changed)  # the loaded group is the new leader's to write, under its epoch

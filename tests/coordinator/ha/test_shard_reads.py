@@ -7,14 +7,16 @@ from __future__ import annotations
 import json
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
 from kazoo.protocol.states import WatchedEvent
 
-from groupcoord.coordinator.ha.election import connect
+from groupcoord.coordinator.ha.election import Fence, connect, resign
 from groupcoord.coordinator.ha.shard_reads import ViewReader
+from groupcoord.coordinator.ha.zk_store import ZooKeeperStore
 from tests.zookeeper_server import ZooKeeperServer
 
 pytestmark = pytest.mark.slow
@@ -183,8 +185,143 @@ def test_a_win_lists_its_groups_for_that_term_only(client: KazooClient) -> None:
     won = dict(view.win({0: None, 1: None, 2: None, 3: None}, "me:1"))
     fences = {s: f for s, f in won.items() if f is not None}
     assert sorted(fences) == [0, 1, 3] and won[2] is None
-    assert view.listing(0, fences[0].epoch) == ["g_a"]  # read behind the win, in its pipeline
+    listed = view.listing(0, fences[0].epoch)  # read with the win, in its pipeline, and the record too
+    assert listed is not None and listed.names == ["g_a"] and list(listed.heads) == ["g_a"]
     assert view.listing(0, fences[0].epoch) is None  # once: a later load lists for itself
-    assert view.listing(1, fences[1].epoch) == []  # no groups node: no groups
+    assert view.listing(1, fences[1].epoch) == (fences[1].epoch, [], {})  # no groups node: no groups
     assert view.listing(2, 1) is None  # a claim that failed read nothing for anyone
     assert view.listing(3, fences[3].epoch + 1) is None  # another term's load does not get this term's listing
+
+
+def test_records_read_ahead_for_a_term_that_ended_unloaded_are_dropped_when_a_later_term_is_read(
+        client: KazooClient) -> None:
+    view = reader(client, Events())
+    client.create(f"{view.shard_path(0)}/groups/g_a", b"record", makepath=True)
+    fence = dict(view.win({0: None}, "me:1"))[0]  # won, and never loaded (the shard was lost first)
+    assert fence is not None
+    client.delete(f"{view.shard_path(0)}/leader")
+    client.set(f"{view.shard_path(0)}/epoch", b"")  # another coordinator's term, epoch 2
+    client.create(f"{view.shard_path(0)}/leader", json.dumps({"address": "next:1", "epoch": 2}).encode(),
+                  ephemeral=True)
+    view.read([0], members=False)
+    assert view.listing(0, fence.epoch) is None  # not kept: the records read ahead are not held for ever
+
+
+class Logged:
+    """A kazoo client that logs, in order, each request a reader sends (its kind and path) and each wait
+    for an answer; ``before_commit`` runs as a transaction is about to be sent."""
+
+    def __init__(self, client: KazooClient) -> None:
+        self._client = client
+        self.log: list[tuple[str, str]] = []
+        self.before_commit: Callable[[], None] = lambda: None
+
+    def _sent(self, kind: str, result: Any) -> Any:
+        self.log.append(("send", kind))
+        wait = result.get
+
+        def get(*args: Any, **kwargs: Any) -> Any:
+            self.log.append(("wait", kind))
+            return wait(*args, **kwargs)
+
+        result.get = get
+        return result
+
+    def exists_async(self, path: str, watch: Any = None) -> Any:
+        return self._sent(f"exists {path.rsplit('/', 1)[-1]}", self._client.exists_async(path, watch=watch))
+
+    def get_children_async(self, path: str, watch: Any = None) -> Any:
+        return self._sent(f"list {path.rsplit('/', 1)[-1]}", self._client.get_children_async(path, watch=watch))
+
+    def get_async(self, path: str, watch: Any = None) -> Any:
+        return self._sent(f"get {path.rsplit('/', 1)[-1]}", self._client.get_async(path, watch=watch))
+
+    def transaction(self) -> Any:
+        tx = self._client.transaction()
+        commit = tx.commit_async
+
+        def commit_async() -> Any:
+            self.before_commit()
+            return self._sent("claim", commit())
+
+        tx.commit_async = commit_async  # type: ignore[method-assign]
+        return tx
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+def _logged_reader(client: KazooClient) -> tuple[ViewReader, Logged]:
+    logged = Logged(client)
+    made = ViewReader(logged, f"/groupcoord/test-{uuid.uuid4().hex[:8]}", 2, 10.0,  # type: ignore[arg-type]
+                      on_leader=lambda event: None, on_members=lambda event: None)
+    made.prepare()
+    return made, logged
+
+
+def test_a_claims_group_records_are_read_while_the_claim_is_in_flight(client: KazooClient) -> None:
+    view, logged = _logged_reader(client)
+    for name in ("g_a", "g_b"):
+        client.create(f"{view.shard_path(0)}/groups/{name}", name.encode(), makepath=True)
+    client.set(f"{view.shard_path(0)}/epoch", b"")  # epoch 1, known from the leader node we read next
+    client.create(f"{view.shard_path(0)}/leader", json.dumps({"address": "old:1", "epoch": 1}).encode(),
+                  ephemeral=True)
+    view.read([0], members=False)
+    client.delete(f"{view.shard_path(0)}/leader")  # its session ended
+    logged.log.clear()
+    fence = dict(view.win({0: None}, "new:1"))[0]
+    assert fence is not None and fence.epoch == 2
+    assert logged.log == [
+        ("send", "exists leader"), ("send", "list groups"), ("send", "claim"),  # one pipeline
+        ("wait", "exists leader"), ("wait", "list groups"),  # answered before the claim (a read before a write)
+        ("send", "get g_a"), ("send", "get g_b"),  # the records go out before the claim's answer is waited for
+        ("wait", "claim")]
+    listed = view.listing(0, fence.epoch)
+    assert listed is not None and listed.names == ["g_a", "g_b"]
+    assert {name: read.get(timeout=10)[0] for name, read in listed.heads.items()} == {"g_a": b"g_a", "g_b": b"g_b"}
+
+
+def test_records_read_ahead_while_a_leader_node_was_there_are_not_served(client: KazooClient) -> None:
+    """A claim that believed the shard free while its last leader was still writing: the leader node
+    is there at the claim's first read, the old leader writes a group and resigns, then the claim
+    wins. What was read ahead misses that group, so it must not be served: the store lists again."""
+    view, logged = _logged_reader(client)
+    old = dict(view.win({0: None}, "old:1"))[0]  # old:1 leads at epoch 1 (on the same client: the fence is what counts)
+    assert old is not None
+    view.listing(0, old.epoch)
+    old_store = ZooKeeperStore(client, f"{view.shard_path(0)}/groups", _Fixed(old))
+    old_store.save("early", {"generation": 1})
+
+    def the_old_leader_writes_and_resigns() -> None:
+        for _, result in pending:
+            result.get(timeout=10)  # the exists and the listing were answered: the read-ahead saw no "late"
+        old_store.save("late", {"generation": 1})
+        resign(client, old, 10.0)
+
+    pending: list[tuple[str, Any]] = []
+    sent = logged._sent
+
+    def keep(kind: str, result: Any) -> Any:
+        pending.append((kind, result))
+        return sent(kind, result)
+
+    logged._sent = keep  # type: ignore[method-assign]
+    logged.before_commit = the_old_leader_writes_and_resigns
+    new = dict(view.win({0: None}, "new:1"))[0]
+    assert new is not None and new.epoch == 2  # the claim won: the leader node was gone by then
+    assert view.listing(0, new.epoch) is None  # but its read-ahead is not vouched for
+    store = ZooKeeperStore(client, f"{view.shard_path(0)}/groups", _Fixed(new))
+    assert sorted(store.load_all()) == ["early", "late"]
+
+
+class _Fixed:
+    """A fencer for a store that writes under one fence."""
+
+    def __init__(self, fence: Fence) -> None:
+        self._fence = fence
+
+    def fence(self) -> Fence:
+        return self._fence
+
+    def recheck(self) -> None:
+        pass
