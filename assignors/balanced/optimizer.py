@@ -30,7 +30,9 @@ from groupcoord.assignors.base import TaskReplica
 
 __all__ = ["Bands", "Move", "PoolPlan", "place_unowned", "rebalance"]
 
-#: Receivers considered per giver: the least utilized few (the best receiver is almost always among them).
+#: Receivers considered per giver: the least utilized few (the best receiver is almost always among them),
+#: and, in a pool of at most this many capacities, the least utilized of each capacity (a member twice as
+#: large rises half as much per task: it may be the best receiver from behind a tie of smaller ones).
 RECEIVERS = 8
 
 _NOBODY: frozenset[str] = frozenset()
@@ -221,16 +223,15 @@ def rebalance(
     # (10,000 members, thousands of moves). An entry is current while its version is.
     version = dict.fromkeys(plan.members, 0)
     by_most: list[tuple[float, str, int]] = [(-u, m, 0) for m, u in util.items()]
-    by_least: list[tuple[float, str, int]] = [(u, m, 0) for m, u in util.items()]
     heapq.heapify(by_most)
-    heapq.heapify(by_least)
+    by_least = _Receivers(plan, util, version)
     while not max_moves or len(moves) < max_moves:
         mean = total / len(plan.members)
         goal = max(target_ratio * mean, floor)
         hard = mean < capacity_threshold
         ceiling = capacity_threshold if hard else float("inf")
         line = min(goal, capacity_threshold) if hard else goal
-        lowest = [m for _, m, _ in _first(by_least, version, RECEIVERS + 1)]
+        lowest = by_least.lowest()
         step = None
         looked: list[tuple[float, str, int]] = []  # current entries popped off ``by_most``, pushed back after
         while by_most:
@@ -245,7 +246,7 @@ def rebalance(
                 continue
             if util[giver] <= goal and not (hard and util[giver] > capacity_threshold):
                 continue
-            receivers = [m for m in lowest if m != giver][:RECEIVERS]
+            receivers = by_least.without(lowest, giver)
             step = _best_move(plan, giver, receivers, ceiling, min_gain, allowed)
             if step is not None:
                 break
@@ -261,8 +262,52 @@ def rebalance(
             util[member] = plan.util(member)
             version[member] += 1
             heapq.heappush(by_most, (-util[member], member, version[member]))
-            heapq.heappush(by_least, (util[member], member, version[member]))
+            by_least.changed(member, util[member])
     return moves
+
+
+class _Receivers:
+    """The members a giver may give to: the ``RECEIVERS`` least utilized, and the least utilized of each
+    capacity when the pool has at most ``RECEIVERS`` capacities (heaps with lazy invalidation: an entry
+    is current while its member's ``version`` is)."""
+
+    def __init__(self, plan: PoolPlan, util: Mapping[str, float], version: dict[str, int]) -> None:
+        self.version = version
+        self.capacity = plan.view.capacity
+        self.all: list[tuple[float, str, int]] = [(u, m, 0) for m, u in util.items()]
+        heapq.heapify(self.all)
+        by_capacity: dict[float, list[tuple[float, str, int]]] = {}
+        for member, u in util.items():
+            by_capacity.setdefault(self.capacity[member], []).append((u, member, 0))
+        # one capacity: the overall heap is that capacity's; many: too many to look at on every step
+        self.by_capacity = by_capacity if 1 < len(by_capacity) <= RECEIVERS else {}
+        for heap in self.by_capacity.values():
+            heapq.heapify(heap)
+
+    def lowest(self) -> tuple[list[str], list[list[str]]]:
+        """The least utilized ``RECEIVERS + 1`` overall, and the two least utilized of each capacity
+        (one more than needed each: the giver is left out afterwards)."""
+        overall = [m for _, m, _ in _first(self.all, self.version, RECEIVERS + 1)]
+        each = [[m for _, m, _ in _first(heap, self.version, 2)] for heap in self.by_capacity.values()]
+        return overall, each
+
+    @staticmethod
+    def without(lowest: tuple[list[str], list[list[str]]], giver: str) -> list[str]:
+        """The receivers for ``giver``: the ``RECEIVERS`` least utilized others, then the least utilized
+        other of each capacity, if not among them."""
+        overall, each = lowest
+        receivers = [m for m in overall if m != giver][:RECEIVERS]
+        for of_capacity in each:
+            least = next((m for m in of_capacity if m != giver), None)
+            if least is not None and least not in receivers:
+                receivers.append(least)
+        return receivers
+
+    def changed(self, member: str, util: float) -> None:
+        entry = (util, member, self.version[member])
+        heapq.heappush(self.all, entry)
+        if self.by_capacity:
+            heapq.heappush(self.by_capacity[self.capacity[member]], entry)
 
 
 def _first(heap: list[tuple[float, str, int]], version: dict[str, int], count: int) -> list[tuple[float, str, int]]:

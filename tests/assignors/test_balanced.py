@@ -110,6 +110,20 @@ def test_optimizer_respects_the_no_return_rule_and_the_capacity_goal() -> None:
     assert all(plan.util(m) <= 0.85 for m in plan.members)
 
 
+def test_optimizer_looks_past_a_tie_of_small_members_to_a_large_one() -> None:
+    """a (capacity 1) at 5, eight members of capacity 0.5 and z of capacity 2 all at 4: the eight least
+    utilized (by id at the tie) would each go to 6 with a task, z only to 4.5, so the one move is to z
+    (found by the incremental property test: it had been left at 1.22x the mean)."""
+    small = [f"s{i}" for i in range(8)]
+    capacity = {"a": 1.0, "z": 2.0} | dict.fromkeys(small, 0.5)
+    owners = {TaskReplica(f"a{i}"): "a" for i in range(5)} | {TaskReplica(f"z{i}"): "z" for i in range(8)}
+    owners |= {TaskReplica(f"{m}-{i}"): m for m in small for i in range(2)}
+    plan = PoolPlan(LoadView(task_load={r.task_id: 1.0 for r in owners}, capacity=capacity), ["a", *small, "z"], owners)
+    moves = rebalance(plan, target_ratio=1.03, capacity_threshold=0.85, min_gain=0.001, allowed=lambda t, m: True)
+    assert [(m.source, m.destination) for m in moves] == [("a", "z")]
+    assert plan.util("a") == 4.0 and plan.util("z") == 4.5
+
+
 def test_a_skewed_group_is_balanced_at_once() -> None:
     rates = {f"t{i:02d}": 500.0 + 250.0 * (i % 4) for i in range(40)}
     cluster = Cluster(rates, {t: "a" for t in rates}, {"a": 4, "b": 4, "c": 4})
