@@ -18,7 +18,7 @@ from groupcoord.coordinator.rpc.gate import leading_group_id, read_varint, write
 from groupcoord.v1 import groupcoord_pb2 as pb
 
 __all__ = ["BATCH_METADATA", "BODIES", "MAX_BATCH", "Body", "Peek", "SESSION_METHOD", "batch_refusal", "frame",
-           "news_frame", "peek"]
+           "news_frame", "peek", "rebalance_started_frames", "varint"]
 
 SESSION_METHOD = "/groupcoord.v1.GroupCoordinator/Session"
 BATCH_METADATA = "groupcoord-session-batch"
@@ -38,10 +38,8 @@ class Body:
     number: int
     method: str  # the unary twin's full method name (its guard rule, its bound)
     response: type[Message]
-
-    @property
-    def method_name(self) -> str:
-        return self.method.rsplit("/", 1)[-1]
+    method_name: str  # the twin's name alone ("JoinGroup"): asked per message, so kept rather than cut each time
+    key: bytes  # the body's field key in a SessionResponse (field ``number``, length-delimited)
 
 
 def _bodies() -> dict[int, Body]:
@@ -53,17 +51,56 @@ def _bodies() -> dict[int, Body]:
         assert asked is not None and answered is not None
         twin = asked.name.removesuffix("Request")
         found[field.number] = Body(field.name, field.number, f"/groupcoord.v1.GroupCoordinator/{twin}",
-                                   getattr(pb, answered.name))
+                                   getattr(pb, answered.name), twin, write_varint(field.number << 3 | 2))
     return found
 
 
 BODIES: dict[int, Body] = _bodies()
 
 
-def frame(tag: int, number: int, body: bytes) -> bytes:
-    """A SessionResponse carrying ``body`` (a serialised answer) in field ``number``, under ``tag``."""
-    head = (b"\x08" + write_varint(tag) if tag else b"") + write_varint(number << 3 | 2) + write_varint(len(body))
-    return head + body
+_ONE_BYTE = tuple(bytes((value,)) for value in range(128))
+_NEWS_KEY = write_varint(pb.SessionResponse.DESCRIPTOR.fields_by_name["news"].number << 3 | 2)
+
+
+def varint(value: int) -> bytes:
+    """``value`` (not negative) as a protobuf varint; up to three bytes with no loop (an answer's frame takes
+    two, its tag and its length, and a rebalance of 1,000 members writes 3,000 frames)."""
+    if value < 0x80:
+        return _ONE_BYTE[value]
+    if value < 0x4000:
+        return bytes((value & 0x7F | 0x80, value >> 7))
+    if value < 0x200000:
+        return bytes((value & 0x7F | 0x80, value >> 7 & 0x7F | 0x80, value >> 14))
+    return write_varint(value)
+
+
+def frame(tag: int, key: bytes, body: bytes) -> bytes:
+    """A SessionResponse carrying ``body`` (a serialised answer) under the field key ``key`` (``Body.key``),
+    under ``tag``."""
+    if not tag:
+        return key + varint(len(body)) + body
+    return b"\x08" + varint(tag) + key + varint(len(body)) + body
+
+
+def rebalance_started_frames(group_id: str, generation: int, member_ids: list[str]) -> list[bytes]:
+    """For each of ``member_ids``, the news frame ``SessionNews{group_id, member_id, rebalance_started{generation}}``
+    as protobuf writes it (fields in order, defaults left out), encoded by hand: what every member is told is
+    the same but its id, so the shared parts are made once (a message built and serialised per member was
+    a twentieth of the coordinator's CPU in a rebalance of 1,000 members on streams)."""
+    if generation < 0:  # (never: a negative int32 takes ten bytes; protobuf writes it)
+        return [news_frame(pb.SessionNews(group_id=group_id, member_id=member_id,
+                                          rebalance_started=pb.RebalanceStarted(generation=generation)))
+                for member_id in member_ids]
+    name = group_id.encode()
+    started = b"\x08" + varint(generation) if generation else b""
+    group_part = (b"\x0a" + varint(len(name)) + name) if name else b""
+    tail = b"\x52" + varint(len(started)) + started  # field 10 (rebalance_started), always present: the oneof's case
+    frames = []
+    for member_id in member_ids:
+        member = member_id.encode()
+        news = group_part + (b"\x12" + varint(len(member)) + member if member else b"") + tail
+        frames.append(_NEWS_KEY + varint(len(news)) + news)
+    return frames
 
 
 def batch_refusal(envelope: pb.SessionRequest) -> str | None:

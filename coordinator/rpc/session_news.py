@@ -28,16 +28,17 @@ from groupcoord.v1 import groupcoord_pb2 as pb
 __all__ = ["classic_news", "consumer_news", "moved_news", "released_news"]
 
 
-def classic_news(group: Group, members: Iterable[str]) -> list[pb.SessionNews]:
-    """``RebalanceStarted`` for each of ``members`` of a rebalancing group not already joining."""
+def classic_news(group: Group, members: Iterable[str]) -> list[str]:
+    """Which of ``members`` of a rebalancing group to tell ``RebalanceStarted``: those not already joining
+    (the news itself is the same for each but its member id: ``session_envelope.rebalance_started_frames``)."""
     if group.state is not GroupState.PREPARING_REBALANCE:
         return []
-    started = pb.RebalanceStarted(generation=group.generation)
+    known = group.members
     told = []
     for member_id in members:
-        member = group.members.get(member_id)
+        member = known.get(member_id)
         if member is not None and member.join_token is None:
-            told.append(pb.SessionNews(group_id=group.group_id, member_id=member_id, rebalance_started=started))
+            told.append(member_id)
     return told
 
 

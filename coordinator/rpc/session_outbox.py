@@ -18,7 +18,7 @@ import asyncio
 from collections import deque
 from collections.abc import Awaitable, Callable
 
-from groupcoord.coordinator.rpc.gate import write_varint
+from groupcoord.coordinator.rpc.session_envelope import varint
 from groupcoord.coordinator.rpc.session_metrics import SessionFigures
 
 __all__ = ["BATCH_BYTES", "BATCH_KEY", "SessionOutbox", "batch_of"]
@@ -30,7 +30,7 @@ BATCH_KEY = b"\xf2\x01"  # field 30 (``batch``), wire type 2: varint(30 << 3 | 2
 
 def batch_of(frames: list[bytes]) -> bytes:
     """One ``SessionResponse`` carrying ``frames`` (each a serialised ``SessionResponse``) in its ``batch``."""
-    return b"".join(BATCH_KEY + write_varint(len(data)) + data for data in frames)
+    return b"".join(BATCH_KEY + varint(len(data)) + data for data in frames)
 
 
 class SessionOutbox:

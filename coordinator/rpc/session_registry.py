@@ -21,6 +21,7 @@ from prometheus_client import CollectorRegistry
 
 from groupcoord.coordinator.model.group import Group
 from groupcoord.coordinator.model.states import GroupState
+from groupcoord.coordinator.rpc.session_envelope import rebalance_started_frames
 from groupcoord.coordinator.rpc.session_metrics import SessionMetrics
 from groupcoord.coordinator.rpc.session_news import classic_news, consumer_news, moved_news, released_news
 from groupcoord.coordinator.runtime.router import ShardRouter
@@ -40,6 +41,9 @@ class StreamHandle(Protocol):
     last_active: float
 
     def push(self, news: pb.SessionNews) -> None: ...
+
+    def push_frame(self, data: bytes) -> None:
+        """Push news already encoded as a ``SessionResponse`` (``session_envelope.rebalance_started_frames``)."""
 
     def forget_member(self, key: MemberKey) -> None: ...
 
@@ -162,7 +166,7 @@ class SessionRegistry:
                 self._rebalance_told.discard(group_id)
             elif group_id not in self._rebalance_told:
                 self._rebalance_told.add(group_id)
-                told = classic_news(group, members)
+                self._rebalance_started(group, members)
             consumer = runtime.model.consumer.groups.get(group_id)
             if consumer is not None and self._target_told.get(group_id) != consumer.target_epoch:
                 self._target_told[group_id] = consumer.target_epoch
@@ -176,6 +180,15 @@ class SessionRegistry:
                     carrier.push(news)
         except Exception:  # a listener never breaks the runtime's step
             log.exception("session news for group %s failed", group_id)
+
+    def _rebalance_started(self, group: Group, members: set[str]) -> None:
+        """``RebalanceStarted`` to each member on a stream not already joining, encoded once for them all."""
+        group_id, carriers = group.group_id, self._carrier
+        told = classic_news(group, members)
+        for member_id, data in zip(told, rebalance_started_frames(group_id, group.generation, told), strict=True):
+            carrier = carriers.get((group_id, member_id))
+            if carrier is not None:
+                carrier.push_frame(data)
 
     def _released(self, consumer: Any, members: set[str]) -> list[pb.SessionNews]:
         """Members waiting for tasks others just let go, each told once until its own step (O(waiting))."""

@@ -175,11 +175,14 @@ class SessionStream:
     def push(self, news: pb.SessionNews) -> None:
         self._send(news_frame(news))
 
+    def push_frame(self, data: bytes) -> None:
+        self._send(data)
+
     def forget_member(self, key: MemberKey) -> None:
         self._members.forget(key)
 
     def _answer(self, tag: int, body: Body, response: Message) -> None:
-        self._send(frame(tag, body.number, response.SerializeToString()))
+        self._send(frame(tag, body.key, response.SerializeToString()))
 
     def _refuse(self, tag: int, body: Body, failure: pb.Error) -> None:
         if failure is SEND_UNARY:  # an empty answer: the client sends it as a unary call

@@ -27,6 +27,9 @@ class Recorder:
     def push(self, news: pb.SessionNews) -> None:
         self.told.append(news)
 
+    def push_frame(self, data: bytes) -> None:
+        self.told.append(pb.SessionResponse.FromString(data).news)
+
     def forget_member(self, key: MemberKey) -> None:
         pass
 
