@@ -138,6 +138,8 @@ class ConsumerFleet:
         self.regular_calls = 0
         self.callers: set[str] = set()
         self.tasks: list[asyncio.Task[None]] = []
+        self.unanswered = 0  # calls beyond regular heartbeats sent and not yet answered
+        self.extra_made = 0  # calls beyond regular heartbeats so far (never reset: a quiet group makes none)
 
     async def form(self) -> int:
         self.tasks = [asyncio.create_task(self._live(m, first=True)) for m in self.members]
@@ -210,15 +212,22 @@ class ConsumerFleet:
             except TimeoutError:
                 extra = False
             member.told.clear()
-            self._count(member, extra)
-            await self._beat(member)
+            await self._counted(member, extra)
             while member.running != member.heard:  # gave tasks up or took some: say so at once
-                self._count(member, True)
-                await self._beat(member)
+                await self._counted(member, True)
+
+    async def _counted(self, member: Member, extra: bool) -> None:
+        self._count(member, extra)
+        self.unanswered += extra
+        try:
+            await self._beat(member)
+        finally:
+            self.unanswered -= extra
 
     def _count(self, member: Member, extra: bool) -> None:
         if extra:
             self.extra_calls += 1
+            self.extra_made += 1
             self.callers.add(member.member_id)
         else:
             self.regular_calls += 1
@@ -228,10 +237,12 @@ class ConsumerFleet:
             task.cancel()
         await asyncio.gather(*self.tasks, return_exceptions=True)
 
-    def state(self) -> tuple[int, int, int]:
-        """(tasks run, fewest run by one member, members whose last change is not yet told)."""
+    def state(self) -> tuple[int, int, int, int, int]:
+        """(tasks run, fewest run by one member, members whose last change is not yet told, extra calls
+        not yet answered, extra calls so far)."""
         counts = [len(m.running) for m in self.members]
-        return sum(counts), min(counts, default=0), sum(m.running != m.heard for m in self.members)
+        return (sum(counts), min(counts, default=0), sum(m.running != m.heard for m in self.members),
+                self.unanswered, self.extra_made)
 
     def reset(self) -> None:
         self.extra_calls = self.regular_calls = 0
@@ -327,13 +338,21 @@ def _joined(generators: ConsumerGenerators, size: int, timeout: float) -> None:
 
 
 def _stable(generators: ConsumerGenerators, tasks: int, size: int, timeout: float) -> None:
-    """Every task run, each member its share, every change told; else TimeoutError."""
+    """Every task run, each member its share, every change told, and the group quiet: no call beyond
+    the regular heartbeats unanswered, nor made since the previous look half a second before; else
+    TimeoutError. (Members told of news after their tasks settled still call: at 10,000 the catalog's
+    last news kept the coordinator busy for seconds after every task ran, and without the quiet rule
+    the first change measured that backlog.)"""
     deadline = time.monotonic() + timeout
+    made = -1
     while time.monotonic() < deadline:
         states = generators.ask([("state",)] * len(generators.pipes))
-        if sum(s[0] for s in states) == tasks and min(s[1] for s in states) >= tasks // size \
-                and not any(s[2] for s in states):
+        settled = sum(s[0] for s in states) == tasks and min(s[1] for s in states) >= tasks // size \
+            and not any(s[2] for s in states)
+        calls = sum(s[4] for s in states)
+        if settled and not any(s[3] for s in states) and calls == made:
             return
+        made = calls
         time.sleep(0.5)
     raise TimeoutError(f"the group of {size:,} never ran its {tasks:,} tasks")
 

@@ -104,7 +104,8 @@ def _beat(runtime: CoordinatorRuntime, member: Sim) -> pb.GroupHeartbeatResponse
     request = pb.GroupHeartbeatRequest(group_id=GROUP, member_id=member.member_id, member_epoch=member.epoch)
     if member.heard != member.running:
         request.owned.SetInParent()
-        request.owned.tasks.extend(pb.TaskReplica(task_id=t.task_id, replica=t.replica) for t in member.running)
+        request.owned.tasks.extend(pb.TaskReplica(task_id=t.task_id, replica=t.replica)
+                                   for t in sorted(member.running))  # sorted, as the worker lists them
     sent = member.running
     answer: pb.GroupHeartbeatResponse = Coordinator.call(runtime, "group_heartbeat", request)
     assert answer.error.code == pb.NONE, answer.error.message

@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable
+from types import EllipsisType
 from typing import Any
 
 from groupcoord.assignors.base import TaskReplica
@@ -156,7 +157,7 @@ class ConsumerGroups:
         member, failure = self._member(group, request)
         if failure is not None or group is None or member is None:
             return failure
-        owned = owned_of(request)
+        owned = owned_of(request, member.sent_wire)
         received = request.member_epoch
         stale = received < member.epoch and not 0 < member.accepts_from <= received and (
             received != member.previous_epoch or owned is None or not owned <= member.reconciled.assigned)
@@ -174,7 +175,7 @@ class ConsumerGroups:
             self._persist(out, group)
         if request.HasField("target"):  # a leader's answer (``leader_assignor``)
             leader_assignor.take_answer(self, out, group, member, request.target)
-        return self._renewed(out, group, member, request, token)
+        return self._renewed(out, group, member, request, token, owned)
 
     def _member(self, group: ConsumerGroup | None,
                 request: pb.GroupHeartbeatRequest) -> tuple[ConsumerMember | None, pb.Error | None]:
@@ -196,8 +197,10 @@ class ConsumerGroups:
         return member, None
 
     def _renewed(self, out: Outbox, group: ConsumerGroup, member: ConsumerMember,
-                 request: pb.GroupHeartbeatRequest, token: Token) -> pb.Error | None:
-        """Renew the member's session, apply its changed timeouts, reconcile it, answer it."""
+                 request: pb.GroupHeartbeatRequest, token: Token,
+                 owned: frozenset[TaskReplica] | None | EllipsisType = ...) -> pb.Error | None:
+        """Renew the member's session, apply its changed timeouts, reconcile it, answer it. ``owned``: the
+        request's ``owned_of``, when the caller read it already (a giver's list of 100 tasks is read once)."""
         if request.HasField("rebalance_timeout_ms") or request.HasField("session_timeout_ms"):
             member.rebalance_timeout_ms = request.rebalance_timeout_ms or member.rebalance_timeout_ms
             member.session_timeout_ms = request.session_timeout_ms or member.session_timeout_ms
@@ -206,7 +209,8 @@ class ConsumerGroups:
         member.lost_mark, member.last_seen = self.m.lateness(), self.m.clock.now()
         out.arm(TimerKey("c-session", group.group_id, member.member_id), member.session_timeout_ms / 1000)
         before = member.reconciled
-        owned = owned_of(request)
+        if owned is ...:
+            owned = owned_of(request)
         after = reconcile(before, group.target_epoch, group.target_of(member.member_id), owned,
                           group.held_elsewhere(member.member_id))
         written = after is not before and group.hold(member, after)  # an epoch alone is not written

@@ -39,4 +39,5 @@ def answer(member: ConsumerMember, interval_ms: int, received: int,
         member.sent, member.sent_epoch = assigned, member.epoch
         response.assignment.tasks.extend(pb.TaskReplica(task_id=t.task_id, replica=t.replica)
                                          for t in sorted(assigned))
+        member.sent_wire = (response.assignment.SerializeToString(), assigned)
     return response

@@ -55,6 +55,9 @@ class ConsumerMember:
     # the assignment as last sent; an answer carries the assignment only when it differs
     sent: frozenset[TaskReplica] | None = None
     sent_epoch: int = 0  # the member's epoch in the answer that last carried its assignment
+    # that assignment as its wire bytes and its set: a heartbeat whose ``owned`` is those bytes owns that
+    # set, taken without building it (``consumer_checks.owned_of``)
+    sent_wire: tuple[bytes, frozenset[TaskReplica]] | None = None
     # the coordinator's lost time when the member was last heard from (as classic members keep it)
     lost_mark: float = 0.0
     last_seen: float = 0.0  # when the coordinator last heard from it (DescribeGroup)

@@ -50,6 +50,9 @@ def consumer_news(group: ConsumerGroup, members: Iterable[str]) -> list[pb.Sessi
         if member is None or member.away:
             continue
         target = group.target_of(member_id)
+        now = member.reconciled
+        if not now.revoking and (now.assigned is target or now.assigned == target):
+            continue  # at its target already: nothing to give up, nothing behind (no set built)
         give_up = member.held - target
         if give_up:
             tasks = [pb.TaskReplica(task_id=t.task_id, replica=t.replica) for t in sorted(give_up)]
