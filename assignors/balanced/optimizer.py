@@ -110,19 +110,46 @@ class PoolPlan:
 
 
 class _LeastUtilized:
-    """The least utilized members of a plan, from a heap with lazily dropped stale entries."""
+    """The least utilized members of a plan, from heaps with lazily dropped stale entries: one of every
+    member, and one per capacity when the pool has 2 to ``RECEIVERS`` capacities (see ``RECEIVERS``)."""
 
     def __init__(self, plan: PoolPlan) -> None:
         self.plan = plan
         self.heap = [(plan.util(m), m) for m in plan.members]
         heapq.heapify(self.heap)
+        by_capacity: dict[float, list[tuple[float, str]]] = {}
+        for entry in self.heap:
+            by_capacity.setdefault(plan.view.capacity[entry[1]], []).append(entry)
+        self.by_capacity = by_capacity if 1 < len(by_capacity) <= RECEIVERS else {}
+        for heap in self.by_capacity.values():
+            heapq.heapify(heap)
 
     def lowest(self, k: int, exclude: set[str]) -> list[str]:
+        """The ``k`` least utilized not in ``exclude``, then the least utilized of each capacity, if not
+        among them."""
+        found = self._take(self.heap, k, exclude)
+        for heap in self.by_capacity.values():
+            least = self._least(heap, exclude)
+            if least is not None and least not in found:
+                found.append(least)
+        return found
+
+    def _least(self, heap: list[tuple[float, str]], exclude: set[str]) -> str | None:
+        """``_take(heap, 1, exclude)``, read off the top when it is current and not excluded (the
+        common case: no pop and push per placement)."""
+        while heap and heap[0][0] != self.plan.util(heap[0][1]):
+            heapq.heappop(heap)  # stale: the member's load changed since (a fresh entry was pushed)
+        if heap and heap[0][1] not in exclude:
+            return heap[0][1]
+        taken = self._take(heap, 1, exclude)
+        return taken[0] if taken else None
+
+    def _take(self, heap: list[tuple[float, str]], k: int, exclude: set[str]) -> list[str]:
         found: list[str] = []
         kept: list[tuple[float, str]] = []
         seen: set[str] = set()
-        while self.heap and len(found) < k:
-            entry = heapq.heappop(self.heap)
+        while heap and len(found) < k:
+            entry = heapq.heappop(heap)
             util, member = entry
             if util != self.plan.util(member) or member in seen:
                 continue  # stale (the member's load changed since) or a duplicate
@@ -131,11 +158,14 @@ class _LeastUtilized:
             if member not in exclude:
                 found.append(member)
         for entry in kept:
-            heapq.heappush(self.heap, entry)
+            heapq.heappush(heap, entry)
         return found
 
     def changed(self, member: str) -> None:
-        heapq.heappush(self.heap, (self.plan.util(member), member))
+        entry = (self.plan.util(member), member)
+        heapq.heappush(self.heap, entry)
+        if self.by_capacity:
+            heapq.heappush(self.by_capacity[self.plan.view.capacity[member]], entry)
 
 
 def place_unowned(
@@ -144,7 +174,8 @@ def place_unowned(
     """Place ``replicas`` (heaviest first); returns those no member could take, with the reason.
 
     Each goes to the member it leaves least utilized among the ``RECEIVERS`` least utilized ones
-    (all of them in a pool that small), or to its planned member if that keeps the capacity goal.
+    (all of them in a pool that small) and the least utilized of each capacity, or to its planned
+    member if that keeps the capacity goal.
     """
     unplaced: dict[TaskReplica, str] = {}
     if not replicas:

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from groupcoord.assignors import get_assignor
 from groupcoord.assignors.balanced import BalancedAssignor, BalancedConfig, LoadEstimator
 from groupcoord.assignors.balanced.model import LoadView
-from groupcoord.assignors.balanced.optimizer import PoolPlan, rebalance
+from groupcoord.assignors.balanced.optimizer import PoolPlan, place_unowned, rebalance
 from groupcoord.assignors.base import Assignment, AssignmentContext, MemberInfo, TaskReplica, TaskSpec
 from groupcoord.assignors.cooperative import COOPERATIVE, cooperative_step
 from groupcoord.assignors.pulsar.testing import FakeClock
@@ -122,6 +122,18 @@ def test_optimizer_looks_past_a_tie_of_small_members_to_a_large_one() -> None:
     moves = rebalance(plan, target_ratio=1.03, capacity_threshold=0.85, min_gain=0.001, allowed=lambda t, m: True)
     assert [(m.source, m.destination) for m in moves] == [("a", "z")]
     assert plan.util("a") == 4.0 and plan.util("z") == 4.5
+
+
+def test_placement_looks_past_a_tie_of_small_members_to_a_large_one() -> None:
+    """Eight members of capacity 0.5 and z of capacity 2, all at 4: a new task leaves z at 4.5, any
+    small one at 6 (z is the ninth by id at the tie, past the eight least utilized)."""
+    small = [f"s{i}" for i in range(8)]
+    owners = {TaskReplica(f"z{i}"): "z" for i in range(8)} | {TaskReplica(f"{m}-{i}"): m for m in small for i in range(2)}
+    view = LoadView(task_load={r.task_id: 1.0 for r in owners} | {"new": 1.0},
+                    capacity={"z": 2.0} | dict.fromkeys(small, 0.5))
+    plan = PoolPlan(view, [*small, "z"], owners)
+    assert place_unowned(plan, [TaskReplica("new")], {}, 0.85) == {}
+    assert plan.owners[TaskReplica("new")] == "z"
 
 
 def test_a_skewed_group_is_balanced_at_once() -> None:
