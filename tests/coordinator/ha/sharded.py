@@ -22,6 +22,7 @@ import grpc
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
 from tests.chaos.cluster import env_with_tree
+from tests.deadlines import Deadline
 from tests.processes import stop_processes
 from tests.zookeeper_server import ZooKeeperServer, free_port, wait_until
 
@@ -102,9 +103,12 @@ class Cluster:
     def wait_balanced(self, live: list[str], timeout: float = 60,
                       startup_timeout: float = 180) -> dict[int, tuple[str, int]]:
         """Every coordinator of ``live`` answering (a process start: its imports took tens of seconds at load
-        60-70, so it has a bound of its own, from the machine), then the shards balanced over them within
+        60-70, so it has a bound of its own, stretched by the load: tests/deadlines.py), then the shards balanced over them within
         ``timeout`` (the election's and the hand-overs' time: the product's)."""
-        wait_until(lambda: all(self.describe(a) is not None for a in live), startup_timeout, f"{live} answering")
+        started = Deadline(startup_timeout)
+        while not all(self.describe(a) is not None for a in live):
+            assert not started.passed(), f"{live} not answering after {started.elapsed():.0f}s"
+            time.sleep(0.05)
         wait_until(lambda: self.balanced(live), timeout, f"shards balanced over {live}")
         return self.leaders(live[0])
 
