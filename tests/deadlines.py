@@ -15,10 +15,12 @@ from __future__ import annotations
 import os
 import subprocess
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
-__all__ = ["Deadline", "load_factor", "run_within"]
+__all__ = ["Deadline", "keep_waiting", "load_factor", "run_within"]
+
+T = TypeVar("T")
 
 #: The most a deadline stretches: a hang costs at most this many times its quiet figure. 8 is CI's load per
 #: core in a heavy run (load 16 on 2 cores); here, with six helpers, three sharded coordinators took 80 s
@@ -71,3 +73,16 @@ def run_within(argv: Sequence[str], seconds: float, *, cap: float = DEFAULT_CAP,
                     raise subprocess.TimeoutExpired(argv, deadline.elapsed(), output=out, stderr=err) from None
                 continue
             return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+def keep_waiting(wait: Callable[[float], T], seconds: float, *, step_s: float = 10.0, cap: float = DEFAULT_CAP) -> T:
+    """``wait(timeout)`` (a poll that raises ``TimeoutError``, such as ``AdminClient.wait_for``) given
+    ``step_s`` at a time until it returns, its last ``TimeoutError`` raised once a :class:`Deadline` of
+    ``seconds`` has passed."""
+    deadline = Deadline(seconds, cap)
+    while True:
+        try:
+            return wait(step_s)
+        except TimeoutError:
+            if deadline.passed():
+                raise

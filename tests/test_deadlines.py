@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from tests import deadlines
-from tests.deadlines import Deadline, load_factor, run_within
+from tests.deadlines import Deadline, keep_waiting, load_factor, run_within
 
 
 def _load(monkeypatch: pytest.MonkeyPatch, per_core: float) -> None:
@@ -48,3 +48,23 @@ def test_run_within_kills_a_child_past_its_deadline(monkeypatch: pytest.MonkeyPa
     with pytest.raises(subprocess.TimeoutExpired) as raised:
         run_within([sys.executable, "-c", "import time; time.sleep(600)"], 0.5, poll_s=0.1)
     assert 0.5 <= raised.value.timeout < 60
+
+
+def test_keep_waiting_retries_a_timed_out_wait_until_it_returns_or_the_deadline_passes(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    _load(monkeypatch, 1.0)
+    calls: list[float] = []
+
+    def ready_on_the_third(step: float) -> str:
+        calls.append(step)
+        if len(calls) < 3:
+            raise TimeoutError("not yet")
+        return "ready"
+
+    assert keep_waiting(ready_on_the_third, 60.0, step_s=0.01) == "ready" and calls == [0.01] * 3
+
+    def never(step: float) -> str:
+        raise TimeoutError("never")
+
+    with pytest.raises(TimeoutError, match="never"):
+        keep_waiting(never, 0.05, step_s=0.01)
