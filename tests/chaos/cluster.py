@@ -23,6 +23,7 @@ import psutil
 
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
+from tests.deadlines import Deadline
 from tests.paths import ROOT
 from tests.processes import stop_processes
 from tests.zookeeper_server import free_port
@@ -141,13 +142,15 @@ class Coordinator:
 
 
 def wait_for(predicate: Callable[[], object], timeout: float, what: str, poll_s: float = 0.05) -> float:
-    """Poll until ``predicate()`` holds; returns the seconds it took (AssertionError past ``timeout``)."""
-    began = time.monotonic()
+    """Poll until ``predicate()`` holds; returns the seconds it took (AssertionError past ``timeout``, a quiet
+    machine's figure stretched by the load: every wait here is on processes starting or electing, a hang guard)."""
+    deadline = Deadline(timeout)
     while not predicate():
-        if time.monotonic() - began > timeout:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        if deadline.passed():
+            raise AssertionError(f"timed out after {deadline.elapsed():.0f}s ({timeout}s quiet, load factor "
+                                 f"{deadline.allowed / timeout:.1f}) waiting for {what}")
         time.sleep(poll_s)
-    return time.monotonic() - began
+    return deadline.elapsed()
 
 
 @dataclass

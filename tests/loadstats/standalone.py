@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
 
+from tests.deadlines import Deadline
 from tests.zookeeper_server import free_port
 
 __all__ = ["StandaloneCluster", "spark_env", "spark_home"]
@@ -80,7 +81,7 @@ class StandaloneCluster:
             self._spawn(f"worker-{i}", "org.apache.spark.deploy.worker.Worker", self.master_url,
                         "--host", "127.0.0.1", "--webui-port", str(free_port()), "--cores", str(self.cores),
                         "--memory", self.memory, "--work-dir", str(self.worker_dir(i)))
-        deadline = time.monotonic() + timeout_s
+        deadline = Deadline(timeout_s)  # three JVMs starting: slower the more the machine is shared
         while True:
             self._check_alive()
             try:
@@ -89,8 +90,8 @@ class StandaloneCluster:
                 alive = []
             if len(alive) == self.workers:
                 return self
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{len(alive)} of {self.workers} workers registered in {timeout_s:g} s:\n"
+            if deadline.passed():
+                raise TimeoutError(f"{len(alive)} of {self.workers} workers registered in {deadline.elapsed():.0f} s:\n"
                                    + self.logs_tail())
             time.sleep(0.3)
 

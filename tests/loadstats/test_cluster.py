@@ -9,7 +9,6 @@ the workers' JVMs did the work.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import pytest
 from groupcoord.loadstats.job import run
 from groupcoord.loadstats.samples import rows_to_table
 from groupcoord.loadstats.snapshot_io import read_meta
+from tests.deadlines import run_within
 from tests.loadstats.loadstats_testdata import make_reports, rows_of
 from tests.loadstats.standalone import StandaloneCluster, spark_env, spark_home
 from tests.loadstats.test_incremental import _assert_same_snapshot
@@ -31,6 +31,10 @@ _EXECUTOR_CONF = ("spark.executor.memory=512m", "spark.executor.cores=1", "spark
                   "spark.executor.extraJavaOptions=-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
                   "spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
                   "spark.sql.shuffle.partitions=4")
+#: One application (a driver JVM, two executors) on a quiet machine, with room: the whole test took 134 s at
+#: load 3; at load 25 (four heavy tests at once, as CI's make test-heavy runs them) the incremental run was
+#: still computing when a fixed 300 s ran out, so the deadline stretches with the load (tests/deadlines.py)
+_APP_S = 300
 
 
 def _write_log(samples: Path) -> int:
@@ -52,14 +56,12 @@ def test_the_job_runs_on_a_standalone_cluster_and_equals_local(spark, tmp_path: 
         submit = [str(spark_home() / "bin" / "spark-submit"), "--master", cluster.master_url, "--driver-memory",
                   "512m", *conf, str(ROOT / "loadstats" / "job.py"), "--samples", str(samples), "--out",
                   str(tmp_path / "shared" / "full")]
-        done = subprocess.run(submit, cwd=tmp_path, env=spark_env(), capture_output=True, text=True, timeout=300,
-                              check=False)
+        done = run_within(submit, _APP_S, cwd=tmp_path, env=spark_env())
         assert done.returncode == 0, done.stderr[-3000:] + cluster.logs_tail()
         # the incremental job (state + snapshot) through the CLI, with the cluster as its master
         stats = [sys.executable, "-m", "groupcoord.cli", "stats", "--master", cluster.master_url,
                  "--samples", str(samples), "--out", str(tmp_path / "shared" / "inc"), *conf]
-        inc = subprocess.run(stats, cwd=tmp_path, env=spark_env(), capture_output=True, text=True, timeout=300,
-                             check=False)
+        inc = run_within(stats, _APP_S, cwd=tmp_path, env=spark_env())
         assert inc.returncode == 0, inc.stderr[-3000:] + cluster.logs_tail()
         status = cluster.state()
         apps = [a["id"] for a in status["completedapps"]]

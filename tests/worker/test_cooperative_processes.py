@@ -14,6 +14,7 @@ import pytest
 from groupcoord.admin import AdminClient
 from groupcoord.coordinator.rpc.server import ServerThread
 from groupcoord.v1 import groupcoord_pb2 as pb
+from tests.deadlines import keep_waiting
 from tests.processes import stop_processes
 
 G = "coop-50"
@@ -81,12 +82,13 @@ def test_a_worker_added_to_50_stops_no_task_that_stays(server: ServerThread, cli
             return lambda d: (d.state == pb.STABLE and len(d.members) == n and all(m.assigned for m in d.members)
                               and sum(len(m.assigned) for m in d.members) == len(TASKS))
 
-        before = admin.wait_for(G, full(50), 180)
+        # 50 interpreters starting at once: their imports alone took over 180 s at load 80 (tests/deadlines.py)
+        before = keep_waiting(lambda step: admin.wait_for(G, full(50), step), 180)
         held = {m.member.client_id: {t.task_id for t in m.assigned} for m in before.members}
         with log.lock:
             mark = len(log.entries)
         procs.append(start_worker(server.address, "w50", cli_env, log))
-        after = admin.wait_for(G, full(51), 120)
+        after = keep_waiting(lambda step: admin.wait_for(G, full(51), step), 120)
         now = {m.member.client_id: {t.task_id for t in m.assigned} for m in after.members}
         with log.lock:
             since = log.entries[mark:]

@@ -30,6 +30,7 @@ from groupcoord.coordinator.rpc.server import ServerThread
 from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.worker import WorkerConfig, WorkerState
+from tests.deadlines import Deadline
 from tests.processes import stop_processes
 from tests.worker.member_drivers import DRIVERS
 
@@ -101,7 +102,10 @@ def test_a_static_worker_closed_before_its_join_was_answered_lets_its_next_proce
     try:
         first = worker(driver, server.address, "w1", tmp_path, cli_env)
         procs.append(first)
-        assert hook.stepped.wait(90), "the first join never reached the coordinator"
+        # a process start: its imports alone took over 90 s at load 50 (tests/deadlines.py)
+        started = Deadline(90)
+        while not hook.stepped.wait(1):
+            assert not started.passed(), "the first join never reached the coordinator"
         held = static_member(admin)
         assert held is not None and held.member.member_id == hook.member_id and not held.consumer.away
         first.send_signal(signal.SIGTERM)  # closed while its join is unanswered
@@ -109,8 +113,8 @@ def test_a_static_worker_closed_before_its_join_was_answered_lets_its_next_proce
 
         second = worker(driver, server.address, "w2", tmp_path, cli_env)  # its next process, at once
         procs.append(second)
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline and second.poll() is None:
+        deadline = Deadline(90)
+        while not deadline.passed() and second.poll() is None:
             now = static_member(admin)
             if now is not None and now.member.member_id != hook.member_id and len(now.assigned) == len(TASKS):
                 break

@@ -22,6 +22,7 @@ import grpc
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
 from tests.chaos.cluster import env_with_tree
+from tests.deadlines import Deadline
 from tests.processes import stop_processes
 from tests.zookeeper_server import ZooKeeperServer, free_port, wait_until
 
@@ -102,9 +103,12 @@ class Cluster:
     def wait_balanced(self, live: list[str], timeout: float = 60,
                       startup_timeout: float = 180) -> dict[int, tuple[str, int]]:
         """Every coordinator of ``live`` answering (a process start: its imports took tens of seconds at load
-        60-70, so it has a bound of its own, from the machine), then the shards balanced over them within
+        60-70, so it has a bound of its own, stretched by the load: tests/deadlines.py), then the shards balanced over them within
         ``timeout`` (the election's and the hand-overs' time: the product's)."""
-        wait_until(lambda: all(self.describe(a) is not None for a in live), startup_timeout, f"{live} answering")
+        started = Deadline(startup_timeout)
+        while not all(self.describe(a) is not None for a in live):
+            assert not started.passed(), f"{live} not answering after {started.elapsed():.0f}s"
+            time.sleep(0.05)
         wait_until(lambda: self.balanced(live), timeout, f"shards balanced over {live}")
         return self.leaders(live[0])
 
@@ -130,12 +134,12 @@ def find(address: str, group_id: str) -> pb.CoordinatorLocation:
 def until_answered(ask: Callable[[str], object], bootstrap: str, group_id: str, timeout: float = 30) -> object:
     """``ask(leader address)`` until it answers something other than a retriable coordinator error,
     rediscovering the leader each time, as a client does."""
-    deadline = time.monotonic() + timeout
+    deadline = Deadline(timeout)  # an election's and a load's time: longer on a loaded machine
     while True:
         where = find(bootstrap, group_id)
         if where.error.code == pb.NONE:
             answer = ask(where.address)
             if answer.error.code not in RETRY:  # type: ignore[attr-defined]
                 return answer
-        assert time.monotonic() < deadline, f"group {group_id}: no answer from its coordinator"
+        assert not deadline.passed(), f"group {group_id}: no answer from its coordinator"
         time.sleep(0.05)  # a client's retry backoff

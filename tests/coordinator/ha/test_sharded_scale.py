@@ -33,7 +33,7 @@ from tests.chaos.cluster import env_with_tree
 from tests.chaos.environments import LiveOwners
 from tests.chaos.ownership import OwnershipLog, check
 from tests.chaos.proxy import FaultProxy
-from tests.coordinator.ha.sharded import Cluster, call, find_many
+from tests.coordinator.ha.sharded import Cluster, call, find_many, until_answered
 from tests.processes import stop_processes
 from tests.zookeeper_server import ZooKeeperServer, wait_until
 
@@ -178,9 +178,10 @@ def bring_up(cluster: Cluster, fleet: Fleet, coordinators: list[str]) -> dict[st
     cluster.wait_balanced(coordinators, BUDGET_S)
     where = fleet.locate(coordinators)
     assert sorted(where) == sorted(GROUPS), "every shard has a leader once balanced"
-    for group in GROUPS:
-        answer = call(where[group], "PutTasks", pb.PutTasksRequest(
-            group_id=group, tasks=[pb.Task(task_id=f"{group}-t{i}") for i in range(TASKS)]))
+    for group in GROUPS:  # as a client does: a shard may move between the lookup and the call (a coordinator's
+        # ZooKeeper connection SUSPENDED at load 40-60 answered PutTasks NOT_COORDINATOR right after balancing)
+        put = pb.PutTasksRequest(group_id=group, tasks=[pb.Task(task_id=f"{group}-t{i}") for i in range(TASKS)])
+        answer = until_answered(lambda address, put=put: call(address, "PutTasks", put), coordinators[0], group)
         assert isinstance(answer, pb.PutTasksResponse) and answer.error.code == pb.NONE, answer
     fleet.start_hosts()
     return fleet.rest(coordinators)
