@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import grpc
+import psutil
 import pytest
 
 from groupcoord import errors
@@ -23,6 +24,17 @@ from tests.worker.test_e2e_grpc import Recorder
 from tests.zookeeper_server import free_port
 
 G = "durable"
+START_CPU_S = 20
+"""The CPU a coordinator process may spend starting (about 1 s: importing groupcoord.cli takes 0.9 s).
+Its wall time is the machine's: a start took 68 s at load ~40 beside a second copy of this test, and
+importing groupcoord.cli took 15 s of wall time for 0.94 s of CPU at load 34."""
+START_WALL_S = 300  # only for a child that hangs without spending CPU
+WORKER_SESSION_MS = 400_000
+"""Longer than any outage the test accepts (the kill's wait, 10 s, and a start of up to START_WALL_S),
+less the worker's give-up margin (a tenth: 40 s): a worker that keeps heartbeating keeps its session
+through every restart, however slow the machine (nothing waits for it to end). With 20 s a start at
+load ~40-60 took 18.4 s from the stable group to listening, and the worker gave its tasks up and
+re-joined (generation 2)."""
 
 
 def serve(data_dir: Path, port: int, env: dict[str, str]) -> subprocess.Popen[str]:
@@ -34,7 +46,7 @@ def serve(data_dir: Path, port: int, env: dict[str, str]) -> subprocess.Popen[st
         stdout=subprocess.DEVNULL, stderr=open(data_dir.parent / f"serve-{time.monotonic_ns()}.log", "w"),  # noqa: SIM115 - the child's
         text=True, env=env,
     )
-    deadline = time.monotonic() + 60
+    deadline, child = time.monotonic() + START_WALL_S, psutil.Process(proc.pid)
     with AdminClient(f"127.0.0.1:{port}", timeout_s=1) as admin:
         while True:
             try:
@@ -42,7 +54,9 @@ def serve(data_dir: Path, port: int, env: dict[str, str]) -> subprocess.Popen[st
                 return proc
             except errors.GroupCoordError:
                 assert proc.poll() is None, "coordinator exited; see its log beside the data dir"
-                assert time.monotonic() < deadline, "coordinator did not start"
+                cpu = sum(child.cpu_times()[:2])
+                assert cpu < START_CPU_S, f"coordinator did not start in {cpu:.1f} s of CPU"
+                assert time.monotonic() < deadline, f"coordinator did not start in {START_WALL_S} s ({cpu:.1f} s of CPU)"
                 time.sleep(0.05)
 
 
@@ -69,7 +83,7 @@ def test_kill_9_in_stable_and_mid_rebalance_loses_nothing(tmp_path: Path, cli_en
     data = tmp_path / "data"
     coordinator = serve(data, port, cli_env)
     worker = WorkerClient(
-        WorkerConfig(group_id=G, coordinators=address, client_id="a", session_timeout_ms=20_000,
+        WorkerConfig(group_id=G, coordinators=address, client_id="a", session_timeout_ms=WORKER_SESSION_MS,
                      heartbeat_interval_ms=100, rebalance_timeout_ms=20_000, retry_backoff_ms=20,
                      retry_backoff_max_ms=200),
         listener := GatedRecorder(),
