@@ -102,6 +102,7 @@ class Fleet:
         """Every joined member heartbeats, a few rounds, with time for the target to be computed."""
         for _ in range(rounds):
             self.h.advance(0.2)
+            self.expire_silent()  # time passed: a member that heard nothing for its session stops first
             for name, m in self.members.items():
                 if m.joined:
                     self.beat(name)

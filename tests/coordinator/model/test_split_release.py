@@ -215,6 +215,7 @@ def test_no_range_is_run_twice_whatever_the_order(ops: list[tuple[str, int, floa
         assert_no_range_twice(f)  # the Harness also checks the model's invariants (validate) each step
     for _ in range(3):
         f.h.advance(1.0)
+        f.expire_silent()
         f.settle(rounds=4)
         assert_no_range_twice(f)
     live = [m for m in f.members.values() if m.joined]
