@@ -1,6 +1,6 @@
 """Classic vs consumer protocol: one member joining a Stable group, side by side in one run (issue 34).
 
-    python benchmarks/protocol_bench.py [--quick] [--sizes 1000,10000] [--tasks 100000]
+    python benchmarks/protocol_bench.py [--quick] [--sizes 1000,10000] [--tasks 100000] [--consumer-only]
 
 Both protocols are driven in this process through the coordinator's runtime, as
 ``coordinator_bench.py --parts model`` drives the classic one (no network: the coordinator's own
@@ -15,9 +15,12 @@ share; gRPC's floor per call is that benchmark's ``transport`` part), over a cat
   the new epoch on the heartbeat they would have sent anyway. The simulation runs on a fake clock
   until the newcomer runs its whole target and no task is held by two members.
 
-Reported per size: the coordinator's CPU for the change (consumer: the window's CPU less what the
-same number of plain heartbeats costs, measured right after each window on the same group; the
-assignor's share apart), the calls the change made (consumer: beyond each member's regular heartbeats) and how many
+Reported per size: the coordinator's CPU for the change (consumer: each call's and timer poll's
+``process_time()`` in the window, less the untouched members' heartbeats, those that changed
+nothing or took the new epoch only, and the polls that fired no timer, each at its own CPU; the
+newcomer's calls, the givers', the target's computation, the timers that fired, the records and
+every collector pass count; the assignor's share apart; a note line per row shows the
+subtraction), the calls the change made (consumer: beyond each member's regular heartbeats) and how many
 members made one, and, consumer only, when the newcomer ran its tasks, in heartbeat intervals
 after its first heartbeat. Targets at 10,000 (issue 34): CPU <= 0.1 s, newcomer <= 2 intervals.
 
@@ -31,8 +34,11 @@ import argparse
 import gc
 import heapq
 import random
+import statistics
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -69,6 +75,25 @@ class Window:
     callers: set[str] = field(default_factory=set)  # members that made a call they would not have made
     regular: int = 0  # regular heartbeats in the window
     assignor_cpu: float = 0.0
+    plain: list[float] = field(default_factory=list)  # each untouched heartbeat that changed nothing: its CPU
+    epoch_only: list[float] = field(default_factory=list)  # each untouched one that took the new epoch only
+    idle_polls: list[float] = field(default_factory=list)  # each poll of the timers that fired none: its CPU
+    fired_polls: int = 0
+
+    def taken_out(self, plain_after: list[float]) -> dict[str, float]:
+        """What is not the change's, all measured in this window, the collector's passes left in: the
+        untouched members' heartbeats and the idle polls, each at its own CPU. What taking the new
+        epoch costs beyond a plain heartbeat is estimated apart (``taking``: the epoch-only ones'
+        median less that of the same members' plain ones in the round right after the window): two
+        moments apart, it drifts with the machine's load, so it is printed, not subtracted."""
+        epoch_median = statistics.median(self.epoch_only) if self.epoch_only else 0.0
+        plain_median = statistics.median(plain_after) if plain_after else epoch_median
+        untouched = sum(self.plain) + sum(self.epoch_only)
+        return {"untouched": untouched, "untouched_n": len(self.plain) + len(self.epoch_only),
+                "epoch_only_n": len(self.epoch_only), "epoch_median": epoch_median, "plain_median": plain_median,
+                "plain_after_n": len(plain_after), "taking": len(self.epoch_only) * (epoch_median - plain_median),
+                "idle_polls": sum(self.idle_polls), "idle_polls_n": len(self.idle_polls),
+                "total": untouched + sum(self.idle_polls)}
 
 
 def _runtime() -> tuple[CoordinatorRuntime, FakeClock]:
@@ -81,23 +106,53 @@ def _runtime() -> tuple[CoordinatorRuntime, FakeClock]:
 
 class Coordinator:
     """The CPU spent inside the coordinator's calls (its steps and timers), not the simulated members'
-    (building requests, reading answers): what the table reports as the coordinator's."""
+    (building requests, reading answers): what the table reports as the coordinator's. ``last`` is the
+    last call's or poll's, ``last_collector`` the collector's share of it (``collector_timed``)."""
 
     cpu = 0.0
+    last = 0.0
+    last_collector = 0.0
+    collector = 0.0  # the collector's CPU so far, while timed
+    _collecting_since = 0.0
 
     @classmethod
     def call(cls, runtime: CoordinatorRuntime, method: str, request: Any) -> Any:
-        began = time.process_time()
+        began, collected = time.process_time(), cls.collector
         try:
             return _call(runtime, method, request)[0]
         finally:
-            cls.cpu += time.process_time() - began
+            cls._count(began, collected)
 
     @classmethod
-    def poll(cls, runtime: CoordinatorRuntime) -> None:
-        began = time.process_time()
-        runtime.poll_timers()
-        cls.cpu += time.process_time() - began
+    def poll(cls, runtime: CoordinatorRuntime) -> int:
+        began, collected = time.process_time(), cls.collector
+        try:
+            return runtime.poll_timers()
+        finally:
+            cls._count(began, collected)
+
+    @classmethod
+    def _count(cls, began: float, collected: float) -> None:
+        cls.last = time.process_time() - began
+        cls.last_collector = cls.collector - collected
+        cls.cpu += cls.last
+
+    @classmethod
+    def _on_collector(cls, phase: str, _info: dict[str, Any]) -> None:
+        if phase == "start":
+            cls._collecting_since = time.process_time()
+        else:
+            cls.collector += time.process_time() - cls._collecting_since
+
+    @classmethod
+    @contextmanager
+    def collector_timed(cls) -> Iterator[None]:
+        """The collector's passes timed (``gc.callbacks``), so that none is taken out with a call."""
+        gc.callbacks.append(cls._on_collector)
+        try:
+            yield
+        finally:
+            gc.callbacks.remove(cls._on_collector)
 
 
 def _beat(runtime: CoordinatorRuntime, member: Sim) -> pb.GroupHeartbeatResponse:
@@ -150,20 +205,16 @@ def consumer_change(members: int, tasks: int, seed: int = 7) -> dict[str, Any]:
     tasks changed; the catalog's check for an incremental target, once per catalog version)."""
     runtime, clock, sims = _stable_group(members, tasks)
     rng = random.Random(seed)
-    first = _one_joins(runtime, clock, sims, rng, "newcomer")
-    first["plain"] = _plain_heartbeat_cpu(runtime, sims, members)  # every member: 10,000 x its error is the noise
-    second = _one_joins(runtime, clock, sims, rng, "second")
-    second["plain"] = _plain_heartbeat_cpu(runtime, sims, members)  # each window's own, measured right after it
-    for row in (first, second):
-        plain = row.pop("plain")
-        row["cpu"] = row.pop("window_cpu") - row["regular"] * plain
-        row["plain_us"] = plain * 1e6
+    with Coordinator.collector_timed():
+        first = _one_joins(runtime, clock, sims, rng, "newcomer")
+        second = _one_joins(runtime, clock, sims, rng, "second")
     return {**first, "next": second}
 
 
 def _one_joins(runtime: CoordinatorRuntime, clock: FakeClock, sims: list[Sim], rng: random.Random,
-               name: str) -> dict[str, float]:
-    """One member joins; every member heartbeats at its own phase until the newcomer runs its target."""
+               name: str) -> dict[str, Any]:
+    """One member joins; every member heartbeats at its own phase until the newcomer runs its target.
+    Each call's CPU is timed; the change's is the window's less what ``Window.taken_out`` says."""
     model = runtime.model
     start = clock.now()
     queue = [(start + rng.uniform(0, INTERVAL_S), i) for i in range(len(sims))]  # each member's phase
@@ -180,7 +231,7 @@ def _one_joins(runtime: CoordinatorRuntime, clock: FakeClock, sims: list[Sim], r
 
     consumer_model.target_for = compute  # type: ignore[assignment]  # the assignor's share, apart
     gc.collect()
-    cpu_start = Coordinator.cpu
+    cpu_start, collector_start = Coordinator.cpu, Coordinator.collector
     newcomer = _join(runtime, name)
     window.calls += 1
     window.extra_calls += 1
@@ -192,11 +243,12 @@ def _one_joins(runtime: CoordinatorRuntime, clock: FakeClock, sims: list[Sim], r
         while ran_at is None:
             at, index = heapq.heappop(queue)
             clock.advance(at - clock.now())
-            Coordinator.poll(runtime)
+            if Coordinator.poll(runtime):
+                window.fired_polls += 1
+            else:
+                window.idle_polls.append(Coordinator.last - Coordinator.last_collector)
             sim = sims[index]
-            _beat(runtime, sim)
-            window.calls += 1
-            window.regular += 1
+            _regular_beat(runtime, sim, sim is newcomer, window)
             while sim.running != sim.heard:  # gave tasks up: told at once, one extra call
                 _beat(runtime, sim)
                 window.calls += 1
@@ -208,36 +260,45 @@ def _one_joins(runtime: CoordinatorRuntime, clock: FakeClock, sims: list[Sim], r
             if sim is newcomer and target and newcomer.running == frozenset(target):
                 ran_at = at
         window_cpu = Coordinator.cpu - cpu_start
+        collector = Coordinator.collector - collector_start
     finally:
         consumer_model.target_for = timed  # type: ignore[assignment]
-    while queue:  # the others finish their round: the group settled again before anything else
+    after = Window()  # the others finish their round: the group settled again before anything else
+    while queue:
         at, index = heapq.heappop(queue)
         if at >= ran_at + INTERVAL_S:
             break
         clock.advance(at - clock.now())
-        _beat(runtime, sims[index])
+        _regular_beat(runtime, sims[index], False, after)  # their plain heartbeats, to price the epoch's
     held: dict[TaskReplica, int] = {}
     for sim in sims:
         for task in sim.running:
             held[task] = held.get(task, 0) + 1
     assert all(count == 1 for count in held.values()), "a task on two members"
-    return {"window_cpu": window_cpu, "regular": window.regular, "assignor": window.assignor_cpu,
+    out = window.taken_out(after.plain)
+    return {"cpu": window_cpu - out["total"], "window_cpu": window_cpu,
+            "taken_out": out, "collector": collector, "fired_polls": window.fired_polls,
+            "regular": window.regular, "assignor": window.assignor_cpu,
             "calls": window.extra_calls, "callers": len(window.callers), "intervals": (ran_at - start) / INTERVAL_S,
             "moved": len(newcomer.running)}
 
 
-def _plain_heartbeat_cpu(runtime: CoordinatorRuntime, sims: list[Sim], count: int) -> float:
-    """CPU of one heartbeat that changes nothing, on the same group, its timers polled before it as in
-    the window (the baseline of the window)."""
-    chosen = sims[:count]
-    for sim in chosen:
-        _beat(runtime, sim)  # settle: epochs taken, owned heard
-    gc.collect()
-    began = Coordinator.cpu
-    for sim in chosen:  # as the window's loop: the timers polled, then the heartbeat
-        Coordinator.poll(runtime)
-        _beat(runtime, sim)
-    return (Coordinator.cpu - began) / len(chosen)
+def _regular_beat(runtime: CoordinatorRuntime, sim: Sim, is_newcomer: bool, window: Window) -> None:
+    """A member's regular heartbeat, sorted by what it did: untouched (nothing changed, or only its
+    epoch) or the change's (the newcomer's, an assignment in the answer, tasks given up, or the
+    group's epoch, target or computation moved during it)."""
+    group = runtime.model.consumer.groups[GROUP]
+    before = (group.epoch, group.target_epoch, group.computing)
+    epoch = sim.epoch
+    answer = _beat(runtime, sim)
+    window.calls += 1
+    window.regular += 1
+    untouched = (not is_newcomer and not answer.HasField("assignment") and sim.running == sim.heard
+                 and before == (group.epoch, group.target_epoch, group.computing))
+    if untouched and sim.epoch == epoch:
+        window.plain.append(Coordinator.last - Coordinator.last_collector)
+    elif untouched:
+        window.epoch_only.append(Coordinator.last - Coordinator.last_collector)
 
 
 def consumer_formation(members: int, tasks: int, seed: int = 11) -> dict[str, float]:
@@ -298,7 +359,7 @@ def classic_change(members: int, tasks: int) -> dict[str, float]:
     return {"cpu": row["cpu"], "assignor": row["leader"], "calls": 3 * members + 3, "callers": members + 1}
 
 
-def table(sizes: list[int], tasks: int) -> None:
+def table(sizes: list[int], tasks: int, consumer_only: bool = False) -> None:
     print(f"\nOne member joins a Stable group; {tasks:,} tasks; consumer heartbeat interval {INTERVAL_S:.0f} s; "
           f"coordinator in-process (no network)")
     header = (f"{'members':>8} {'protocol':<9} {'coordinator CPU s':>18} {'assignor CPU s':>15} {'calls':>7} "
@@ -306,21 +367,22 @@ def table(sizes: list[int], tasks: int) -> None:
     print(header)
     print("-" * len(header))
     for members in sizes:
-        classic = classic_change(members, tasks)
-        print(f"{members:>8,} {'classic':<9} {classic['cpu']:>18.3f} {classic['assignor']:>15.3f} "
-              f"{int(classic['calls']):>7,} {int(classic['callers']):>16,} {'(the whole group)':>20} {_load():>16}",
-              flush=True)
+        if not consumer_only:
+            classic = classic_change(members, tasks)
+            print(f"{members:>8,} {'classic':<9} {classic['cpu']:>18.3f} {classic['assignor']:>15.3f} "
+                  f"{int(classic['calls']):>7,} {int(classic['callers']):>16,} {'(the whole group)':>20} "
+                  f"{_load():>16}", flush=True)
         consumer = consumer_change(members, tasks)
-        print(f"{members:>8,} {'consumer':<9} {consumer['cpu']:>18.3f} {consumer['assignor']:>15.3f} "
-              f"{int(consumer['calls']):>7,} {int(consumer['callers']):>16,} "
-              f"{consumer['intervals']:>11.2f} intervals {_load():>16}", flush=True)
         following = consumer["next"]
-        print(f"{'':>8} {'(next)':<9} {following['cpu']:>18.3f} {following['assignor']:>15.3f} "
-              f"{int(following['calls']):>7,} {int(following['callers']):>16,} "
-              f"{following['intervals']:>11.2f} intervals {_load():>16}", flush=True)
-        print(f"{'':>8} (consumer: {int(consumer['moved']):,} tasks moved; a plain heartbeat "
-              f"{consumer['plain_us']:.0f} µs of CPU, next {following['plain_us']:.0f} µs, taken out of its window; "
-              f"next: a second member joins once the first change settled)", flush=True)
+        for label, row in ((f"{members:>8,} {'consumer':<9}", consumer), (f"{'':>8} {'(next)':<9}", following)):
+            print(f"{label} {row['cpu']:>18.3f} {row['assignor']:>15.3f} {int(row['calls']):>7,} "
+                  f"{int(row['callers']):>16,} {row['intervals']:>11.2f} intervals {_load():>16}", flush=True)
+        print(f"{'':>8} (consumer: {int(consumer['moved']):,} tasks moved; next: a second member joins once the "
+              f"first change settled)", flush=True)
+        for label, row in (("consumer", consumer), ("next", following)):
+            print(f"{'':>8} ({_taken_out_note(label, row)})", flush=True)
+    if consumer_only:
+        return
     print(f"\nA consumer group formed from nothing (every member joins within one interval); {tasks:,} tasks")
     header = f"{'members':>8} {'coordinator CPU s':>18} {'calls':>8} {'every member runs its target after':>36} {'load':>16}"
     print(header)
@@ -332,16 +394,29 @@ def table(sizes: list[int], tasks: int) -> None:
               flush=True)
 
 
+def _taken_out_note(label: str, row: dict[str, Any]) -> str:
+    """What the change's CPU is the window's less of, so that a reader can check the subtraction."""
+    out = row["taken_out"]
+    return (f"{label}: window {row['window_cpu']:.3f} s less {out['untouched_n']:,} untouched members' heartbeats "
+            f"{out['untouched']:.3f} s and {out['idle_polls_n']:,} timer polls that fired none "
+            f"{out['idle_polls']:.3f} s = {row['cpu']:.3f} s, the collector's {row['collector']:.3f} s and "
+            f"{row['fired_polls']} timer polls that fired in it; {out['epoch_only_n']:,} of those heartbeats took "
+            f"the new epoch, {out['epoch_median'] * 1e6:.1f} µs median against {out['plain_median'] * 1e6:.1f} µs "
+            f"for the plain round after: {out['taking']:+.3f} s, an estimate not in the figure")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
     parser.add_argument("--sizes", default="", help="group sizes (default 1000,10000; --quick 100)")
     parser.add_argument("--tasks", type=int, default=0, help="catalog size (default 100,000; --quick 1,000)")
+    parser.add_argument("--consumer-only", action="store_true",
+                        help="the consumer protocol's change rows only (no classic row, no formation table)")
     args = parser.parse_args(argv)
     logging_off()
     sizes = [int(s) for s in args.sizes.split(",") if s] or ([100] if args.quick else [1000, 10_000])
     tasks = args.tasks or (1_000 if args.quick else 100_000)
-    table(sizes, tasks)
+    table(sizes, tasks, args.consumer_only)
     return 0
 
 
