@@ -17,8 +17,9 @@ share; gRPC's floor per call is that benchmark's ``transport`` part), over a cat
 
 Reported per size: the coordinator's CPU for the change (consumer: each call's and timer poll's
 ``process_time()`` in the window, less the untouched members' heartbeats, those that changed
-nothing or took the new epoch only, and the polls that fired no timer, each at its own CPU; the
-newcomer's calls, the givers', the target's computation, the timers that fired, the records and
+nothing or took the new epoch only, and the polls that fired no timer, each at its own CPU, plus
+what taking the new epoch cost beyond a plain heartbeat, priced against plain probe heartbeats
+interleaved in the same window; the newcomer's calls, the givers', the target's computation, the timers that fired, the records and
 every collector pass count; the assignor's share apart; a note line per row shows the
 subtraction), the calls the change made (consumer: beyond each member's regular heartbeats) and how many
 members made one, and, consumer only, when the newcomer ran its tasks, in heartbeat intervals
@@ -77,23 +78,24 @@ class Window:
     assignor_cpu: float = 0.0
     plain: list[float] = field(default_factory=list)  # each untouched heartbeat that changed nothing: its CPU
     epoch_only: list[float] = field(default_factory=list)  # each untouched one that took the new epoch only
+    probes: list[float] = field(default_factory=list)  # plain heartbeats sent to price the epoch's (``_probe``)
     idle_polls: list[float] = field(default_factory=list)  # each poll of the timers that fired none: its CPU
     fired_polls: int = 0
 
-    def taken_out(self, plain_after: list[float]) -> dict[str, float]:
+    def taken_out(self) -> dict[str, float]:
         """What is not the change's, all measured in this window, the collector's passes left in: the
-        untouched members' heartbeats and the idle polls, each at its own CPU. What taking the new
-        epoch costs beyond a plain heartbeat is estimated apart (``taking``: the epoch-only ones'
-        median less that of the same members' plain ones in the round right after the window): two
-        moments apart, it drifts with the machine's load, so it is printed, not subtracted."""
+        probes, the untouched members' heartbeats and the idle polls, each at its own CPU; less what
+        taking the new epoch cost beyond a plain heartbeat, which is the change's: the epoch-only
+        heartbeats' median less the probes' (interleaved with them), times their count, never below 0."""
         epoch_median = statistics.median(self.epoch_only) if self.epoch_only else 0.0
-        plain_median = statistics.median(plain_after) if plain_after else epoch_median
+        plain_median = statistics.median(self.probes) if self.probes else epoch_median
         untouched = sum(self.plain) + sum(self.epoch_only)
+        taking = len(self.epoch_only) * max(0.0, epoch_median - plain_median)
         return {"untouched": untouched, "untouched_n": len(self.plain) + len(self.epoch_only),
                 "epoch_only_n": len(self.epoch_only), "epoch_median": epoch_median, "plain_median": plain_median,
-                "plain_after_n": len(plain_after), "taking": len(self.epoch_only) * (epoch_median - plain_median),
+                "probes": sum(self.probes), "probes_n": len(self.probes), "taking": taking,
                 "idle_polls": sum(self.idle_polls), "idle_polls_n": len(self.idle_polls),
-                "total": untouched + sum(self.idle_polls)}
+                "total": sum(self.probes) + untouched + sum(self.idle_polls) - taking}
 
 
 def _runtime() -> tuple[CoordinatorRuntime, FakeClock]:
@@ -239,6 +241,8 @@ def _one_joins(runtime: CoordinatorRuntime, clock: FakeClock, sims: list[Sim], r
     sims.append(newcomer)
     heapq.heappush(queue, (start + INTERVAL_S, len(sims) - 1))
     ran_at = None
+    taken: list[Sim] = []  # the members at the new epoch that the change left alone: the probes
+    pick = random.Random(len(sims))  # seeded, apart from the phases
     try:
         while ran_at is None:
             at, index = heapq.heappop(queue)
@@ -248,7 +252,10 @@ def _one_joins(runtime: CoordinatorRuntime, clock: FakeClock, sims: list[Sim], r
             else:
                 window.idle_polls.append(Coordinator.last - Coordinator.last_collector)
             sim = sims[index]
-            _regular_beat(runtime, sim, sim is newcomer, window)
+            if _regular_beat(runtime, sim, sim is newcomer, window):
+                if taken:  # one of them picked at random: not touched just before, as a regular one
+                    _probe(runtime, taken[pick.randrange(len(taken))], window)
+                taken.append(sim)
             while sim.running != sim.heard:  # gave tasks up: told at once, one extra call
                 _beat(runtime, sim)
                 window.calls += 1
@@ -263,19 +270,18 @@ def _one_joins(runtime: CoordinatorRuntime, clock: FakeClock, sims: list[Sim], r
         collector = Coordinator.collector - collector_start
     finally:
         consumer_model.target_for = timed  # type: ignore[assignment]
-    after = Window()  # the others finish their round: the group settled again before anything else
-    while queue:
+    while queue:  # the others finish their round: the group settled again before anything else
         at, index = heapq.heappop(queue)
         if at >= ran_at + INTERVAL_S:
             break
         clock.advance(at - clock.now())
-        _regular_beat(runtime, sims[index], False, after)  # their plain heartbeats, to price the epoch's
+        _beat(runtime, sims[index])
     held: dict[TaskReplica, int] = {}
     for sim in sims:
         for task in sim.running:
             held[task] = held.get(task, 0) + 1
     assert all(count == 1 for count in held.values()), "a task on two members"
-    out = window.taken_out(after.plain)
+    out = window.taken_out()
     return {"cpu": window_cpu - out["total"], "window_cpu": window_cpu,
             "taken_out": out, "collector": collector, "fired_polls": window.fired_polls,
             "regular": window.regular, "assignor": window.assignor_cpu,
@@ -283,10 +289,10 @@ def _one_joins(runtime: CoordinatorRuntime, clock: FakeClock, sims: list[Sim], r
             "moved": len(newcomer.running)}
 
 
-def _regular_beat(runtime: CoordinatorRuntime, sim: Sim, is_newcomer: bool, window: Window) -> None:
+def _regular_beat(runtime: CoordinatorRuntime, sim: Sim, is_newcomer: bool, window: Window) -> bool:
     """A member's regular heartbeat, sorted by what it did: untouched (nothing changed, or only its
-    epoch) or the change's (the newcomer's, an assignment in the answer, tasks given up, or the
-    group's epoch, target or computation moved during it)."""
+    epoch: then True) or the change's (the newcomer's, an assignment in the answer, tasks given up,
+    or the group's epoch, target or computation moved during it)."""
     group = runtime.model.consumer.groups[GROUP]
     before = (group.epoch, group.target_epoch, group.computing)
     epoch = sim.epoch
@@ -299,6 +305,22 @@ def _regular_beat(runtime: CoordinatorRuntime, sim: Sim, is_newcomer: bool, wind
         window.plain.append(Coordinator.last - Coordinator.last_collector)
     elif untouched:
         window.epoch_only.append(Coordinator.last - Coordinator.last_collector)
+    return untouched and sim.epoch != epoch
+
+
+def _probe(runtime: CoordinatorRuntime, sim: Sim, window: Window) -> None:
+    """One plain heartbeat of a member already at the new epoch, right after another took it: what a
+    plain one costs at that moment, so that taking the epoch is priced against it (not a call of the
+    change: taken out at its own CPU, counted in no call column). The timers are polled before it, as
+    before a regular one: a heartbeat right after another costs less, its code and data still warm."""
+    if Coordinator.poll(runtime):
+        window.fired_polls += 1
+    else:
+        window.idle_polls.append(Coordinator.last - Coordinator.last_collector)
+    epoch = sim.epoch
+    answer = _beat(runtime, sim)
+    assert sim.epoch == epoch and not answer.HasField("assignment"), "a probe that was not plain"
+    window.probes.append(Coordinator.last - Coordinator.last_collector)
 
 
 def consumer_formation(members: int, tasks: int, seed: int = 11) -> dict[str, float]:
@@ -398,11 +420,11 @@ def _taken_out_note(label: str, row: dict[str, Any]) -> str:
     """What the change's CPU is the window's less of, so that a reader can check the subtraction."""
     out = row["taken_out"]
     return (f"{label}: window {row['window_cpu']:.3f} s less {out['untouched_n']:,} untouched members' heartbeats "
-            f"{out['untouched']:.3f} s and {out['idle_polls_n']:,} timer polls that fired none "
-            f"{out['idle_polls']:.3f} s = {row['cpu']:.3f} s, the collector's {row['collector']:.3f} s and "
-            f"{row['fired_polls']} timer polls that fired in it; {out['epoch_only_n']:,} of those heartbeats took "
-            f"the new epoch, {out['epoch_median'] * 1e6:.1f} µs median against {out['plain_median'] * 1e6:.1f} µs "
-            f"for the plain round after: {out['taking']:+.3f} s, an estimate not in the figure")
+            f"{out['untouched']:.3f} s, {out['idle_polls_n']:,} timer polls that fired none {out['idle_polls']:.3f} s "
+            f"and {out['probes_n']:,} probes {out['probes']:.3f} s, plus {out['epoch_only_n']:,} new epochs taken x "
+            f"({out['epoch_median'] * 1e6:.1f} - {out['plain_median'] * 1e6:.1f} µs, medians of those heartbeats and "
+            f"of the plain probes between them) {out['taking']:.3f} s = {row['cpu']:.3f} s; the collector's "
+            f"{row['collector']:.3f} s and {row['fired_polls']} timer polls that fired in it")
 
 
 def main(argv: list[str] | None = None) -> int:
