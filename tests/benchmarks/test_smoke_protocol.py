@@ -31,5 +31,7 @@ def test_classic_and_consumer_side_by_side() -> None:
     assert int(consumer[5].replace(",", "")) <= 41
     assert float(consumer[6]) <= 2.0, done.stdout  # the newcomer ran its tasks within two intervals
     assert "(next)" in change  # the next change, once the group settled
+    notes = [line for line in change.splitlines() if "untouched members' heartbeats" in line]
+    assert len(notes) == 2 and all("probes" in n and "new epochs taken" in n for n in notes), change  # shown
     [formation] = [line.split() for line in formed.splitlines() if line.strip().startswith("40 ")]
     assert int(formation[2].replace(",", "")) >= 40 and float(formation[3]) > 0  # every member called; it took time
