@@ -28,7 +28,7 @@ GROUP_MEMBER_OVERHEAD = 32  # field tags and lengths of one GroupMember entry, g
 
 def entry_bytes(metadata_bytes: int, *ids: str) -> int:
     """What one member's entry in the leader's JoinGroup answer takes: its metadata and its ids (bytes)."""
-    return metadata_bytes + sum(len(i) for i in ids) + GROUP_MEMBER_OVERHEAD
+    return metadata_bytes + sum(map(len, ids)) + GROUP_MEMBER_OVERHEAD
 
 __all__ = ["Member", "Group", "PendingIds", "entry_bytes"]
 
@@ -231,7 +231,10 @@ class Group:
         member.protocols = protocols
 
     def set_metadata(self, member: Member, metadata: pb.MemberMetadata) -> None:
-        """``member`` now describes itself with ``metadata`` (a re-join): the running total follows."""
+        """``member`` now describes itself with ``metadata`` (a re-join): the running total follows. An
+        unchanged description (most re-joins) keeps the member's own message: nothing to recount."""
+        if metadata == member.metadata:
+            return
         member.metadata = metadata
         self._recount(member)
 
