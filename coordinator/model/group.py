@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from groupcoord.assignors.base import RebalanceProtocol
-from groupcoord.coordinator.model.catalog_snapshot import CatalogSnapshot
+from groupcoord.coordinator.model.catalog_snapshot import CatalogSnapshot, b64
 from groupcoord.coordinator.model.effects import Token
 from groupcoord.coordinator.model.pending import PendingIds
 from groupcoord.coordinator.model.states import GroupState
@@ -63,6 +63,8 @@ class Member:
     principal: str = ""
     # what this member adds to the leader's JoinGroup answer (bytes); kept by ``Group``
     entry_bytes: int = 0
+    # ``metadata`` and its form in the group's record (``record_metadata``); stale once ``metadata`` is another message
+    _recorded: tuple[pb.MemberMetadata, str] | None = field(default=None, init=False, repr=False)
 
     @property
     def is_awaiting(self) -> bool:
@@ -92,6 +94,15 @@ class Member:
     def described_bytes(self) -> int:
         """About what this member's entry in the leader's JoinGroup answer takes (bytes)."""
         return entry_bytes(self.metadata.ByteSize(), self.member_id, self.instance_id, self.client_id, self.host)
+
+    def record_metadata(self) -> str:
+        """``metadata`` as the group's record keeps it (``b64``), serialised once per message: a record is
+        written three times a rebalance, and a re-join with the same description keeps the same message
+        (``Group.set_metadata``). Messages are replaced, never changed in place."""
+        recorded = self._recorded
+        if recorded is None or recorded[0] is not self.metadata:
+            recorded = self._recorded = (self.metadata, b64(self.metadata))
+        return recorded[1]
 
     def to_pb(self) -> pb.GroupMember:
         return pb.GroupMember(
