@@ -65,6 +65,8 @@ class Member:
     entry_bytes: int = 0
     # ``metadata`` and its form in the group's record (``record_metadata``); stale once ``metadata`` is another message
     _recorded: tuple[pb.MemberMetadata, str] | None = field(default=None, init=False, repr=False)
+    # its entry in the group's record and the fields it was made of (``records.member_entry``)
+    record_entry: tuple[tuple[object, ...], dict[str, object]] | None = field(default=None, init=False, repr=False)
 
     @property
     def is_awaiting(self) -> bool:

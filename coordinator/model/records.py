@@ -46,22 +46,7 @@ def group_to_record(group: Group) -> dict[str, Any]:
         "protocol": group.protocol,
         "protocol_type": group.protocol_type,
         "leader_id": group.leader_id,
-        "members": [
-            {
-                "member_id": m.member_id,
-                "client_id": m.client_id,
-                "instance_id": m.instance_id,
-                "host": m.host,
-                "session_timeout_ms": m.session_timeout_ms,
-                "rebalance_timeout_ms": m.rebalance_timeout_ms,
-                "protocols": list(m.protocols),
-                "protocol_type": m.protocol_type,
-                "rebalance_protocols": list(m.rebalance_protocols),
-                "metadata": m.record_metadata(),  # serialised once per description, not per record
-                "principal": m.principal,
-            }
-            for m in group.members.values()
-        ],
+        "members": [member_entry(m) for m in group.members.values()],
         "assignment": {member_id: tuple(replicas) for member_id, replicas in group.assignment.items()},
         "user_data": {member_id: base64.b64encode(data).decode("ascii") for member_id, data in group.user_data.items()},
         "rebalance_protocol": group.rebalance_protocol.value,
@@ -74,6 +59,32 @@ def group_to_record(group: Group) -> dict[str, Any]:
         "creator": group.creator,
         "founder": group.founder,
     }
+
+
+def member_entry(m: Member) -> dict[str, Any]:
+    """``m``'s entry in its group's record, made again only when one of its fields changed: a rebalance
+    writes the record three times, and most members change nothing in it. Entries are never changed
+    once made (records share them)."""
+    fields = (m.member_id, m.client_id, m.instance_id, m.host, m.session_timeout_ms, m.rebalance_timeout_ms,
+              m.protocols, m.protocol_type, m.rebalance_protocols, m.metadata, m.principal)
+    made = m.record_entry
+    if made is not None and made[0] == fields:
+        return made[1]
+    entry: dict[str, Any] = {
+        "member_id": m.member_id,
+        "client_id": m.client_id,
+        "instance_id": m.instance_id,
+        "host": m.host,
+        "session_timeout_ms": m.session_timeout_ms,
+        "rebalance_timeout_ms": m.rebalance_timeout_ms,
+        "protocols": list(m.protocols),
+        "protocol_type": m.protocol_type,
+        "rebalance_protocols": list(m.rebalance_protocols),
+        "metadata": m.record_metadata(),  # serialised once per description, not per record
+        "principal": m.principal,
+    }
+    m.record_entry = (fields, entry)
+    return entry
 
 
 def finish_record(draft: Mapping[str, Any]) -> dict[str, Any]:
