@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from groupcoord.assignors.base import RebalanceProtocol
-from groupcoord.coordinator.model.catalog_snapshot import CatalogSnapshot
+from groupcoord.coordinator.model.catalog_snapshot import CatalogSnapshot, b64
 from groupcoord.coordinator.model.effects import Token
 from groupcoord.coordinator.model.pending import PendingIds
 from groupcoord.coordinator.model.states import GroupState
@@ -28,7 +28,7 @@ GROUP_MEMBER_OVERHEAD = 32  # field tags and lengths of one GroupMember entry, g
 
 def entry_bytes(metadata_bytes: int, *ids: str) -> int:
     """What one member's entry in the leader's JoinGroup answer takes: its metadata and its ids (bytes)."""
-    return metadata_bytes + sum(len(i) for i in ids) + GROUP_MEMBER_OVERHEAD
+    return metadata_bytes + sum(map(len, ids)) + GROUP_MEMBER_OVERHEAD
 
 __all__ = ["Member", "Group", "PendingIds", "entry_bytes"]
 
@@ -63,6 +63,10 @@ class Member:
     principal: str = ""
     # what this member adds to the leader's JoinGroup answer (bytes); kept by ``Group``
     entry_bytes: int = 0
+    # ``metadata`` and its form in the group's record (``record_metadata``); stale once ``metadata`` is another message
+    _recorded: tuple[pb.MemberMetadata, str] | None = field(default=None, init=False, repr=False)
+    # its entry in the group's record and the fields it was made of (``records.member_entry``)
+    record_entry: tuple[tuple[object, ...], dict[str, object]] | None = field(default=None, init=False, repr=False)
 
     @property
     def is_awaiting(self) -> bool:
@@ -92,6 +96,15 @@ class Member:
     def described_bytes(self) -> int:
         """About what this member's entry in the leader's JoinGroup answer takes (bytes)."""
         return entry_bytes(self.metadata.ByteSize(), self.member_id, self.instance_id, self.client_id, self.host)
+
+    def record_metadata(self) -> str:
+        """``metadata`` as the group's record keeps it (``b64``), serialised once per message: a record is
+        written three times a rebalance, and a re-join with the same description keeps the same message
+        (``Group.set_metadata``). Messages are replaced, never changed in place."""
+        recorded = self._recorded
+        if recorded is None or recorded[0] is not self.metadata:
+            recorded = self._recorded = (self.metadata, b64(self.metadata))
+        return recorded[1]
 
     def to_pb(self) -> pb.GroupMember:
         return pb.GroupMember(
@@ -231,7 +244,10 @@ class Group:
         member.protocols = protocols
 
     def set_metadata(self, member: Member, metadata: pb.MemberMetadata) -> None:
-        """``member`` now describes itself with ``metadata`` (a re-join): the running total follows."""
+        """``member`` now describes itself with ``metadata`` (a re-join): the running total follows. An
+        unchanged description (most re-joins) keeps the member's own message: nothing to recount."""
+        if metadata == member.metadata:
+            return
         member.metadata = metadata
         self._recount(member)
 

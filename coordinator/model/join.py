@@ -49,13 +49,7 @@ def handle_join(m: Model, out: Outbox, request: pb.JoinGroupRequest, token: Toke
     if refused is not None:
         fail(*refused)
         return
-    failure = (limits.check_id(cfg, "client_id", request.client_id)
-               or limits.check_id(cfg, "instance_id", request.instance_id)
-               or limits.check_id(cfg, "member_id", request.member_id, member_id=True)
-               or limits.check_id(cfg, "protocol_type", request.protocol_type)
-               or next(filter(None, (limits.check_id(cfg, "protocol name", p) for p in protocols)), None)
-               or next(filter(None, (limits.check_id(cfg, "rebalance protocol", p)
-                                     for p in request.rebalance_protocols)), None))
+    failure = _id_failure(cfg, request, protocols)
     if failure is not None:
         out.reply(token, "", pb.JoinGroupResponse(error=failure, generation=-1))
         return
@@ -120,6 +114,24 @@ def _request_refusal(cfg: CoordinatorConfig, request: pb.JoinGroupRequest, proto
     if metadata_size > cfg.max_metadata_bytes:
         return pb.INVALID_REQUEST, f"metadata is {metadata_size} bytes; the limit is {cfg.max_metadata_bytes}"
     return None
+
+
+def _id_failure(cfg: CoordinatorConfig, request: pb.JoinGroupRequest, protocols: tuple[str, ...]) -> pb.Error | None:
+    """The first of the request's ids that is too long or not printable (``limits.check_id``), in this
+    order; None when all hold. Every join asks: one pass over all of them answers the common case,
+    and only a request that fails it is checked id by id, for the error to name the first bad one."""
+    limit, member_id = cfg.max_id_length, request.member_id
+    texts = (request.client_id, request.instance_id, request.protocol_type, *protocols, *request.rebalance_protocols)
+    if (len(member_id) <= limit + _UUID_SUFFIX and max(map(len, texts)) <= limit
+            and "".join(texts).isprintable() and member_id.isprintable()):
+        return None
+    return (limits.check_id(cfg, "client_id", request.client_id)
+            or limits.check_id(cfg, "instance_id", request.instance_id)
+            or limits.check_id(cfg, "member_id", member_id, member_id=True)
+            or limits.check_id(cfg, "protocol_type", request.protocol_type)
+            or next(filter(None, (limits.check_id(cfg, "protocol name", p) for p in protocols)), None)
+            or next(filter(None, (limits.check_id(cfg, "rebalance protocol", p)
+                                  for p in request.rebalance_protocols)), None))
 
 
 def _accepts(m: Model, group: Group, request: pb.JoinGroupRequest) -> bool:

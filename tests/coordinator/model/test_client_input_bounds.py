@@ -32,6 +32,40 @@ def test_rebalance_protocol_names_are_printable_and_short(name: str) -> None:
     assert len(answer.error.message) < 200 and G not in h.model.groups  # nothing kept
 
 
+def plain_join(h: Harness, **fields: object) -> pb.JoinGroupResponse:
+    request = pb.JoinGroupRequest(**{"group_id": G, "client_id": "w", "session_timeout_ms": 10_000,  # type: ignore[arg-type]
+                                     "rebalance_timeout_ms": 10_000, "protocols": ["round-robin"], **fields})
+    response: pb.JoinGroupResponse = h.run(lambda token: h.model.join(request, token, "test"),
+                                           pb.JoinGroupResponse).response
+    return response
+
+
+@pytest.mark.parametrize(("fields", "named"), [
+    ({"client_id": "w\x00"}, "client_id"),
+    ({"instance_id": "i" * 300}, "instance_id"),
+    ({"member_id": "m" * (256 + 38)}, "member_id"),
+    ({"protocol_type": "consumer\n"}, "protocol_type"),
+    ({"protocols": ["round-robin", "r\x7f"]}, "protocol name"),
+    ({"rebalance_protocols": ["eager", "e" * 257]}, "rebalance protocol"),
+    # two bad ids: the first in the checks' order is named (the one-pass check then looks id by id)
+    ({"client_id": "w" * 257, "protocol_type": "\x00"}, "client_id"),
+    ({"protocol_type": "\x00", "protocols": ["\x01"]}, "protocol_type"),
+    ({"instance_id": "\u2028", "member_id": "\x00"}, "instance_id"),
+])
+def test_each_bad_id_of_a_join_is_named_first_bad_first(fields: dict[str, object], named: str) -> None:
+    h = Harness(CoordinatorConfig(max_id_length=256, group_initial_rebalance_delay_ms=0))
+    answer = plain_join(h, **fields)
+    assert answer.error.code == pb.INVALID_REQUEST and answer.error.message.startswith(named), answer.error.message
+    assert G not in h.model.groups  # nothing kept
+
+
+def test_ids_at_their_length_limit_join() -> None:
+    h = Harness(CoordinatorConfig(max_id_length=8, group_initial_rebalance_delay_ms=0))
+    answer = plain_join(h, client_id="c" * 8, instance_id="i" * 8, protocol_type="t" * 8, protocols=["p" * 8],
+                  rebalance_protocols=["e" * 8])
+    assert answer.error.code == pb.NONE, answer.error.message
+
+
 def test_a_mismatched_protocol_name_is_quoted_short() -> None:
     h = Harness()
     joined = join(h)
