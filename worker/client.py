@@ -95,10 +95,15 @@ class WorkerClient(MemberView):
         with self._cond:
             while not predicate(self):
                 remaining = deadline - time.monotonic()
-                if remaining <= 0 or self.fatal_error is not None:
+                if remaining <= 0 or self._stopped_by_error():
                     return predicate(self)
                 self._cond.wait(remaining)
         return True
+
+    def _stopped_by_error(self) -> bool:
+        """A fatal error ended the member and its shutdown is over (tasks revoked or lost, DOWN): nothing
+        changes any more. Until DOWN the shutdown is still moving, so a wait for DOWN itself is not cut short."""
+        return self.fatal_error is not None and self.state is WorkerState.DOWN
 
     def wait_until_stable(self, timeout: float = 30.0) -> bool:
         """True once the worker is Stable; False when ``timeout`` passed first or the worker stopped (see

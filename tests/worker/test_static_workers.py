@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Sequence
+
 from groupcoord import errors
 from groupcoord.admin import AdminClient
+from groupcoord.assignors.base import TaskReplica
 from groupcoord.coordinator.rpc.server import ServerThread
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.worker import WorkerState
@@ -49,6 +53,43 @@ def test_a_fenced_worker_stops_with_the_error_and_revokes_its_tasks(server: Serv
         assert old.assigned_tasks == () and old_listener.events[-1][0] == "revoked"
         assert new.wait_until_stable(10) and len(new.assigned_tasks) == 2
     finally:
+        old.close()
+        if new is not None:
+            new.close(leave_group=True)
+        admin.close()
+
+
+class RevokeHeldOnceFenced(Recorder):
+    """Holds the fenced worker's last revoke (its shutdown) until the test's wait has returned, or 2 s."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.worker: object = None
+        self.wait_returned = threading.Event()
+
+    def on_revoked(self, tasks: Sequence[TaskReplica]) -> None:
+        super().on_revoked(tasks)
+        if getattr(self.worker, "fatal_error", None) is not None:
+            self.wait_returned.wait(2.0)
+
+
+def test_a_wait_for_down_outlasts_the_shutdown_of_a_fenced_worker(server: ServerThread) -> None:
+    """A fatal error ends a wait only once the shutdown it starts is over: make test once saw the wait for DOWN
+    return False while the fenced worker was still revoking its tasks (the tasks' change woke the waiter)."""
+    admin = AdminClient(server.address)
+    admin.put_tasks(G, ["t0", "t1"])
+    listener = RevokeHeldOnceFenced()
+    old = make_worker(server.address, "old", listener, instance_id="same").start()
+    listener.worker = old
+    new = None
+    try:
+        wait_settled([old], admin, 2)
+        new = make_worker(server.address, "new", instance_id="same").start()
+        down = old.wait_until(lambda w: w.state is WorkerState.DOWN, 10)
+        listener.wait_returned.set()
+        assert down and isinstance(old.fatal_error, errors.FencedInstanceIdError)
+    finally:
+        listener.wait_returned.set()
         old.close()
         if new is not None:
             new.close(leave_group=True)
