@@ -30,7 +30,7 @@ from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.wire import snapshot_to_pb
 from groupcoord.worker.consumer_leader import target_answer
 from tests.coordinator.model.consumer_sim import Fleet, heartbeat
-from tests.coordinator.model.test_consumer_load import run
+from tests.coordinator.model.test_consumer_load import reconciled, run
 
 G = "g"
 ASSIGN = TimerKey("c-assign", G)
@@ -53,18 +53,6 @@ def join(model: CoordinatorModel, name: str, assignor: str = "pulsar-avg") -> st
     response: Any = reply.response
     assert response.error.code == pb.NONE, response.error
     return str(response.member_id)
-
-
-def reconciled(model: CoordinatorModel) -> None:
-    """Every member heartbeats what it was given until each runs its target."""
-    group = model.consumer.groups[G]
-    for _ in range(4):
-        for member in list(group.members.values()):
-            owned = pb.TaskReplicaList(tasks=[pb.TaskReplica(task_id=t.task_id, replica=t.replica)
-                                              for t in sorted(member.reconciled.assigned)])
-            run(model, model.group_heartbeat(pb.GroupHeartbeatRequest(
-                group_id=G, member_id=member.member_id, member_epoch=member.epoch, owned=owned), 2))
-    assert all(m.reconciled.assigned == group.target_of(m.member_id) for m in group.members.values())
 
 
 ORDERS = pb.Task(task_id="orders", attributes={"hash_lower": "0x00000000", "hash_upper": "0x100000000"})
