@@ -161,8 +161,7 @@ class AsyncWorkerClient(MemberView):
         while not predicate(self):
             changed = self._changed
             remaining = deadline - self._monotonic()
-            stopped_by_error = self.fatal_error is not None and self.state is WorkerState.DOWN  # its shutdown over
-            if changed is None or remaining <= 0 or stopped_by_error or self._closed:
+            if changed is None or remaining <= 0 or self._stopped_by_error() or self._closed:
                 return predicate(self)
             try:
                 await asyncio.wait_for(changed.wait(), remaining)

@@ -100,11 +100,6 @@ class WorkerClient(MemberView):
                 self._cond.wait(remaining)
         return True
 
-    def _stopped_by_error(self) -> bool:
-        """A fatal error ended the member and its shutdown is over (tasks revoked or lost, DOWN): nothing
-        changes any more. Until DOWN the shutdown is still moving, so a wait for DOWN itself is not cut short."""
-        return self.fatal_error is not None and self.state is WorkerState.DOWN
-
     def wait_until_stable(self, timeout: float = 30.0) -> bool:
         """True once the worker is Stable; False when ``timeout`` passed first or the worker stopped (see
         ``fatal_error``). It never raises on a timeout: the worker goes on trying in the background."""

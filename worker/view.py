@@ -111,6 +111,11 @@ class MemberView:
     def state(self) -> WorkerState:
         return self._member.machine.state
 
+    def _stopped_by_error(self) -> bool:
+        """A fatal error ended the member and its shutdown is over (tasks revoked or lost, DOWN): nothing
+        changes any more. Until DOWN the shutdown is still moving, so a wait for DOWN itself is not cut short."""
+        return self.fatal_error is not None and self.state is WorkerState.DOWN
+
     @property
     def member_id(self) -> str:
         return self._member.session.member_id
