@@ -39,8 +39,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import grpc
-import psutil
-from cpu_cap import CpuCaps
+from cpu_cap import CpuCaps, process_cpu_s
 from stream_bench import Calls, Generators, _counts, _cpu_now
 
 from groupcoord.v1 import groupcoord_pb2 as pb
@@ -87,11 +86,6 @@ class Coordinator:
     def close(self) -> None:
         self.proc.kill()
         self.proc.join(10)
-
-
-def _cpu_of(pid: int) -> float:
-    times = psutil.Process(pid).cpu_times()
-    return float(times.user + times.system)
 
 
 def put_catalog(address: str, tasks: int) -> None:
@@ -252,7 +246,7 @@ class ConsumerFleet:
         """One more member joins (the change measured): until it runs its whole target (DescribeGroup's)."""
         newcomer = Member(name)
         self.members.append(newcomer)
-        cpu0, started = _cpu_of(coordinator_pid), time.monotonic()
+        cpu0, started = process_cpu_s(coordinator_pid), time.monotonic()
         self.callers.add(name)
         self.tasks.append(asyncio.create_task(self._live(newcomer, first=True)))
         async with grpc.aio.insecure_channel(address) as channel:
@@ -260,7 +254,7 @@ class ConsumerFleet:
             while True:
                 while len(newcomer.running) < share:
                     await asyncio.sleep(0.005)
-                done_at, cpu = time.monotonic(), _cpu_of(coordinator_pid)
+                done_at, cpu = time.monotonic(), process_cpu_s(coordinator_pid)
                 described = await admin.DescribeGroup(pb.DescribeGroupRequest(group_id=GROUP), timeout=120)
                 mine = [m for m in described.members if m.member.member_id == newcomer.member_id]
                 target = frozenset((t.task_id, t.replica) for t in mine[0].consumer.target) if mine else None

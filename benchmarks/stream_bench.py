@@ -43,8 +43,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import grpc
-import psutil
-from cpu_cap import CpuCaps
+from cpu_cap import CpuCaps, process_cpu_s
 
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
@@ -95,8 +94,7 @@ class Coordinator:
             caps.cap(self.proc.pid or 0)
 
     def cpu(self) -> float:
-        times = psutil.Process(self.proc.pid).cpu_times()
-        return float(times.user + times.system)
+        return process_cpu_s(self.proc.pid or 0)
 
     def close(self) -> None:
         self.proc.kill()
@@ -153,8 +151,7 @@ class Calls:
 
 
 def _cpu_now() -> float:
-    times = psutil.Process().cpu_times()
-    return float(times.user + times.system)
+    return time.process_time()
 
 
 def _cpu_waited() -> float:

@@ -41,3 +41,24 @@ def test_a_busy_process_gets_no_more_than_its_budget() -> None:
     # a busy loop alone would take a whole core; a loaded machine only gives it less
     assert share < 0.3, share
     assert not list(caps.root.glob(f"groupcoord-bench-{busy.pid}")), "the cgroup was left behind"
+
+
+def test_a_process_cpu_reads_to_below_a_clock_tick() -> None:
+    """A change in a small group costs the coordinator a few ms: psutil's 10 ms ticks read that as 0."""
+    process_cpu_s = _cpu_cap().process_cpu_s
+    child = subprocess.Popen([sys.executable, "-c", "import sys; print('up', flush=True); sys.stdin.read()"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline() == "up\n"
+        started = process_cpu_s(child.pid)  # an interpreter's start: some ms, rarely a whole number of ticks
+        assert 0 < started < 30, started
+        assert round(started * 1e6) % 10_000, started  # below the 10 ms tick
+        before = process_cpu_s(own := psutil.Process().pid)
+        mine = time.process_time()
+        while time.process_time() - mine < 0.002:
+            pass
+        spent = process_cpu_s(own) - before
+        assert 0.002 <= spent < 0.5, spent
+    finally:
+        child.kill()
+        child.wait()
