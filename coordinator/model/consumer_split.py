@@ -83,5 +83,7 @@ def apply(m: Model, group: ConsumerGroup, tasks: dict[str, pb.Task], splits: Seq
     children = sum(len(split.children) for split in splits)
     log.info("group %s: split %s into %d task(s) (catalog version %d)", group.group_id, parents, children,
              classic.catalog_version, extra={"event": "tasks_split", "group": group.group_id, "parents": parents,
-                                             "children": children})
+                                             "children": children, "lineage": {  # child -> parent: log readers
+                                                 c.task_id: split.parent_task_id for split in splits
+                                                 for c in split.children}})
     return classic.catalog_snapshot()

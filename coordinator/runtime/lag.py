@@ -6,6 +6,11 @@ is added to ``lost()``. The model discounts that time from sessions: a member wh
 heartbeats were waiting in line behind the coordinator's own backlog is not expelled for it.
 An overloaded coordinator then stays correct and slower, instead of expelling live members,
 rebalancing, and getting more overloaded (congestion collapse).
+
+The total is logged (event ``loop_lost``, field ``lost_s``) each time it has grown by
+``LOGGED_EVERY_S`` since the last line, and with each stall over a second (``loop_late``): what the
+process lost, and so how much later than its bounds it may act, can be read from its log
+afterwards, to within ``LOGGED_EVERY_S`` (the fault suite's checker does).
 """
 
 from __future__ import annotations
@@ -16,7 +21,9 @@ from collections.abc import Callable
 
 from groupcoord.coordinator.clock import Clock
 
-__all__ = ["LagMonitor", "lag_monitor_for"]
+__all__ = ["LOGGED_EVERY_S", "LagMonitor", "lag_monitor_for"]
+
+LOGGED_EVERY_S = 1.0  # at most one ``loop_lost`` line per second lost
 
 log = logging.getLogger("groupcoord.lag")
 
@@ -30,6 +37,7 @@ class LagMonitor:
         self.interval_s = interval_s
         self.slack_s = slack_s
         self._lost = 0.0
+        self._logged = 0.0  # the total the last line said
         self.worst_s = 0.0  # the longest single stall seen
         self._task: asyncio.Task[None] | None = None
 
@@ -43,7 +51,14 @@ class LagMonitor:
             self._lost += late_s - self.slack_s
             self.worst_s = max(self.worst_s, late_s)
             if late_s > 1.0:
-                log.warning("the coordinator's event loop ran %.1fs late: sessions are extended by that much", late_s)
+                log.warning("the coordinator's event loop ran %.1fs late: sessions are extended by that much", late_s,
+                            extra={"event": "loop_late", "late_s": round(late_s, 3), "lost_s": round(self._lost, 3)})
+                self._logged = self._lost
+            elif self._lost - self._logged >= LOGGED_EVERY_S:
+                log.info("the coordinator's event loop has lost %.1fs in all: sessions and rebalance deadlines "
+                         "are extended by what it loses", self._lost,
+                         extra={"event": "loop_lost", "lost_s": round(self._lost, 3)})
+                self._logged = self._lost
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         if self._task is None and self._ticking:

@@ -98,7 +98,7 @@ class Coordinator:
 
     def start(self) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "groupcoord.cli", "--log-level", "info", "serve", "--config", str(self.config_path),
+            [sys.executable, "-m", "groupcoord.cli", "--log-level", "info", "--log-format", "json", "serve", "--config", str(self.config_path),
              "--listen", self.address, "--advertise", self.address, "--data-dir", str(self.data_dir)],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env_with_tree(),
         )

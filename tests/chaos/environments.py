@@ -24,7 +24,8 @@ from groupcoord.admin import AdminClient
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
 from tests.chaos.cluster import Coordinator, Timing, WorkerPool, answers_as_active, speaks_consumer, wait_for
-from tests.chaos.ownership import event
+from tests.chaos.coordinator_log import CoordinatorHistory
+from tests.chaos.ownership import Fault, event
 from tests.chaos.proxy import FaultProxy
 from tests.chaos.schedule import FaultSpec
 from tests.zookeeper_server import ZooKeeperServer
@@ -33,6 +34,7 @@ __all__ = ["Env", "ShardedEnv", "SqliteEnv", "ZooKeeperEnv"]
 
 _COORDINATOR = "[coordinator]\ngroup_min_session_timeout_ms = 500\ngroup_initial_rebalance_delay_ms = 0\n"
 STORE_FAILED = "store write failed"
+COORDINATOR_KILLS = ("coordinator_kill", "active_kill", "shard_kill")  # SIGKILL: no line says it left office
 
 
 class LiveOwners:
@@ -70,6 +72,7 @@ class Env:
     """What both environments share: groups, workers, the log, settling."""
 
     name = ""
+    shards = 1  # the groups' shards (ShardedEnv's); 1: every group moves with the one elected coordinator
 
     def __init__(self, workdir: Path, timing: Timing, groups: int, slots: int, tasks_per_group: int,
                  rng: random.Random, group_protocol: str = "classic") -> None:
@@ -159,6 +162,12 @@ class Env:
     def coordinator_logs(self) -> str:
         """Every coordinator's log of this run, as one text (the conversions are counted in it)."""
         return "".join(c.log_text() for c in self.coordinators_of_run())
+
+    def coordinator_history(self, faults: list[Fault]) -> CoordinatorHistory:
+        """What the coordinators' logs say of the run (lost loop time, shard moves, splits) for the checker."""
+        kills = [(f.inject, f.target) for f in faults if f.kind in COORDINATOR_KILLS]
+        return CoordinatorHistory.parse({c.name: c.log_text().splitlines() for c in self.coordinators_of_run()},
+                                        shards=self.shards, kills=kills)
 
     def coordinators_of_run(self) -> list[Coordinator]:
         return list(getattr(self, "coordinators", [])) + ([self.coordinator] if hasattr(self, "coordinator") else [])

@@ -21,8 +21,10 @@ Two properties:
   The allowed bound is one heartbeat interval plus the longest call deadline in Stable (half the
   session), plus half a second of scheduling slack on a loaded machine.
 * **No task unowned for long.** After a fault heals, no task stays without an owner longer than
-  the session timeout plus the rebalance timeout. A gap that opened before the heal counts from
-  the heal. Why that is enough after a coordinator restart, however long: the restarted coordinator
+  the session timeout plus the rebalance timeout, plus what the coordinators' loops lost during the
+  gap (they extend sessions and rebalance deadlines by it). A gap that opened before the heal counts
+  from the heal, and one during a move of its group's shard from the move's end: both read from the
+  coordinators' own logs (``coordinator_log``), not assumed from a quiet machine. Why that is enough after a coordinator restart, however long: the restarted coordinator
   restarts every member's session when it loads; a member that could not reach it tries again at
   least once a heartbeat interval (``worker.retry.wait_s``; the channel reconnects within a second),
   so it is heard from within that session and gets its tasks back, or its session ends and the
@@ -35,10 +37,12 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from tests.chaos.coordinator_log import CoordinatorHistory
 
 __all__ = ["Fault", "Gap", "Interval", "OwnershipLog", "Overlap", "Report", "blame", "check"]
 
@@ -92,6 +96,8 @@ class Gap:
     stop: float
     fault: Fault | None
     excess: float  # seconds past the allowed bound (<= 0: within it)
+    lost: float = 0.0  # what the coordinators' loops lost meanwhile: added to the bound
+    moved: bool = False  # counted from the end of a move of the group's shard
 
     @property
     def seconds(self) -> float:
@@ -108,7 +114,8 @@ class Report:
     @property
     def violations(self) -> list[str]:
         out = [f"overlap {o}" for o in self.overlaps if not o.allowed]
-        out += [f"gap {g.task} unowned {g.seconds:.2f}s ({g.excess:.2f}s past the bound) after "
+        out += [f"gap {g.task} unowned {g.seconds:.2f}s ({g.excess:.2f}s past the bound, {g.lost:.2f}s of loop lost "
+                f"in it{', counted from a shard move' if g.moved else ''}) after "
                 f"{g.fault.kind if g.fault else 'no fault'}" for g in self.gaps if g.excess > 0]
         return out
 
@@ -196,19 +203,94 @@ def _judge(task: str, first: Interval, second: Interval, stops: list[Fault], not
     return Overlap(task, first, second, False, "no SIGSTOP explains it")
 
 
-def _gaps(log: OwnershipLog, bound_s: float, since: float) -> Iterator[Gap]:
-    for task, intervals in log.intervals.items():
+def _gaps(log: OwnershipLog, bound_s: float, since: float, history: CoordinatorHistory) -> Iterator[Gap]:
+    covered, continued = _coverage(log, history.split_from)
+    for task, intervals in covered.items():
         covered_until = -math.inf
         first = True
         for interval in intervals:
             if not first and interval.start > covered_until and covered_until < log.end:
                 start, stop = covered_until, min(interval.start, log.end)
                 if stop > since:
-                    yield _gap(log, task, max(start, since), stop, bound_s)
+                    yield _gap(log, task, max(start, since), stop, bound_s, history)
             first = False
             covered_until = max(covered_until, interval.stop)
-        if not first and covered_until < log.end and log.end > since:
-            yield _gap(log, task, max(covered_until, since), log.end, bound_s)
+        if not first and covered_until < log.end and log.end > since and task not in continued:
+            yield _gap(log, task, max(covered_until, since), log.end, bound_s, history)
+
+
+# ------------------------------------------------------------------------------------------------ splits
+
+
+def _name(task_id: str, replica: int) -> str:
+    """A task replica as workers log it: the id for replica 0, ``id#replica`` for the others."""
+    return f"{task_id}#{replica}" if replica else task_id
+
+
+def _replica(task: str) -> tuple[str, int]:
+    """A logged name's task id and replica."""
+    head, sep, tail = task.rpartition("#")
+    return (head, int(tail)) if sep and tail.isdigit() else (task, 0)
+
+
+def _parent(task: str, split_from: Mapping[str, str]) -> str | None:
+    """The logged name of the same replica of ``task``'s parent (None: not a split's child)."""
+    task_id, replica = _replica(task)
+    parent = split_from.get(task_id)
+    return None if parent is None else _name(parent, replica)
+
+
+def _ancestors(task: str, split_from: Mapping[str, str]) -> Iterator[str]:
+    steps = len(split_from)  # bounded: a lineage with a loop in it cannot hold us
+    while steps > 0 and (parent := _parent(task, split_from)) is not None:
+        yield parent
+        task, steps = parent, steps - 1
+
+
+def _split_overlaps(log: OwnershipLog, split_from: Mapping[str, str], notice_s: float) -> Iterator[Overlap]:
+    """A split's child run on one member while another still runs its parent (or an older ancestor):
+    the same range run twice. The same member may hold both (the coordinator lets it)."""
+    stops = [f for f in log.faults if f.kind == "worker_stop"]
+    for task, intervals in log.intervals.items():
+        for ancestor in _ancestors(task, split_from):
+            for older in log.intervals.get(ancestor, []):
+                for child in intervals:
+                    if child.worker == older.worker or child.start >= older.stop or older.start >= child.stop:
+                        continue
+                    first, second = (older, child) if older.start <= child.start else (child, older)
+                    yield _judge(f"{task} (split from {ancestor})", first, second, stops, notice_s)
+
+
+def _release(task: str, log: OwnershipLog, split_from: Mapping[str, str]) -> float | None:
+    """When the last owner of ``task``'s range let it go: its own last stop, or, never run itself, its
+    parent's (None: never owned)."""
+    for name in (task, *_ancestors(task, split_from)):
+        if log.intervals.get(name):
+            return max(i.stop for i in log.intervals[name])
+    return None
+
+
+def _coverage(log: OwnershipLog, split_from: Mapping[str, str]) -> tuple[dict[str, list[Interval]], set[str]]:
+    """Who covered each task's range when, for the gap check: a split's child is covered by its parent
+    until the parent's release (the child waits for it; from then on its wait is a gap like any other),
+    and a parent's range goes on in its children (its own end is no gap). Children never run are
+    covered by their parent, so one never given to anybody is a gap till the end."""
+    covered = dict(log.intervals)
+    continued: set[str] = set()
+    replicas: dict[str, set[int]] = defaultdict(set)  # task id -> the replicas the log names
+    for task in log.intervals:
+        task_id, replica = _replica(task)
+        replicas[task_id].add(replica)
+    children = {_name(c, r): _name(p, r) for c, p in split_from.items() for r in replicas[p] | replicas[c]}
+    for child, parent in children.items():
+        released = _release(parent, log, split_from)
+        if released is None:
+            continue
+        continued.add(parent)
+        log.group_of.setdefault(child, log.group_of.get(parent, ""))
+        before = Interval(child, f"(parent {parent})", "", -1, -math.inf, released)
+        covered[child] = [before, *log.intervals.get(child, [])]
+    return covered, continued
 
 
 def blame(faults: list[Fault], ts: float, group: str) -> Fault | None:
@@ -222,19 +304,27 @@ def blame(faults: list[Fault], ts: float, group: str) -> Fault | None:
     return blamed
 
 
-def _gap(log: OwnershipLog, task: str, start: float, stop: float, bound_s: float) -> Gap:
-    blamed = blame(log.faults, start, log.group_of.get(task, ""))
+def _gap(log: OwnershipLog, task: str, start: float, stop: float, bound_s: float, history: CoordinatorHistory) -> Gap:
+    """Counted from the latest of its start, its fault's heal and the end of a move of its group's shard;
+    allowed ``bound_s`` plus what the coordinators' loops lost during it (they extend sessions and
+    rebalance deadlines by that)."""
+    group = log.group_of.get(task, "")
+    blamed = blame(log.faults, start, group)
     healed = start if blamed is None or math.isnan(blamed.heal) else max(start, blamed.heal)
-    return Gap(task, start, stop, blamed, stop - healed - bound_s)
+    moved = history.moved_until(group, start, stop)
+    lost = history.lost_between(start, stop)
+    return Gap(task, start, stop, blamed, stop - max(healed, moved) - bound_s - lost, lost, moved > healed)
 
 
 def check(log: OwnershipLog, *, session_s: float, rebalance_timeout_s: float, heartbeat_s: float,
-          since: float = -math.inf) -> Report:
-    """Judge ``log``: every overlap (allowed or not) and every unowned gap after ``since``."""
+          since: float = -math.inf, history: CoordinatorHistory | None = None) -> Report:
+    """Judge ``log``: every overlap (allowed or not) and every unowned gap after ``since``. ``history``:
+    what the coordinators' logs say (lost loop time, shard moves), which the gap bound takes in."""
     notice_s = heartbeat_s + session_s / 2 + 0.5
     report = Report(faults=log.faults)
-    report.overlaps = list(_overlaps(log, notice_s))
-    report.gaps = [g for g in _gaps(log, session_s + rebalance_timeout_s, since) if g.seconds > 0]
+    history = history or CoordinatorHistory()
+    report.overlaps = list(_overlaps(log, notice_s)) + list(_split_overlaps(log, history.split_from, notice_s))
+    report.gaps = [g for g in _gaps(log, session_s + rebalance_timeout_s, since, history) if g.seconds > 0]
     for fault in log.faults:
         if fault.kind != "worker_stop" or math.isnan(fault.heal):
             continue

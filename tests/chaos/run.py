@@ -91,8 +91,9 @@ def run_env(env: Env, rounds: list[Round], result: EnvResult) -> None:
         if isinstance(env, SqliteEnv):
             result.groups_after_restart = env.verify_store()
         t = env.timing
-        result.report = check(OwnershipLog.read(env.log_path), session_s=t.session_s,
-                              rebalance_timeout_s=t.rebalance_timeout_s, heartbeat_s=t.heartbeat_s, since=since)
+        log = OwnershipLog.read(env.log_path)
+        result.report = check(log, session_s=t.session_s, rebalance_timeout_s=t.rebalance_timeout_s,
+                              heartbeat_s=t.heartbeat_s, since=since, history=env.coordinator_history(log.faults))
     except Exception as failure:  # noqa: BLE001 - reported with the table, and fails the run
         result.error = f"{type(failure).__name__}: {failure}"
     finally:
