@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.deadlines import run_within
 from tests.paths import ROOT
 from tests.processes import stop_processes
 from tests.zookeeper_server import ZooKeeperServer, free_port, wait_until
@@ -170,8 +171,7 @@ def test_the_scaling_page_runs_as_written(session: Session) -> None:
 
 def test_the_example_script_keeps_every_member_through_a_kill_and_a_fourth_coordinator(session: Session) -> None:
     line = next(line for line in shell_lines(PAGE.read_text()) if line.startswith("python examples/sharded_cluster.py"))
-    example = subprocess.run([sys.executable, *session.translate(line)[1:]], check=False, cwd=ROOT, capture_output=True,
-                             text=True, timeout=240)
+    example = run_within([sys.executable, *session.translate(line)[1:]], 240, cwd=ROOT)
     assert example.returncode == 0, example.stdout[-3000:] + example.stderr[-3000:]
     assert example.stdout.count("12 of 12 member(s) kept member id, generation and tasks") == 3, example.stdout
     assert "REBALANCED" not in example.stdout
