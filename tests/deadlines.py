@@ -60,9 +60,10 @@ def run_within(argv: Sequence[str], seconds: float, *, cap: float = DEFAULT_CAP,
                **popen: Any) -> subprocess.CompletedProcess[str]:
     """``subprocess.run(argv, capture_output=True, text=True)`` with a :class:`Deadline` of ``seconds``:
     the child is killed (and ``TimeoutExpired`` raised, with what it printed) only once the stretched
-    deadline has passed."""
+    deadline has passed. ``stdout``/``stderr`` may be given (a file), as to ``Popen``."""
     deadline = Deadline(seconds, cap)
-    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen) as proc:
+    streams = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, **popen}
+    with subprocess.Popen(argv, text=True, **streams) as proc:
         while True:
             try:
                 out, err = proc.communicate(timeout=poll_s)  # a retry after a timeout loses no output

@@ -10,6 +10,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from tests.deadlines import Deadline
+
 
 def stop_processes(procs: Iterable[subprocess.Popen[str]], grace_s: float = 15.0) -> None:
     """SIGTERM every live process (continuing a SIGSTOPped one first, or it could not exit), wait up
@@ -60,11 +62,12 @@ class Prewarmed:
             **popen)
 
     def ready(self, timeout: float = 180.0) -> None:
-        """Wait for the imports (a process start: bounded by the machine, not the product)."""
-        deadline = time.monotonic() + timeout
+        """Wait for the imports (a process start: bounded by the machine, not the product, so ``timeout``
+        stretches with the load: tests/deadlines.py)."""
+        deadline = Deadline(timeout)
         while not self.marker.exists():
             assert self.proc.poll() is None, f"the prewarmed process exited ({self.proc.returncode})"
-            assert time.monotonic() < deadline, f"the prewarmed process did not import within {timeout}s"
+            assert not deadline.passed(), f"the prewarmed process did not import within {deadline.elapsed():.0f}s"
             time.sleep(0.05)  # polling with a deadline
 
     def go(self) -> subprocess.Popen[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -41,6 +42,15 @@ def test_run_within_returns_what_the_child_printed(monkeypatch: pytest.MonkeyPat
     done = run_within([sys.executable, "-c", "import sys; print('out'); print('err', file=sys.stderr); sys.exit(3)"],
                       60.0)
     assert (done.returncode, done.stdout, done.stderr) == (3, "out\n", "err\n")
+
+
+def test_run_within_writes_to_the_files_it_is_given(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    _load(monkeypatch, 1.0)
+    with (tmp_path / "out").open("w") as out:
+        done = run_within([sys.executable, "-c", "import sys; print('out'); print('err', file=sys.stderr)"], 60.0,
+                          stdout=out)
+    assert (done.returncode, done.stdout, done.stderr) == (0, None, "err\n")
+    assert (tmp_path / "out").read_text() == "out\n"
 
 
 def test_run_within_kills_a_child_past_its_deadline(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -34,8 +34,10 @@ class ProcessParts:
     def for_process(cls, config: CoordinatorConfig | None = None, clock: Clock | None = None) -> ProcessParts:
         config = config or CoordinatorConfig()
         clock = clock or SystemClock()
-        return cls(config=config, clock=clock, lag=lag_monitor_for(clock), checkers=CheckerPool(),
-                   metrics=CoordinatorMetrics(), large_requests=ByteBudget(config.max_request_bytes_in_flight))
+        lag, metrics = lag_monitor_for(clock), CoordinatorMetrics()
+        metrics.watch_loop_lag(lag.lost)
+        return cls(config=config, clock=clock, lag=lag, checkers=CheckerPool(), metrics=metrics,
+                   large_requests=ByteBudget(config.max_request_bytes_in_flight))
 
 
 class WithProcessParts:

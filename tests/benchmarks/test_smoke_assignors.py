@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ from typing import Any
 import pytest
 
 from groupcoord import assignors
+from tests.deadlines import run_within
 from tests.paths import ROOT
 
 BENCH = ROOT / "benchmarks" / "assignors_bench.py"
@@ -20,9 +20,7 @@ BENCH = ROOT / "benchmarks" / "assignors_bench.py"
 @pytest.mark.heavy  # a benchmark run at small size (make test-heavy runs the benchmark smokes; CI runs both)
 def test_assignors_bench_quick_runs() -> None:
     env = dict(os.environ, PYTHONPATH=str(Path(assignors.__file__).parent.parent))
-    done = subprocess.run(
-        [sys.executable, str(BENCH), "--quick"], capture_output=True, text=True, timeout=120, env=env, check=False
-    )
+    done = run_within([sys.executable, str(BENCH), "--quick"], 120, env=env)
     assert done.returncode == 0, done.stderr
     for expected in (
         "replica shift fn, 10 racks",

@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from tests.deadlines import run_within
 from tests.paths import ROOT
 
 BENCH = ROOT / "benchmarks" / "consumer_stream_bench.py"
@@ -16,9 +17,8 @@ BENCH = ROOT / "benchmarks" / "consumer_stream_bench.py"
 @pytest.mark.slow
 @pytest.mark.heavy
 def test_consumer_stream_bench_quick_prints_every_row(cli_env: dict[str, str]) -> None:
-    done = subprocess.run([sys.executable, str(BENCH), "--quick", "--sizes", "30", "--tasks", "300",
-                           "--generators", "2"], check=False, cwd=ROOT, capture_output=True, text=True,
-                          timeout=300, env=cli_env)
+    done = run_within([sys.executable, str(BENCH), "--quick", "--sizes", "30", "--tasks", "300",
+                       "--generators", "2"], 300, cwd=ROOT, env=cli_env)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Traceback" not in done.stderr, done.stderr
     rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in done.stdout.splitlines()

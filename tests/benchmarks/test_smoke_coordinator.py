@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from groupcoord import coordinator
+from tests.deadlines import run_within
 from tests.paths import ROOT
 
 BENCH = ROOT / "benchmarks" / "coordinator_bench.py"
@@ -17,8 +18,7 @@ BENCH = ROOT / "benchmarks" / "coordinator_bench.py"
 
 def _run(*args: str) -> str:
     env = dict(os.environ, PYTHONPATH=str(Path(coordinator.__file__).parent.parent))
-    done = subprocess.run([sys.executable, str(BENCH), *args], capture_output=True, text=True, timeout=300,
-                          env=env, check=False)
+    done = run_within([sys.executable, str(BENCH), *args], 300, env=env)
     assert done.returncode == 0, done.stderr
     return done.stdout
 

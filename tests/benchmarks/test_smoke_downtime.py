@@ -4,11 +4,11 @@ on two workers at once (the script exits 1 otherwise)."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 
 import pytest
 
+from tests.deadlines import run_within
 from tests.paths import ROOT
 
 
@@ -16,9 +16,9 @@ from tests.paths import ROOT
 @pytest.mark.heavy
 def test_downtime_bench_quick_prints_every_row(cli_env: dict[str, str]) -> None:
     # a 1 s heartbeat: each rebalance waits for heartbeats, and this keeps the run well under a minute
-    done = subprocess.run(
+    done = run_within(
         [sys.executable, str(ROOT / "benchmarks" / "downtime_bench.py"), "--quick", "--heartbeat-interval-ms", "1000"],
-        check=False, cwd=ROOT, capture_output=True, text=True, timeout=420, env=cli_env,
+        420, cwd=ROOT, env=cli_env,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     for scenario in ("rolling restart", "scale-out"):

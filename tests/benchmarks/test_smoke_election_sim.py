@@ -6,11 +6,11 @@ surviving coordinator a few election reads per lost shard, not a re-read of all 
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 
 import pytest
 
+from tests.deadlines import run_within
 from tests.paths import ROOT
 from tests.zookeeper_server import require_zookeeper
 
@@ -22,8 +22,7 @@ BENCH = ROOT / "benchmarks" / "election_sim.py"
 @pytest.mark.zookeeper
 def test_election_sim_quick_reads_per_change(cli_env: dict[str, str]) -> None:
     require_zookeeper()
-    done = subprocess.run([sys.executable, str(BENCH), "--quick", "--steady", "3", "--json"], check=False, cwd=ROOT,
-                          capture_output=True, text=True, timeout=240, env=cli_env)
+    done = run_within([sys.executable, str(BENCH), "--quick", "--steady", "3", "--json"], 240, cwd=ROOT, env=cli_env)
     assert done.returncode in (0, 1), done.stdout + done.stderr[-3000:]  # 1: a timing target missed (load)
     lines = done.stdout.splitlines()
     out = json.loads(lines[-1])

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from groupcoord import coordinator
+from tests.deadlines import run_within
 from tests.paths import ROOT
 
 BENCH = ROOT / "benchmarks" / "heartbeat_instructions.py"
@@ -18,8 +19,7 @@ BENCH = ROOT / "benchmarks" / "heartbeat_instructions.py"
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, PYTHONPATH=str(Path(coordinator.__file__).parent.parent))
-    return subprocess.run([sys.executable, str(BENCH), *args], capture_output=True, text=True, timeout=900,
-                          env=env, check=False)
+    return run_within([sys.executable, str(BENCH), *args], 900, env=env)
 
 
 @pytest.mark.heavy

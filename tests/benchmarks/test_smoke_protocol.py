@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from groupcoord import coordinator
+from tests.deadlines import run_within
 from tests.paths import ROOT
 
 BENCH = ROOT / "benchmarks" / "protocol_bench.py"
@@ -18,8 +18,7 @@ BENCH = ROOT / "benchmarks" / "protocol_bench.py"
 @pytest.mark.heavy
 def test_classic_and_consumer_side_by_side() -> None:
     env = dict(os.environ, PYTHONPATH=str(Path(coordinator.__file__).parent.parent))
-    done = subprocess.run([sys.executable, str(BENCH), "--sizes", "40", "--tasks", "400"], capture_output=True,
-                          text=True, timeout=600, env=env, check=False)
+    done = run_within([sys.executable, str(BENCH), "--sizes", "40", "--tasks", "400"], 600, env=env)
     assert done.returncode == 0, done.stderr
     change, _, formed = done.stdout.partition("formed from nothing")
     rows = {line.split()[1]: line.split() for line in change.splitlines() if line.strip().startswith("40 ")}

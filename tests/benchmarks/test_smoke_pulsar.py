@@ -2,24 +2,17 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.deadlines import run_within
 from tests.paths import ROOT
 
 
 def run(script: str, *args: str) -> str:
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / script), "--quick", *args],
-        check=False,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = run_within([sys.executable, str(ROOT / "benchmarks" / script), "--quick", *args], 300, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     return done.stdout
 

@@ -17,6 +17,7 @@ import pytest
 from groupcoord.coordinator.rpc.server import ServerThread
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
+from tests.deadlines import run_within
 from tests.paths import ROOT
 from tests.zookeeper_server import require_zookeeper
 
@@ -30,10 +31,8 @@ def test_scale_bench_quick_prints_every_row(cli_env: dict[str, str]) -> None:
     require_zookeeper()
     # h2load is the bench's generator; it installs it when root, else the Python generators stand in
     generator = "h2load" if shutil.which("h2load") or os.geteuid() == 0 else "python"
-    done = subprocess.run(
-        [sys.executable, str(BENCH), "--quick", "--steps", "100", "--generator", generator],
-        check=False, cwd=ROOT, capture_output=True, text=True, timeout=240, env=cli_env,
-    )
+    done = run_within([sys.executable, str(BENCH), "--quick", "--steps", "100", "--generator", generator], 240,
+                      cwd=ROOT, env=cli_env)
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
     rows = [[cell.strip() for cell in line.split("|")[1:3]] for line in lines if line.startswith("| ") and "---" not in line]

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from tests.deadlines import run_within
 from tests.paths import ROOT
 
 BENCH = ROOT / "benchmarks" / "stream_bench.py"
@@ -17,10 +18,8 @@ BENCH = ROOT / "benchmarks" / "stream_bench.py"
 @pytest.mark.slow
 @pytest.mark.heavy
 def test_stream_bench_quick_prints_every_row(cli_env: dict[str, str]) -> None:
-    done = subprocess.run(
-        [sys.executable, str(BENCH), "--quick", "--steps", "40", "--sizes", "30", "--generators", "2"],
-        check=False, cwd=ROOT, capture_output=True, text=True, timeout=300, env=cli_env,
-    )
+    done = run_within([sys.executable, str(BENCH), "--quick", "--steps", "40", "--sizes", "30", "--generators", "2"],
+                      300, cwd=ROOT, env=cli_env)
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
     steps = [line.split()[:2] for line in lines if line.startswith("  ")]

@@ -32,6 +32,7 @@ from groupcoord.admin import AdminClient
 from groupcoord.coordinator.rpc.server import ServerThread
 from groupcoord.v1 import groupcoord_pb2 as pb
 from tests.console.conftest import TOKEN, ConsoleThread, console_for
+from tests.deadlines import keep_waiting
 from tests.paths import ROOT
 from tests.processes import stop_processes
 
@@ -155,7 +156,9 @@ def test_the_group_page_shows_the_group_stable_then_a_killed_workers_rebalance_w
     admin.put_tasks("shop", TASKS)
     procs = _start_workers(coordinator.address, cli_env)
     try:
-        before = admin.wait_for("shop", lambda d: d.state == pb.STABLE and len(d.members) == 3, 60)
+        # three worker processes starting (their imports): 60 s, stretched by the load
+        before = keep_waiting(lambda step: admin.wait_for("shop", lambda d: d.state == pb.STABLE and len(d.members) == 3,
+                                                          step), 60)
         _publish_load(admin, before)
         _log_in(browser, console, "/group?id=shop")
         wait = WebDriverWait(browser, 30, poll_frequency=0.1)

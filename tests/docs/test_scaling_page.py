@@ -24,9 +24,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.deadlines import Deadline, run_within
 from tests.paths import ROOT
 from tests.processes import stop_processes
-from tests.zookeeper_server import ZooKeeperServer, free_port, wait_until
+from tests.zookeeper_server import ZooKeeperServer, free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.heavy]
 
@@ -88,8 +89,10 @@ class Session:
                                               text=True))
         if argv[1] == "serve":  # a reader waits for the listening line before going on
             self.serves[len(self.jobs) - 1] = argv[argv.index("--advertise") + 1]
-            wait_until(lambda: "listening on" in out.read_text() or self.jobs[-1].poll() is not None, 30,
-                       f"{argv} listening")
+            started = Deadline(30)  # a process start: its imports, slower the more the machine is shared
+            while not ("listening on" in out.read_text() or self.jobs[-1].poll() is not None):
+                assert not started.passed(), f"{argv} not listening after {started.elapsed():.0f}s"
+                time.sleep(0.05)
             assert self.jobs[-1].poll() is None, out.read_text()
 
     def live(self) -> list[str]:
@@ -105,13 +108,14 @@ class Session:
             # the worker started in the background a moment before: its group is Stable once its first rebalance
             # (the initial delay, then a join and a sync) is through, later on a loaded machine; asked again until then
             check = self.stable
-        deadline = time.monotonic() + timeout
+        # each try is a CLI process (its imports take most of a try on a loaded machine): stretched with the load
+        deadline = Deadline(timeout)
         while True:
-            result = subprocess.run(command, check=False, cwd=self.tmp, capture_output=True, text=True, timeout=60)
+            result = run_within(command, 60, cwd=self.tmp)
             assert "Traceback" not in result.stderr, result.stderr
             if result.returncode == 0 and (check is None or check(result.stdout)):
                 return result.stdout
-            assert time.monotonic() < deadline, (argv, result.returncode, result.stdout[-2000:], result.stderr)
+            assert not deadline.passed(), (argv, result.returncode, result.stdout[-2000:], result.stderr)
             time.sleep(0.5)
 
     @staticmethod
@@ -170,8 +174,7 @@ def test_the_scaling_page_runs_as_written(session: Session) -> None:
 
 def test_the_example_script_keeps_every_member_through_a_kill_and_a_fourth_coordinator(session: Session) -> None:
     line = next(line for line in shell_lines(PAGE.read_text()) if line.startswith("python examples/sharded_cluster.py"))
-    example = subprocess.run([sys.executable, *session.translate(line)[1:]], check=False, cwd=ROOT, capture_output=True,
-                             text=True, timeout=240)
+    example = run_within([sys.executable, *session.translate(line)[1:]], 240, cwd=ROOT)
     assert example.returncode == 0, example.stdout[-3000:] + example.stderr[-3000:]
     assert example.stdout.count("12 of 12 member(s) kept member id, generation and tasks") == 3, example.stdout
     assert "REBALANCED" not in example.stdout

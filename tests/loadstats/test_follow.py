@@ -28,6 +28,7 @@ from groupcoord.admin import AdminClient
 from groupcoord.coordinator.rpc.server import ServerThread
 from groupcoord.loadstats.job import run
 from groupcoord.loadstats.snapshot_io import read_meta
+from tests.deadlines import Deadline
 from tests.loadstats.loadstats_testdata import make_reports, rows_of
 from tests.loadstats.standalone import spark_env
 from tests.loadstats.test_incremental import _assert_same_snapshot, _in_order_chunks
@@ -36,7 +37,7 @@ from tests.zookeeper_server import free_port
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.heavy]
 
-_DEADLINE_S = 240.0  # generous: a loaded 2-core machine; about 60 s in all when quiet
+_DEADLINE_S = 240.0  # generous on a quiet machine (about 60 s in all), stretched by the load (tests/deadlines.py)
 
 
 def _scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -51,10 +52,10 @@ def _metric(port: int, name: str, **labels: str) -> float:
 
 
 def _wait(what: str, predicate: Callable[[], bool], proc: subprocess.Popen[str], log: Path) -> None:
-    deadline = time.monotonic() + _DEADLINE_S
+    deadline = Deadline(_DEADLINE_S)  # a JVM's start and Spark's micro-batches: slower on a shared machine
     while not predicate():
         assert proc.poll() is None, f"follow exited ({proc.returncode}) waiting for {what}:\n{log.read_text()[-3000:]}"
-        assert time.monotonic() < deadline, f"no {what} in {_DEADLINE_S:g} s:\n{log.read_text()[-3000:]}"
+        assert not deadline.passed(), f"no {what} in {deadline.elapsed():.0f} s:\n{log.read_text()[-3000:]}"
         time.sleep(0.25)
 
 
@@ -148,6 +149,9 @@ def test_follow_survives_failures_counts_once_and_stops_on_sigterm(spark, tmp_pa
         _wait("recovery", lambda: _rows_read(out) == len(rows), proc, log)
         assert metric("groupcoord_stats_files_behind") == 0
         assert metric("groupcoord_stats_rows_read_total") >= len(rows)
+        # recovered: no failure comes after this. The unwritable directory failed every refresh that reached it
+        # before the test made it writable again: one, or more if a retry (1 s later) beat the test to it
+        counted = {kind: metric("groupcoord_stats_failures_total", kind=kind) for kind in ("spark_session", "state_dir")}
 
         # 4. SIGTERM: stops between micro-batches, exit 0
         proc.send_signal(signal.SIGTERM)
@@ -163,9 +167,10 @@ def test_follow_survives_failures_counts_once_and_stops_on_sigterm(spark, tmp_pa
             server.stop()
 
     text = log.read_text()
-    for kind in ("spark_session", "state_dir"):
+    assert counted["spark_session"] == 1, counted  # one JVM killed: one failure, then a new session
+    for kind, count in counted.items():  # each failure in one line, as counted
         failed = _lines(log, f"refresh failed ({kind})")
-        assert len(failed) == 1, (kind, failed)
+        assert len(failed) == count >= 1, (kind, count, failed)
     assert "Traceback" not in text, text[-3000:]
     # the state is consistent and the snapshot is the state's: equal to a full rebuild, nothing twice
     current = json.loads((tmp_path / "snap.state" / "CURRENT").read_text())

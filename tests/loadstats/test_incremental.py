@@ -17,6 +17,7 @@ from groupcoord.loadstats.job import run
 from groupcoord.loadstats.snapshot_io import read_meta, read_snapshots
 from groupcoord.loadstats.state import StateStore
 from groupcoord.loadstats.stream import default_state_path, run_incremental
+from tests.deadlines import Deadline
 from tests.loadstats.loadstats_testdata import make_reports, rows_of
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -133,13 +134,16 @@ def _run_and_kill(tmp_path: Any, samples: str, out: str, *, batch: int, hook: st
     # the child's JVM lives seconds: C1 only and the serial collector, as the tests' own session (conftest.py)
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1",
            "JAVA_TOOL_OPTIONS": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}
-    child = subprocess.Popen([sys.executable, "-c", code], env=env, start_new_session=True,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    # its log to a file: a pipe nobody reads while it runs fills at 64 KiB (Spark's warnings) and stalls it
+    log = tmp_path / f"child-{hook}-{batch}.log"
+    with log.open("wb") as sink:
+        child = subprocess.Popen([sys.executable, "-c", code], env=env, start_new_session=True,
+                                 stdout=subprocess.DEVNULL, stderr=sink)
     try:
-        deadline = time.monotonic() + 300
+        deadline = Deadline(300)  # a JVM's start and a batch or two: slower on a shared machine
         while not os.path.exists(marker):
-            assert child.poll() is None, child.stderr.read().decode()[-3000:] if child.stderr else ""
-            assert time.monotonic() < deadline, f"the child never reached batch {batch}"
+            assert child.poll() is None, log.read_text()[-3000:]
+            assert not deadline.passed(), f"the child never reached batch {batch}:\n{log.read_text()[-3000:]}"
             time.sleep(0.2)
     finally:
         os.killpg(child.pid, signal.SIGKILL)  # the child and its JVM

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import pytest
 
 from groupcoord.loadstats.samples import rows_to_table
 from groupcoord.loadstats.snapshot_io import read_meta, read_snapshots
+from tests.deadlines import run_within
 from tests.loadstats.loadstats_testdata import make_reports, rows_of
 from tests.paths import ROOT
 
@@ -37,7 +37,7 @@ def test_spark_submit_runs_the_job_unchanged(tmp_path: Path) -> None:
         "--conf", "spark.ui.enabled=false", "--conf", "spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1",
         str(ROOT / "loadstats" / "job.py"), "--samples", str(tmp_path / "samples"), "--out", str(tmp_path / "snap"),
     ]
-    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False)
+    done = run_within(command, 300, cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     # spark-submit passes the script's stderr (its log) through its own stdout: take the JSON line
     summary = json.loads([line for line in done.stdout.splitlines() if line.startswith("{")][-1])
@@ -45,6 +45,6 @@ def test_spark_submit_runs_the_job_unchanged(tmp_path: Path) -> None:
     assert read_meta(str(tmp_path / "snap"))["snapshot_id"] == summary["snapshot_id"]
     assert set(read_snapshots(str(tmp_path / "snap"))["g"].tasks) == {f"t{i}" for i in range(6)}
 
-    bad = subprocess.run([*command[:-4], "--samples", str(tmp_path / "nope"), "--out", str(tmp_path / "x")],
-                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False)
+    bad = run_within([*command[:-4], "--samples", str(tmp_path / "nope"), "--out", str(tmp_path / "x")], 300,
+                     cwd=tmp_path, env=env)
     assert bad.returncode == 2 and "does not exist" in bad.stdout + bad.stderr

@@ -24,6 +24,7 @@ from groupcoord.coordinator.rpc.server import ServerThread
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
 from groupcoord.worker.leader import leader_sync_request
+from tests.deadlines import keep_waiting
 from tests.processes import stop_processes
 
 G = "shared"
@@ -111,8 +112,9 @@ def test_a_liar_beside_a_stock_worker_costs_a_bounded_number_of_generations(
     admin.put_tasks(G, TASKS)
     procs = [start_worker(server.address, cli_env, protocol, static)]
     try:
-        alone = admin.wait_for(G, lambda d: d.state == pb.STABLE and len(d.members) == 1
-                               and len(d.members[0].assigned) == 6, 60)
+        # a worker process's start (its imports: over 60 s at load 70 here), stretched by the load
+        alone = keep_waiting(lambda step: admin.wait_for(G, lambda d: d.state == pb.STABLE and len(d.members) == 1
+                                                         and len(d.members[0].assigned) == 6, step), 60)
         honest_id = alone.members[0].member.member_id if not static else None
         with Liar(server.address, protocol, "liar" if static else ""):
             both = admin.wait_for(G, lambda d: d.state == pb.STABLE and len(d.members) == 2

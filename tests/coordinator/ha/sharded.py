@@ -29,6 +29,7 @@ from tests.zookeeper_server import ZooKeeperServer, free_port, wait_until
 __all__ = ["RETRY", "Cluster", "call", "find", "find_many", "until_answered"]
 
 RETRY = {pb.NOT_COORDINATOR, pb.COORDINATOR_LOAD_IN_PROGRESS, pb.COORDINATOR_NOT_AVAILABLE}
+RETRY_STATUS = {grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE}  # what a client calls again
 
 
 @dataclass
@@ -133,13 +134,19 @@ def find(address: str, group_id: str) -> pb.CoordinatorLocation:
 
 def until_answered(ask: Callable[[str], object], bootstrap: str, group_id: str, timeout: float = 30) -> object:
     """``ask(leader address)`` until it answers something other than a retriable coordinator error,
-    rediscovering the leader each time, as a client does."""
+    rediscovering the leader each time, as a client does; a call that times out or finds nobody listening
+    is tried again too (a coordinator loading the shards it just took answered no FindCoordinator within
+    5 s at load 60-70)."""
     deadline = Deadline(timeout)  # an election's and a load's time: longer on a loaded machine
     while True:
-        where = find(bootstrap, group_id)
-        if where.error.code == pb.NONE:
-            answer = ask(where.address)
-            if answer.error.code not in RETRY:  # type: ignore[attr-defined]
-                return answer
+        try:
+            where = find(bootstrap, group_id)
+            if where.error.code == pb.NONE:
+                answer = ask(where.address)
+                if answer.error.code not in RETRY:  # type: ignore[attr-defined]
+                    return answer
+        except grpc.RpcError as error:
+            if error.code() not in RETRY_STATUS:  # type: ignore[attr-defined]
+                raise
         assert not deadline.passed(), f"group {group_id}: no answer from its coordinator"
         time.sleep(0.05)  # a client's retry backoff

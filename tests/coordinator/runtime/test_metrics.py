@@ -33,6 +33,7 @@ from groupcoord.coordinator.rpc.server import ServerThread
 from groupcoord.coordinator.runtime.metrics import MetricsTls, serve_metrics
 from groupcoord.coordinator.runtime.metrics_http import MetricsServerLimits
 from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
+from groupcoord.coordinator.runtime.shared import ProcessParts
 from groupcoord.coordinator.storage.store import MemoryStore
 from groupcoord.coordinator.testing import FailingStore, FakeOffice, Harness
 from groupcoord.v1 import groupcoord_pb2 as pb
@@ -399,3 +400,13 @@ def test_with_tls_a_connection_that_never_says_hello_blocks_no_scrape(tmp_path: 
             assert _scrape(url, context=context)[0] == 200
     finally:
         endpoint.close()
+
+
+def test_the_event_loop_lost_time_is_served_as_the_sessions_extension() -> None:
+    """The time the loop ran late beyond its slack is what sessions were extended by: a scrape reads it."""
+    parts = ProcessParts.for_process()
+    assert parts.metrics.registry.get_sample_value("groupcoord_event_loop_lost_seconds") == 0.0
+    parts.lag.note(0.52)  # one tick half a second late: 0.5 s past the 20 ms slack
+    parts.lag.note(0.01)  # within the slack: nothing lost
+    assert parts.metrics.registry.get_sample_value("groupcoord_event_loop_lost_seconds") == pytest.approx(0.5)
+    assert parts.lag.lost() == pytest.approx(0.5)
