@@ -88,13 +88,15 @@ class Coordinator:
     """One ``groupcoord serve`` process on a fixed port; ``kill()`` then ``start()`` is a crash and restart.
 
     Its event loop's lost time (``groupcoord_event_loop_lost_seconds``, by which it extends sessions) is
-    sampled from its metrics every ``LAG_SAMPLE_S`` for the checker's bound (``lost_between``)."""
+    sampled from its metrics every ``LAG_SAMPLE_S`` for the checker's bound (``lag.between``); not with
+    ``sample_lag=False`` (the soak measures its RSS: no scrapes beside what it measures)."""
 
-    def __init__(self, name: str, workdir: Path, config: str, *, data_dir: Path | None = None) -> None:
+    def __init__(self, name: str, workdir: Path, config: str, *, data_dir: Path | None = None,
+                 sample_lag: bool = True) -> None:
         self.name = name
         self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"
-        self.metrics_address = f"127.0.0.1:{free_port()}"
+        self.metrics_address = f"127.0.0.1:{free_port()}" if sample_lag else ""
         self.lag = LagSamples()
         self.data_dir = data_dir or workdir / name
         self.config_path = workdir / f"{name}.toml"
@@ -107,11 +109,12 @@ class Coordinator:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "groupcoord.cli", "--log-level", "info", "serve", "--config", str(self.config_path),
              "--listen", self.address, "--advertise", self.address, "--data-dir", str(self.data_dir),
-             "--metrics-listen", self.metrics_address],
+             *(["--metrics-listen", self.metrics_address] if self.metrics_address else [])],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env_with_tree(),
         )
         threading.Thread(target=self._pump, args=(self.proc,), daemon=True).start()
-        threading.Thread(target=self.lag.follow, args=(self.proc, self.metrics_address), daemon=True).start()
+        if self.metrics_address:
+            threading.Thread(target=self.lag.follow, args=(self.proc, self.metrics_address), daemon=True).start()
 
     def _pump(self, proc: subprocess.Popen[bytes]) -> None:
         assert proc.stdout is not None
