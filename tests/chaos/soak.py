@@ -38,6 +38,20 @@ HEARTBEAT_S = 1.0
 GENERATORS = 2
 
 
+def _start_with_the_root_on_path(processes: list[Any]) -> None:
+    """Start spawned children whose target lives in ``tests``: a child imports it by name with the path the
+    parent had at ``start()``, and tests/conftest.py takes the root off it (the suite runs on the installed
+    package). Run alone, the soak's generators died on ``No module named 'tests'``; in the whole suite a
+    benchmark script loaded by another test had put the root back by chance."""
+    saved = list(sys.path)
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    try:
+        for process in processes:
+            process.start()
+    finally:
+        sys.path[:] = saved
+
+
 @dataclass
 class Tally:
     latencies: list[float] = field(default_factory=list)
@@ -188,8 +202,7 @@ def soak(minutes: float, *, members: int = MEMBERS, workdir: Path | None = None,
         gens = [ctx.Process(target=_generate, args=(coordinator.address, groups[i::GENERATORS], members // GENERATORS,
                                                     seconds, warm_s, churn_s * GENERATORS, queue), daemon=True)
                 for i in range(GENERATORS)]
-        for gen in gens:
-            gen.start()
+        _start_with_the_root_on_path(gens)
         began = time.monotonic()
         curve: list[tuple[float, int]] = []
         while time.monotonic() - began < seconds:
