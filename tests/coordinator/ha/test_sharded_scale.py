@@ -11,6 +11,7 @@ ownership checker of ``tests/chaos`` finds no task on two workers at once.
 
 from __future__ import annotations
 
+import datetime
 import functools
 import json
 import os
@@ -34,6 +35,7 @@ from tests.chaos.environments import LiveOwners
 from tests.chaos.ownership import OwnershipLog, check
 from tests.chaos.proxy import FaultProxy
 from tests.coordinator.ha.sharded import Cluster, call, find_many, until_answered
+from tests.deadlines import Deadline
 from tests.processes import stop_processes
 from tests.zookeeper_server import ZooKeeperServer, wait_until
 
@@ -334,6 +336,20 @@ def test_a_coordinator_paused_past_its_zookeeper_session_serves_nothing_it_lost(
     assert_no_rebalance(fleet, before, after, since)
 
 
+def logged_after(log: str, text: str, since: float) -> float | None:
+    """The wall-clock time of the first line of ``log`` with ``text`` logged at or after ``since`` (logging's
+    default time stamp: local time to the millisecond, this machine's clock)."""
+    for line in log.splitlines():
+        if text in line:
+            try:
+                at = datetime.datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+            except ValueError:
+                continue
+            if at >= since - 0.001:  # the stamp is cut to the millisecond
+                return at
+    return None
+
+
 def test_a_coordinator_cut_off_from_zookeeper_stops_acting_and_others_take_over(
         cluster: Cluster, fleet: Fleet, zk: ZooKeeperServer) -> None:
     with FaultProxy(zk.port) as proxy:
@@ -354,15 +370,26 @@ def test_a_coordinator_cut_off_from_zookeeper_stops_acting_and_others_take_over(
                         stopped[group] = time.monotonic() - cut
             return len(stopped) == len(on_c)
 
-        # within its ZooKeeper session (plus a second: the probe's own rounds on a loaded machine)
-        wait_until(c_answers_none, ZK_SESSION_S + 1.0, "the cut-off coordinator to stop acting for its shards")
+        # within its ZooKeeper session, a quiet machine's figure: the probe's rounds (a call per group) and c's
+        # own threads run late on a loaded one, so this is a hang guard; the order is checked from the logs below
+        probe = Deadline(ZK_SESSION_S + 1.0)
+        while not c_answers_none():
+            assert not probe.passed(), f"the cut-off coordinator still acted for its shards after {probe.elapsed():.1f}s"
+            time.sleep(0.05)
         done, back = stable_again(fleet, before, on_c, [a, b], cut)
         wait_until(done, SESSION_MS / 1000, "c's groups Stable at a or b")
         after = fleet.rest([a, b])
         assert all(after[g].address in (a, b) for g in GROUPS)
         assert_no_rebalance(fleet, before, after, since)
-        print(f"ZooKeeper cut: c stopped acting after {max(stopped.values()):.2f}s; its {len(on_c)} groups "
-              f"Stable elsewhere after {max(back.values()):.2f}s at most")
+        # what keeps a group off two coordinators: c stopped acting before a or b led any shard it had
+        c_stopped = logged_after(cluster.log_of(c), "stops leading shards", since)
+        shards_of_c = {shard_of(g, SHARDS) for g in on_c}
+        taken = [at for x in (a, b) for shard in shards_of_c
+                 for at in [logged_after(cluster.log_of(x), f"leads shard {shard} (epoch", since)] if at is not None]
+        assert c_stopped is not None and taken and c_stopped < min(taken), (c_stopped, sorted(taken)[:3])
+        print(f"ZooKeeper cut: c stopped acting after {c_stopped - since:.2f}s by its log (answered so after "
+              f"{max(stopped.values()):.2f}s), a or b led its first shard after {min(taken) - since:.2f}s; its "
+              f"{len(on_c)} groups Stable elsewhere after {max(back.values()):.2f}s at most")
         proxy.heal()
         cluster.wait_balanced([a, b, c], BUDGET_S)
         stop_processes(cluster.procs)  # while c still reaches ZooKeeper: it leaves at once
