@@ -8,14 +8,12 @@ store writes the coordinator refused.
 
 from __future__ import annotations
 
-import math
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +28,7 @@ from tests.paths import ROOT
 from tests.processes import stop_processes
 from tests.zookeeper_server import free_port
 
-__all__ = ["GROUP_PROTOCOLS", "Coordinator", "LagSamples", "Timing", "WorkerPool", "answers_as_active", "env_with_tree",
+__all__ = ["GROUP_PROTOCOLS", "Coordinator", "Timing", "WorkerPool", "answers_as_active", "env_with_tree",
            "speaks_consumer"]
 
 GROUP_PROTOCOLS = ("classic", "consumer", "mixed")  # what the workers of a run speak (run.py --protocol)
@@ -85,19 +83,12 @@ def answers_as_active(address: str, timeout: float = 1.0) -> bool:
 
 
 class Coordinator:
-    """One ``groupcoord serve`` process on a fixed port; ``kill()`` then ``start()`` is a crash and restart.
+    """One ``groupcoord serve`` process on a fixed port; ``kill()`` then ``start()`` is a crash and restart."""
 
-    Its event loop's lost time (``groupcoord_event_loop_lost_seconds``, by which it extends sessions) is
-    sampled from its metrics every ``LAG_SAMPLE_S`` for the checker's bound (``lag.between``); not with
-    ``sample_lag=False`` (the soak measures its RSS: no scrapes beside what it measures)."""
-
-    def __init__(self, name: str, workdir: Path, config: str, *, data_dir: Path | None = None,
-                 sample_lag: bool = True) -> None:
+    def __init__(self, name: str, workdir: Path, config: str, *, data_dir: Path | None = None) -> None:
         self.name = name
         self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"
-        self.metrics_address = f"127.0.0.1:{free_port()}" if sample_lag else ""
-        self.lag = LagSamples()
         self.data_dir = data_dir or workdir / name
         self.config_path = workdir / f"{name}.toml"
         self.config_path.write_text(config)
@@ -108,13 +99,10 @@ class Coordinator:
     def start(self) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "groupcoord.cli", "--log-level", "info", "serve", "--config", str(self.config_path),
-             "--listen", self.address, "--advertise", self.address, "--data-dir", str(self.data_dir),
-             *(["--metrics-listen", self.metrics_address] if self.metrics_address else [])],
+             "--listen", self.address, "--advertise", self.address, "--data-dir", str(self.data_dir)],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env_with_tree(),
         )
         threading.Thread(target=self._pump, args=(self.proc,), daemon=True).start()
-        if self.metrics_address:
-            threading.Thread(target=self.lag.follow, args=(self.proc, self.metrics_address), daemon=True).start()
 
     def _pump(self, proc: subprocess.Popen[bytes]) -> None:
         assert proc.stdout is not None
@@ -137,18 +125,6 @@ class Coordinator:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def pause(self) -> None:
-        """SIGSTOP: its loop's tick then reads the whole pause as lost time, which is no extension of anything
-        (its office is gone by SIGCONT), so the pause is taken out of its lost time."""
-        assert self.proc is not None
-        self.lag.paused(time.time())
-        self.proc.send_signal(signal.SIGSTOP)
-
-    def resume(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGCONT)
-        self.lag.resumed(time.time())
-
     def refuse_file_writes(self, refuse: bool) -> None:
         """Full disk: RLIMIT_FSIZE of 1 byte makes every file write past offset 0 fail with EFBIG
         (Python ignores SIGXFSZ), overwrites included; reads still work. ``False`` lifts it."""
@@ -163,61 +139,6 @@ class Coordinator:
     def stop(self) -> None:
         if self.proc is not None:
             stop_processes([self.proc])
-
-
-LAG_SAMPLE_S = 0.5
-_LOST = "groupcoord_event_loop_lost_seconds "
-
-
-class LagSamples:
-    """(wall time, lost seconds) of each process a ``Coordinator`` ran, read from its metrics endpoint."""
-
-    def __init__(self) -> None:
-        self.runs: list[list[tuple[float, float]]] = []  # one series per process started
-        self.pauses: list[tuple[float, float]] = []  # SIGSTOP .. SIGCONT, wall time
-        self._lock = threading.Lock()
-
-    def follow(self, proc: subprocess.Popen[bytes], metrics_address: str) -> None:
-        """Sample until ``proc`` ends (a thread's body); a scrape that fails (starting, paused) is skipped."""
-        series: list[tuple[float, float]] = []
-        with self._lock:
-            self.runs.append(series)
-        while proc.poll() is None:
-            try:
-                with urllib.request.urlopen(f"http://{metrics_address}/metrics", timeout=2) as answer:
-                    text = answer.read().decode()
-                lost = next(float(line.split()[1]) for line in text.splitlines() if line.startswith(_LOST))
-                with self._lock:
-                    series.append((time.time(), lost))
-            except (OSError, StopIteration, ValueError):
-                pass
-            time.sleep(LAG_SAMPLE_S)
-
-    def paused(self, at: float) -> None:
-        with self._lock:
-            self.pauses.append((at, math.inf))
-
-    def resumed(self, at: float) -> None:
-        with self._lock:
-            began, _ = self.pauses[-1]
-            self.pauses[-1] = (began, at)
-
-    def between(self, since: float, until: float) -> float:
-        """Lost seconds between two wall times, pauses taken out: an upper bound (from the sample before
-        ``since`` to the one after ``until``), each process's series on its own (a restart starts at 0)."""
-        with self._lock:
-            runs, pauses = [list(series) for series in self.runs], list(self.pauses)
-        total = 0.0
-        for series in runs:
-            before = [s for s in series if s[0] <= since]
-            after = [s for s in series if s[0] >= until]
-            first = before[-1] if before else (series[0][0], 0.0) if series else None
-            last = after[0] if after else series[-1] if series else None
-            if first is None or last is None or last[0] <= first[0]:
-                continue
-            paused = sum(max(0.0, min(end, last[0]) - max(began, first[0])) for began, end in pauses)
-            total += max(0.0, last[1] - first[1] - paused)
-        return total
 
 
 def wait_for(predicate: Callable[[], object], timeout: float, what: str, poll_s: float = 0.05) -> float:

@@ -160,11 +160,6 @@ class Env:
         """Every coordinator's log of this run, as one text (the conversions are counted in it)."""
         return "".join(c.log_text() for c in self.coordinators_of_run())
 
-    def lost_between(self, since: float, until: float) -> float:
-        """The seconds every coordinator of the run lost between two wall times (an upper bound for any
-        one group's coordinator: the checker's allowance for the sessions they extended)."""
-        return sum(c.lag.between(since, until) for c in self.coordinators_of_run())
-
     def coordinators_of_run(self) -> list[Coordinator]:
         return list(getattr(self, "coordinators", [])) + ([self.coordinator] if hasattr(self, "coordinator") else [])
 
@@ -405,7 +400,8 @@ class ShardedEnv(Env):
             c.start()  # at once, same address: it waits for its old session to end, then takes its share
         elif spec.kind == "shard_stop":
             self.fault_line(fid, spec, "inject", c.name)
-            c.pause()
+            assert c.proc is not None
+            c.proc.send_signal(signal.SIGSTOP)
         else:  # zk_cut
             self.zk_proxies[victim].blackhole()
             self.fault_line(fid, spec, "inject", c.name)
@@ -415,7 +411,8 @@ class ShardedEnv(Env):
         assert isinstance(state, int)
         c = self.coordinators[state]
         if spec.kind == "shard_stop":
-            c.resume()
+            assert c.proc is not None
+            c.proc.send_signal(signal.SIGCONT)
         elif spec.kind == "zk_cut":
             self.zk_proxies[state].heal()
         wait_for(self.every_shard_led, 60, "every shard led")

@@ -27,11 +27,7 @@ Two properties:
   least once a heartbeat interval (``worker.retry.wait_s``; the channel reconnects within a second),
   so it is heard from within that session and gets its tasks back, or its session ends and the
   rebalance that follows ends within the rebalance timeout. (With the full join backoff, 10 s, a
-  member could call 10 s after the heal: 18 tasks unowned 6.2 s after one at load 16.) Both are
-  the coordinator's deadlines, which it extends by the time its own event loop lost (a loaded
-  machine: ``groupcoord_event_loop_lost_seconds``), so the bound is extended by the time the
-  coordinators lost while the gap lasted (``lost``: a killed member's 3 s session ended 5.7 s
-  after the kill at load 25).
+  member could call 10 s after the heal: 18 tasks unowned 6.2 s after one at load 16.)
 """
 
 from __future__ import annotations
@@ -39,14 +35,12 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Fault", "Gap", "Interval", "Lost", "OwnershipLog", "Overlap", "Report", "blame", "check"]
-
-Lost = Callable[[float, float], float]  # (since, until) wall-clock seconds -> the coordinators' lost seconds
+__all__ = ["Fault", "Gap", "Interval", "OwnershipLog", "Overlap", "Report", "blame", "check"]
 
 
 @dataclass(frozen=True)
@@ -98,7 +92,6 @@ class Gap:
     stop: float
     fault: Fault | None
     excess: float  # seconds past the allowed bound (<= 0: within it)
-    lost: float = 0.0  # the coordinators' lost time while it lasted, added to the bound
 
     @property
     def seconds(self) -> float:
@@ -115,9 +108,8 @@ class Report:
     @property
     def violations(self) -> list[str]:
         out = [f"overlap {o}" for o in self.overlaps if not o.allowed]
-        out += [f"gap {g.task} unowned {g.seconds:.2f}s ({g.excess:.2f}s past the bound, the coordinators' lost "
-                f"{g.lost:.2f}s in it) after {g.fault.kind if g.fault else 'no fault'}"
-                for g in self.gaps if g.excess > 0]
+        out += [f"gap {g.task} unowned {g.seconds:.2f}s ({g.excess:.2f}s past the bound) after "
+                f"{g.fault.kind if g.fault else 'no fault'}" for g in self.gaps if g.excess > 0]
         return out
 
 
@@ -204,7 +196,7 @@ def _judge(task: str, first: Interval, second: Interval, stops: list[Fault], not
     return Overlap(task, first, second, False, "no SIGSTOP explains it")
 
 
-def _gaps(log: OwnershipLog, bound_s: float, since: float, lost: Lost, session_s: float) -> Iterator[Gap]:
+def _gaps(log: OwnershipLog, bound_s: float, since: float) -> Iterator[Gap]:
     for task, intervals in log.intervals.items():
         covered_until = -math.inf
         first = True
@@ -212,11 +204,11 @@ def _gaps(log: OwnershipLog, bound_s: float, since: float, lost: Lost, session_s
             if not first and interval.start > covered_until and covered_until < log.end:
                 start, stop = covered_until, min(interval.start, log.end)
                 if stop > since:
-                    yield _gap(log, task, max(start, since), stop, bound_s, lost, session_s)
+                    yield _gap(log, task, max(start, since), stop, bound_s)
             first = False
             covered_until = max(covered_until, interval.stop)
         if not first and covered_until < log.end and log.end > since:
-            yield _gap(log, task, max(covered_until, since), log.end, bound_s, lost, session_s)
+            yield _gap(log, task, max(covered_until, since), log.end, bound_s)
 
 
 def blame(faults: list[Fault], ts: float, group: str) -> Fault | None:
@@ -230,29 +222,19 @@ def blame(faults: list[Fault], ts: float, group: str) -> Fault | None:
     return blamed
 
 
-def _gap(log: OwnershipLog, task: str, start: float, stop: float, bound_s: float, lost: Lost,
-         session_s: float) -> Gap:
+def _gap(log: OwnershipLog, task: str, start: float, stop: float, bound_s: float) -> Gap:
     blamed = blame(log.faults, start, log.group_of.get(task, ""))
     healed = start if blamed is None or math.isnan(blamed.heal) else max(start, blamed.heal)
-    # what extended the deadlines that ended the gap: from the session that ran when it opened (its member was
-    # heard from at most a session before: a live owner gives its tasks up before its session ends) to its end
-    extended = lost(start - session_s, stop)
-    return Gap(task, start, stop, blamed, stop - healed - bound_s - extended, extended)
-
-
-def _nothing_lost(since: float, until: float) -> float:
-    return 0.0
+    return Gap(task, start, stop, blamed, stop - healed - bound_s)
 
 
 def check(log: OwnershipLog, *, session_s: float, rebalance_timeout_s: float, heartbeat_s: float,
-          since: float = -math.inf, lost: Lost = _nothing_lost) -> Report:
-    """Judge ``log``: every overlap (allowed or not) and every unowned gap after ``since``. ``lost(since,
-    until)``: the seconds the coordinators' event loops lost between two wall-clock times (their sessions
-    and rebalance deadlines were extended by them)."""
+          since: float = -math.inf) -> Report:
+    """Judge ``log``: every overlap (allowed or not) and every unowned gap after ``since``."""
     notice_s = heartbeat_s + session_s / 2 + 0.5
     report = Report(faults=log.faults)
     report.overlaps = list(_overlaps(log, notice_s))
-    report.gaps = [g for g in _gaps(log, session_s + rebalance_timeout_s, since, lost, session_s) if g.seconds > 0]
+    report.gaps = [g for g in _gaps(log, session_s + rebalance_timeout_s, since) if g.seconds > 0]
     for fault in log.faults:
         if fault.kind != "worker_stop" or math.isnan(fault.heal):
             continue

@@ -49,7 +49,6 @@ class EnvResult:
     conversions: tuple[int, int] = (0, 0)  # classic -> consumer, and back (the coordinators' logs)
     error: str = ""
     seconds: float = 0.0
-    lost_s: float = 0.0  # the coordinators' event loops' lost time over the run (their sessions' extension)
 
 
 def run_round(env: Env, rnd: Round, result: EnvResult) -> None:
@@ -92,10 +91,8 @@ def run_env(env: Env, rounds: list[Round], result: EnvResult) -> None:
         if isinstance(env, SqliteEnv):
             result.groups_after_restart = env.verify_store()
         t = env.timing
-        result.lost_s = env.lost_between(since, time.time())
         result.report = check(OwnershipLog.read(env.log_path), session_s=t.session_s,
-                              rebalance_timeout_s=t.rebalance_timeout_s, heartbeat_s=t.heartbeat_s, since=since,
-                              lost=env.lost_between)
+                              rebalance_timeout_s=t.rebalance_timeout_s, heartbeat_s=t.heartbeat_s, since=since)
     except Exception as failure:  # noqa: BLE001 - reported with the table, and fails the run
         result.error = f"{type(failure).__name__}: {failure}"
     finally:
@@ -180,7 +177,7 @@ def table(results: list[EnvResult]) -> str:
                      f"{r.groups_after_restart}")
         if r.conversions != (0, 0):
             extra += f"; groups converted to the consumer protocol {r.conversions[0]}, back {r.conversions[1]}"
-        lines.append(f"{r.env}: {r.seconds:.0f}s; the coordinators' event loops lost {r.lost_s:.2f}s{extra}")
+        lines.append(f"{r.env}: {r.seconds:.0f}s{extra}")
     return "\n".join(lines)
 
 

@@ -171,7 +171,7 @@ def soak(minutes: float, *, members: int = MEMBERS, workdir: Path | None = None,
     workdir = workdir or Path(tempfile.mkdtemp(prefix="groupcoord-soak-"))
     workdir.mkdir(parents=True, exist_ok=True)
     coordinator = Coordinator("soak-coordinator", workdir, '[server]\nstore = "sqlite"\n[coordinator]\n'
-                                                          "group_initial_rebalance_delay_ms = 3000\n", sample_lag=False)
+                                                          "group_initial_rebalance_delay_ms = 3000\n")
     seconds = minutes * 60
     warm_s = min(120.0, seconds / 3)
     sample_s = sample_s or min(5.0, seconds / 60)  # a short run samples more often: the medians need points

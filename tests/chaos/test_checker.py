@@ -9,7 +9,6 @@ import time
 
 import pytest
 
-from tests.chaos.cluster import LagSamples
 from tests.chaos.ownership import OwnershipLog, check, event
 from tests.chaos.proxy import FaultProxy
 from tests.chaos.schedule import make_schedule
@@ -84,29 +83,6 @@ def test_an_unowned_gap_past_session_plus_rebalance_timeout_after_the_heal_is_a_
     assert judge(*base, start(2.2 + bound - 0.1, "g0/w1#1", "g0-t0"), event("end", 20), since=1.5) == []
     problems = judge(*base, start(2.2 + bound + 0.1, "g0/w1#1", "g0-t0"), event("end", 20), since=1.5)
     assert len(problems) == 1 and "after worker_kill" in problems[0]
-
-
-def test_the_bound_of_a_gap_is_extended_by_the_time_the_coordinators_lost_during_it() -> None:
-    """A coordinator extends sessions and rebalance deadlines by its event loop's lost time: so does the bound,
-    by what was lost from a session before the gap opened to its end, and no more."""
-    bound = SESSION + REBALANCE
-    lines = [start(1, "g0/w0#1", "g0-t0"), fault(5, 1, "worker_kill", "inject", "g0/w0#1"),
-             fault(5, 1, "worker_kill", "heal", "g0/w0#2"), start(5 + bound + 0.45, "g0/w1#1", "g0-t0"),
-             event("end", 20)]
-    log = OwnershipLog.parse(lines)
-    asked: list[tuple[float, float]] = []
-
-    def lost(since: float, until: float) -> float:
-        asked.append((since, until))
-        return 0.5
-
-    (gap,) = check(log, session_s=SESSION, rebalance_timeout_s=REBALANCE, heartbeat_s=HEARTBEAT, lost=lost).gaps
-    assert asked == [(5 - SESSION, 5 + bound + 0.45)] and gap.lost == 0.5 and gap.excess == pytest.approx(-0.05)
-    (gap,) = check(log, session_s=SESSION, rebalance_timeout_s=REBALANCE, heartbeat_s=HEARTBEAT,
-                   lost=lambda since, until: 0.4).gaps
-    assert gap.excess == pytest.approx(0.05)
-    assert judge(*lines) == [("gap g0-t0 unowned 5.45s (0.45s past the bound, the coordinators' lost 0.00s in it) "
-                              "after worker_kill")]
 
 
 def test_a_gap_is_blamed_on_a_fault_of_its_own_group_or_a_global_one() -> None:
@@ -191,17 +167,3 @@ def test_rss_growth_is_the_trend_not_the_swing() -> None:
     assert abs(rss_growth(swing)) < 0.03  # a swing of 8.6% peak to peak
     leak = [(float(t), 70_000_000 + 100_000 * t) for t in range(60)]
     assert rss_growth(leak) == pytest.approx(5_900_000 / 70_000_000)
-
-
-def test_lost_time_is_read_per_process_with_pauses_taken_out() -> None:
-    """Each process's series on its own (a restart counts from 0), bracketed by the samples around the
-    window (an upper bound), less a SIGSTOP's pause (its tick reads the pause as lost)."""
-    lag = LagSamples()
-    lag.runs = [[(10.0, 1.0), (11.0, 1.5), (12.0, 2.0), (13.0, 2.1)],  # killed at 13.x
-                [(14.0, 0.3), (15.0, 0.4), (16.0, 5.6), (17.0, 5.7)]]  # restarted; paused 15.0-16.0
-    lag.paused(15.0)
-    lag.resumed(16.0)
-    assert lag.between(11.2, 11.8) == pytest.approx(0.5)  # the samples at 11 and 12
-    assert lag.between(12.5, 14.5) == pytest.approx(0.1 + 0.4)  # the first's end, the second's start from 0
-    assert lag.between(14.5, 16.5) == pytest.approx(5.7 - 0.3 - 1.0)  # 5.4 lost, 1.0 of it the pause
-    assert lag.between(0.0, 5.0) == 0.0 and lag.between(20.0, 30.0) == 0.0
