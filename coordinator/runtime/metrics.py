@@ -126,8 +126,8 @@ class CoordinatorMetrics:
 
     def watch_loop_lag(self, lost: Callable[[], float]) -> None:
         """Serve the event loop's lost seconds (``LagMonitor.lost``), read at scrape time: what every session
-        and phase deadline was extended by, so that one who judges the coordinator from outside (an operator,
-        the chaos checker) can tell a slow machine from a late coordinator."""
+        and phase deadline was extended by, so that one who judges the coordinator from outside (an operator, a
+        test of its deadlines) can tell a slow machine from a late coordinator."""
         Gauge("groupcoord_event_loop_lost_seconds", "Seconds the coordinator's event loop ran late beyond its "
               "slack since the process started; sessions and rebalance deadlines are extended by them",
               registry=self.registry).set_function(lost)
