@@ -6,6 +6,7 @@ unchanged)."""
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 import grpc
 import pytest
 
+from groupcoord.cli import main
 from groupcoord.coordinator.clock import FakeClock
 from groupcoord.coordinator.config import CoordinatorConfig
 from groupcoord.coordinator.rpc.server import ServerThread
@@ -146,6 +148,29 @@ def test_a_split_child_waits_until_the_parents_owner_lets_the_parent_go(group: G
     wait_until(lambda: (group.beat_all(), b.running == {"q", P1, P2} and a.running == {"r"})[1], 10,
                "the children on b once a let p go")
     assert [r for r in caplog.records if getattr(r, "event", "") == "leader_target_failed"] == []
+
+
+def test_describe_names_the_parent_a_waiting_child_waits_for(group: Group, capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = group.a, group.b
+    asked = group.ask_leader()
+    a.holding = {"p"}
+    a.beat(answer(asked, {a.member_id: ["r"], b.member_id: ["q", P1, P2]}, {"p": [P1, P2]}))
+    group.beat_all()
+    described = group.admin.DescribeGroup(pb.DescribeGroupRequest(group_id=G), timeout=10)
+    waits = {m.member.member_id: [(w.child.task_id, w.parent.task_id, w.held_by) for w in m.consumer.split_waits]
+             for m in described.members}
+    assert waits == {a.member_id: [], b.member_id: [(P1, "p", a.member_id), (P2, "p", a.member_id)]}
+    assert main(["groups", "describe", "--group", G, "--json", "--coordinator", group.thread.address]) == 0
+    members = {m["member_id"]: m for m in json.loads(capsys.readouterr().out)["members"]}
+    assert members[b.member_id]["waiting"] == [P1, P2]
+    assert members[b.member_id]["waiting_for_parent"] == [{"task": P1, "parent": "p", "held_by": a.member_id},
+                                                          {"task": P2, "parent": "p", "held_by": a.member_id}]
+    assert main(["groups", "describe", "--group", G, "--wide", "--coordinator", group.thread.address]) == 0
+    assert f"{P1}(after p) {P2}(after p)" in capsys.readouterr().out
+    a.holding = set()  # released: the children are given, nobody waits for a parent
+    wait_until(lambda: (group.beat_all(), b.running == {"q", P1, P2})[1], 10, "the children on b")
+    described = group.admin.DescribeGroup(pb.DescribeGroupRequest(group_id=G), timeout=10)
+    assert [w for m in described.members for w in m.consumer.split_waits] == []
 
 
 CASES = {  # name -> (split, targets by member name, the refusal's words)
