@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import grpc
 import pytest
@@ -21,45 +21,11 @@ from groupcoord.coordinator.rpc.server import ServerThread
 from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
+from tests.coordinator.rpc.raw_member import RawMember
 from tests.zookeeper_server import wait_until
 
 G = "g"
 P1, P2 = "p/0x00000000_0x80000000", "p/0x80000000_0x100000000"
-
-
-@dataclass
-class Raw:
-    """A member over the raw stub; ``holding``: replicas it goes on running (and listing) whatever it is told."""
-
-    stub: pb_grpc.GroupCoordinatorStub
-    name: str
-    member_id: str = ""
-    epoch: int = 0
-    running: set[str] = field(default_factory=set)
-    holding: set[str] = field(default_factory=set)
-    asked: pb.TargetRequest | None = None
-
-    def send(self, request: pb.GroupHeartbeatRequest) -> None:
-        answer = self.stub.GroupHeartbeat(request, timeout=10)
-        assert answer.error.code == pb.NONE, answer.error  # a refused split never fails the leader's heartbeat
-        self.member_id, self.epoch = answer.member_id, answer.member_epoch
-        if answer.HasField("assignment"):
-            self.running = {t.task_id for t in answer.assignment.tasks}
-        if answer.HasField("compute_target"):
-            self.asked = answer.compute_target
-
-    def join(self) -> None:
-        self.send(pb.GroupHeartbeatRequest(group_id=G, member_epoch=0, client_id=self.name,
-                                           assignor="client:round-robin", session_timeout_ms=60_000,
-                                           rebalance_timeout_ms=60_000))
-
-    def beat(self, target: pb.TargetAnswer | None = None) -> None:
-        request = pb.GroupHeartbeatRequest(group_id=G, member_id=self.member_id, member_epoch=self.epoch)
-        request.owned.SetInParent()
-        request.owned.tasks.extend(pb.TaskReplica(task_id=t) for t in sorted(self.running | self.holding))
-        if target is not None:
-            request.target.CopyFrom(target)
-        self.send(request)
 
 
 def answer(asked: pb.TargetRequest, targets: dict[str, list[str]],
@@ -80,8 +46,8 @@ class Group:
     thread: ServerThread
     clock: FakeClock
     admin: pb_grpc.GroupAdminStub
-    a: Raw
-    b: Raw
+    a: RawMember
+    b: RawMember
 
     def advance(self, seconds: float = 0.2) -> None:
         self.thread.call(lambda: (self.clock.advance(seconds), self.thread.runtime.poll_timers()))
@@ -114,7 +80,7 @@ def group() -> Iterator[Group]:
     with ServerThread(runtime) as thread, grpc.insecure_channel(thread.address) as channel:
         admin, stub = pb_grpc.GroupAdminStub(channel), pb_grpc.GroupCoordinatorStub(channel)
         admin.PutTasks(pb.PutTasksRequest(group_id=G, tasks=[pb.Task(task_id="p"), pb.Task(task_id="q")]), timeout=10)
-        a, b = Raw(stub, "a"), Raw(stub, "b")
+        a, b = RawMember(stub, "a", session_timeout_ms=60_000, rebalance_timeout_ms=60_000), RawMember(stub, "b", session_timeout_ms=60_000, rebalance_timeout_ms=60_000)
         a.join(), b.join()
         formed = Group(thread, clock, admin, a, b)
 
