@@ -28,9 +28,9 @@ from groupcoord.worker.stream_tags import (
     Hearers,
     Nudge,
     NudgeKind,
+    Outflow,
     Registry,
     Remembered,
-    RequestBatch,
     StreamBroken,
     StreamUnsupported,
     TagBook,
@@ -222,23 +222,12 @@ class AioSessionStream:
 
 
 async def _drain(outbox: _Outbox, stream: AioSessionStream) -> AsyncIterator[pb.SessionRequest]:
-    """The requests in order; what waits together goes as one batch to a coordinator that reads them."""
-    held: pb.SessionRequest | None = None
-    while True:
-        item = held if held is not None else await outbox.get()
-        held = None
-        if item is None:
-            return
-        batch = RequestBatch(item)
-        while stream.batches and not outbox.empty():
-            more = outbox.get_nowait()
-            if more is None or not batch.add(more):
-                if more is None:
-                    yield batch.message()
-                    return
-                held = more
-                break
-        yield batch.message()
+    """The requests in order, batched as ``worker.stream``'s ``_drain`` does (``Outflow``)."""
+    flow = Outflow()
+    while not flow.ended:
+        message = flow.next(await outbox.get() if flow.waits else None, outbox, stream.batches)
+        if message is not None:
+            yield message
 
 
 def _fail(waiting: list[asyncio.Future[Message]], error: BaseException) -> None:

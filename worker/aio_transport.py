@@ -20,10 +20,10 @@ from groupcoord.channels import ClientSecurity, channel_options
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
 from groupcoord.worker.aio_stream import AioStreamLink
+from groupcoord.worker.call_outcomes import LEAVE_FAILURES, LeaveRound, Left
 from groupcoord.worker.lookup import Route
 from groupcoord.worker.stream_tags import STREAMED, StreamBroken, StreamUnsupported
 from groupcoord.worker.transport import (
-    describe_rpc_error,
     failure_for_response,
     failure_for_rpc_error,
     lookup_round,
@@ -107,44 +107,34 @@ class AsyncTransport:
 
     async def group_leave(self, request: pb.GroupHeartbeatRequest, timeout: float) -> bool:
         """A GroupHeartbeat with epoch -1 or -2: best effort; never raises (but a cancellation). On the stream
-        while the member's calls go there, behind them (``Transport.group_leave``)."""
-        try:
-            sent = await self.streams.send(self.address, "group_heartbeat", request)
-            if sent is not None:
-                response: pb.GroupHeartbeatResponse = await self.streams.wait(sent, timeout)
-            else:
-                response = await (await self._stubs())[0].GroupHeartbeat(request, timeout=timeout,
-                                                                          metadata=self._metadata)
-        except (StreamBroken, StreamUnsupported, TimeoutError, errors.GroupCoordError) as failure:
-            log.info("%s: leave not answered on the stream to %s: %s", self._name, self.address, failure or "deadline")
-            return False
-        except grpc.RpcError as error:
-            log.info("%s: could not leave at %s: %s", self._name, self.address, describe_rpc_error(error))
-            return False
-        if response.error.code != pb.NONE:
-            log.info("%s: leave: %s", self._name, response.error.message)
-            return False
-        return True
+        while the member's calls go there, behind them (``call_outcomes.leave_round``)."""
+        return await self._leave("GroupHeartbeat", "group_heartbeat", request, timeout)
 
     async def leave_group(self, request: pb.LeaveGroupRequest, timeout: float) -> bool:
         """Best effort: True when the coordinator took it; never raises (but a cancellation)."""
+        return await self._leave("LeaveGroup", "leave_group", request, timeout)
+
+    async def _leave(self, method: str, body: str, request: Message, timeout: float) -> bool:
+        """Send the leave the ways ``LeaveRound`` says (``Transport._leave``'s driver: only the waiting differs)."""
+        leave = LeaveRound(method, self._name, self.address)
+        while leave.way is not None:
+            leave.answered(await self._leave_once(leave.way, method, body, request, timeout))
+        return leave.taken
+
+    async def _leave_once(self, way: str, method: str, body: str, request: Message,
+                          timeout: float) -> Left | BaseException:
         try:
-            sent = await self.streams.send(self.address, "leave_group", request)
-            if sent is not None:
-                response: pb.LeaveGroupResponse = await self.streams.wait(sent, timeout)
-            else:
-                response = await (await self._stubs())[0].LeaveGroup(request, timeout=timeout, metadata=self._metadata)
-        except (StreamBroken, StreamUnsupported, TimeoutError, errors.NotAuthorizedError) as failure:
-            log.info("%s: LeaveGroup not answered on the stream to %s: %s", self._name, self.address,
-                     failure or "deadline")
-            return False
-        except grpc.RpcError as error:
-            log.info("%s: could not send LeaveGroup to %s: %s", self._name, self.address, describe_rpc_error(error))
-            return False
-        if response.error.code != pb.NONE:
-            log.info("%s: leave: %s", self._name, response.error.message)
-            return False
-        return True
+            if way == "unary":
+                unary: Left = await getattr((await self._stubs())[0], method)(request, timeout=timeout,
+                                                                                metadata=self._metadata)
+                return unary
+            sent = await self.streams.send(self.address, body, request)
+            if sent is None:  # no stream to this address now
+                return StreamUnsupported(self.address)
+            answer: Left = await self.streams.wait(sent, timeout)
+            return answer
+        except LEAVE_FAILURES as failure:
+            return failure
 
     async def close(self) -> None:
         await self.streams.release()

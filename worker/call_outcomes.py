@@ -1,12 +1,13 @@
 """What a coordinator's answer or a failed call means to a worker: the error it raises, whether to look
-the coordinator up again, and the lookup itself as a generator both transports drive (they make the
-calls it yields; it decides). No channel, no thread, no event loop here."""
+the coordinator up again, and the lookup and a best-effort leave as generators both transports drive
+(they make the calls they yield; these decide). No channel, no thread, no event loop here."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Generator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import grpc
 from google.protobuf.message import Message
@@ -14,6 +15,9 @@ from google.protobuf.message import Message
 from groupcoord import errors
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.worker.lookup import Route
+from groupcoord.worker.stream_tags import StreamBroken, StreamUnsupported
+
+log = logging.getLogger("groupcoord.worker")
 
 # Status codes that say "this coordinator, not this request": try again, elsewhere if there is one.
 _TRANSPORT_RETRIABLE = frozenset({
@@ -129,3 +133,42 @@ def describe_rpc_error(error: grpc.RpcError) -> str:
     code = error.code() if hasattr(error, "code") else grpc.StatusCode.UNKNOWN
     detail = error.details() if hasattr(error, "details") else str(error)
     return f"{code.name} {detail}"
+
+
+LEAVE_FAILURES = (grpc.RpcError, StreamBroken, StreamUnsupported, TimeoutError, errors.GroupCoordError)
+"""What a leave's call may fail with: the drivers hand each of these to ``LeaveRound.answered``, never raise it."""
+
+
+Left = pb.GroupHeartbeatResponse | pb.LeaveGroupResponse
+"""The answers to a leave."""
+
+
+class LeaveRound:
+    """A best-effort leave (LeaveGroup, or a GroupHeartbeat with epoch -1 or -2) as both transports send it.
+    ``way`` says how to send it next ("stream", "unary", None: done) and ``answered`` takes what came back;
+    ``taken`` is then whether the coordinator took it. On the member's Session stream first, behind its
+    calls (the coordinator steps one member's requests in the order sent, so a join given up on cannot
+    reach it after the leave); unary when the stream cannot carry it (none there, or it broke: a second
+    leave of a member already gone is only refused). Never raises: a leave not taken is one log line."""
+
+    def __init__(self, method: str, name: str, address: str) -> None:
+        self.method, self._name, self._address = method, name, address
+        self.way: Literal["stream", "unary"] | None = "stream"
+        self.taken = False
+
+    def answered(self, outcome: Left | BaseException) -> None:
+        """The answer to the leave sent ``way``, or the failure (one of ``LEAVE_FAILURES``) it got."""
+        if self.way == "stream" and isinstance(outcome, (StreamBroken, StreamUnsupported)):
+            self.way = "unary"
+            return
+        self.way = None
+        if isinstance(outcome, grpc.RpcError):
+            log.info("%s: could not send %s to %s: %s", self._name, self.method, self._address,
+                     describe_rpc_error(outcome))
+        elif isinstance(outcome, BaseException):
+            log.info("%s: %s not answered by %s: %s", self._name, self.method, self._address,
+                     str(outcome) or "deadline")
+        elif outcome.error.code != pb.NONE:
+            log.info("%s: leave: %s", self._name, outcome.error.message)
+        else:
+            self.taken = True

@@ -30,9 +30,9 @@ from groupcoord.worker.stream_tags import (
     SESSION_METHOD,
     Hearer,
     Hearers,
+    Outflow,
     Registry,
     Remembered,
-    RequestBatch,
     StreamBroken,
     StreamUnsupported,
     TagBook,
@@ -243,23 +243,12 @@ class SessionStream:
 
 
 def _drain(outbox: queue.SimpleQueue[pb.SessionRequest | None], stream: SessionStream) -> Iterator[pb.SessionRequest]:
-    """The requests in order; what waits together goes as one batch to a coordinator that reads them."""
-    held: pb.SessionRequest | None = None
-    while True:
-        item = held if held is not None else outbox.get()
-        held = None
-        if item is _END:
-            return
-        batch = RequestBatch(item)
-        while stream.batches and not outbox.empty():
-            more = outbox.get_nowait()
-            if more is _END or not batch.add(more):
-                if more is _END:
-                    yield batch.message()
-                    return
-                held = more
-                break
-        yield batch.message()
+    """The requests in order; what waits together goes as one batch to a coordinator that reads them (``Outflow``)."""
+    flow = Outflow()
+    while not flow.ended:
+        message = flow.next(outbox.get() if flow.waits else None, outbox, stream.batches)
+        if message is not None:
+            yield message
 
 
 def _settle(waiter: Future[Message], *, answer: Message | None = None, error: BaseException | None = None) -> None:

@@ -14,7 +14,7 @@ import enum
 import logging
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import tenacity
 from google.protobuf.message import Message
@@ -23,7 +23,7 @@ from groupcoord import errors
 from groupcoord.v1 import groupcoord_pb2 as pb
 
 __all__ = ["BATCH_METADATA", "REFUSED_AT_OPEN", "REFUSED_WAIT_S", "RESYNC", "SESSION_METHOD", "STREAMED", "Hearer",
-           "Hearers", "Nudge", "NudgeKind", "Registry", "Remembered", "RequestBatch", "StreamBroken",
+           "Hearers", "Nudge", "NudgeKind", "Outbox", "Outflow", "Registry", "Remembered", "RequestBatch", "StreamBroken",
            "StreamUnsupported", "TagBook", "answer_of", "member_of", "nudge_for", "probe_verdict", "reconnect_wait",
            "refused_in_band", "session_request", "unbatched"]
 
@@ -108,6 +108,47 @@ class RequestBatch:
 
     def message(self) -> pb.SessionRequest:
         return self.requests[0] if len(self.requests) == 1 else pb.SessionRequest(batch=self.requests)
+
+
+class Outbox(Protocol):
+    """What ``Outflow`` reads of a stream's outbox (``queue.SimpleQueue`` and ``asyncio.Queue`` alike): only
+    what is there now, never waiting."""
+
+    def empty(self) -> bool: ...
+
+    def get_nowait(self) -> pb.SessionRequest | None: ...
+
+
+class Outflow:
+    """The messages that carry a stream's outbox, in order (both drivers' request iterator): the driver
+    waits for a request when ``waits`` says so and hands it to ``next``, which adds what else the outbox
+    holds now and fits (when the coordinator reads batches). None on the outbox ends the stream."""
+
+    def __init__(self) -> None:
+        self._held: pb.SessionRequest | None = None  # taken from the outbox, did not fit: first of the next
+        self.ended = False
+
+    @property
+    def waits(self) -> bool:
+        """The next message's first request is to be waited for (none is held)."""
+        return self._held is None
+
+    def next(self, taken: pb.SessionRequest | None, outbox: Outbox, batches: bool) -> pb.SessionRequest | None:
+        """The next message (None: the end); ``taken``: what the driver waited for when ``waits`` (else unused)."""
+        first, self._held = (taken, None) if self._held is None else (self._held, None)
+        if first is None:
+            self.ended = True
+            return None
+        batch = RequestBatch(first)
+        while batches and not outbox.empty():
+            more = outbox.get_nowait()
+            if more is None:
+                self.ended = True
+                break
+            if not batch.add(more):
+                self._held = more
+                break
+        return batch.message()
 
 
 def refused_in_band(answer: Message) -> errors.NotAuthorizedError | None:

@@ -30,6 +30,9 @@ from groupcoord.channels import ClientSecurity, channel_options
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
 from groupcoord.worker.call_outcomes import (
+    LEAVE_FAILURES,
+    LeaveRound,
+    Left,
     LookupCall,
     advertised_self,
     describe_rpc_error,
@@ -140,43 +143,29 @@ class Transport:
 
     def group_leave(self, request: pb.GroupHeartbeatRequest, timeout: float) -> bool:
         """A GroupHeartbeat with epoch -1 or -2: best effort, also after ``abort()``; never raises. It goes the
-        way the member's calls go (the stream while they go on it: the coordinator steps one member's requests
-        in the order sent), so a join the close gave up waiting for cannot reach the coordinator after it
-        and take a static member's instance id back."""
-        try:
-            response: pb.GroupHeartbeatResponse = self.streams.ask(self.address, "group_heartbeat", request, timeout)
-        except (StreamBroken, StreamUnsupported):
-            try:
-                response = self._stubs()[0].GroupHeartbeat(request, timeout=timeout)
-            except grpc.RpcError as error:
-                log.info("%s: could not leave at %s: %s", self._name, self.address, describe_rpc_error(error))
-                return False
-        except (TimeoutError, errors.GroupCoordError) as failure:
-            log.info("%s: leave not answered on the stream to %s: %s", self._name, self.address, failure or "deadline")
-            return False
-        if response.error.code != pb.NONE:
-            log.info("%s: leave: %s", self._name, response.error.message)
-            return False
-        return True
+        way the member's calls go (``call_outcomes.leave_round``)."""
+        return self._leave("GroupHeartbeat", "group_heartbeat", request, timeout)
 
     def leave_group(self, request: pb.LeaveGroupRequest, timeout: float) -> bool:
         """Best effort, also after ``abort()``: True when the coordinator took it; never raises."""
+        return self._leave("LeaveGroup", "leave_group", request, timeout)
+
+    def _leave(self, method: str, body: str, request: Message, timeout: float) -> bool:
+        """Send the leave the ways ``LeaveRound`` says (not through ``_call``: after ``abort()`` too)."""
+        leave = LeaveRound(method, self._name, self.address)
+        while leave.way is not None:
+            leave.answered(self._leave_once(leave.way, method, body, request, timeout))
+        return leave.taken
+
+    def _leave_once(self, way: str, method: str, body: str, request: Message, timeout: float) -> Left | BaseException:
         try:
-            response: pb.LeaveGroupResponse = self.streams.ask(self.address, "leave_group", request, timeout)
-        except (StreamBroken, StreamUnsupported, TimeoutError) as failure:
-            if isinstance(failure, TimeoutError):
-                log.info("%s: no answer to LeaveGroup from %s on the stream", self._name, self.address)
-                return False
-            try:
-                response = self._stubs()[0].LeaveGroup(request, timeout=timeout)
-            except grpc.RpcError as error:
-                log.info("%s: could not send LeaveGroup to %s: %s", self._name, self.address,
-                         describe_rpc_error(error))
-                return False
-        if response.error.code != pb.NONE:
-            log.info("%s: leave: %s", self._name, response.error.message)
-            return False
-        return True
+            if way == "stream":
+                answer: Left = self.streams.ask(self.address, body, request, timeout)
+            else:
+                answer = getattr(self._stubs()[0], method)(request, timeout=timeout)
+            return answer
+        except LEAVE_FAILURES as failure:
+            return failure
 
     # ------------------------------------------------------------------ lifetime
 

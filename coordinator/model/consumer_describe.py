@@ -3,7 +3,8 @@
 A consumer group's catalog lives in the classic group of the same id, so the admin answers start
 from that one (``coordinator.model.admin``) and this module overlays the consumer part: its type,
 group and target epochs, a state in Kafka's consumer-group terms, and per member its epoch,
-reconciliation state, target, what it is giving up and what it waits for others to release.
+reconciliation state, target, what it is giving up and what it waits for others to release (for a
+split's child, which parent and whose).
 
 The state (``group_state``) reads every member: an admin question, asked by an operator, never
 by a member's request. What goes into the answer is read on the loop as immutable sets; the
@@ -18,6 +19,7 @@ from groupcoord.assignors.base import TaskReplica
 from groupcoord.coordinator.model.consumer_group import ConsumerGroup
 from groupcoord.coordinator.model.reconcile import MemberState
 from groupcoord.coordinator.model.slices import extend_in_slices
+from groupcoord.coordinator.model.split_lineage import held_ancestor
 from groupcoord.v1 import groupcoord_pb2 as pb
 
 __all__ = ["CLASSIC", "CONSUMER", "group_state", "overlay_listing", "overlay_description"]
@@ -76,13 +78,31 @@ def overlay_description(response: pb.DescribeGroupResponse, group: ConsumerGroup
             last_seen_ms_ago=int(max(0.0, now - member.last_seen) * 1000),
             consumer=pb.ConsumerMemberState(member_epoch=member.epoch, state=reconciled.state.value,
                                             away=member.away)))
-        lists.append((reconciled.assigned, target, reconciled.revoking, target - reconciled.assigned))
+        waiting = target - reconciled.assigned
+        lists.append((reconciled.assigned, target, reconciled.revoking, waiting, split_waits(group, waiting)))
 
     def complete() -> None:
-        for described, (assigned, target, revoking, waiting) in zip(response.members, lists, strict=True):
+        for described, (assigned, target, revoking, waiting, waits) in zip(response.members, lists, strict=True):
             extend_in_slices(described.assigned, _as_pb(assigned))
             extend_in_slices(described.consumer.target, _as_pb(target))
             extend_in_slices(described.consumer.revoking, _as_pb(revoking))
             extend_in_slices(described.consumer.waiting, _as_pb(waiting))
+            described.consumer.split_waits.extend(
+                pb.SplitWait(child=pb.TaskReplica(task_id=child.task_id, replica=child.replica),
+                             parent=pb.TaskReplica(task_id=parent.task_id, replica=parent.replica), held_by=held_by)
+                for child, parent, held_by in waits)
 
     return complete
+
+
+def split_waits(group: ConsumerGroup, waiting: Iterable[TaskReplica]) -> list[tuple[TaskReplica, TaskReplica, str]]:
+    """Of ``waiting``, each split child whose parent (or older ancestor) a member still holds: the child,
+    that ancestor and its holder. Read on the loop (the holders change); none without a recorded split."""
+    if not group.split_from:
+        return []
+    found = []
+    for child in sorted(waiting):
+        held = held_ancestor(group.split_from, group.holder, child)
+        if held is not None:
+            found.append((child, *held))
+    return found

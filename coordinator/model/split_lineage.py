@@ -19,17 +19,25 @@ from collections.abc import Iterable, Mapping
 from groupcoord.assignors.base import TaskReplica
 from groupcoord.v1 import groupcoord_pb2 as pb
 
-__all__ = ["parent_holder", "children_of", "recorded"]
+__all__ = ["children_of", "held_ancestor", "parent_holder", "recorded"]
 
 
 def parent_holder(split_from: Mapping[str, str], holder: Mapping[TaskReplica, str], task: TaskReplica) -> str | None:
     """The member holding the same replica of ``task``'s parent (or an older ancestor), or None."""
+    held = held_ancestor(split_from, holder, task)
+    return None if held is None else held[1]
+
+
+def held_ancestor(split_from: Mapping[str, str], holder: Mapping[TaskReplica, str],
+                  task: TaskReplica) -> tuple[TaskReplica, str] | None:
+    """The nearest ancestor of ``task`` (same replica) that a member holds, and that member; or None."""
     task_id, steps = task.task_id, len(split_from)  # bounded: an id reused as a parent cannot loop us
     while steps > 0 and task_id in split_from:
         task_id, steps = split_from[task_id], steps - 1
-        owner = holder.get(TaskReplica(task_id, task.replica))
+        ancestor = TaskReplica(task_id, task.replica)
+        owner = holder.get(ancestor)
         if owner is not None:
-            return owner
+            return ancestor, owner
     return None
 
 

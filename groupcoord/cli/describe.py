@@ -60,14 +60,27 @@ def _load_snapshot(snap: pb.LoadSnapshot) -> dict[str, Any]:
 
 
 def _replica_names(replicas: Any) -> list[str]:
-    return [t.task_id if t.replica == 0 else f"{t.task_id}#{t.replica}" for t in replicas]
+    return [_replica_name(t) for t in replicas]
+
+
+def _replica_name(t: pb.TaskReplica) -> str:
+    return t.task_id if t.replica == 0 else f"{t.task_id}#{t.replica}"
 
 
 def _consumer_member(described: pb.DescribedMember) -> dict[str, Any]:
-    """A consumer-protocol member's reconciliation: its epoch and state, target against what it has."""
+    """A consumer-protocol member's reconciliation: its epoch and state, target against what it has,
+    and for each split child it waits for, the parent still held and by whom."""
     c = described.consumer
     return {"member_epoch": c.member_epoch, "state": c.state, "away": c.away, "target": _replica_names(c.target),
-            "revoking": _replica_names(c.revoking), "waiting": _replica_names(c.waiting)}
+            "revoking": _replica_names(c.revoking), "waiting": _replica_names(c.waiting),
+            "waiting_for_parent": [{"task": _replica_name(w.child), "parent": _replica_name(w.parent),
+                                    "held_by": w.held_by} for w in c.split_waits]}
+
+
+def _waiting_cell(m: dict[str, Any]) -> str:
+    """The WAITING-FOR column: each task, a split child with the parent it waits for (``child(after parent)``)."""
+    parents = {w["task"]: w["parent"] for w in m.get("waiting_for_parent", [])}
+    return " ".join(f"{t}(after {parents[t]})" if t in parents else t for t in m["waiting"]) or "-"
 
 
 def describe_as_dict(response: pb.DescribeGroupResponse) -> dict[str, Any]:
@@ -143,7 +156,7 @@ def _members_table(info: dict[str, Any], width: int, wide: bool) -> Table:
                str(len(m["tasks"])), " ".join(m["tasks"]) or "-"]
         if consumer:
             row[5:5] = [str(m["member_epoch"]), "away" if m["away"] else m["state"]]
-            row += [str(len(m["target"])), " ".join(m["revoking"]) or "-", " ".join(m["waiting"]) or "-"]
+            row += [str(len(m["target"])), " ".join(m["revoking"]) or "-", _waiting_cell(m)]
         if load:
             w = load.get(m["member_id"])
             row += ["-", "-"] if w is None else [

@@ -731,20 +731,32 @@ class DescribedMember(_message.Message):
     def __init__(self, member: _Optional[_Union[GroupMember, _Mapping]] = ..., assigned: _Optional[_Iterable[_Union[TaskReplica, _Mapping]]] = ..., last_seen_ms_ago: _Optional[int] = ..., consumer: _Optional[_Union[ConsumerMemberState, _Mapping]] = ...) -> None: ...
 
 class ConsumerMemberState(_message.Message):
-    __slots__ = ("member_epoch", "state", "target", "revoking", "waiting", "away")
+    __slots__ = ("member_epoch", "state", "target", "revoking", "waiting", "away", "split_waits")
     MEMBER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     TARGET_FIELD_NUMBER: _ClassVar[int]
     REVOKING_FIELD_NUMBER: _ClassVar[int]
     WAITING_FIELD_NUMBER: _ClassVar[int]
     AWAY_FIELD_NUMBER: _ClassVar[int]
+    SPLIT_WAITS_FIELD_NUMBER: _ClassVar[int]
     member_epoch: int
     state: str
     target: _containers.RepeatedCompositeFieldContainer[TaskReplica]
     revoking: _containers.RepeatedCompositeFieldContainer[TaskReplica]
     waiting: _containers.RepeatedCompositeFieldContainer[TaskReplica]
     away: bool
-    def __init__(self, member_epoch: _Optional[int] = ..., state: _Optional[str] = ..., target: _Optional[_Iterable[_Union[TaskReplica, _Mapping]]] = ..., revoking: _Optional[_Iterable[_Union[TaskReplica, _Mapping]]] = ..., waiting: _Optional[_Iterable[_Union[TaskReplica, _Mapping]]] = ..., away: _Optional[bool] = ...) -> None: ...
+    split_waits: _containers.RepeatedCompositeFieldContainer[SplitWait]
+    def __init__(self, member_epoch: _Optional[int] = ..., state: _Optional[str] = ..., target: _Optional[_Iterable[_Union[TaskReplica, _Mapping]]] = ..., revoking: _Optional[_Iterable[_Union[TaskReplica, _Mapping]]] = ..., waiting: _Optional[_Iterable[_Union[TaskReplica, _Mapping]]] = ..., away: _Optional[bool] = ..., split_waits: _Optional[_Iterable[_Union[SplitWait, _Mapping]]] = ...) -> None: ...
+
+class SplitWait(_message.Message):
+    __slots__ = ("child", "parent", "held_by")
+    CHILD_FIELD_NUMBER: _ClassVar[int]
+    PARENT_FIELD_NUMBER: _ClassVar[int]
+    HELD_BY_FIELD_NUMBER: _ClassVar[int]
+    child: TaskReplica
+    parent: TaskReplica
+    held_by: str
+    def __init__(self, child: _Optional[_Union[TaskReplica, _Mapping]] = ..., parent: _Optional[_Union[TaskReplica, _Mapping]] = ..., held_by: _Optional[str] = ...) -> None: ...
 
 class DescribeGroupResponse(_message.Message):
     __slots__ = ("error", "group_id", "state", "generation", "protocol", "leader_id", "members", "tasks", "unassigned", "last_error", "load_snapshot", "group_type", "group_epoch", "target_epoch")

@@ -5,7 +5,6 @@ server's timers on an injected clock."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 
 import grpc
 import pytest
@@ -16,42 +15,10 @@ from groupcoord.coordinator.rpc.server import ServerThread
 from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
+from tests.coordinator.rpc.raw_member import RawMember
 from tests.zookeeper_server import wait_until
 
 G = "g"
-ASSIGNOR = "client:round-robin"
-
-
-@dataclass
-class Raw:
-    stub: pb_grpc.GroupCoordinatorStub
-    name: str
-    member_id: str = ""
-    epoch: int = 0
-    running: set[tuple[str, int]] = field(default_factory=set)
-    asked: pb.TargetRequest | None = None
-
-    def send(self, request: pb.GroupHeartbeatRequest) -> pb.GroupHeartbeatResponse:
-        answer = self.stub.GroupHeartbeat(request, timeout=10)
-        assert answer.error.code == pb.NONE, answer.error
-        self.member_id, self.epoch = answer.member_id, answer.member_epoch
-        if answer.HasField("assignment"):
-            self.running = {(t.task_id, t.replica) for t in answer.assignment.tasks}
-        if answer.HasField("compute_target"):
-            self.asked = answer.compute_target
-        return answer
-
-    def join(self) -> None:
-        self.send(pb.GroupHeartbeatRequest(group_id=G, member_epoch=0, client_id=self.name, assignor=ASSIGNOR,
-                                           session_timeout_ms=6_000))
-
-    def beat(self, target: pb.TargetAnswer | None = None) -> None:
-        request = pb.GroupHeartbeatRequest(group_id=G, member_id=self.member_id, member_epoch=self.epoch)
-        request.owned.SetInParent()
-        request.owned.tasks.extend(pb.TaskReplica(task_id=t, replica=r) for t, r in sorted(self.running))
-        if target is not None:
-            request.target.CopyFrom(target)
-        self.send(request)
 
 
 def deal(asked: pb.TargetRequest) -> pb.TargetAnswer:
@@ -90,7 +57,7 @@ def test_a_raw_leader_computes_the_target_and_a_wrong_answer_falls_back(
     with grpc.insecure_channel(thread.address) as channel:
         admin, stub = pb_grpc.GroupAdminStub(channel), pb_grpc.GroupCoordinatorStub(channel)
         admin.PutTasks(pb.PutTasksRequest(group_id=G, tasks=[pb.Task(task_id=f"t{i}") for i in range(4)]), timeout=10)
-        a, b = Raw(stub, "a"), Raw(stub, "b")
+        a, b = RawMember(stub, "a"), RawMember(stub, "b")
         a.join(), b.join()
         group = thread.call(lambda: thread.runtime.model.consumer.groups[G])
         answers: list[pb.TargetAnswer] = []
@@ -112,10 +79,10 @@ def test_a_raw_leader_computes_the_target_and_a_wrong_answer_falls_back(
 
         members = [a, b]
         wait_until(lead, 10, "the leader's target")
-        assert a.running | b.running == {(f"t{i}", 0) for i in range(4)} and len(a.running) == 2
+        assert a.running | b.running == {f"t{i}" for i in range(4)} and len(a.running) == 2
         assert not thread.call(lambda: group.last_error)
 
-        c = Raw(stub, "c")
+        c = RawMember(stub, "c")
         c.join()
         members.append(c)
         answers.clear()

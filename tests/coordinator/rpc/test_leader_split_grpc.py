@@ -6,58 +6,26 @@ unchanged)."""
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import grpc
 import pytest
 
+from groupcoord.cli import main
 from groupcoord.coordinator.clock import FakeClock
 from groupcoord.coordinator.config import CoordinatorConfig
 from groupcoord.coordinator.rpc.server import ServerThread
 from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
+from tests.coordinator.rpc.raw_member import RawMember
 from tests.zookeeper_server import wait_until
 
 G = "g"
 P1, P2 = "p/0x00000000_0x80000000", "p/0x80000000_0x100000000"
-
-
-@dataclass
-class Raw:
-    """A member over the raw stub; ``holding``: replicas it goes on running (and listing) whatever it is told."""
-
-    stub: pb_grpc.GroupCoordinatorStub
-    name: str
-    member_id: str = ""
-    epoch: int = 0
-    running: set[str] = field(default_factory=set)
-    holding: set[str] = field(default_factory=set)
-    asked: pb.TargetRequest | None = None
-
-    def send(self, request: pb.GroupHeartbeatRequest) -> None:
-        answer = self.stub.GroupHeartbeat(request, timeout=10)
-        assert answer.error.code == pb.NONE, answer.error  # a refused split never fails the leader's heartbeat
-        self.member_id, self.epoch = answer.member_id, answer.member_epoch
-        if answer.HasField("assignment"):
-            self.running = {t.task_id for t in answer.assignment.tasks}
-        if answer.HasField("compute_target"):
-            self.asked = answer.compute_target
-
-    def join(self) -> None:
-        self.send(pb.GroupHeartbeatRequest(group_id=G, member_epoch=0, client_id=self.name,
-                                           assignor="client:round-robin", session_timeout_ms=60_000,
-                                           rebalance_timeout_ms=60_000))
-
-    def beat(self, target: pb.TargetAnswer | None = None) -> None:
-        request = pb.GroupHeartbeatRequest(group_id=G, member_id=self.member_id, member_epoch=self.epoch)
-        request.owned.SetInParent()
-        request.owned.tasks.extend(pb.TaskReplica(task_id=t) for t in sorted(self.running | self.holding))
-        if target is not None:
-            request.target.CopyFrom(target)
-        self.send(request)
 
 
 def answer(asked: pb.TargetRequest, targets: dict[str, list[str]],
@@ -78,8 +46,8 @@ class Group:
     thread: ServerThread
     clock: FakeClock
     admin: pb_grpc.GroupAdminStub
-    a: Raw
-    b: Raw
+    a: RawMember
+    b: RawMember
 
     def advance(self, seconds: float = 0.2) -> None:
         self.thread.call(lambda: (self.clock.advance(seconds), self.thread.runtime.poll_timers()))
@@ -112,7 +80,7 @@ def group() -> Iterator[Group]:
     with ServerThread(runtime) as thread, grpc.insecure_channel(thread.address) as channel:
         admin, stub = pb_grpc.GroupAdminStub(channel), pb_grpc.GroupCoordinatorStub(channel)
         admin.PutTasks(pb.PutTasksRequest(group_id=G, tasks=[pb.Task(task_id="p"), pb.Task(task_id="q")]), timeout=10)
-        a, b = Raw(stub, "a"), Raw(stub, "b")
+        a, b = RawMember(stub, "a", session_timeout_ms=60_000, rebalance_timeout_ms=60_000), RawMember(stub, "b", session_timeout_ms=60_000, rebalance_timeout_ms=60_000)
         a.join(), b.join()
         formed = Group(thread, clock, admin, a, b)
 
@@ -146,6 +114,29 @@ def test_a_split_child_waits_until_the_parents_owner_lets_the_parent_go(group: G
     wait_until(lambda: (group.beat_all(), b.running == {"q", P1, P2} and a.running == {"r"})[1], 10,
                "the children on b once a let p go")
     assert [r for r in caplog.records if getattr(r, "event", "") == "leader_target_failed"] == []
+
+
+def test_describe_names_the_parent_a_waiting_child_waits_for(group: Group, capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = group.a, group.b
+    asked = group.ask_leader()
+    a.holding = {"p"}
+    a.beat(answer(asked, {a.member_id: ["r"], b.member_id: ["q", P1, P2]}, {"p": [P1, P2]}))
+    group.beat_all()
+    described = group.admin.DescribeGroup(pb.DescribeGroupRequest(group_id=G), timeout=10)
+    waits = {m.member.member_id: [(w.child.task_id, w.parent.task_id, w.held_by) for w in m.consumer.split_waits]
+             for m in described.members}
+    assert waits == {a.member_id: [], b.member_id: [(P1, "p", a.member_id), (P2, "p", a.member_id)]}
+    assert main(["groups", "describe", "--group", G, "--json", "--coordinator", group.thread.address]) == 0
+    members = {m["member_id"]: m for m in json.loads(capsys.readouterr().out)["members"]}
+    assert members[b.member_id]["waiting"] == [P1, P2]
+    assert members[b.member_id]["waiting_for_parent"] == [{"task": P1, "parent": "p", "held_by": a.member_id},
+                                                          {"task": P2, "parent": "p", "held_by": a.member_id}]
+    assert main(["groups", "describe", "--group", G, "--wide", "--coordinator", group.thread.address]) == 0
+    assert f"{P1}(after p) {P2}(after p)" in capsys.readouterr().out
+    a.holding = set()  # released: the children are given, nobody waits for a parent
+    wait_until(lambda: (group.beat_all(), b.running == {"q", P1, P2})[1], 10, "the children on b")
+    described = group.admin.DescribeGroup(pb.DescribeGroupRequest(group_id=G), timeout=10)
+    assert [w for m in described.members for w in m.consumer.split_waits] == []
 
 
 CASES = {  # name -> (split, targets by member name, the refusal's words)
