@@ -283,14 +283,11 @@ class ShardElections(ShardQueries):
 
     def _step_members(self, pending: Any, reads: Reads, full: bool) -> tuple[list[str] | None, bool]:
         """The members this step plans on (None: unchanged), and whether assumed (their read in flight)."""
-        assumed = None
-        if pending is not None and not full:
-            assumed = self._members_before_read(pending, reads)
-        else:
+        if pending is None or full:
             self._departures.took(self._reader.take_departed(), self._monotonic())
-        if pending is None or assumed is not None:
-            return assumed, assumed is not None
-        return self._reader.members_of(pending), False
+            return (None if pending is None else self._reader.members_of(pending)), False
+        assumed = self._members_before_read(pending, reads)
+        return (assumed, True) if assumed is not None else (self._reader.members_of(pending), False)
 
     def _members_before_read(self, pending: Any, reads: Reads) -> list[str] | None:
         """The known members less one named departure, or None once the read has answered: a shard freed
@@ -304,13 +301,14 @@ class ShardElections(ShardQueries):
         while True:
             self._reader.news.clear()
             departed += self._reader.take_departed()
-            now = self._monotonic()
-            assumed = self._departures.members_now(self.address, known, departed, vacated, now)
+            now, last = self._monotonic(), self._reader.last_deletion
+            assumed = self._departures.members_now(self.address, known, departed, vacated, now, last)
             if assumed is not None or pending.ready() or now >= deadline:
                 self._departures.took(departed, now)
                 return assumed
-            log.debug("%s waits for the members' read to plan (departures named: %s)", self.address, departed)
-            self._reader.news.wait(deadline - now)
+            if now - last >= self._departures.quiet_s:  # not waiting for quiet: for the read
+                log.debug("%s waits for the members' read to plan (departures named: %s)", self.address, departed)
+            self._reader.news.wait(min(deadline - now, self._departures.quiet_s))
 
     def _take_members(self, read: list[str], assumed: list[str], disconnects: int) -> None:
         with self._lock:

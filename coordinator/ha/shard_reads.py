@@ -10,7 +10,9 @@ is free at once (its ``exists`` watch is set in the same pipeline, and only look
 step has claimed: a node there again makes the claim fail and the shard be read again); and a win
 bumps the epoch from the version last seen in the leader node (``epoch`` in its JSON is the epoch
 node's version), reading the epoch node only when that is unknown or stale: the transaction still
-checks the version, so a wrong guess fails and is retried, never wins.
+checks the version, so a wrong guess fails and is retried, never wins. Each member node is watched
+too (``exists``, set when a members' read first lists it): its deletion names who left, which the
+members' children event does not (``take_departed``; ``coordinator.ha.departures`` says what for).
 
 A won shard's load is the largest part of a failover (issue 37), so its groups are read while the
 claim is in flight: a claim's pipeline is ``exists(leader)``, the groups' listing, then the
@@ -101,6 +103,7 @@ class ViewReader:
         self._deleted: set[int] = set()  # shards whose watch said the leader node was deleted
         self._stamp_lock = threading.Lock()
         self._noticed: float | None = None  # first event not yet taken by a step
+        self.last_deletion = float("-inf")  # when the last event of a node's deletion reached us
         self._noticed_then = self._began = self._read = 0.0  # the current step's
         self.wins: dict[int, WinTimes] = {}  # shard -> its last win's times (one per shard: bounded)
         self._listings: dict[int, Listing] = {}  # shard -> its groups as read with our win of it (taken once)
@@ -111,7 +114,7 @@ class ViewReader:
     # -- watches (kazoo's thread) and the step's clock (the election thread) -------------------------
 
     def _on_leader(self, event: WatchedEvent) -> None:
-        self._stamp()
+        self._stamp(event.type == EventType.DELETED)
         if event.type == EventType.DELETED:
             try:
                 self._deleted.add(int(event.path.rsplit("/", 2)[-2]))
@@ -125,7 +128,7 @@ class ViewReader:
 
     def _on_member(self, event: WatchedEvent) -> None:
         """One member node's own watch: a deletion names who left (the children event does not)."""
-        self._stamp()
+        self._stamp(event.type == EventType.DELETED)
         name = unquote((event.path or "").rsplit("/", 1)[-1])  # no path: the session's end (kazoo's own event)
         with self._stamp_lock:
             self._watched.discard(name)  # fired: the next members' read that lists it watches it again
@@ -145,10 +148,12 @@ class ViewReader:
         with self._stamp_lock:
             self._watched.clear()
 
-    def _stamp(self) -> None:
+    def _stamp(self, deletion: bool = False) -> None:
         with self._stamp_lock:
+            now = self._monotonic()
+            self.last_deletion = now if deletion else self.last_deletion
             if self._noticed is None:
-                self._noticed = self._monotonic()
+                self._noticed = now
 
     def begin(self) -> None:
         """A step takes the events noticed so far (call where it takes what they marked)."""

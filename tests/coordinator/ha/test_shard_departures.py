@@ -34,6 +34,12 @@ def test_one_named_departure_is_planned_on_at_once() -> None:
     assert departures.members_now("a", ["a", "b", "c"], ["c"], vacated=["c"], now=100.0) == ["a", "b"]
 
 
+def test_one_departure_waits_until_no_deletion_has_come_for_a_moment() -> None:
+    departures = Departures(burst_s=10.0, quiet_s=0.1)  # a burst's next sessions end right behind the first
+    assert departures.members_now("a", ["a", "b", "c"], ["c"], ["c"], now=100.0, last_deletion=99.95) is None
+    assert departures.members_now("a", ["a", "b", "c"], ["c"], ["c"], now=100.0, last_deletion=99.85) == ["a", "b"]
+
+
 @pytest.mark.parametrize(("departed", "vacated", "why"), [
     ([], ["c"], "a shard freed, its leader's departure not named yet"),
     (["c", "b"], ["c", "b"], "two departures in one step: a burst"),
