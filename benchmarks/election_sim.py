@@ -59,7 +59,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from groupcoord.coordinator.ha import shard_reads
+from groupcoord.coordinator.ha import departures, shard_reads
 from groupcoord.coordinator.ha.election import connect
 from groupcoord.coordinator.ha.shard_election import ShardElections, ensure_cluster
 from groupcoord.coordinator.ha.zk_store import ZooKeeperStore
@@ -86,16 +86,19 @@ class SimCoordinator:
         self.in_office: set[int] = set()  # as its callbacks said: polling it costs the survivors nothing
         self.loaded_groups = 0
         self.loading: set[int] = set()  # shards being loaded
+        self.changes = threading.Lock()  # office watchers run on the election thread (a win) and the callbacks'
         self.loads = ThreadPoolExecutor(min(32, (os.cpu_count() or 1) + 4))  # asyncio's default executor's size
         for office in self.elections.offices:
             office.watch(lambda office=office: self._changed(office))
 
-    def _changed(self, office: Any) -> None:  # the callback thread: a runtime's office watcher
+    def _changed(self, office: Any) -> None:  # a runtime's office watcher (any thread)
         if office.in_office():
             self.in_office.add(office.shard)
-            if self.won.get(office.shard, -1.0) < 0 and office.shard not in self.loading:
+            with self.changes:
+                if self.won.get(office.shard, -1.0) >= 0 or office.shard in self.loading:
+                    return
                 self.loading.add(office.shard)
-                self.loads.submit(self._load, office)
+            self.loads.submit(self._load, office)
         else:
             self.in_office.discard(office.shard)
             if office.shard in self.won:
@@ -116,7 +119,8 @@ class SimCoordinator:
                     self.won[office.shard] = time.monotonic()
                 break
         finally:
-            self.loading.discard(office.shard)
+            with self.changes:
+                self.loading.discard(office.shard)
 
     def election_cpu(self) -> float:
         """CPU seconds of this coordinator's election thread so far."""
@@ -143,6 +147,8 @@ def host(args: argparse.Namespace) -> int:
     """A host process: its coordinators, answering ``stats`` and ``stop`` on stdin."""
     if args.records_ahead is not None:
         shard_reads.RECORDS_AHEAD = args.records_ahead
+    if args.read_first:
+        departures.PLAN_ON_DEPARTURE = False
     coordinators = [SimCoordinator(args.zk, name, args.shards, args.session) for name in args.names.split(",")]
     for coordinator in coordinators:
         coordinator.elections.start()
@@ -185,7 +191,8 @@ class Sim:
         made = [Host(subprocess.Popen(
             [sys.executable, __file__, "--host", "--zk", self.zk.hosts, "--names", ",".join(names),
              "--shards", str(self.args.shards), "--session", str(self.args.session),
-             *(["--records-ahead", str(self.args.records_ahead)] if self.args.records_ahead is not None else [])],
+             *(["--records-ahead", str(self.args.records_ahead)] if self.args.records_ahead is not None else []),
+             *(["--read-first"] if self.args.read_first else [])],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True), names)
             for names in groups]
         self.hosts.extend(made)
@@ -464,6 +471,8 @@ def main() -> int:
     parser.add_argument("--steady", type=float, default=10.0, help="steady-state window, seconds")
     parser.add_argument("--records-ahead", type=int, default=None,
                         help="group records a claim reads ahead of its answer (default: shard_reads.RECORDS_AHEAD; 0: none)")
+    parser.add_argument("--read-first", action="store_true",
+                        help="every election step waits for the members' read, even for one departure (comparisons)")
     parser.add_argument("--quick", action="store_true", help="20 coordinators, 256 shards, 2,000 groups")
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON line too")
     parser.add_argument("--host", action="store_true", help=argparse.SUPPRESS)

@@ -19,6 +19,8 @@ each reconnection or error (the server forgets a connection's watches); then onl
 event names (``coordinator.ha.shard_reads``): the ``members`` children or one shard's ``leader``.
 A shard changing hands costs each coordinator one notification and one read, O(coordinators) in
 all, not O(coordinators x shards) (issue 37). A free shard is re-planned every ``recheck_s`` from memory.
+One departure named by its member node's event is planned on at once, its members' read in flight
+(``coordinator.ha.departures``: a burst of them waits for the read).
 
 Who takes what is ``coordinator.ha.balance.plan`` on that view. A hand-over is graceful: the shard
 leaves office (the runtime unloads it: parked calls get NOT_COORDINATOR naming the receiver), its
@@ -36,25 +38,26 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, SessionExpiredError
 from kazoo.protocol.states import WatchedEvent
 
 from groupcoord.coordinator.ha.balance import plan
+from groupcoord.coordinator.ha.departures import Departures
 from groupcoord.coordinator.ha.election import Fence, resign
 from groupcoord.coordinator.ha.shard_offices import Leader, ShardFencer, ShardOffice, ensure_cluster
-from groupcoord.coordinator.ha.shard_reads import ViewReader, WinTimes
-from groupcoord.coordinator.ha.zk_session import SessionTerms
+from groupcoord.coordinator.ha.shard_queries import ShardQueries
+from groupcoord.coordinator.ha.shard_reads import Reads, ViewReader, WinTimes
 from groupcoord.coordinator.ha.zk_store import Listing
-from groupcoord.coordinator.storage.store import FencedError
 
 __all__ = ["ShardElections", "ShardFencer", "ShardOffice", "ensure_cluster"]
 
 log = logging.getLogger("groupcoord.ha.shards")
 
 
-class ShardElections(SessionTerms):
+class ShardElections(ShardQueries):
     """This process's part in every shard's election, and its view of the cluster (a ``ClusterView``)."""
 
     def __init__(
@@ -72,10 +75,13 @@ class ShardElections(SessionTerms):
         session_timeout: float | None = None,
         pause_tick: float = 0.1,
         max_pause: float | None = None,
+        burst_s: float | None = None,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         """``overdue_after``: how long a shard may stay free before anyone takes it (default: the session
-        timeout); ``max_pause``: ``coordinator.ha.zk_session``'s (default half the session timeout)."""
+        timeout); ``max_pause``: ``coordinator.ha.zk_session``'s (default half the session timeout);
+        ``burst_s``: departures this close are a burst, planned on only once read (``coordinator.ha.
+        departures``; default the session timeout)."""
         super().__init__(client, address, op_timeout=op_timeout, session_timeout=session_timeout,
                          pause_tick=pause_tick, max_pause=max_pause, monotonic=monotonic)
         self.root = root.rstrip("/")
@@ -84,6 +90,7 @@ class ShardElections(SessionTerms):
         self._handover_timeout = handover_timeout
         self._overdue_after = self._session_timeout if overdue_after is None else overdue_after
         self._recheck_s = recheck_s
+        self._departures = Departures(self._session_timeout if burst_s is None else burst_s)
         self.members_path = f"{self.root}/members"
         self._fences: dict[int, Fence] = {}  # shards we lead (their fence), releasing ones included
         self._releasing: dict[int, str] = {}  # shard -> receiver, while handing over
@@ -159,57 +166,7 @@ class ShardElections(SessionTerms):
         self._threads[0].join(self._op_timeout)
         self._threads = []
 
-    # -- what the offices, stores and FindCoordinator ask (any thread) ------------------------------
-
-    def leads(self, shard: int) -> bool:
-        with self._lock:
-            self._pause_detected()
-            return shard in self._fences and shard not in self._releasing
-
-    def epoch(self, shard: int) -> int:
-        with self._lock:
-            return fence.epoch if (fence := self._fences.get(shard)) is not None else 0
-
-    def fence(self, shard: int) -> Fence:
-        """The checks a write of ``shard`` must carry (also while handing it over: its last writes land)."""
-        with self._lock:
-            self._pause_detected()
-            fence = self._fences.get(shard)
-            if fence is None:
-                raise FencedError(f"{self.address} does not lead shard {shard}")
-            return fence
-
-    def hint(self, shard: int) -> str:
-        """Where to send a shard's requests from here: the receiver while we hand it over, else its leader."""
-        with self._lock:
-            receiver = self._releasing.get(shard)
-            if receiver:
-                return receiver
-            if not self._view_current:
-                return ""
-            leader = self._leaders.get(shard)
-            return leader.address if leader is not None and leader.address != self.address else ""
-
-    def leader(self, shard: int) -> tuple[str, int] | None:
-        """The shard's leader as we know it; None while cut off from ZooKeeper (SUSPENDED or LOST): the one
-        we last saw may have died since, and a worker told "no leader" asks another coordinator."""
-        with self._lock:
-            self._pause_detected()
-            fence = self._fences.get(shard)
-            if fence is not None:
-                return self.address, fence.epoch
-            if not self._view_current:
-                return None
-            known = self._leaders.get(shard)
-            return (known.address, known.epoch) if known is not None and known.address != self.address else None
-
-    def coordinators(self) -> list[str]:
-        with self._lock:
-            return sorted(set(self._members))
-
-    def moves(self) -> dict[int, str]:
-        with self._lock:
-            return dict(self._releasing)
+    # -- what the offices and stores tell (any thread; what they ask: ``ShardQueries``) ---------------
 
     def recheck(self, shard: int | None = None) -> None:
         """Read ``shard``'s leader node again (e.g. after one of its writes was fenced), or everything."""
@@ -301,8 +258,11 @@ class ShardElections(SessionTerms):
                 with self._lock:
                     self._full = True  # not one of the members yet: nothing to decide
                 return
-        members, found, unsettled = self._reader.read(sorted(dirty), members=members_dirty, held=held)
-        rewin = self._update_view(found, members, session, disconnects, full)
+        if full:
+            self._reader.forget_member_watches()
+        reads, pending = self._reader.read_members_later(sorted(dirty), members=members_dirty, held=held)
+        members, assumed = self._step_members(pending, reads, full)
+        rewin = self._update_view(reads.found, members, session, disconnects, full)
         if rewin is None:
             return
         self._win(rewin, disconnects)  # ours after a reconnect or a pause: win again with a new epoch
@@ -313,10 +273,48 @@ class ShardElections(SessionTerms):
             live = list(self._members)
         decided = plan(self.address, live, view, self.shards, overdue=overdue, max_moves=self._max_moves)
         self._win(dict.fromkeys(decided.take), disconnects)
-        for shard in self._reader.settle(unsettled):  # read as free, but its node was there again
+        if assumed and members is not None:  # planned on a named departure: now the members as read
+            self._take_members(self._reader.members_of(pending), members, disconnects)
+        for shard in self._reader.settle(reads.unsettled):  # read as free, but its node was there again
             self.recheck(shard)
         if decided.release:
             self._hand_over(decided.release, decided.receivers)
+            self._wake.set()
+
+    def _step_members(self, pending: Any, reads: Reads, full: bool) -> tuple[list[str] | None, bool]:
+        """The members this step plans on (None: unchanged), and whether assumed (their read in flight)."""
+        if pending is None or full:
+            self._departures.took(self._reader.take_departed(), self._monotonic())
+            return (None if pending is None else self._reader.members_of(pending)), False
+        assumed = self._members_before_read(pending, reads)
+        return (assumed, True) if assumed is not None else (self._reader.members_of(pending), False)
+
+    def _members_before_read(self, pending: Any, reads: Reads) -> list[str] | None:
+        """The known members less one named departure, or None once the read has answered: a shard freed
+        with no departure named yet waits for its member node's event or the read, whichever is first."""
+        with self._lock:
+            known = list(self._members)
+            vacated = {leader.address for shard, found in reads.found.items()
+                       if found is None and (leader := self._leaders.get(shard)) is not None} - {self.address}
+        departed: list[str] = []
+        deadline = self._monotonic() + self._op_timeout
+        while True:
+            self._reader.news.clear()
+            departed += self._reader.take_departed()
+            now, last = self._monotonic(), self._reader.last_deletion
+            assumed = self._departures.members_now(self.address, known, departed, vacated, now, last)
+            if assumed is not None or pending.ready() or now >= deadline:
+                self._departures.took(departed, now)
+                return assumed
+            if now - last >= self._departures.quiet_s:  # not waiting for quiet: for the read
+                log.debug("%s waits for the members' read to plan (departures named: %s)", self.address, departed)
+            self._reader.news.wait(min(deadline - now, self._departures.quiet_s))
+
+    def _take_members(self, read: list[str], assumed: list[str], disconnects: int) -> None:
+        with self._lock:
+            if self._disconnects == disconnects:
+                self._members = read
+        if read != assumed:  # a join, or another departure, meanwhile: plan again on what was read
             self._wake.set()
 
     def _update_view(self, found: dict[int, Leader | None], members: list[str] | None, session: int | None,
@@ -365,7 +363,7 @@ class ShardElections(SessionTerms):
                 self._fences[shard] = fence
                 self._leaders[shard] = Leader(self.address, fence.epoch, self._session_id() or 0, fence.leader_version)
                 self._free_since.pop(shard, None)
-                self._callbacks.put(shard)
+            self.offices[shard].changed()  # its runtime starts loading now, not behind other callbacks
             log.info("%s leads shard %d (epoch %d)", self.address, shard, fence.epoch,
                      extra={"event": "shard_elected", "shard": shard, "term": fence.epoch})
 

@@ -10,7 +10,9 @@ is free at once (its ``exists`` watch is set in the same pipeline, and only look
 step has claimed: a node there again makes the claim fail and the shard be read again); and a win
 bumps the epoch from the version last seen in the leader node (``epoch`` in its JSON is the epoch
 node's version), reading the epoch node only when that is unknown or stale: the transaction still
-checks the version, so a wrong guess fails and is retried, never wins.
+checks the version, so a wrong guess fails and is retried, never wins. Each member node is watched
+too (``exists``, set when a members' read first lists it): its deletion names who left, which the
+members' children event does not (``take_departed``; ``coordinator.ha.departures`` says what for).
 
 A won shard's load is the largest part of a failover (issue 37), so its groups are read while the
 claim is in flight: a claim's pipeline is ``exists(leader)``, the groups' listing, then the
@@ -101,14 +103,18 @@ class ViewReader:
         self._deleted: set[int] = set()  # shards whose watch said the leader node was deleted
         self._stamp_lock = threading.Lock()
         self._noticed: float | None = None  # first event not yet taken by a step
+        self.last_deletion = float("-inf")  # when the last event of a node's deletion reached us
         self._noticed_then = self._began = self._read = 0.0  # the current step's
         self.wins: dict[int, WinTimes] = {}  # shard -> its last win's times (one per shard: bounded)
         self._listings: dict[int, Listing] = {}  # shard -> its groups as read with our win of it (taken once)
+        self._watched: set[str] = set()  # members whose own node we watch (under ``_stamp_lock``)
+        self._departed: list[str] = []  # members whose node's deletion an event named, not yet taken
+        self.news = threading.Event()  # a member node's event, or a members' read answered
 
     # -- watches (kazoo's thread) and the step's clock (the election thread) -------------------------
 
     def _on_leader(self, event: WatchedEvent) -> None:
-        self._stamp()
+        self._stamp(event.type == EventType.DELETED)
         if event.type == EventType.DELETED:
             try:
                 self._deleted.add(int(event.path.rsplit("/", 2)[-2]))
@@ -120,10 +126,34 @@ class ViewReader:
         self._stamp()
         self._notify_members(event)
 
-    def _stamp(self) -> None:
+    def _on_member(self, event: WatchedEvent) -> None:
+        """One member node's own watch: a deletion names who left (the children event does not)."""
+        self._stamp(event.type == EventType.DELETED)
+        name = unquote((event.path or "").rsplit("/", 1)[-1])  # no path: the session's end (kazoo's own event)
         with self._stamp_lock:
+            self._watched.discard(name)  # fired: the next members' read that lists it watches it again
+            if event.type == EventType.DELETED and name:
+                self._departed.append(name)
+        self.news.set()
+        self._notify_members(event)
+
+    def take_departed(self) -> list[str]:
+        """The members named as departed by their node's event since the last call (the election thread)."""
+        with self._stamp_lock:
+            taken, self._departed = self._departed, []
+        return taken
+
+    def forget_member_watches(self) -> None:
+        """Watch every member's node again on the next read (a whole view's read: watches may be gone)."""
+        with self._stamp_lock:
+            self._watched.clear()
+
+    def _stamp(self, deletion: bool = False) -> None:
+        with self._stamp_lock:
+            now = self._monotonic()
+            self.last_deletion = now if deletion else self.last_deletion
             if self._noticed is None:
-                self._noticed = self._monotonic()
+                self._noticed = now
 
     def begin(self) -> None:
         """A step takes the events noticed so far (call where it takes what they marked)."""
@@ -178,13 +208,22 @@ class ViewReader:
         return True
 
     def read(self, shards: Iterable[int], *, members: bool, held: Collection[int] = ()) -> Reads:
+        """``read_members_later``, then the members' read waited for."""
+        reads, pending = self.read_members_later(shards, members=members, held=held)
+        if pending is None:
+            return reads
+        return reads._replace(members=self.members_of(pending))
+
+    def read_members_later(self, shards: Iterable[int], *, members: bool,
+                           held: Collection[int] = ()) -> tuple[Reads, Any | None]:
         """What changed, in one pipeline: the members' names (if asked) and each shard's leader node
         (None: free), watched: a data watch if it is there, an ``exists`` watch if not. A free shard is
         not waited for: its ``exists`` is in flight while the step acts (``settle`` it afterwards).
         ``held``: shards we lead, always read (a deletion event may be older than our win of it). A
         deleted leader node makes the members be read too: if its session ended, its member node went
         in the same transaction, and a plan that still counted that member would hand it free shards.
-        A whole view is read ``READS_AT_ONCE`` shards at a time, each pipeline waited for."""
+        A whole view is read ``READS_AT_ONCE`` shards at a time, each pipeline waited for. The members'
+        read is returned in flight (its async result, None if not sent): ``members_of`` waits for it."""
         c = self._client
         shards = list(shards)
         deleted = self._deleted.intersection(shards)
@@ -199,10 +238,24 @@ class ViewReader:
             if len(shards) > READS_AT_ONCE:  # a whole view: keep the connection's backlog (and its pings) short
                 for _, result in unsettled:
                     self._call(result)
-        member_names = None if names is None else sorted(unquote(n) for n in self._call(names))
         self.reads += (names is not None) + len(shards) - len(gone) + len(unsettled)
+        if names is not None:
+            names.rawlink(lambda _: self.news.set())
         self._read = self._monotonic()
-        return Reads(member_names, found, unsettled)
+        return Reads(None, found, unsettled), names
+
+    def members_of(self, pending: Any) -> list[str]:
+        """The members' read's answer (waited for), and each member it lists newly watched on its own
+        node (an ``exists`` watch, not waited for: its deletion names the member that left)."""
+        names = sorted(unquote(n) for n in self._call(pending))
+        self._read = self._monotonic()  # the step's reads are in (a win stamps it: ``WinTimes``)
+        with self._stamp_lock:
+            new = [n for n in names if n not in self._watched]
+            self._watched.update(new)
+        for name in new:
+            self._client.exists_async(self.member_path(name), watch=self._on_member)
+        self.reads += len(new)
+        return names
 
     def _read_leaders(self, shards: list[int], found: dict[int, Leader | None], unsettled: list[tuple[int, Any]]) -> None:
         """Each shard's leader node into ``found`` (watched); a free one's ``exists`` onto ``unsettled``."""
