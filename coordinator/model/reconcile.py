@@ -108,5 +108,7 @@ def _next(epoch: int, assigned: frozenset[TaskReplica], target_epoch: int, targe
     unreleased = len(free) < len(wanted)
     if revoke and _still_owns(revoke, owned):
         return Reconciled(S.UNREVOKED_TASKS, epoch, frozenset(keep), frozenset(revoke))
-    state = S.UNRELEASED_TASKS if unreleased else S.STABLE
-    return Reconciled(state, target_epoch, frozenset(keep | free))
+    if unreleased:
+        return Reconciled(S.UNRELEASED_TASKS, target_epoch, frozenset(keep | free))
+    # keep + free is the whole target: its own set, so that the next change's compares are identities
+    return Reconciled(S.STABLE, target_epoch, target if isinstance(target, frozenset) else frozenset(keep | free))
