@@ -33,8 +33,10 @@ def answer(member: ConsumerMember, interval_ms: int, received: int,
     Kafka's): 10,000 members taking a target epoch that leaves their tasks alone are sent no list."""
     response = pb.GroupHeartbeatResponse(member_id=member.member_id, heartbeat_interval_ms=interval_ms,
                                          member_epoch=member.epoch)
-    assigned = member.reconciled.assigned
-    if (assigned != member.sent or received < member.sent_epoch or received == 0
+    assigned, sent = member.reconciled.assigned, member.sent
+    if assigned is not sent and assigned == sent:  # the same tasks as another set object (the target's, taken
+        member.sent = sent = assigned  # with a new epoch): kept, so that the next heartbeats compare identities
+    if (assigned is not sent or received < member.sent_epoch or received == 0
             or (owned is not None and owned != assigned)):
         member.sent, member.sent_epoch = assigned, member.epoch
         response.assignment.tasks.extend(pb.TaskReplica(task_id=t.task_id, replica=t.replica)

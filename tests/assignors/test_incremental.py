@@ -87,3 +87,60 @@ def test_it_declines_what_it_cannot_count() -> None:
     assert rebalance_counts(short) is None
     assert isinstance(StickyAssignor(), IncrementalAssignor)
     assert not isinstance(RoundRobinAssignor(), IncrementalAssignor)  # no incremental form: its full pass
+
+
+def ranked_by_rule(change: TargetChange) -> dict[str, frozenset[TaskReplica]] | None:
+    """The count rule spelt out member by member (rank every member by what it keeps, most first, then
+    by id; give up the highest replicas over quota; the lowest homeless ones go to the emptiest first):
+    the answer ``rebalance_counts`` must give, replica for replica."""
+    kept = {m.member_id: change.previous.get(m.member_id, frozenset()) - change.removed for m in change.members}
+    homeless = set(change.homeless - change.removed)
+    if sum(map(len, kept.values())) + len(homeless) != change.total:
+        return None
+    base, extra = divmod(change.total, len(kept))
+    order = sorted(kept, key=lambda m: (-len(kept[m]), m))
+    quota = {m: base + 1 if rank < extra else base for rank, m in enumerate(order)}
+    target = {}
+    for m in order:
+        surplus = sorted(kept[m], reverse=True)[:max(0, len(kept[m]) - quota[m])]
+        homeless.update(surplus)
+        target[m] = kept[m] - set(surplus)
+    pool = sorted(homeless)
+    for m in reversed(order):
+        need = quota[m] - len(target[m])
+        target[m], pool = target[m] | frozenset(pool[:max(need, 0)]), pool[max(need, 0):]
+    return target if not pool else None
+
+
+@SETTINGS
+@given(changes(), st.randoms(use_true_random=False))
+def test_the_answer_is_the_rule_spelt_out_whatever_the_member_order(
+        case: tuple[TargetChange, dict[str, frozenset[TaskReplica]], set[TaskReplica]], rnd: object) -> None:
+    change, _, _ = case
+    shuffled = list(change.members)
+    rnd.shuffle(shuffled)  # type: ignore[attr-defined]
+    change = TargetChange(previous=change.previous, members=tuple(shuffled), homeless=change.homeless,
+                          removed=change.removed, total=change.total, plain=True)
+    assert rebalance_counts(change) == ranked_by_rule(change)
+
+
+def test_a_group_of_many_sizes_is_ranked_by_size_then_id() -> None:
+    """More than eight sizes take the pair sort: the same rule."""
+    previous = {f"m{i:02d}": frozenset(TaskReplica(f"t{i:02d}-{j}") for j in range(i)) for i in range(12)}
+    members = tuple(MemberInfo(m) for m in reversed(list(previous)))
+    change = TargetChange(previous=previous, members=members, homeless=frozenset(), removed=frozenset(),
+                          total=sum(map(len, previous.values())), plain=True)
+    target = rebalance_counts(change)
+    assert target == ranked_by_rule(change)
+    assert target is not None and max(map(len, target.values())) - min(map(len, target.values())) <= 1
+
+
+def test_a_previous_target_naming_a_member_gone_counts_only_the_members_here() -> None:
+    """``previous`` should name only members still here; one that names another (as many entries as
+    the members, so only the names tell) still gives a target of exactly the members."""
+    t = [TaskReplica(f"t{i}") for i in range(4)]
+    change = TargetChange(previous={"a": frozenset(t[:2]), "gone": frozenset(t[2:])},
+                          members=(MemberInfo("a"), MemberInfo("b")), homeless=frozenset(t[2:]), removed=frozenset(),
+                          total=4, plain=True)
+    target = rebalance_counts(change)
+    assert target == {"a": frozenset(t[:2]), "b": frozenset(t[2:])} == ranked_by_rule(change)
