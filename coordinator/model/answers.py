@@ -124,10 +124,15 @@ def sync_response(group: Group, member_id: str) -> pb.SyncGroupResponse:
     """The member's tasks and the leader's bytes for it, unchanged (and the member is now told
     what it runs: ``Group.synced``)."""
     group.synced.add(member_id)
-    return pb.SyncGroupResponse(
-        error=OK, generation=group.generation, protocol=group.protocol, tasks=group.assignment.get(member_id, []),
-        user_data=group.user_data.get(member_id, b""), rejoin=bool(group.revoking),
-    )
+    response = pb.SyncGroupResponse(error=OK, generation=group.generation, protocol=group.protocol)
+    tasks, user_data = group.assignment.get(member_id), group.user_data.get(member_id)
+    if tasks:  # (set only when there is something: an empty list or bytes given still costs half the build)
+        response.tasks.extend(tasks)
+    if user_data:
+        response.user_data = user_data
+    if group.revoking:
+        response.rejoin = True
+    return response
 
 
 def fail_held(out: Outbox, group: Group, member: Member, code: pb.ErrorCode, message: str) -> None:

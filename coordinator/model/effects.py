@@ -62,7 +62,11 @@ class TimerKey(NamedTuple):
     member_id: str = ""
 
 
-@dataclass(frozen=True, slots=True)
+# The effects every request makes (a reply, its member's session timer) are not ``frozen``: a frozen
+# dataclass's ``__init__`` sets each field through ``object.__setattr__``, several times the cost of a plain
+# one (2.8 against 0.3 µs for a timer, loaded), and a rebalance of 10,000 makes 40,000 of them. No code
+# changes an effect once made, and none is hashed.
+@dataclass(slots=True)
 class Reply:
     to: Token
     group_id: str  # "" when no group's write needs to land first
@@ -89,13 +93,13 @@ class Forget:
     group_id: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ArmTimer:
     key: TimerKey
     delay_s: float
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class CancelTimer:
     key: TimerKey
 

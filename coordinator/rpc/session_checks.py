@@ -44,6 +44,9 @@ class MessageChecks:
         self._bounds = {number: min(config.session_max_message_bytes,
                                     bounds.get(body.method, config.max_message_bytes)) + ENVELOPE_SLACK
                         for number, body in BODIES.items()}
+        self.within_every_bound = min(self._bounds.values())
+        """A message of at most this many bytes passes every body's bound, so a batch of at most this many
+        bytes needs no request of it sized (``ByteSize``, 2 µs a request: a rebalance's batches are a few KiB)."""
 
     def bound(self, body: Body) -> int:
         return self._bounds[body.number]
@@ -56,8 +59,9 @@ class MessageChecks:
                      f"stream (session_max_message_bytes, and the unary call's bound)")
 
     def refusal(self, body: Body, request: Any, size: int, in_flight: int,
-                carried: AbstractSet[MemberKey]) -> pb.Error | None:
-        """Why this message is answered with an error without reaching its twin (None: it goes on)."""
+                carried: AbstractSet[MemberKey], key: MemberKey | None = None) -> pb.Error | None:
+        """Why this message is answered with an error without reaching its twin (None: it goes on); ``key``: its
+        ``member_key``, when the caller has it."""
         too_large = self.too_large(body, size)
         if too_large is not None:
             return too_large
@@ -76,7 +80,7 @@ class MessageChecks:
             return error(pb.INVALID_REQUEST, f"{in_flight} requests of this stream wait for their answers, at "
                          f"most {limit} (session_max_in_flight): send it again once an answer comes")
         limit = self.config.session_max_members
-        if body.name != "leave_group" and member_key(request) not in carried and len(carried) >= limit:
+        if len(carried) >= limit and body.name != "leave_group" and (key or member_key(request)) not in carried:
             return SEND_UNARY
         return None
 

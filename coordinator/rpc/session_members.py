@@ -44,22 +44,25 @@ class CarriedMembers:
 
     def note(self, body: Body, request: Any, response: Any) -> None:
         """Which members the stream carries now, from what the coordinator answered."""
-        group_id = request.group_id
         code = response.error.code
         if code in _GONE:
             self.let_go(member_key(request))
             return
-        if body.name == "join_group":
+        name = body.name
+        if name == "sync_group" or name == "heartbeat":  # (the commonest: nothing to learn; no field read)
+            return
+        group_id = request.group_id
+        if name == "join_group":
             if response.member_id and code in (pb.NONE, pb.MEMBER_ID_REQUIRED) and len(self.keys) < self._limit:
                 self.carry((group_id, response.member_id))
-        elif body.name == "group_heartbeat":
+        elif name == "group_heartbeat":
             if code == pb.NONE and response.member_id:
                 key = (group_id, response.member_id)
                 if response.member_epoch < 0:
                     self.let_go(key)
                 elif key in self.keys or len(self.keys) < self._limit:
                     self.carry(key)
-        elif body.name == "leave_group":
+        elif name == "leave_group":
             self.let_go(member_key(request))
             for each in request.members:
                 self.let_go((group_id, each.member_id or each.instance_id))
