@@ -147,8 +147,8 @@ def host(args: argparse.Namespace) -> int:
     """A host process: its coordinators, answering ``stats`` and ``stop`` on stdin."""
     if args.records_ahead is not None:
         shard_reads.RECORDS_AHEAD = args.records_ahead
-    if args.read_first:
-        departures.PLAN_ON_DEPARTURE = False
+    if args.plan_on_departure:
+        departures.PLAN_ON_DEPARTURE = True
     coordinators = [SimCoordinator(args.zk, name, args.shards, args.session) for name in args.names.split(",")]
     for coordinator in coordinators:
         coordinator.elections.start()
@@ -192,7 +192,7 @@ class Sim:
             [sys.executable, __file__, "--host", "--zk", self.zk.hosts, "--names", ",".join(names),
              "--shards", str(self.args.shards), "--session", str(self.args.session),
              *(["--records-ahead", str(self.args.records_ahead)] if self.args.records_ahead is not None else []),
-             *(["--read-first"] if self.args.read_first else [])],
+             *(["--plan-on-departure"] if self.args.plan_on_departure else [])],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True), names)
             for names in groups]
         self.hosts.extend(made)
@@ -471,8 +471,9 @@ def main() -> int:
     parser.add_argument("--steady", type=float, default=10.0, help="steady-state window, seconds")
     parser.add_argument("--records-ahead", type=int, default=None,
                         help="group records a claim reads ahead of its answer (default: shard_reads.RECORDS_AHEAD; 0: none)")
-    parser.add_argument("--read-first", action="store_true",
-                        help="every election step waits for the members' read, even for one departure (comparisons)")
+    parser.add_argument("--plan-on-departure", action="store_true",
+                        help="plan on one departure named by its member node's event, before the members' read "
+                             "(coordinator/ha/departures.py; off by default)")
     parser.add_argument("--quick", action="store_true", help="20 coordinators, 256 shards, 2,000 groups")
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON line too")
     parser.add_argument("--host", action="store_true", help=argparse.SUPPRESS)

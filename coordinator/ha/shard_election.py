@@ -19,8 +19,8 @@ each reconnection or error (the server forgets a connection's watches); then onl
 event names (``coordinator.ha.shard_reads``): the ``members`` children or one shard's ``leader``.
 A shard changing hands costs each coordinator one notification and one read, O(coordinators) in
 all, not O(coordinators x shards) (issue 37). A free shard is re-planned every ``recheck_s`` from memory.
-One departure named by its member node's event is planned on at once, its members' read in flight
-(``coordinator.ha.departures``: a burst of them waits for the read).
+One departure named by its member node's event can be planned on at once, its members' read in
+flight (``coordinator.ha.departures``: off by default, as measured; a burst always waits for the read).
 
 Who takes what is ``coordinator.ha.balance.plan`` on that view. A hand-over is graceful: the shard
 leaves office (the runtime unloads it: parked calls get NOT_COORDINATOR naming the receiver), its
@@ -283,20 +283,22 @@ class ShardElections(ShardQueries):
 
     def _step_members(self, pending: Any, reads: Reads, full: bool) -> tuple[list[str] | None, bool]:
         """The members this step plans on (None: unchanged), and whether assumed (their read in flight)."""
-        if pending is None or full:
-            self._departures.took(self._reader.take_departed(), self._monotonic())
-            return (None if pending is None else self._reader.members_of(pending)), False
-        assumed = self._members_before_read(pending, reads)
-        return (assumed, True) if assumed is not None else (self._reader.members_of(pending), False)
+        assumed, departed = None, self._reader.take_departed()
+        if pending is not None and not full:
+            assumed, departed = self._members_before_read(pending, reads, departed)
+        members = assumed if assumed is not None or pending is None else self._reader.members_of(pending)
+        back = [d for d in departed if assumed is None and members is not None and d in members]
+        self._reader.give_back(back)  # read before their node went: the next step's, planned on then
+        self._departures.took([d for d in departed if d not in back], self._monotonic())
+        return members, assumed is not None
 
-    def _members_before_read(self, pending: Any, reads: Reads) -> list[str] | None:
+    def _members_before_read(self, pending: Any, reads: Reads, departed: list[str]) -> tuple[list[str] | None, list[str]]:
         """The known members less one named departure, or None once the read has answered: a shard freed
         with no departure named yet waits for its member node's event or the read, whichever is first."""
         with self._lock:
             known = list(self._members)
             vacated = {leader.address for shard, found in reads.found.items()
                        if found is None and (leader := self._leaders.get(shard)) is not None} - {self.address}
-        departed: list[str] = []
         deadline = self._monotonic() + self._op_timeout
         while True:
             self._reader.news.clear()
@@ -304,8 +306,7 @@ class ShardElections(ShardQueries):
             now, last = self._monotonic(), self._reader.last_deletion
             assumed = self._departures.members_now(self.address, known, departed, vacated, now, last)
             if assumed is not None or pending.ready() or now >= deadline:
-                self._departures.took(departed, now)
-                return assumed
+                return assumed, departed
             if now - last >= self._departures.quiet_s:  # not waiting for quiet: for the read
                 log.debug("%s waits for the members' read to plan (departures named: %s)", self.address, departed)
             self._reader.news.wait(min(deadline - now, self._departures.quiet_s))

@@ -143,6 +143,11 @@ class ViewReader:
             taken, self._departed = self._departed, []
         return taken
 
+    def give_back(self, names: list[str]) -> None:
+        """Departures a step took but planned on a read older than (it listed them): the next step's."""
+        with self._stamp_lock:
+            self._departed[:0] = names
+
     def forget_member_watches(self) -> None:
         """Watch every member's node again on the next read (a whole view's read: watches may be gone)."""
         with self._stamp_lock:

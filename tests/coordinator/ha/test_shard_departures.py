@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any, cast
@@ -16,6 +17,7 @@ from typing import Any, cast
 import pytest
 from kazoo.client import KazooClient
 
+from groupcoord.coordinator.ha import departures
 from groupcoord.coordinator.ha.departures import Departures
 from groupcoord.coordinator.ha.election import connect
 from groupcoord.coordinator.ha.shard_election import ShardElections, ShardOffice
@@ -26,18 +28,27 @@ SESSION_S = 10.0  # long: only the test ends a session here
 OP_TIMEOUT = 120.0  # a held read must outlast the test's waits, not time the step out
 
 
+@pytest.fixture(autouse=True)
+def plan_on_departure(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(departures, "PLAN_ON_DEPARTURE", True)  # off by default (see its module): tested on
+
+
 # -- the decision alone ------------------------------------------------------------------------------
 
 
 def test_one_named_departure_is_planned_on_at_once() -> None:
-    departures = Departures(burst_s=10.0)
-    assert departures.members_now("a", ["a", "b", "c"], ["c"], vacated=["c"], now=100.0) == ["a", "b"]
+    assert Departures(burst_s=10.0).members_now("a", ["a", "b", "c"], ["c"], vacated=["c"], now=100.0) == ["a", "b"]
+
+
+def test_off_every_step_waits_for_the_members_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(departures, "PLAN_ON_DEPARTURE", False)
+    assert Departures(burst_s=10.0).members_now("a", ["a", "b", "c"], ["c"], vacated=["c"], now=100.0) is None
 
 
 def test_one_departure_waits_until_no_deletion_has_come_for_a_moment() -> None:
-    departures = Departures(burst_s=10.0, quiet_s=0.1)  # a burst's next sessions end right behind the first
-    assert departures.members_now("a", ["a", "b", "c"], ["c"], ["c"], now=100.0, last_deletion=99.95) is None
-    assert departures.members_now("a", ["a", "b", "c"], ["c"], ["c"], now=100.0, last_deletion=99.85) == ["a", "b"]
+    seen = Departures(burst_s=10.0, quiet_s=0.1)  # a burst's next sessions end right behind the first
+    assert seen.members_now("a", ["a", "b", "c"], ["c"], ["c"], now=100.0, last_deletion=99.95) is None
+    assert seen.members_now("a", ["a", "b", "c"], ["c"], ["c"], now=100.0, last_deletion=99.85) == ["a", "b"]
 
 
 @pytest.mark.parametrize(("departed", "vacated", "why"), [
@@ -52,14 +63,14 @@ def test_the_members_read_is_waited_for_when(departed: list[str], vacated: list[
 
 
 def test_a_departure_soon_after_another_is_part_of_a_burst_until_it_has_been_quiet() -> None:
-    departures = Departures(burst_s=10.0)
-    departures.took(["c"], now=100.0)
-    assert departures.members_now("a", ["a", "b", "d"], ["d"], vacated=["d"], now=109.0) is None
-    departures.took(["d"], now=109.0)
-    assert departures.members_now("a", ["a", "b", "e"], ["e"], vacated=[], now=118.0) is None  # 9 s after d
-    assert departures.members_now("a", ["a", "b", "e"], ["e"], vacated=[], now=119.5) == ["a", "b"]
-    departures.took([], now=125.0)  # a step that took none changes nothing
-    assert departures.members_now("a", ["a", "b", "e"], ["e"], vacated=[], now=125.0) == ["a", "b"]
+    seen = Departures(burst_s=10.0)
+    seen.took(["c"], now=100.0)
+    assert seen.members_now("a", ["a", "b", "d"], ["d"], vacated=["d"], now=109.0) is None
+    seen.took(["d"], now=109.0)
+    assert seen.members_now("a", ["a", "b", "e"], ["e"], vacated=[], now=118.0) is None  # 9 s after d
+    assert seen.members_now("a", ["a", "b", "e"], ["e"], vacated=[], now=119.5) == ["a", "b"]
+    seen.took([], now=125.0)  # a step that took none changes nothing
+    assert seen.members_now("a", ["a", "b", "e"], ["e"], vacated=[], now=125.0) == ["a", "b"]
 
 
 # -- on a real ZooKeeper -----------------------------------------------------------------------------
@@ -176,6 +187,19 @@ def drain_when_out(office: ShardOffice) -> Callable[[], None]:
     return changed
 
 
+def settled(*elections: ShardElections, for_s: float = 1.0) -> Callable[[], bool]:
+    """A predicate: true once no member's read count has moved for ``for_s`` seconds (no step in flight)."""
+    last: list[tuple[list[int], float]] = [([], 0.0)]
+
+    def check() -> bool:
+        now, seen = [e.reads for e in elections], time.monotonic()
+        if now != last[0][0]:
+            last[0] = (now, seen)
+        return seen - last[0][1] >= for_s
+
+    return check
+
+
 def led(elections: ShardElections) -> set[int]:
     return {s for s in range(SHARDS) if elections.leads(s)}
 
@@ -192,6 +216,7 @@ def test_a_lone_death_is_claimed_before_the_members_read_answers(cluster: Cluste
     c = cluster.member("c:1")
     wait_until(lambda: spread(a, b, c) and a.coordinators() == b.coordinators() == ["a:1", "b:1", "c:1"], 60,
                "spread over three")
+    wait_until(settled(a, b, c), 60, "no step in flight")
     lost = led(c)
     before = {e.address: e.reads for e in (a, b)}
     for holder in cluster.holding.values():
@@ -223,6 +248,7 @@ def test_a_second_death_soon_after_waits_for_the_members_read(cluster: Cluster,
     cluster.die(c)  # the first: planned on its named departure
     wait_until(lambda: a.coordinators() == b.coordinators() == ["a:1", "b:1", "d:1"] and spread(a, b, d), 60,
                "c's shards led again")
+    wait_until(settled(a, b, d), 60, "no step in flight")
     lost = led(d)
     for holder in cluster.holding.values():
         holder.hold()
