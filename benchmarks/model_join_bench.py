@@ -131,10 +131,11 @@ def measure(size: int, rounds: int) -> list[float]:
     return per_member
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def sizes_and_rounds(description: str, rounds: int) -> tuple[list[int], int]:
+    """The command line both join benches take (this one and stream_join_bench): bad values exit 2 with one line."""
+    parser = argparse.ArgumentParser(description=description.split("\n\n")[0])
     parser.add_argument("--sizes", default="1000,10000", help="group sizes, comma-separated (default 1000,10000)")
-    parser.add_argument("--rounds", type=int, default=7, help="rebalances measured per size (default 7)")
+    parser.add_argument("--rounds", type=int, default=rounds, help=f"rebalances measured per size (default {rounds})")
     args = parser.parse_args()
     try:
         sizes = [int(part) for part in args.sizes.split(",")]
@@ -142,9 +143,14 @@ def main() -> None:
         parser.error(f"--sizes {args.sizes!r} is not a comma-separated list of whole numbers")
     if min(sizes) < 2 or args.rounds < 1:
         parser.error("sizes must be at least 2 and --rounds at least 1")
-    print(f"{'members':>8} {'median µs/member':>17} {'min':>7} {'max':>7}  (process CPU, {args.rounds} rounds)")
+    return sizes, args.rounds
+
+
+def main() -> None:
+    sizes, rounds = sizes_and_rounds(__doc__ or "", 7)
+    print(f"{'members':>8} {'median µs/member':>17} {'min':>7} {'max':>7}  (process CPU, {rounds} rounds)")
     for size in sizes:
-        figures = measure(size, args.rounds)
+        figures = measure(size, rounds)
         print(f"{size:>8,} {statistics.median(figures):>17.1f} {min(figures):>7.1f} {max(figures):>7.1f}", flush=True)
 
 

@@ -20,7 +20,6 @@ side by side, so they share the machine's load, and compare round by round.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import gc
 import os
@@ -32,6 +31,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, os.environ.get("BENCH_TREE") or str(Path(__file__).resolve().parents[1]))
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # model_join_bench, beside it
+from model_join_bench import sizes_and_rounds
 
 from groupcoord.coordinator.clock import FakeClock
 from groupcoord.coordinator.config import CoordinatorConfig
@@ -242,20 +244,11 @@ async def measure(size: int, rounds: int) -> list[float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default="1000,10000", help="group sizes, comma-separated (default 1000,10000)")
-    parser.add_argument("--rounds", type=int, default=5, help="rebalances measured per size (default 5)")
-    args = parser.parse_args()
-    try:
-        sizes = [int(part) for part in args.sizes.split(",")]
-    except ValueError:
-        parser.error(f"--sizes {args.sizes!r} is not a comma-separated list of whole numbers")
-    if min(sizes) < 2 or args.rounds < 1:
-        parser.error("sizes must be at least 2 and --rounds at least 1")
-    print(f"{'members':>8} {'median µs/member':>17} {'min':>7} {'max':>7}  (process CPU, {args.rounds} rounds; "
+    sizes, rounds = sizes_and_rounds(__doc__ or "", 5)
+    print(f"{'members':>8} {'median µs/member':>17} {'min':>7} {'max':>7}  (process CPU, {rounds} rounds; "
           f"load average {os.getloadavg()[0]:.1f})")
     for size in sizes:
-        figures = asyncio.run(measure(size, args.rounds))
+        figures = asyncio.run(measure(size, rounds))
         print(f"{size:>8,} {statistics.median(figures):>17.1f} {min(figures):>7.1f} {max(figures):>7.1f}  "
               f"rounds: {', '.join(f'{f:.0f}' for f in figures)}", flush=True)
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any, cast
@@ -21,6 +20,7 @@ from groupcoord.coordinator.ha import departures
 from groupcoord.coordinator.ha.departures import Departures
 from groupcoord.coordinator.ha.election import connect
 from groupcoord.coordinator.ha.shard_election import ShardElections, ShardOffice
+from tests.coordinator.ha.test_shard_election import quiet
 from tests.zookeeper_server import ZooKeeperServer, wait_until
 
 SHARDS = 8
@@ -187,19 +187,6 @@ def drain_when_out(office: ShardOffice) -> Callable[[], None]:
     return changed
 
 
-def settled(*elections: ShardElections, for_s: float = 1.0) -> Callable[[], bool]:
-    """A predicate: true once no member's read count has moved for ``for_s`` seconds (no step in flight)."""
-    last: list[tuple[list[int], float]] = [([], 0.0)]
-
-    def check() -> bool:
-        now, seen = [e.reads for e in elections], time.monotonic()
-        if now != last[0][0]:
-            last[0] = (now, seen)
-        return seen - last[0][1] >= for_s
-
-    return check
-
-
 def led(elections: ShardElections) -> set[int]:
     return {s for s in range(SHARDS) if elections.leads(s)}
 
@@ -216,7 +203,7 @@ def test_a_lone_death_is_claimed_before_the_members_read_answers(cluster: Cluste
     c = cluster.member("c:1")
     wait_until(lambda: spread(a, b, c) and a.coordinators() == b.coordinators() == ["a:1", "b:1", "c:1"], 60,
                "spread over three")
-    wait_until(settled(a, b, c), 60, "no step in flight")
+    wait_until(quiet([a, b, c]), 60, "no step in flight")
     lost = led(c)
     before = {e.address: e.reads for e in (a, b)}
     for holder in cluster.holding.values():
@@ -248,7 +235,7 @@ def test_a_second_death_soon_after_waits_for_the_members_read(cluster: Cluster,
     cluster.die(c)  # the first: planned on its named departure
     wait_until(lambda: a.coordinators() == b.coordinators() == ["a:1", "b:1", "d:1"] and spread(a, b, d), 60,
                "c's shards led again")
-    wait_until(settled(a, b, d), 60, "no step in flight")
+    wait_until(quiet([a, b, d]), 60, "no step in flight")
     lost = led(d)
     for holder in cluster.holding.values():
         holder.hold()
