@@ -9,6 +9,7 @@ nothing counted twice.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -160,9 +161,12 @@ def test_follow_survives_failures_counts_once_and_stops_on_sigterm(spark, tmp_pa
         if versions.exists():
             _unwritable(versions, False)
         stop_processes([proc])
-        for child in psutil.process_iter(["name"]):  # a JVM the killed session may have left
-            if child.info["name"] == "java" and str(tmp_path) in " ".join(child.cmdline() or []):
-                child.kill()
+        # a JVM the killed session may have left; process_iter reads each process's name and command line once
+        # and gives None for a zombie's (another test's JVM that has just exited: its cmdline() raises)
+        for child in psutil.process_iter(["name", "cmdline"]):
+            if child.info["name"] == "java" and str(tmp_path) in " ".join(child.info["cmdline"] or []):
+                with contextlib.suppress(psutil.NoSuchProcess):  # gone since
+                    child.kill()
         if server is not None:
             server.stop()
 
