@@ -3,7 +3,6 @@ leaves no cgroup behind."""
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 import time
@@ -13,13 +12,11 @@ import psutil
 import pytest
 
 from tests.paths import ROOT
+from tests.scripts import load_script
 
 
 def _cpu_cap() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("cpu_cap", ROOT / "benchmarks" / "cpu_cap.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module: ModuleType = load_script(ROOT / "benchmarks" / "cpu_cap.py")
     return module
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -13,6 +12,7 @@ import pytest
 from groupcoord import assignors
 from tests.deadlines import run_within
 from tests.paths import ROOT
+from tests.scripts import load_script
 
 BENCH = ROOT / "benchmarks" / "assignors_bench.py"
 
@@ -39,12 +39,7 @@ def test_assignors_bench_quick_runs() -> None:
 
 
 def load_bench(monkeypatch: pytest.MonkeyPatch) -> Any:
-    spec = importlib.util.spec_from_file_location("assignors_bench", BENCH)
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "assignors_bench", bench)  # dataclasses look their module up
-    spec.loader.exec_module(bench)
-    return bench
+    return load_script(BENCH, monkeypatch=monkeypatch)
 
 
 def test_the_server_side_target_rows_at_small_size(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -5,26 +5,15 @@ get one line and exit 2."""
 from __future__ import annotations
 
 import asyncio
-import importlib.util
-import subprocess
-import sys
-from typing import Any
 
 from tests.paths import ROOT
+from tests.scripts import load_script, refused
 
 BENCH = ROOT / "benchmarks" / "stream_join_bench.py"
 
 
-def load_bench() -> Any:
-    spec = importlib.util.spec_from_file_location("stream_join_bench", BENCH)
-    assert spec is not None and spec.loader is not None
-    bench: Any = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    return bench
-
-
 def test_a_small_group_rebalances_over_the_streams_once_per_round() -> None:
-    bench = load_bench()
+    bench = load_script(BENCH)
 
     async def rounds() -> tuple[int, list[tuple[float, int]], str, int]:
         coordinator = bench.Coordinator()
@@ -44,7 +33,5 @@ def test_a_small_group_rebalances_over_the_streams_once_per_round() -> None:
 
 def test_bad_sizes_get_one_line(cli_env: dict[str, str]) -> None:
     for args in (["--sizes", "1000,x"], ["--sizes", "1"], ["--rounds", "0"]):
-        done = subprocess.run([sys.executable, str(BENCH), *args], check=False, cwd=ROOT, capture_output=True,
-                              text=True, timeout=60, env=cli_env)
-        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
-        assert "stream_join_bench.py: error:" in done.stderr.strip().splitlines()[-1], done.stderr
+        stderr = refused(BENCH, args, cli_env)
+        assert "stream_join_bench.py: error:" in stderr.strip().splitlines()[-1], stderr

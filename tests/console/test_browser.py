@@ -8,7 +8,6 @@ run leaves screenshots in docs/screenshots/ (kept out of git) for docs/console.m
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 import signal
@@ -35,17 +34,13 @@ from tests.console.conftest import TOKEN, ConsoleThread, console_for
 from tests.deadlines import keep_waiting
 from tests.paths import ROOT
 from tests.processes import stop_processes
+from tests.scripts import load_script
 
 
 def _coordinator_bench() -> Any:
     """benchmarks/coordinator_bench.py, loaded from its file (``benchmarks`` is a folder of scripts, not a
     package of the installed tree)."""
-    spec = importlib.util.spec_from_file_location("coordinator_bench_for_console", ROOT / "benchmarks" /
-                                                  "coordinator_bench.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(ROOT / "benchmarks" / "coordinator_bench.py", "coordinator_bench_for_console")
 
 
 _BENCH = _coordinator_bench()

@@ -51,6 +51,7 @@ from groupcoord.worker import states as worker_states
 from groupcoord.worker.config import WorkerConfig
 from groupcoord.worker.metrics import WorkerCollector
 from tests.paths import ROOT
+from tests.scripts import load_script
 
 README = ROOT / "README.md"
 QUIET = {"NO_MKDOCS_2_WARNING": "1", "DISABLE_MKDOCS_2_WARNING": "true"}
@@ -261,11 +262,8 @@ def test_a_broken_link_fails_the_build(tmp_path: Path) -> None:
 
 
 def _generator(name: str = "gen_reference") -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"{name}_under_test", ROOT / "docs" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # defines the pages; writes nothing outside a build
-    return module
+    module: ModuleType = load_script(ROOT / "docs" / f"{name}.py", f"{name}_under_test")  # defines the pages;
+    return module  # writes nothing outside a build
 
 
 def test_a_config_field_without_help_stops_the_generator() -> None:
