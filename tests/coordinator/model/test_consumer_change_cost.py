@@ -11,11 +11,12 @@ from groupcoord.coordinator.clock import FakeClock
 from groupcoord.coordinator.model.catalog_snapshot import CatalogSnapshot
 from groupcoord.coordinator.model.consumer_group import ConsumerGroup, ConsumerMember
 from groupcoord.coordinator.model.consumer_target import check_moves, inputs_of
-from groupcoord.coordinator.model.effects import Effect, Offload, Reply, TimerKey
+from groupcoord.coordinator.model.effects import Effect, TimerKey
 from groupcoord.coordinator.model.model import CoordinatorModel
 from groupcoord.coordinator.model.reconcile import MemberState
 from groupcoord.coordinator.model.target_map import TargetMap
 from groupcoord.v1 import groupcoord_pb2 as pb
+from tests.coordinator.model.test_consumer_request_cost import run
 
 T = [TaskReplica(f"t{i}") for i in range(8)]
 
@@ -73,19 +74,8 @@ def test_a_computation_takes_the_kept_views_and_builds_the_missing_ones() -> Non
 G = "g"
 
 
-def _run(model: CoordinatorModel, effects: list[Effect]) -> list[Reply]:
-    """Carry out a step's offloaded jobs inline; its replies."""
-    replies = []
-    for effect in effects:
-        if isinstance(effect, Offload):
-            replies += _run(model, effect.then(effect.job()))
-        elif isinstance(effect, Reply):
-            replies.append(effect)
-    return replies
-
-
 def _answer(model: CoordinatorModel, effects: list[Effect]) -> pb.GroupHeartbeatResponse:
-    [reply] = _run(model, effects)
+    [reply] = run(model, effects)
     response = reply.response
     assert isinstance(response, pb.GroupHeartbeatResponse) and response.error.code == pb.NONE, response
     return response
@@ -111,13 +101,13 @@ def _settled(model: CoordinatorModel, epochs: dict[str, int]) -> None:
 
 def test_an_untouched_member_takes_the_new_epoch_holding_its_target_set_and_is_sent_no_list() -> None:
     model = CoordinatorModel(clock=FakeClock())
-    _run(model, model.put_tasks(pb.PutTasksRequest(group_id=G, tasks=[pb.Task(task_id=f"t{i}") for i in range(30)]), 1))
+    run(model, model.put_tasks(pb.PutTasksRequest(group_id=G, tasks=[pb.Task(task_id=f"t{i}") for i in range(30)]), 1))
     epochs: dict[str, int] = {}
     for name in "abcdefghij":
         joined = _answer(model, model.group_heartbeat(pb.GroupHeartbeatRequest(
             group_id=G, member_epoch=0, client_id=name), 1))
         epochs[joined.member_id] = joined.member_epoch
-    _run(model, model.fire(TimerKey("c-assign", G)))
+    run(model, model.fire(TimerKey("c-assign", G)))
     _settled(model, epochs)
     group = model.consumer.groups[G]
     for member in group.members.values():  # formed: each holds its target's own set, and was sent it
@@ -126,7 +116,7 @@ def test_an_untouched_member_takes_the_new_epoch_holding_its_target_set_and_is_s
         group_id=G, member_epoch=0, client_id="k"), 1))
     epochs[newcomer.member_id] = newcomer.member_epoch
     before = {m: group.target[m] for m in epochs if m in group.target}
-    _run(model, model.fire(TimerKey("c-assign", G)))
+    run(model, model.fire(TimerKey("c-assign", G)))
     untouched = [m for m, tasks in before.items() if group.target[m] is tasks]
     assert len(untouched) == 8, "30 tasks, 10 members and one more: 8 keep their 3 (and their set), 2 give one up"
     for member_id in untouched:

@@ -17,21 +17,12 @@ from groupcoord.assignors.round_robin import RoundRobinAssignor
 from groupcoord.assignors.sticky import StickyAssignor
 from groupcoord.coordinator.clock import FakeClock
 from groupcoord.coordinator.model.consumer_target import check_moves
-from groupcoord.coordinator.model.effects import Effect, Offload, Reply, TimerKey
+from groupcoord.coordinator.model.effects import TimerKey
 from groupcoord.coordinator.model.model import CoordinatorModel
 from groupcoord.v1 import groupcoord_pb2 as pb
+from tests.coordinator.model.test_consumer_request_cost import run
 
 G = "g"
-
-
-def run(model: CoordinatorModel, effects: list[Effect]) -> list[Reply]:
-    replies = []
-    for effect in effects:
-        if isinstance(effect, Offload):
-            replies += run(model, effect.then(effect.job()))
-        elif isinstance(effect, Reply):
-            replies.append(effect)
-    return replies
 
 
 def join(model: CoordinatorModel, name: str, assignor: str = "sticky") -> str:
