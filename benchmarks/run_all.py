@@ -27,6 +27,7 @@ BENCHMARKS = {
     "worker_footprint": "worker_footprint_bench.py",  # CPU and memory: threaded vs asyncio client, 1, 100 and 1,000 members (issues 24, 27)
     "scale": "scale_bench.py",  # 1 vs 2 sharded coordinators' capacity, shard move and failover times (issue 23)
     "protocol": "protocol_bench.py",  # one member joins a group of 1,000 / 10,000: classic vs consumer protocol (issue 34)
+    "zk_client": "zk_client_bench.py",  # a ZooKeeper request's CPU: kazoo's handler vs the coordinator's poll one (issue 37)
     "election_sim": "election_sim.py",  # 100 coordinators, 1,024 shards on one ZooKeeper: failover, reads, CPU (issue 37)
     "stream": "stream_bench.py",  # unary vs Session stream: members per process, joins of 1,000/10,000 (issue 35)
     "consumer_stream": "consumer_stream_bench.py",  # consumer protocol over gRPC: newcomer running its tasks (issues 34, 35)

@@ -44,6 +44,7 @@ from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, NodeExistsEr
 from kazoo.protocol.states import WatchedEvent
 from kazoo.retry import KazooRetry
 
+from groupcoord.coordinator.ha.zk_polling import PollingHandler
 from groupcoord.coordinator.ha.zk_security import ZkSecurity
 from groupcoord.coordinator.ha.zk_session import SessionTerms
 from groupcoord.coordinator.storage.store import FencedError
@@ -79,11 +80,12 @@ def connect(
     """A started kazoo client (``hosts`` is ``host:port[,host:port...][/chroot]``); the caller stops it.
 
     kazoo's default reconnection backoff grows to an hour; ours stops at ``max_reconnect_delay`` so a
-    coordinator is back within a second of ZooKeeper returning (and, if quick, keeps its session).
+    coordinator is back within a second of ZooKeeper returning (and, if quick, keeps its session). Its
+    connection waits on its socket with one ``poll`` each (``coordinator.ha.zk_polling``).
     """
     retry = KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=max_reconnect_delay)
     extra = security.kazoo_kwargs() if security is not None else {}  # TLS, credentials, znode ACLs
-    client = KazooClient(hosts=hosts, timeout=session_timeout, connection_retry=retry, **extra)
+    client = KazooClient(hosts=hosts, timeout=session_timeout, connection_retry=retry, handler=PollingHandler(), **extra)
     client.start(timeout=connect_timeout)
     return client
 
