@@ -106,6 +106,11 @@ class ZooKeeperServer:
         self.log_path = self._tmp / "zookeeper.log"
 
     @property
+    def pid(self) -> int | None:
+        """The server's process id while it runs (benchmarks read its CPU)."""
+        return None if self._proc is None else self._proc.pid
+
+    @property
     def hosts(self) -> str:
         """The connection string for kazoo (``host:port``)."""
         return f"{self.host}:{self.port}"
