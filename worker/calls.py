@@ -87,7 +87,7 @@ def stream_failed(route: Route, method: str, address: str, failure: BaseExceptio
     """The error a call sent on the stream fails with when the stream broke or the deadline passed: the
     coordinator is not available (looked up again first)."""
     route.moved(None)
-    why = failure or "DEADLINE_EXCEEDED on the Session stream"
+    why = str(failure) or "DEADLINE_EXCEEDED on the Session stream"  # a deadline's TimeoutError says nothing
     return errors.CoordinatorNotAvailableError(f"{method} to {address} failed: {why}")
 
 
