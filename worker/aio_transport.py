@@ -22,7 +22,6 @@ from groupcoord.worker import calls
 from groupcoord.worker.aio_stream import AioStreamLink
 from groupcoord.worker.call_outcomes import LEAVE_FAILURES, LeaveRound, Left, lookup_round
 from groupcoord.worker.calls import AnswerT, RequestT
-from groupcoord.worker.lookup import Route
 from groupcoord.worker.stream_tags import STREAMED, StreamBroken, StreamUnsupported
 
 __all__ = ["AioChannelFactory", "AsyncTransport"]
@@ -35,7 +34,7 @@ _CoordinatorStub: Any = pb_grpc.GroupCoordinatorStub
 _AdminStub: Any = pb_grpc.GroupAdminStub
 
 
-class AsyncTransport:
+class AsyncTransport(calls.Routed[AioStreamLink]):
     """The coordinator connection of one asyncio worker; used from its loop only."""
 
     def __init__(
@@ -43,9 +42,7 @@ class AsyncTransport:
         reconnect_backoff_max_ms: int = 1_000, security: ClientSecurity | None = None, group_id: str = "",
         session_stream: bool = True,
     ) -> None:
-        self._route = Route(addresses, name=name)
-        self._route.enabled = bool(group_id)
-        self._group_id = group_id
+        super().__init__(addresses, name=name, group_id=group_id)
         options = channel_options(reconnect_backoff_max_ms)
         secure = security or ClientSecurity()
         self._channel_factory = channel_factory or (lambda address: secure.open_aio_channel(address, options))
@@ -53,25 +50,10 @@ class AsyncTransport:
         self.streams = AioStreamLink(self._channel_factory, secure if channel_factory is None else (
             secure, id(channel_factory)), self._metadata, reconnect_max_s=reconnect_backoff_max_ms / 1000,
             enabled=session_stream)
-        """The loop's Session streams this transport's member calls use (``on_nudge``: its news)."""
-        self._name = name
         self._channel: grpc.aio.Channel | None = None
         self._channel_address = ""
         self._stub: Any = None
         self._admin: Any = None
-
-    @property
-    def address(self) -> str:
-        return self._route.address
-
-    @property
-    def lookups(self) -> int:
-        return self._route.lookups
-
-    @property
-    def via(self) -> str:
-        """"stream" when the member's calls go on a Session stream now, else "unary"."""
-        return self.streams.via(self.address)
 
     async def join_group(self, request: pb.JoinGroupRequest, timeout: float) -> pb.JoinGroupResponse:
         return await self._request(calls.JOIN_GROUP, request, timeout)

@@ -1,12 +1,13 @@
 """The member and admin calls both transports make, as one table, and what each call's outcome does to the
 route: the error a response, a broken stream or a failed unary call becomes, and whether the coordinator is
-looked up again first. The threaded and the asyncio transport each do only the I/O between (``_request``):
-send the call on the Session stream or unary, and wait for it their own way. No channel, no thread, no
-event loop here."""
+looked up again first; and what both transports hold (``Routed``: the route, the name, the stream link). The
+threaded and the asyncio transport each do only the I/O between (``_request``): send the call on the
+Session stream or unary, and wait for it their own way. No channel, no thread, no event loop here."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
@@ -19,7 +20,7 @@ from groupcoord.worker.call_outcomes import failure_for_response, failure_for_rp
 from groupcoord.worker.lookup import Route
 
 __all__ = ["DESCRIBE_GROUP", "GROUP_HEARTBEAT", "HEARTBEAT", "JOIN_GROUP", "REPORT_LOAD", "SYNC_GROUP", "AnswerT",
-           "RequestT", "Rpc", "follow_news", "settle", "stream_failed", "unary_failed"]
+           "RequestT", "Routed", "Rpc", "follow_news", "settle", "stream_failed", "unary_failed"]
 
 log = logging.getLogger("groupcoord.worker")
 
@@ -97,3 +98,42 @@ def unary_failed(route: Route, method: str, address: str, rpc_error: grpc.RpcErr
     if move:
         route.moved(None)
     return failure
+
+
+class _Link(Protocol):
+    """What ``Routed`` asks of a transport's Session-stream link (``StreamLink``, ``AioStreamLink``)."""
+
+    def via(self, address: str) -> str: ...
+
+
+LinkT = TypeVar("LinkT", bound=_Link)
+
+
+class Routed(Generic[LinkT]):
+    """What both transports hold besides their I/O: where the group's calls go (``worker.lookup.Route``; with
+    ``group_id`` found with FindCoordinator, without, the addresses in turn), the worker's name for its log
+    lines, and the link to the Session streams its member calls use (``streams``, set by the transport)."""
+
+    streams: LinkT
+    """The Session streams this transport's member calls use (``on_nudge``: its news)."""
+
+    def __init__(self, addresses: Sequence[str], *, name: str, group_id: str) -> None:
+        self._route = Route(addresses, name=name)
+        self._route.enabled = bool(group_id)
+        self._group_id = group_id
+        self._name = name
+
+    @property
+    def address(self) -> str:
+        """The coordinator the next call goes to."""
+        return self._route.address
+
+    @property
+    def lookups(self) -> int:
+        """FindCoordinator rounds so far."""
+        return self._route.lookups
+
+    @property
+    def via(self) -> str:
+        """"stream" when the member's calls go on a Session stream now, else "unary"."""
+        return self.streams.via(self.address)

@@ -44,7 +44,7 @@ from groupcoord.worker.call_outcomes import (
 )
 from groupcoord.worker.calls import AnswerT, RequestT
 from groupcoord.worker.effects import WorkerClosedError
-from groupcoord.worker.lookup import CoordinatorList, Route
+from groupcoord.worker.lookup import CoordinatorList
 from groupcoord.worker.stream_link import StreamLink
 from groupcoord.worker.stream_tags import STREAMED, StreamBroken, StreamUnsupported
 
@@ -63,7 +63,7 @@ caller's thread) and the call goes on waiting for its answer or its deadline."""
 _CoordinatorStub: Any = pb_grpc.GroupCoordinatorStub
 _AdminStub: Any = pb_grpc.GroupAdminStub
 
-class Transport:
+class Transport(calls.Routed[StreamLink]):
     """The coordinator connection of one worker; used from the worker's thread (``abort`` from any).
 
     With ``group_id`` the group's coordinator is found with FindCoordinator at the ``addresses``
@@ -74,9 +74,7 @@ class Transport:
         reconnect_backoff_max_ms: int = 1_000, security: ClientSecurity | None = None, group_id: str = "",
         session_stream: bool = True,
     ) -> None:
-        self._route = Route(addresses, name=name)
-        self._route.enabled = bool(group_id)
-        self._group_id = group_id
+        super().__init__(addresses, name=name, group_id=group_id)
         options = channel_options(reconnect_backoff_max_ms)
         secure = security or ClientSecurity()
         self._channel_factory = channel_factory or (lambda address: secure.open_channel(address, options))
@@ -84,29 +82,12 @@ class Transport:
         self.streams = StreamLink(self._channel_factory, secure if channel_factory is None else (secure, id(
             channel_factory)), secure.call_metadata, reconnect_max_s=reconnect_backoff_max_ms / 1000,
             enabled=session_stream)
-        """The process's Session streams this transport's member calls use (``on_nudge``: its news)."""
-        self._name = name
         self._channel: grpc.Channel | None = None
         self._channel_address = ""
         self._stub: Any = None  # a GroupCoordinatorStub once connected
         self._admin: Any = None  # a GroupAdminStub on the same channel
         self._inflight: grpc.Future | Future[Any] | None = None
         self._aborted = threading.Event()
-
-    @property
-    def address(self) -> str:
-        """The coordinator the next call goes to."""
-        return self._route.address
-
-    @property
-    def lookups(self) -> int:
-        """FindCoordinator rounds so far."""
-        return self._route.lookups
-
-    @property
-    def via(self) -> str:
-        """"stream" when the member's calls go on a Session stream now, else "unary"."""
-        return self.streams.via(self.address)
 
     # ------------------------------------------------------------------ the calls
 
