@@ -11,6 +11,7 @@ from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.worker import calls
 from groupcoord.worker.lookup import Route
 from groupcoord.worker.stream_tags import StreamBroken
+from tests.worker.rpc_failure import RpcFailure
 
 
 def route(group: bool = True) -> Route:
@@ -51,25 +52,14 @@ def test_an_answer_passes_and_a_moved_coordinator_moves_the_route_to_its_hint() 
     assert moving.address == "10.0.0.2:9"
 
 
-class Refused(grpc.RpcError):
-    def __init__(self, code: grpc.StatusCode) -> None:
-        self._code = code
-
-    def code(self) -> grpc.StatusCode:
-        return self._code
-
-    def details(self) -> str:
-        return "said no"
-
-
 def test_a_failed_call_is_unavailable_and_moves_on_or_is_fatal_and_stays() -> None:
     moving = route(group=False)
-    failure = calls.unary_failed(moving, "Heartbeat", moving.address, Refused(grpc.StatusCode.UNAVAILABLE))
+    failure = calls.unary_failed(moving, "Heartbeat", moving.address, RpcFailure(grpc.StatusCode.UNAVAILABLE))
     assert isinstance(failure, errors.CoordinatorNotAvailableError)
     assert str(failure) == "COORDINATOR_NOT_AVAILABLE: Heartbeat to 10.0.0.1:9 failed: UNAVAILABLE said no"
     assert moving.address == "10.0.0.2:9"
     staying = route(group=False)
-    denied = calls.unary_failed(staying, "Heartbeat", staying.address, Refused(grpc.StatusCode.PERMISSION_DENIED))
+    denied = calls.unary_failed(staying, "Heartbeat", staying.address, RpcFailure(grpc.StatusCode.PERMISSION_DENIED))
     assert isinstance(denied, errors.NotAuthorizedError) and staying.address == "10.0.0.1:9"
     broken = route(group=False)
     on_stream = calls.stream_failed(broken, "Heartbeat", broken.address, TimeoutError())

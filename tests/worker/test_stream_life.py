@@ -8,17 +8,7 @@ import pytest
 
 from groupcoord.worker.stream_life import StreamLife
 from groupcoord.worker.stream_tags import REFUSED_WAIT_S, Remembered, StreamBroken, StreamUnsupported
-
-
-class Ended(grpc.RpcError):
-    def __init__(self, code: grpc.StatusCode) -> None:
-        self._code = code
-
-    def code(self) -> grpc.StatusCode:
-        return self._code
-
-    def details(self) -> str:
-        return "gone"
+from tests.worker.rpc_failure import RpcFailure
 
 
 def life() -> tuple[StreamLife, list[float]]:
@@ -49,7 +39,7 @@ def test_a_probe_answered_unimplemented_is_remembered_and_a_silent_one_backs_off
 def test_a_refused_opening_waits_the_refusal_s_wait_and_its_calls_go_unary() -> None:
     stream, _ = life()
     stream.opening()
-    failure = stream.ended(Ended(grpc.StatusCode.PERMISSION_DENIED), in_flight=2)
+    failure = stream.ended(RpcFailure(grpc.StatusCode.PERMISSION_DENIED), in_flight=2)
     assert isinstance(failure, StreamUnsupported) and not stream.unary  # not remembered: a credential may change
     assert stream.retry_at == 100.0 + REFUSED_WAIT_S and stream.failures == 1
 
@@ -57,12 +47,12 @@ def test_a_refused_opening_waits_the_refusal_s_wait_and_its_calls_go_unary() -> 
 def test_an_unimplemented_end_before_any_answer_is_remembered_after_one_it_is_a_break() -> None:
     stream, _ = life()
     stream.opening()
-    assert isinstance(stream.ended(Ended(grpc.StatusCode.UNIMPLEMENTED), 0), StreamUnsupported) and stream.unary
+    assert isinstance(stream.ended(RpcFailure(grpc.StatusCode.UNIMPLEMENTED), 0), StreamUnsupported) and stream.unary
     served, _ = life()
     served.opening()
     assert served.first_answer() is False  # the first stream's first answer: no resync
     assert served.first_answer() is False  # and only once
-    failure = served.ended(Ended(grpc.StatusCode.UNIMPLEMENTED), 1)
+    failure = served.ended(RpcFailure(grpc.StatusCode.UNIMPLEMENTED, "gone"), 1)
     assert isinstance(failure, StreamBroken) and str(failure) == "Session stream to 10.0.0.1:9 broke: UNIMPLEMENTED gone"
     assert not served.unary and served.failures == 1
 
@@ -83,5 +73,5 @@ def test_a_closed_stream_refuses_calls_and_its_end_sets_no_backoff() -> None:
     stream.closed = True
     with pytest.raises(StreamBroken, match="the stream is closed"):
         stream.admit(open_now=True)
-    assert isinstance(stream.ended(Ended(grpc.StatusCode.CANCELLED), 0), StreamBroken)
+    assert isinstance(stream.ended(RpcFailure(grpc.StatusCode.CANCELLED), 0), StreamBroken)
     assert stream.failures == 0 and stream.retry_at == 0.0
