@@ -75,7 +75,7 @@ class AsyncTransport(calls.Routed[AioStreamLink]):
 
     async def group_leave(self, request: pb.GroupHeartbeatRequest, timeout: float) -> bool:
         """A GroupHeartbeat with epoch -1 or -2: best effort; never raises (but a cancellation). On the stream
-        while the member's calls go there, behind them (``call_outcomes.leave_round``)."""
+        while the member's calls go there, behind them (``call_outcomes.LeaveRound``)."""
         return await self._leave("GroupHeartbeat", "group_heartbeat", request, timeout)
 
     async def leave_group(self, request: pb.LeaveGroupRequest, timeout: float) -> bool:

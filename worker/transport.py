@@ -115,7 +115,7 @@ class Transport(calls.Routed[StreamLink]):
 
     def group_leave(self, request: pb.GroupHeartbeatRequest, timeout: float) -> bool:
         """A GroupHeartbeat with epoch -1 or -2: best effort, also after ``abort()``; never raises. It goes the
-        way the member's calls go (``call_outcomes.leave_round``)."""
+        way the member's calls go (``call_outcomes.LeaveRound``)."""
         return self._leave("GroupHeartbeat", "group_heartbeat", request, timeout)
 
     def leave_group(self, request: pb.LeaveGroupRequest, timeout: float) -> bool:
@@ -123,7 +123,7 @@ class Transport(calls.Routed[StreamLink]):
         return self._leave("LeaveGroup", "leave_group", request, timeout)
 
     def _leave(self, method: str, body: str, request: Message, timeout: float) -> bool:
-        """Send the leave the ways ``LeaveRound`` says (not through ``_call``: after ``abort()`` too)."""
+        """Send the leave the ways ``LeaveRound`` says (not through ``_request``: after ``abort()`` too)."""
         leave = LeaveRound(method, self._name, self.address)
         while leave.way is not None:
             leave.answered(self._leave_once(leave.way, method, body, request, timeout))
