@@ -18,12 +18,11 @@ import grpc
 from google.protobuf.message import Message
 
 from groupcoord.v1 import groupcoord_pb2 as pb
+from groupcoord.worker.call_outcomes import status_of
 from groupcoord.worker.effects import WorkerClosedError
+from groupcoord.worker.stream_life import StreamLife, session_method
 from groupcoord.worker.stream_tags import (
     BATCH_METADATA,
-    REFUSED_AT_OPEN,
-    REFUSED_WAIT_S,
-    SESSION_METHOD,
     Hearer,
     Hearers,
     Nudge,
@@ -35,8 +34,6 @@ from groupcoord.worker.stream_tags import (
     StreamUnsupported,
     TagBook,
     answer_of,
-    probe_verdict,
-    reconnect_wait,
     refused_in_band,
     session_request,
     unbatched,
@@ -59,42 +56,35 @@ class AioSessionStream:
         self.key = key
         self.address = address
         self.hearers = Hearers()
-        self.opened = 0
+        self.life = StreamLife(address, key[1:], remembered if remembered is not None else Remembered(),
+                               reconnect_max_s, monotonic)
         self._open_channel = open_channel
         self._metadata = metadata
-        self._reconnect_max_s = reconnect_max_s
-        self._remembered = remembered if remembered is not None else Remembered()
-        self._now = monotonic
         self._book: TagBook[asyncio.Future[Message]] = TagBook()
         self._channel: grpc.aio.Channel | None = None
         self._outbox: _Outbox | None = None
         self._reader: asyncio.Task[None] | None = None
-        self._answered = False
-        self._failures = 0
-        self._retry_at = 0.0
-        self._closed = False
-        self._probed = False
         self._probing = asyncio.Lock()
         self._probe_s = probe_s
-        self.batches = False  # the coordinator of the open stream reads batched requests
 
     @property
     def unary(self) -> bool:
-        return self._remembered.unary(self.key[1:], self._now())
+        return self.life.unary
+
+    @property
+    def opened(self) -> int:
+        return self.life.opened
 
     async def send(self, body: str, request: Message, hearer: Hearer) -> tuple[int, asyncio.Future[Message]]:
-        """As ``SessionStream.send``, on the loop."""
-        if not self._probed:
+        """As ``SessionStream.send``, on the loop (one probe at a time: the others wait for its verdict)."""
+        self.life.admit(self._outbox is not None)
+        if not self.life.probed:
             async with self._probing:
-                if not self._probed:
-                    await self._probe()
-        if self._closed:
-            raise StreamBroken("the stream is closed")
-        if self.unary:
-            raise StreamUnsupported(self.address)
+                self.life.admit(self._outbox is not None)  # as the probe before this one left it
+                if not self.life.probed:
+                    self.life.probed_as(await self._probe())
+        self.life.admit(self._outbox is not None)  # closed meanwhile?
         if self._outbox is None:
-            if self._now() < self._retry_at:
-                raise StreamBroken("reconnecting after a backoff")
             self._open()
         assert self._outbox is not None
         answer: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
@@ -108,7 +98,7 @@ class AioSessionStream:
         self.hearers.unanswered(tag)
 
     async def close(self) -> None:
-        self._closed = True
+        self.life.closed = True
         outbox, self._outbox = self._outbox, None
         if outbox is not None:
             outbox.put_nowait(None)
@@ -125,72 +115,51 @@ class AioSessionStream:
     def _session(self) -> Any:
         if self._channel is None:
             self._channel = self._open_channel(self.address)
-        return self._channel.stream_stream(SESSION_METHOD, request_serializer=pb.SessionRequest.SerializeToString,
-                                           response_deserializer=pb.SessionResponse.FromString)
+        return session_method(self._channel)
 
-    async def _probe(self) -> None:
-        """As ``SessionStream._probe``: a call that sends nothing, once (grpc.aio reports a stream whose
-        first write races UNIMPLEMENTED as INTERNAL, so the stream's own end cannot tell)."""
-        if self.unary or self._closed or self._now() < self._retry_at:
-            return  # send() says why
+    async def _probe(self) -> str:
+        """As ``SessionStream._probe``: the status of a call that sends nothing (grpc.aio reports a stream
+        whose first write races UNIMPLEMENTED as INTERNAL, so the stream's own end cannot tell)."""
         call = self._session()(metadata=self._metadata or None, timeout=self._probe_s)
         try:
             await call.done_writing()
             async for _ in call:
                 pass
-            status = "OK"
         except grpc.RpcError as error:
-            status = (error.code() if hasattr(error, "code") else grpc.StatusCode.UNKNOWN).name
-        verdict = probe_verdict(status)
-        if verdict is False:
-            self._remembered.note(self.key[1:], self._now())
-            log.info("coordinator %s has no Session stream (UNIMPLEMENTED): unary calls there", self.address)
-        elif verdict is None:
-            self._failures += 1
-            self._retry_at = self._now() + (REFUSED_WAIT_S if status in REFUSED_AT_OPEN else
-                                            reconnect_wait(self._failures, self._reconnect_max_s))
-        self._probed = verdict is True
+            name: str = status_of(error).name
+            return name
+        return "OK"
 
     def _open(self) -> None:
         outbox: _Outbox = asyncio.Queue()
-        self.batches = False
-        call = self._session()(_drain(outbox, self), metadata=(*self._metadata, (BATCH_METADATA, "1")))
+        self.life.opening()
+        call = self._session()(_drain(outbox, self.life), metadata=(*self._metadata, (BATCH_METADATA, "1")))
         self._outbox = outbox
-        self._answered = False
-        self.opened += 1
         self._reader = asyncio.get_running_loop().create_task(self._read(call, outbox),
                                                               name=f"groupcoord-stream-{self.address}")
 
     async def _read(self, call: Any, outbox: _Outbox) -> None:
-        status, detail = grpc.StatusCode.OK, "the coordinator ended the stream"
+        ended_by: grpc.RpcError | None = None
         try:
             headers = await call.initial_metadata()
-            self.batches = any(key == BATCH_METADATA for key, _ in headers or ())
+            self.life.batches = any(key == BATCH_METADATA for key, _ in headers or ())
             async for response in call:
                 for one in unbatched(response):
                     self._take(one)
         except grpc.RpcError as error:
-            status = error.code() if hasattr(error, "code") else grpc.StatusCode.UNKNOWN
-            detail = f"{status.name} {error.details() if hasattr(error, 'details') else error}"
+            ended_by = error
         except asyncio.CancelledError:
             call.cancel()
             raise
-        self._ended(outbox, status, detail)
+        self._ended(outbox, ended_by)
 
     def _take(self, response: pb.SessionResponse) -> None:
         if response.tag == 0:
             if response.HasField("news"):
                 self.hearers.tell(response.news)
             return
-        if not self._answered:
-            self._answered = True
-            self._failures = 0
-            if self.opened == 1:
-                log.info("Session stream to %s open: members' calls go on it", self.address)
-            else:
-                told = self.hearers.resync()
-                log.info("Session stream to %s open again (stream %d): %d member(s) resync", self.address,
-                         self.opened, told)
+        if self.life.first_answer():
+            self.life.resynced(self.hearers.resync())
         waiter = self._book.answered(response.tag)
         answer = answer_of(response)
         self.hearers.answered(response.tag, answer)
@@ -200,32 +169,20 @@ class AioSessionStream:
             else:
                 waiter.set_result(answer)
 
-    def _ended(self, outbox: _Outbox, status: grpc.StatusCode, detail: str) -> None:
+    def _ended(self, outbox: _Outbox, ended_by: grpc.RpcError | None) -> None:
         outbox.put_nowait(None)
         if self._outbox is outbox:
             self._outbox = None
         waiting = self._book.fail_all()
         self.hearers.unanswered()
-        if status.name in (REFUSED_AT_OPEN | {"UNIMPLEMENTED"}) and not self._answered:  # nothing served
-            if status is grpc.StatusCode.UNIMPLEMENTED:
-                self._remembered.note(self.key[1:], self._now())
-            else:
-                self._retry_at = self._now() + REFUSED_WAIT_S
-            log.info("coordinator %s gives no Session stream (%s): unary calls there", self.address, detail)
-            _fail(waiting, StreamUnsupported(self.address))
-            return
-        if not self._closed:
-            self._failures += 1
-            self._retry_at = self._now() + reconnect_wait(self._failures, self._reconnect_max_s)
-            log.warning("Session stream to %s broke: %s (%d call(s) in flight)", self.address, detail, len(waiting))
-        _fail(waiting, StreamBroken(f"Session stream to {self.address} broke: {detail}"))
+        _fail(waiting, self.life.ended(ended_by, len(waiting)))
 
 
-async def _drain(outbox: _Outbox, stream: AioSessionStream) -> AsyncIterator[pb.SessionRequest]:
+async def _drain(outbox: _Outbox, life: StreamLife) -> AsyncIterator[pb.SessionRequest]:
     """The requests in order, batched as ``worker.stream``'s ``_drain`` does (``Outflow``)."""
     flow = Outflow()
     while not flow.ended:
-        message = flow.next(await outbox.get() if flow.waits else None, outbox, stream.batches)
+        message = flow.next(await outbox.get() if flow.waits else None, outbox, life.batches)
         if message is not None:
             yield message
 

@@ -1,9 +1,9 @@
 """``worker.transport`` for ``grpc.aio``: the same calls, errors and rediscovery, awaited on the loop.
 
 Which coordinator comes next (``worker.lookup.Route``: FindCoordinator's answer, hints, the
-bootstrap list) and which error a failed call or a response becomes (``failure_for_rpc_error``,
-``failure_for_response``) are the threaded transport's own decisions: only the waiting differs. A call in flight is cancelled the asyncio way, by
-cancelling the task that awaits it; ``leave_group`` never raises.
+bootstrap list), the calls themselves and which error a failed call or a response becomes
+(``worker.calls``) are the threaded transport's own decisions: only the waiting differs. A call in
+flight is cancelled the asyncio way, by cancelling the task that awaits it; ``leave_group`` never raises.
 """
 
 from __future__ import annotations
@@ -15,19 +15,14 @@ from typing import Any
 import grpc
 from google.protobuf.message import Message
 
-from groupcoord import errors
 from groupcoord.channels import ClientSecurity, channel_options
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
+from groupcoord.worker import calls
 from groupcoord.worker.aio_stream import AioStreamLink
-from groupcoord.worker.call_outcomes import LEAVE_FAILURES, LeaveRound, Left
-from groupcoord.worker.lookup import Route
+from groupcoord.worker.call_outcomes import LEAVE_FAILURES, LeaveRound, Left, lookup_round
+from groupcoord.worker.calls import AnswerT, RequestT
 from groupcoord.worker.stream_tags import STREAMED, StreamBroken, StreamUnsupported
-from groupcoord.worker.transport import (
-    failure_for_response,
-    failure_for_rpc_error,
-    lookup_round,
-)
 
 __all__ = ["AioChannelFactory", "AsyncTransport"]
 
@@ -39,7 +34,7 @@ _CoordinatorStub: Any = pb_grpc.GroupCoordinatorStub
 _AdminStub: Any = pb_grpc.GroupAdminStub
 
 
-class AsyncTransport:
+class AsyncTransport(calls.Routed[AioStreamLink]):
     """The coordinator connection of one asyncio worker; used from its loop only."""
 
     def __init__(
@@ -47,9 +42,7 @@ class AsyncTransport:
         reconnect_backoff_max_ms: int = 1_000, security: ClientSecurity | None = None, group_id: str = "",
         session_stream: bool = True,
     ) -> None:
-        self._route = Route(addresses, name=name)
-        self._route.enabled = bool(group_id)
-        self._group_id = group_id
+        super().__init__(addresses, name=name, group_id=group_id)
         options = channel_options(reconnect_backoff_max_ms)
         secure = security or ClientSecurity()
         self._channel_factory = channel_factory or (lambda address: secure.open_aio_channel(address, options))
@@ -57,57 +50,32 @@ class AsyncTransport:
         self.streams = AioStreamLink(self._channel_factory, secure if channel_factory is None else (
             secure, id(channel_factory)), self._metadata, reconnect_max_s=reconnect_backoff_max_ms / 1000,
             enabled=session_stream)
-        """The loop's Session streams this transport's member calls use (``on_nudge``: its news)."""
-        self._name = name
         self._channel: grpc.aio.Channel | None = None
         self._channel_address = ""
         self._stub: Any = None
         self._admin: Any = None
 
-    @property
-    def address(self) -> str:
-        return self._route.address
-
-    @property
-    def lookups(self) -> int:
-        return self._route.lookups
-
-    @property
-    def via(self) -> str:
-        """"stream" when the member's calls go on a Session stream now, else "unary"."""
-        return self.streams.via(self.address)
-
     async def join_group(self, request: pb.JoinGroupRequest, timeout: float) -> pb.JoinGroupResponse:
-        response: pb.JoinGroupResponse = await self._call("JoinGroup", request, timeout)
-        await self._raise_for(response.error, member_id=response.member_id or request.member_id)
-        return response
+        return await self._request(calls.JOIN_GROUP, request, timeout)
 
     async def sync_group(self, request: pb.SyncGroupRequest, timeout: float) -> pb.SyncGroupResponse:
-        response: pb.SyncGroupResponse = await self._call("SyncGroup", request, timeout)
-        await self._raise_for(response.error, member_id=request.member_id)
-        return response
+        return await self._request(calls.SYNC_GROUP, request, timeout)
 
     async def heartbeat(self, request: pb.HeartbeatRequest, timeout: float) -> None:
-        response: pb.HeartbeatResponse = await self._call("Heartbeat", request, timeout)
-        await self._raise_for(response.error, member_id=request.member_id)
+        await self._request(calls.HEARTBEAT, request, timeout)
 
     async def report_load(self, request: pb.ReportLoadRequest, timeout: float) -> None:
-        response: pb.ReportLoadResponse = await self._call("ReportLoad", request, timeout)
-        await self._raise_for(response.error, member_id=request.member_id)
+        await self._request(calls.REPORT_LOAD, request, timeout)
 
     async def describe_group(self, request: pb.DescribeGroupRequest, timeout: float) -> pb.DescribeGroupResponse:
-        response: pb.DescribeGroupResponse = await self._call("DescribeGroup", request, timeout, admin=True)
-        await self._raise_for(response.error)
-        return response
+        return await self._request(calls.DESCRIBE_GROUP, request, timeout)
 
     async def group_heartbeat(self, request: pb.GroupHeartbeatRequest, timeout: float) -> pb.GroupHeartbeatResponse:
-        response: pb.GroupHeartbeatResponse = await self._call("GroupHeartbeat", request, timeout)
-        await self._raise_for(response.error, member_id=response.member_id or request.member_id)
-        return response
+        return await self._request(calls.GROUP_HEARTBEAT, request, timeout)
 
     async def group_leave(self, request: pb.GroupHeartbeatRequest, timeout: float) -> bool:
         """A GroupHeartbeat with epoch -1 or -2: best effort; never raises (but a cancellation). On the stream
-        while the member's calls go there, behind them (``call_outcomes.leave_round``)."""
+        while the member's calls go there, behind them (``call_outcomes.LeaveRound``)."""
         return await self._leave("GroupHeartbeat", "group_heartbeat", request, timeout)
 
     async def leave_group(self, request: pb.LeaveGroupRequest, timeout: float) -> bool:
@@ -186,44 +154,34 @@ class AsyncTransport:
         if channel is not None:
             await channel.close()
 
-    async def _call(self, method: str, request: Message, timeout: float, *, admin: bool = False) -> Any:
-        hint = self.streams.take_move()
-        if hint is not None:  # CoordinatorMoved heard on the stream: to its hint, or FindCoordinator again
-            log.info("%s: told on the stream that the group's coordinator moved%s", self._name,
-                     f" to {hint}" if hint else "")
-            self._route.moved(errors.NotCoordinatorError("the coordinator moved (Session news)"), hint)
+    async def _request(self, rpc: calls.Rpc[RequestT, AnswerT], request: RequestT, timeout: float) -> AnswerT:
+        """``Transport._request`` awaited: the stream if the member's calls go there, else unary; its answer
+        settled (``worker.calls``)."""
+        calls.follow_news(self._route, self.streams.take_move(), self._name)
         if self._route.lookup_needed():
             await self._locate(timeout)
-        if not admin and method in STREAMED:
-            address = self.address
-            sent = await self.streams.send(address, STREAMED[method], request)
-            if sent is not None:
-                try:
-                    answer = await self.streams.wait(sent, timeout)
-                except StreamUnsupported:
-                    answer = None  # its first answer was UNIMPLEMENTED: nothing was served, send it unary
-                except (StreamBroken, TimeoutError) as broken:
-                    self._route.moved(None)
-                    why = broken or "DEADLINE_EXCEEDED on the Session stream"
-                    raise errors.CoordinatorNotAvailableError(f"{method} to {address} failed: {why}") from broken
-                if answer is not None:
-                    return answer
+        if not rpc.admin and rpc.method in STREAMED:
+            answer = await self._try_stream(rpc.method, request, timeout)
+            if answer is not None:
+                return calls.settle(rpc, request, answer, self._route)
         coordinator, admin_stub = await self._stubs()
         address = self.address
         try:
-            return await getattr(admin_stub if admin else coordinator, method)(
+            response = await getattr(admin_stub if rpc.admin else coordinator, rpc.method)(
                 request, timeout=timeout, metadata=self._metadata)
         except grpc.RpcError as rpc_error:
-            failure, move = failure_for_rpc_error(method, address, rpc_error)
-            if move:
-                self._route.moved(None)
-            raise failure from rpc_error
+            raise calls.unary_failed(self._route, rpc.method, address, rpc_error) from rpc_error
+        return calls.settle(rpc, request, response, self._route)
 
-    async def _raise_for(self, error: pb.Error, *, member_id: str = "") -> None:
-        failure, move_to = failure_for_response(error, member_id=member_id)
-        if move_to is not None and isinstance(failure, errors.CoordinatorMovedError):
-            self._route.moved(failure, move_to)
-        else:
-            self._route.succeeded()
-        if failure is not None:
-            raise failure
+    async def _try_stream(self, method: str, request: Message, timeout: float) -> Any:
+        """The answer when the call went on the stream; None: send it unary."""
+        address = self.address
+        sent = await self.streams.send(address, STREAMED[method], request)
+        if sent is None:
+            return None
+        try:
+            return await self.streams.wait(sent, timeout)
+        except StreamUnsupported:
+            return None  # its first answer was UNIMPLEMENTED: nothing was served, send it unary
+        except (StreamBroken, TimeoutError) as broken:
+            raise calls.stream_failed(self._route, method, address, broken) from broken

@@ -23,11 +23,10 @@ import grpc
 from google.protobuf.message import Message
 
 from groupcoord.v1 import groupcoord_pb2 as pb
+from groupcoord.worker.call_outcomes import status_of
+from groupcoord.worker.stream_life import StreamLife, session_method
 from groupcoord.worker.stream_tags import (
     BATCH_METADATA,
-    REFUSED_AT_OPEN,
-    REFUSED_WAIT_S,
-    SESSION_METHOD,
     Hearer,
     Hearers,
     Outflow,
@@ -37,8 +36,6 @@ from groupcoord.worker.stream_tags import (
     StreamUnsupported,
     TagBook,
     answer_of,
-    probe_verdict,
-    reconnect_wait,
     session_request,
     unbatched,
 )
@@ -63,42 +60,34 @@ class SessionStream:
         self.key = key
         self.address = key[0]
         self.hearers = Hearers()
-        self.opened = 0  # streams opened so far (the first, then each reconnect)
+        self.life = StreamLife(self.address, key, remembered if remembered is not None else Remembered(),
+                               reconnect_max_s, monotonic)
         self._open_channel = open_channel
         self._metadata = metadata
-        self._reconnect_max_s = reconnect_max_s
         self._probe_s = probe_s
-        self._remembered = remembered if remembered is not None else Remembered()
-        self._now = monotonic
         self._lock = threading.Lock()
         self._book: TagBook[Future[Message]] = TagBook()
         self._channel: grpc.Channel | None = None
         self._outbox: queue.SimpleQueue[pb.SessionRequest | None] | None = None
-        self._answered = False  # the current stream answered once: the coordinator serves Session
-        self._failures = 0
-        self._retry_at = 0.0
-        self._closed = False
-        self._probed = False  # the coordinator answered a probe: it serves Session
-        self.batches = False  # the coordinator of the open stream reads batched requests
 
     @property
     def unary(self) -> bool:
         """True when the coordinator has no Session stream (remembered for the address)."""
-        return self._remembered.unary(self.key, self._now())
+        return self.life.unary
+
+    @property
+    def opened(self) -> int:
+        """Streams opened so far (the first, then each reconnect)."""
+        return self.life.opened
 
     def send(self, method: str, request: Message, hearer: Hearer) -> tuple[int, Future[Message]]:
         """Put ``request`` on the stream; the future gets its answer, or ``StreamBroken`` /
         ``StreamUnsupported``. Raises either at once when the stream cannot take it now (unary then)."""
         with self._lock:
-            if self._closed:
-                raise StreamBroken("the stream is closed")
-            if self.unary:
-                raise StreamUnsupported(self.address)
+            self.life.admit(self._outbox is not None)
             if self._outbox is None:
-                if self._now() < self._retry_at:
-                    raise StreamBroken("reconnecting after a backoff")
-                if not self._probed:
-                    self._probe()
+                if not self.life.probed:
+                    self.life.probed_as(self._probe())
                 self._open()
             future: Future[Message] = Future()
             tag = self._book.open(future)
@@ -119,7 +108,7 @@ class SessionStream:
 
     def close(self) -> None:
         with self._lock:
-            self._closed = True
+            self.life.closed = True
             outbox, self._outbox = self._outbox, None
             waiting = self._book.fail_all()
             self.hearers.unanswered()
@@ -135,53 +124,39 @@ class SessionStream:
     def _session(self) -> Any:
         if self._channel is None:
             self._channel = self._open_channel(self.address)
-        return self._channel.stream_stream(SESSION_METHOD, request_serializer=pb.SessionRequest.SerializeToString,
-                                           response_deserializer=pb.SessionResponse.FromString)
+        return session_method(self._channel)
 
-    def _probe(self) -> None:
-        """Ask once (under the lock) whether the coordinator serves Session: a call that sends nothing
-        (``stream_tags.probe_verdict``). Raises ``StreamUnsupported`` (remembered) or ``StreamBroken``."""
-        status = "OK"
+    def _probe(self) -> str:
+        """Ask (under the lock) whether the coordinator serves Session: the status of a call that sends
+        nothing (``StreamLife.probed_as`` judges it)."""
         try:
             for _ in self._session()(iter(()), metadata=self._metadata or None, timeout=self._probe_s):
                 pass
         except grpc.RpcError as error:
-            status = (error.code() if hasattr(error, "code") else grpc.StatusCode.UNKNOWN).name
-        verdict = probe_verdict(status)
-        if verdict is False:
-            self._remembered.note(self.key, self._now())
-            log.info("coordinator %s has no Session stream (UNIMPLEMENTED): unary calls there", self.address)
-            raise StreamUnsupported(self.address)
-        if verdict is None:
-            self._failures += 1
-            self._retry_at = self._now() + (REFUSED_WAIT_S if status in REFUSED_AT_OPEN else
-                                            reconnect_wait(self._failures, self._reconnect_max_s))
-            raise StreamBroken(f"no Session stream from {self.address} now: {status}")
-        self._probed = True
+            name: str = status_of(error).name
+            return name
+        return "OK"
 
     def _open(self) -> None:
         """A new stream (under the lock); the reader thread owns its responses."""
         outbox: queue.SimpleQueue[pb.SessionRequest | None] = queue.SimpleQueue()
-        self.batches = False
-        call = self._session()(_drain(outbox, self), metadata=(*self._metadata, (BATCH_METADATA, "1")))
+        self.life.opening()
+        call = self._session()(_drain(outbox, self.life), metadata=(*self._metadata, (BATCH_METADATA, "1")))
         self._outbox = outbox
-        self._answered = False
-        self.opened += 1
         reader = threading.Thread(target=self._read, args=(call, outbox), daemon=True,
                                   name=f"groupcoord-stream-{self.address}")
         reader.start()
 
     def _read(self, call: Any, outbox: queue.SimpleQueue[pb.SessionRequest | None]) -> None:
-        status, detail = grpc.StatusCode.OK, "the coordinator ended the stream"
+        ended_by: grpc.RpcError | None = None
         try:
-            self.batches = any(key == BATCH_METADATA for key, _ in call.initial_metadata() or ())
+            self.life.batches = any(key == BATCH_METADATA for key, _ in call.initial_metadata() or ())
             for response in call:
                 for one in unbatched(response):
                     self._take(one)
         except grpc.RpcError as error:
-            status = error.code() if hasattr(error, "code") else grpc.StatusCode.UNKNOWN
-            detail = f"{status.name} {error.details() if hasattr(error, 'details') else error}"
-        self._ended(outbox, status, detail)
+            ended_by = error
+        self._ended(outbox, ended_by)
 
     def _take(self, response: pb.SessionResponse) -> None:
         if response.tag == 0:
@@ -192,61 +167,35 @@ class SessionStream:
                     log.debug("news for a member this process does not hold: %s", response.news)
             return
         with self._lock:
-            first = not self._answered
-            self._answered = True
-            if first:
-                self._failures = 0
+            resync = self.life.first_answer()
             waiter = self._book.answered(response.tag)
             answer = answer_of(response)
             self.hearers.answered(response.tag, answer)
-        if first:
-            self._first_answer()
+        if resync:
+            with self._lock:
+                self.life.resynced(self.hearers.resync())
         if waiter is not None:
             if answer is None:  # the coordinator's "send it unary" (a body it does not know, a full stream)
                 _settle(waiter, error=StreamUnsupported(self.address))
             else:
                 _settle(waiter, answer=answer)
 
-    def _first_answer(self) -> None:
-        if self.opened == 1:
-            log.info("Session stream to %s open: members' calls go on it", self.address)
-            return
-        with self._lock:
-            told = self.hearers.resync()
-        log.info("Session stream to %s open again (stream %d): %d member(s) resync", self.address, self.opened, told)
-
-    def _ended(self, outbox: queue.SimpleQueue[pb.SessionRequest | None], status: grpc.StatusCode,
-               detail: str) -> None:
+    def _ended(self, outbox: queue.SimpleQueue[pb.SessionRequest | None], ended_by: grpc.RpcError | None) -> None:
         outbox.put(_END)
         with self._lock:
             if self._outbox is outbox:
                 self._outbox = None
-            unsupported = status is grpc.StatusCode.UNIMPLEMENTED and not self._answered
-            refused = status.name in REFUSED_AT_OPEN and not self._answered  # nothing served: unary for now
-            if unsupported:
-                self._remembered.note(self.key, self._now())
-            elif not self._closed:
-                self._failures += 1
-                self._retry_at = self._now() + (REFUSED_WAIT_S if refused else
-                                                reconnect_wait(self._failures, self._reconnect_max_s))
             waiting = self._book.fail_all()
             self.hearers.unanswered()
-            closed = self._closed
-        if unsupported or refused:
-            log.info("coordinator %s gives no Session stream (%s): unary calls there", self.address, detail)
-            _fail(waiting, StreamUnsupported(self.address))
-        else:
-            if not closed:
-                log.warning("Session stream to %s broke: %s (%d call(s) in flight)", self.address, detail,
-                            len(waiting))
-            _fail(waiting, StreamBroken(f"Session stream to {self.address} broke: {detail}"))
+            failure = self.life.ended(ended_by, len(waiting))
+        _fail(waiting, failure)
 
 
-def _drain(outbox: queue.SimpleQueue[pb.SessionRequest | None], stream: SessionStream) -> Iterator[pb.SessionRequest]:
+def _drain(outbox: queue.SimpleQueue[pb.SessionRequest | None], life: StreamLife) -> Iterator[pb.SessionRequest]:
     """The requests in order; what waits together goes as one batch to a coordinator that reads them (``Outflow``)."""
     flow = Outflow()
     while not flow.ended:
-        message = flow.next(outbox.get() if flow.waits else None, outbox, stream.batches)
+        message = flow.next(outbox.get() if flow.waits else None, outbox, life.batches)
         if message is not None:
             yield message
 

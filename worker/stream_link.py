@@ -8,7 +8,6 @@ old stream and acquires that address's one. News for the member comes back throu
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Callable, Hashable
 from concurrent.futures import CancelledError, Future
@@ -23,8 +22,6 @@ from groupcoord.worker.stream_tags import Nudge, NudgeKind, StreamBroken, Stream
 
 __all__ = ["Pending", "StreamLink"]
 
-log = logging.getLogger("groupcoord.worker")
-
 GiveUp = tuple[float, Callable[[], None]]
 """As ``worker.transport.GiveUp``: (seconds, callback)."""
 
@@ -38,13 +35,12 @@ class StreamLink:
 
     def __init__(self, open_channel: Callable[[str], grpc.Channel], credentials: Hashable,
                  metadata: Callable[[], tuple[tuple[str, str], ...]], *, reconnect_max_s: float,
-                 enabled: bool = True, name: str = "worker") -> None:
+                 enabled: bool = True) -> None:
         self._open_channel = open_channel
         self._credentials = credentials
         self._metadata = metadata
         self._reconnect_max_s = reconnect_max_s
         self.enabled = enabled
-        self._name = name
         self._stream: SessionStream | None = None
         self.on_nudge: Callable[[Nudge], None] | None = None
         self.moved_to: str | None = None  # CoordinatorMoved heard: the transport rediscovers first
@@ -104,9 +100,6 @@ class StreamLink:
     def take_move(self) -> str | None:
         """A CoordinatorMoved heard since the last call: its hint ("" unknown), or None."""
         hint, self.moved_to = self.moved_to, None
-        if hint is not None:
-            log.info("%s: told on the stream that the group's coordinator moved%s", self._name,
-                     f" to {hint}" if hint else "")
         return hint
 
     def release(self) -> None:

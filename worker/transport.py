@@ -25,10 +25,10 @@ from typing import Any
 import grpc
 from google.protobuf.message import Message
 
-from groupcoord import errors
 from groupcoord.channels import ClientSecurity, channel_options
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
+from groupcoord.worker import calls
 from groupcoord.worker.call_outcomes import (
     LEAVE_FAILURES,
     LeaveRound,
@@ -42,8 +42,9 @@ from groupcoord.worker.call_outcomes import (
     lookup_timeout,
     status_of,
 )
+from groupcoord.worker.calls import AnswerT, RequestT
 from groupcoord.worker.effects import WorkerClosedError
-from groupcoord.worker.lookup import CoordinatorList, Route
+from groupcoord.worker.lookup import CoordinatorList
 from groupcoord.worker.stream_link import StreamLink
 from groupcoord.worker.stream_tags import STREAMED, StreamBroken, StreamUnsupported
 
@@ -62,7 +63,7 @@ caller's thread) and the call goes on waiting for its answer or its deadline."""
 _CoordinatorStub: Any = pb_grpc.GroupCoordinatorStub
 _AdminStub: Any = pb_grpc.GroupAdminStub
 
-class Transport:
+class Transport(calls.Routed[StreamLink]):
     """The coordinator connection of one worker; used from the worker's thread (``abort`` from any).
 
     With ``group_id`` the group's coordinator is found with FindCoordinator at the ``addresses``
@@ -73,18 +74,14 @@ class Transport:
         reconnect_backoff_max_ms: int = 1_000, security: ClientSecurity | None = None, group_id: str = "",
         session_stream: bool = True,
     ) -> None:
-        self._route = Route(addresses, name=name)
-        self._route.enabled = bool(group_id)
-        self._group_id = group_id
+        super().__init__(addresses, name=name, group_id=group_id)
         options = channel_options(reconnect_backoff_max_ms)
         secure = security or ClientSecurity()
         self._channel_factory = channel_factory or (lambda address: secure.open_channel(address, options))
         # members with the same security (or the same channel factory) share a stream
         self.streams = StreamLink(self._channel_factory, secure if channel_factory is None else (secure, id(
             channel_factory)), secure.call_metadata, reconnect_max_s=reconnect_backoff_max_ms / 1000,
-            enabled=session_stream, name=name)
-        """The process's Session streams this transport's member calls use (``on_nudge``: its news)."""
-        self._name = name
+            enabled=session_stream)
         self._channel: grpc.Channel | None = None
         self._channel_address = ""
         self._stub: Any = None  # a GroupCoordinatorStub once connected
@@ -92,58 +89,33 @@ class Transport:
         self._inflight: grpc.Future | Future[Any] | None = None
         self._aborted = threading.Event()
 
-    @property
-    def address(self) -> str:
-        """The coordinator the next call goes to."""
-        return self._route.address
-
-    @property
-    def lookups(self) -> int:
-        """FindCoordinator rounds so far."""
-        return self._route.lookups
-
-    @property
-    def via(self) -> str:
-        """"stream" when the member's calls go on a Session stream now, else "unary"."""
-        return self.streams.via(self.address)
-
     # ------------------------------------------------------------------ the calls
 
     def join_group(self, request: pb.JoinGroupRequest, timeout: float,
                    give_up: GiveUp | None = None) -> pb.JoinGroupResponse:
         """MEMBER_ID_REQUIRED raises MemberIdRequiredError whose ``member_id`` is the one to join with."""
-        response: pb.JoinGroupResponse = self._call("JoinGroup", request, timeout, give_up=give_up)
-        self._raise_for(response.error, member_id=response.member_id or request.member_id)
-        return response
+        return self._request(calls.JOIN_GROUP, request, timeout, give_up)
 
     def sync_group(self, request: pb.SyncGroupRequest, timeout: float,
                    give_up: GiveUp | None = None) -> pb.SyncGroupResponse:
-        response: pb.SyncGroupResponse = self._call("SyncGroup", request, timeout, give_up=give_up)
-        self._raise_for(response.error, member_id=request.member_id)
-        return response
+        return self._request(calls.SYNC_GROUP, request, timeout, give_up)
 
     def heartbeat(self, request: pb.HeartbeatRequest, timeout: float) -> None:
-        response: pb.HeartbeatResponse = self._call("Heartbeat", request, timeout)
-        self._raise_for(response.error, member_id=request.member_id)
+        self._request(calls.HEARTBEAT, request, timeout)
 
     def report_load(self, request: pb.ReportLoadRequest, timeout: float) -> None:
-        response: pb.ReportLoadResponse = self._call("ReportLoad", request, timeout)
-        self._raise_for(response.error, member_id=request.member_id)
+        self._request(calls.REPORT_LOAD, request, timeout)
 
     def describe_group(self, request: pb.DescribeGroupRequest, timeout: float) -> pb.DescribeGroupResponse:
-        response: pb.DescribeGroupResponse = self._call("DescribeGroup", request, timeout, admin=True)
-        self._raise_for(response.error)
-        return response
+        return self._request(calls.DESCRIBE_GROUP, request, timeout)
 
     def group_heartbeat(self, request: pb.GroupHeartbeatRequest, timeout: float) -> pb.GroupHeartbeatResponse:
         """The consumer protocol's one call (join, heartbeat); its error code raised as the classic calls' are."""
-        response: pb.GroupHeartbeatResponse = self._call("GroupHeartbeat", request, timeout)
-        self._raise_for(response.error, member_id=response.member_id or request.member_id)
-        return response
+        return self._request(calls.GROUP_HEARTBEAT, request, timeout)
 
     def group_leave(self, request: pb.GroupHeartbeatRequest, timeout: float) -> bool:
         """A GroupHeartbeat with epoch -1 or -2: best effort, also after ``abort()``; never raises. It goes the
-        way the member's calls go (``call_outcomes.leave_round``)."""
+        way the member's calls go (``call_outcomes.LeaveRound``)."""
         return self._leave("GroupHeartbeat", "group_heartbeat", request, timeout)
 
     def leave_group(self, request: pb.LeaveGroupRequest, timeout: float) -> bool:
@@ -151,7 +123,7 @@ class Transport:
         return self._leave("LeaveGroup", "leave_group", request, timeout)
 
     def _leave(self, method: str, body: str, request: Message, timeout: float) -> bool:
-        """Send the leave the ways ``LeaveRound`` says (not through ``_call``: after ``abort()`` too)."""
+        """Send the leave the ways ``LeaveRound`` says (not through ``_request``: after ``abort()`` too)."""
         leave = LeaveRound(method, self._name, self.address)
         while leave.way is not None:
             leave.answered(self._leave_once(leave.way, method, body, request, timeout))
@@ -247,38 +219,32 @@ class Transport:
         if channel is not None:
             channel.close()
 
-    def _call(self, method: str, request: Message, timeout: float, *, admin: bool = False,
-              give_up: GiveUp | None = None) -> Any:
+    def _request(self, rpc: calls.Rpc[RequestT, AnswerT], request: RequestT, timeout: float,
+                 give_up: GiveUp | None = None) -> AnswerT:
+        """The call on the member's Session stream if it goes there, else unary; its answer settled
+        (``worker.calls``: the error raised, the route moved)."""
         if self._aborted.is_set():
             raise WorkerClosedError("closed")
-        self._follow_news()
+        calls.follow_news(self._route, self.streams.take_move(), self._name)
         if self._route.lookup_needed():
             self._locate(timeout)
-        if not admin and method in STREAMED:
-            sent, answer = self._try_stream(method, request, timeout, give_up)
+        if not rpc.admin and rpc.method in STREAMED:
+            sent, answer = self._try_stream(rpc.method, request, timeout, give_up)
             if sent:
-                return answer
+                return calls.settle(rpc, request, answer, self._route)
         coordinator, admin_stub = self._stubs()
         address = self.address
         try:
-            return self._wait(getattr(admin_stub if admin else coordinator, method).future(request, timeout=timeout),
-                              give_up)
+            response = self._wait(getattr(admin_stub if rpc.admin else coordinator, rpc.method).future(
+                request, timeout=timeout), give_up)
         except grpc.RpcError as rpc_error:
-            failure, move = failure_for_rpc_error(method, address, rpc_error)
-            if move:
-                self._route.moved(None)
-            raise failure from rpc_error
+            raise calls.unary_failed(self._route, rpc.method, address, rpc_error) from rpc_error
+        return calls.settle(rpc, request, response, self._route)
 
     # ------------------------------------------------------------------ the Session stream
 
     def _track(self, inflight: Future[Any] | None) -> None:
         self._inflight = inflight
-
-    def _follow_news(self) -> None:
-        """CoordinatorMoved heard on the stream: go to its hint, or ask FindCoordinator again."""
-        hint = self.streams.take_move()
-        if hint is not None:
-            self._route.moved(errors.NotCoordinatorError("the coordinator moved (Session news)"), hint)
 
     def _try_stream(self, method: str, request: Message, timeout: float,
                     give_up: GiveUp | None) -> tuple[bool, Any]:
@@ -292,15 +258,4 @@ class Transport:
         except StreamUnsupported:
             return False, None  # the stream's first answer was UNIMPLEMENTED: nothing was served
         except (StreamBroken, TimeoutError) as failure:
-            self._route.moved(None)
-            why = failure or "DEADLINE_EXCEEDED on the Session stream"
-            raise errors.CoordinatorNotAvailableError(f"{method} to {address} failed: {why}") from failure
-
-    def _raise_for(self, error: pb.Error, *, member_id: str = "") -> None:
-        failure, move_to = failure_for_response(error, member_id=member_id)
-        if move_to is not None and isinstance(failure, errors.CoordinatorMovedError):
-            self._route.moved(failure, move_to)
-        else:
-            self._route.succeeded()
-        if failure is not None:
-            raise failure
+            raise calls.stream_failed(self._route, method, address, failure) from failure

@@ -146,7 +146,16 @@ def _reconciliation(d: pb.DescribedMember) -> dict[str, Any] | None:
         return None
     c = d.consumer
     return {"epoch": c.member_epoch, "state": "away" if c.away else c.state, "target": len(c.target),
-            "revoking": [_replica(t) for t in c.revoking], "waiting": [_replica(t) for t in c.waiting]}
+            "revoking": [_replica(t) for t in c.revoking], "waiting": [_replica(t) for t in c.waiting],
+            "after": {_replica(w.child): _replica(w.parent) for w in c.split_waits}}
+
+
+def _split_waits(response: pb.DescribeGroupResponse) -> list[dict[str, str]]:
+    """Each split child given to a member that cannot start it yet: a member still runs its parent (or an
+    older ancestor), which the coordinator waits for it to let go (``groups describe``'s waiting_for_parent)."""
+    return [{"child": _replica(w.child), "parent": _replica(w.parent), "member_id": d.member.member_id,
+             "held_by": w.held_by}
+            for d in response.members if d.HasField("consumer") for w in d.consumer.split_waits]
 
 
 def group_view(response: pb.DescribeGroupResponse, history: Sequence[Rebalance],
@@ -167,7 +176,7 @@ def group_view(response: pb.DescribeGroupResponse, history: Sequence[Rebalance],
         "last_error": response.last_error, "imbalance": imbalance(response),
         "snapshot": {"snapshot_id": snapshot.snapshot_id,
                      "age_s": round(max(0.0, now_ms - snapshot.created_ms) / 1000, 1)} if snapshot.snapshot_id else None,
-        "history": [_rebalance(e) for e in history], "plan": plan,
+        "history": [_rebalance(e) for e in history], "plan": plan, "split_waits": _split_waits(response),
         "names": {m["member_id"]: m["client_id"] for m in members},
     }
 

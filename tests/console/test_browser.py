@@ -31,10 +31,12 @@ from groupcoord.admin import AdminClient
 from groupcoord.coordinator.rpc.server import ServerThread
 from groupcoord.v1 import groupcoord_pb2 as pb
 from tests.console.conftest import TOKEN, ConsoleThread, console_for
+from tests.coordinator.rpc.test_leader_split_grpc import P1, P2, answer, dealt_group
 from tests.deadlines import keep_waiting
 from tests.paths import ROOT
 from tests.processes import stop_processes
 from tests.scripts import load_script
+from tests.zookeeper_server import wait_until
 
 
 def _coordinator_bench() -> Any:
@@ -253,3 +255,29 @@ def test_a_1000_member_group_page_renders_in_under_2_s(browser: WebDriver, conso
         "const n = performance.getEntriesByType('navigation')[0]; return n.loadEventEnd - n.startTime;")
     print(json.dumps({"thousand_member_page_ms": round(took_ms), "cpu_share": round(share, 2)}))
     assert 0 < took_ms < 2000 / share, f"{took_ms:.0f} ms with {share:.0%} of a core to each process"
+
+
+def test_the_group_page_names_the_parent_a_split_child_waits_for_and_who_still_runs_it(browser: WebDriver) -> None:
+    """A consumer group whose leader split p into two children given to b while a runs p on (test_leader_split_grpc's
+    raw members, on a fake clock: the wait lasts until a lets p go)."""
+    with dealt_group() as group, console_for(group.thread) as console:
+        a, b = group.a, group.b
+        asked = group.ask_leader()
+        a.holding = {"p"}  # a goes on running the parent past the answer that splits it
+        a.beat(answer(asked, {a.member_id: ["r"], b.member_id: ["q", P1, P2]}, {"p": [P1, P2]}))
+        group.beat_all()
+        _log_in(browser, console, f"/group?id={group.a.group_id}")
+        wait = WebDriverWait(browser, 30, poll_frequency=0.1)
+        wait.until(lambda page: _rows(page, "split-waits"))
+        assert _rows(browser, "split-waits") == [[P1, "p", "b", "a"], [P2, "p", "b", "a"]]
+        reconciling = {row[0].split()[0]: row[6] for row in _rows(browser, "members")}
+        assert f"waiting for {P1} (after p), {P2} (after p)" in reconciling["b"]
+        assert "after" not in reconciling["a"]
+        _shoot(browser, "group-split-waits", 950)
+
+        browser.execute_script("window.loadedOnce = 'still here';")
+        a.holding = set()  # a lets p go: the children start on b, and the page says so without a reload
+        wait_until(lambda: (group.beat_all(), b.running == {"q", P1, P2})[1], 10, "the children on b")
+        wait.until(lambda page: not page.find_elements(By.ID, "split-waits"))
+        assert browser.execute_script("return window.loadedOnce") == "still here"
+        assert "(after p)" not in browser.find_element(By.ID, "members").text

@@ -129,3 +129,54 @@ def test_the_group_template_pages_members_past_the_page_size() -> None:
         problem="", notice="")
     assert "members 2&ndash;2 of 2" in html and 'href="?id=shop&amp;page=1" rel="prev"' in html
     assert "w-m2" in html and "w-m1" not in html.split('id="members"')[1].split("</table>")[0]
+
+
+def _consumer_split_described() -> pb.DescribeGroupResponse:
+    """A consumer group mid-split: a still runs the parent p, b is given p's two children and q."""
+    response = pb.DescribeGroupResponse(group_id="shop", state=pb.RECONCILING, group_type="consumer",
+                                        group_epoch=4, target_epoch=4)
+    a = response.members.add(member=pb.GroupMember(member_id="ma", client_id="w-a"),
+                             assigned=[pb.TaskReplica(task_id="p")])
+    a.consumer.member_epoch, a.consumer.state = 4, "unrevoked"
+    a.consumer.revoking.add(task_id="p")
+    b = response.members.add(member=pb.GroupMember(member_id="mb", client_id="w-b"),
+                             assigned=[pb.TaskReplica(task_id="q")])
+    b.consumer.member_epoch, b.consumer.state = 4, "unreleased"
+    for child in ("p/1", "p/2"):
+        b.consumer.waiting.add(task_id=child)
+        b.consumer.split_waits.add(child=pb.TaskReplica(task_id=child), parent=pb.TaskReplica(task_id="p"),
+                                   held_by="ma")
+    b.consumer.waiting.add(task_id="q", replica=1)  # waits, but for no parent
+    return response
+
+
+def test_the_group_page_names_the_parent_each_waiting_split_child_waits_for_and_who_runs_it() -> None:
+    from groupcoord.console.app import ConsoleSettings, templates
+
+    view = group_view(_consumer_split_described(), [], None, now_ms=0)
+    assert view["split_waits"] == [{"child": "p/1", "parent": "p", "member_id": "mb", "held_by": "ma"},
+                                   {"child": "p/2", "parent": "p", "member_id": "mb", "held_by": "ma"}]
+    b = next(m for m in view["members"] if m["member_id"] == "mb")
+    assert b["consumer"]["after"] == {"p/1": "p", "p/2": "p"}
+    html = templates().get_template("_group.html").render(
+        settings=ConsoleSettings(access_token="t"), query={}, group=view, group_id="shop",
+        members=page_of(view["members"], 1, 50), problem="", notice="")
+    assert "waiting for p/1 (after p), p/2 (after p), q#1</td>" in html
+    table = html.split('id="split-waits"')[1].split("</table>")[0]
+    assert table.count("<tr>") == 3  # the header and the two children
+    assert '<a href="/member?group=shop&amp;id=ma" title="ma">w-a</a>' in table
+    assert '<a href="/member?group=shop&amp;id=mb" title="mb">w-b</a>' in table
+
+
+def test_a_group_with_no_split_waiting_has_no_split_table() -> None:
+    from groupcoord.console.app import ConsoleSettings, templates
+
+    response = _consumer_split_described()
+    for described in response.members:
+        del described.consumer.split_waits[:]
+    view = group_view(response, [], None, now_ms=0)
+    html = templates().get_template("_group.html").render(
+        settings=ConsoleSettings(access_token="t"), query={}, group=view, group_id="shop",
+        members=page_of(view["members"], 1, 50), problem="", notice="")
+    assert view["split_waits"] == [] and 'id="split-waits"' not in html
+    assert "waiting for p/1, p/2, q#1</td>" in html and "(after" not in html

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import grpc
@@ -74,6 +75,13 @@ class Group:
 
 @pytest.fixture
 def group() -> Iterator[Group]:
+    with dealt_group() as formed:
+        yield formed
+
+
+@contextmanager
+def dealt_group() -> Iterator[Group]:
+    """The two members with p on a and q on b, the target current (the console's browser test uses it too)."""
     clock = FakeClock()
     config = CoordinatorConfig(max_splits_per_sync=1)
     runtime = CoordinatorRuntime(config, clock=clock, on_change=lambda g: g.validate())
