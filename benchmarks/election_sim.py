@@ -61,6 +61,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from kazoo.exceptions import KazooException
+
 from benchmarks.cpu_cap import process_cpu_s
 from groupcoord.coordinator.ha import departures, shard_reads
 from groupcoord.coordinator.ha.election import connect
@@ -284,9 +286,13 @@ class Sim:
         counters, reads = self.mntr(), sum(v["reads"] for n, v in before.items() if n not in names)
         cpu = {n: v["cpu"] for n, v in before.items() if n not in names}
         load = os.getloadavg()[0]
+        probe = Probe(self.zk.hosts)
         killed = max(self.kill(h) for h in victims)
         self.samples = []
-        spent, view = self.wait_even(self.args.session * 3 + 120)
+        try:
+            spent, view = self.wait_even(self.args.session * 3 + 120)
+        finally:
+            probe.stop()
         done = time.monotonic()
         self.samples.append((done, self.hosts_cpu(), self.zk_cpu()))
         after = self.mntr()
@@ -299,11 +305,13 @@ class Sim:
         busy = (self.samples[-1][1] - since[1]) / max(done - since[0], 1e-9)  # cores, from about the expiry on
         zk_busy = (self.samples[-1][2] - since[2]) / max(done - since[0], 1e-9)
         runs = [run for h in self.hosts if h.alive for run in h.ask("gc") if first <= run[0] <= done]
+        trips = sorted(seconds for at, seconds in probe.trips if first <= at <= done) or [float("nan")]
         return {"shards": len(lost), "p50": statistics.median(times), "p99": _pct(times, 0.99), "max": times[-1],
                 "zk_reads": after["reads"] - counters["reads"], "zk_writes": after["writes"] - counters["writes"],
                 "election_reads": sum(v["reads"] for v in view.values()) - reads,
                 "cpu_share": max((view[n]["cpu"] - c) / window for n, c in cpu.items()), "even_s": spent, "load": load,
                 "hosts_cores": busy, "zk_cores": zk_busy, "busy_window": done - since[0],
+                "probe": {"p50": statistics.median(trips), "max": trips[-1], "count": len(probe.trips)},
                 "gc": {"longest": max((r[1] for r in runs), default=0.0), "seconds": sum(r[1] for r in runs),
                        "full": sum(1 for r in runs if r[2] == 2)},
                 "parts": parts(lost, view, expired, before, killed),
@@ -334,6 +342,35 @@ class Sim:
                 wall = datetime.datetime.strptime(found["at"], "%Y%m%d%H%M%S.%f%z").timestamp()
                 out[found["session"]] = wall - self.wall_offset
         return out
+
+
+class Probe:
+    """A client of its own in the driver, reading one node every 20 ms while a failover runs: its round
+    trips say what ZooKeeper and the machine give any client then, apart from the hosts' own queues."""
+
+    def __init__(self, hosts: str) -> None:
+        self.trips: list[tuple[float, float]] = []  # (sent at, seconds)
+        self.failed = 0
+        self._client = connect(hosts, session_timeout=30)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="probe", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.02):  # a sampling period, not an ordering
+            sent = time.monotonic()
+            try:
+                self._client.exists(ZK_ROOT)
+            except KazooException:  # a probe that failed says so by its gap
+                self.failed += 1
+            else:
+                self.trips.append((sent, time.monotonic() - sent))
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        self._client.stop()
+        self._client.close()
 
 
 EXPIRING = re.compile(r"^(?P<at>\d{14}\.\d{3}[+-]\d{4}) .*Expiring session 0x(?P<session>[0-9a-f]+),")
@@ -479,7 +516,8 @@ def report(args: argparse.Namespace, out: dict[str, Any], load: str) -> bool:
     for label, row in ((f"1 of {n}", one), (f"{args.kill_many} of {n}", many)):
         print(f"\n{label}: sessions expired at " + ", ".join(f"{t:.2f}" for t in row["expiries"])
               + f"s after the kill; the surviving host processes used {row['hosts_cores']:.2f} cores (ZooKeeper "
-              f"{row['zk_cores']:.2f}) over the "
+              f"{row['zk_cores']:.2f}, a probe client's read {1000 * row['probe']['p50']:.1f} / "
+              f"{1000 * row['probe']['max']:.1f} ms) over the "
               f"{row['busy_window']:.1f}s from the expiry to the even spread (their cycle collector: "
               f"{row['gc']['seconds']:.2f}s, {row['gc']['full']} full runs, the longest {row['gc']['longest']:.2f}s "
               "holding a whole process); the shards led again last (s after the kill):")
