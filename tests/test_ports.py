@@ -11,11 +11,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import psutil
 import pytest
 from kazoo.client import KazooClient
 
 from tests.listening import METRICS_LINE, SERVE_LINE, announced
-from tests.zookeeper_server import ZooKeeperServer
+from tests.zookeeper_server import ZooKeeperServer, free_port
 
 
 def _child(tmp_path: Path, code: str) -> tuple[subprocess.Popen[str], Path]:
@@ -107,3 +108,13 @@ def test_a_zookeeper_whose_port_was_taken_starts_on_another_and_a_restart_keeps_
             zk.start()  # its clients know this port: no silent move
     finally:
         zk.close()
+
+
+def test_a_free_port_is_kept_in_time_wait_and_a_server_that_reuses_addresses_binds_it() -> None:
+    port = free_port()
+    held = [c for c in psutil.net_connections("tcp") if c.laddr and c.laddr.port == port]
+    assert [c.status for c in held] == [psutil.CONN_TIME_WAIT]  # what keeps bind(0) and connect() off it
+    with socket.socket() as plain, pytest.raises(OSError):
+        plain.bind(("127.0.0.1", port))  # without SO_REUSEADDR: taken
+    with socket.create_server(("127.0.0.1", port)) as server:  # create_server sets SO_REUSEADDR, as gRPC does
+        assert server.getsockname()[1] == port

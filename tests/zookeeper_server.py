@@ -61,10 +61,26 @@ def require_zookeeper() -> tuple[str, str]:
 
 
 def free_port() -> int:
-    """A loopback port free right now (bind to 0, read it back, release it)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A loopback port free now and kept from others for about a minute, for a child to bind.
+
+    Where a child can bind port 0 and say which port it bound, prefer that (tests/listening.py). Where the
+    port must be known before the child starts (a JVM's config, an address handed to clients first), a
+    port merely released would be free to anything on the machine until the child binds it. So the port
+    is left in TIME_WAIT: one connection to it is accepted and closed from the listening side first, and
+    Linux keeps the closed socket on the port for 60 s. Meanwhile neither another bind to port 0 nor an
+    outgoing connection is given that port, while a server that binds it with SO_REUSEADDR (gRPC, Java's
+    ServerSocketChannel, Python's socketserver and asyncio, Netty and Jetty all set it) binds it at once.
+    """
+    with socket.socket() as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        port = int(listener.getsockname()[1])
+        with socket.create_connection(("127.0.0.1", port)) as client:
+            accepted, _ = listener.accept()
+            accepted.close()  # this side closes first: the TIME_WAIT is on the port itself
+            client.recv(1)  # the close reached the client before it closes in turn
+        return port
 
 
 def _four_letter(port: int, word: bytes, timeout: float = 1.0) -> bytes:
