@@ -46,6 +46,7 @@ class Cluster:
     log_level: str = "info"
     addresses: list[str] = field(default_factory=list)
     procs: list[subprocess.Popen[str]] = field(default_factory=list)
+    started: dict[str, tuple[Path, subprocess.Popen[str]]] = field(default_factory=dict)  # address -> log, process
 
     def start(self, shards: int | None = None, *, zk_hosts: str = "") -> str:
         """Start one more coordinator (``zk_hosts``: where it reaches ZooKeeper, e.g. through a proxy); its
@@ -60,6 +61,7 @@ class Cluster:
         launched = [self.launch(shards, zk_hosts) for _ in range(n)]
         for log, proc in launched:
             self.addresses.append(announced(log, proc, seconds=startup_timeout))
+            self.started[self.addresses[-1]] = (log, proc)
         return self.addresses[-n:]
 
     def launch(self, shards: int | None = None, zk_hosts: str = "") -> tuple[Path, subprocess.Popen[str]]:
@@ -85,10 +87,10 @@ class Cluster:
         stop_processes(self.procs)
 
     def proc_of(self, address: str) -> subprocess.Popen[str]:
-        return self.procs[self.addresses.index(address)]
+        return self.started[address][1]
 
     def log_of(self, address: str) -> str:
-        return (self.tmp / f"c{self.addresses.index(address)}.log").read_text()
+        return self.started[address][0].read_text()
 
     def describe(self, address: str) -> pb.DescribeClusterResponse | None:
         with grpc.insecure_channel(address) as channel:
