@@ -19,13 +19,15 @@ from pathlib import Path
 
 from tests.deadlines import Deadline
 
-__all__ = ["METRICS_LINE", "SERVE_LINE", "announced"]
+__all__ = ["FOLLOW_METRICS_LINE", "METRICS_LINE", "SERVE_LINE", "announced"]
 
 #: ``groupcoord serve``'s line once its gRPC port is bound (with ``--advertise`` in a ZooKeeper mode: the
 #: advertised address, which is what the other processes dial).
 SERVE_LINE = re.compile(r"^groupcoord coordinator listening on (\S+)", re.MULTILINE)
 #: ``groupcoord serve``'s line once its metrics endpoint is bound.
 METRICS_LINE = re.compile(r"^groupcoord metrics on https?://(\S+)/metrics", re.MULTILINE)
+#: ``groupcoord stats --follow --metrics-listen``'s start line on stdout, naming the bound metrics endpoint.
+FOLLOW_METRICS_LINE = re.compile(r"^groupcoord stats: following .*, metrics on https?://(\S+)/metrics", re.MULTILINE)
 
 
 def announced(log: Path, proc: subprocess.Popen[str] | subprocess.Popen[bytes], line: re.Pattern[str] = SERVE_LINE,
