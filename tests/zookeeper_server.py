@@ -23,6 +23,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
+import psutil
 import pytest
 
 __all__ = ["ZooKeeperServer", "free_port", "require_zookeeper", "wait_until", "zookeeper_classpath"]
@@ -30,6 +31,7 @@ __all__ = ["ZooKeeperServer", "free_port", "require_zookeeper", "wait_until", "z
 ZOOKEEPER_JAR = Path(os.environ.get("ZOOKEEPER_JAR", "/usr/share/java/zookeeper.jar"))
 _LOGGING_JARS = ("/usr/share/java/slf4j-simple.jar",)  # optional: server log to stderr, else NOP logger
 _MAIN = "org.apache.zookeeper.server.ZooKeeperServerMain"
+BIND_ATTEMPTS = 5  # first starts on a new port after a BindException (the free port was taken meanwhile)
 
 
 def zookeeper_classpath() -> str | None:
@@ -59,10 +61,26 @@ def require_zookeeper() -> tuple[str, str]:
 
 
 def free_port() -> int:
-    """A loopback port free right now (bind to 0, read it back, release it)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A loopback port free now and kept from others for about a minute, for a child to bind.
+
+    Where a child can bind port 0 and say which port it bound, prefer that (tests/listening.py). Where the
+    port must be known before the child starts (a JVM's config, an address handed to clients first), a
+    port merely released would be free to anything on the machine until the child binds it. So the port
+    is left in TIME_WAIT: one connection to it is accepted and closed from the listening side first, and
+    Linux keeps the closed socket on the port for 60 s. Meanwhile neither another bind to port 0 nor an
+    outgoing connection is given that port, while a server that binds it with SO_REUSEADDR (gRPC, Java's
+    ServerSocketChannel, Python's socketserver and asyncio, Netty and Jetty all set it) binds it at once.
+    """
+    with socket.socket() as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        port = int(listener.getsockname()[1])
+        with socket.create_connection(("127.0.0.1", port)) as client:
+            accepted, _ = listener.accept()
+            accepted.close()  # this side closes first: the TIME_WAIT is on the port itself
+            client.recv(1)  # the close reached the client before it closes in turn
+        return port
 
 
 def _four_letter(port: int, word: bytes, timeout: float = 1.0) -> bytes:
@@ -91,11 +109,17 @@ class ZooKeeperServer:
         self._start_timeout = start_timeout
         self._monotonic = monotonic
         self._proc: subprocess.Popen[bytes] | None = None
+        self._tick_ms = tick_ms
+        self._served = False  # once a start succeeded, clients know the port: it is kept
         (self._tmp / "data").mkdir()
         self.config = self._tmp / "zoo.cfg"
+        self._write_config()
+        self.log_path = self._tmp / "zookeeper.log"
+
+    def _write_config(self) -> None:
         self.config.write_text(
-            f"tickTime={tick_ms}\n"
-            f"minSessionTimeout={2 * tick_ms}\n"
+            f"tickTime={self._tick_ms}\n"
+            f"minSessionTimeout={2 * self._tick_ms}\n"
             f"dataDir={self._tmp / 'data'}\n"
             f"clientPort={self.port}\n"
             f"clientPortAddress={self.host}\n"
@@ -103,7 +127,6 @@ class ZooKeeperServer:
             "admin.enableServer=false\n"
             "4lw.commands.whitelist=ruok,srvr,stat,cons\n"
         )
-        self.log_path = self._tmp / "zookeeper.log"
 
     @property
     def pid(self) -> int | None:
@@ -116,9 +139,26 @@ class ZooKeeperServer:
         return f"{self.host}:{self.port}"
 
     def start(self) -> None:
-        """Start the server and wait until it answers ``ruok`` and serves requests."""
+        """Start the server and wait until it answers ``srvr`` on its port.
+
+        The port is picked free in ``__init__`` and bound by the JVM a second or more later: anything on the
+        machine may take it meanwhile. ZooKeeper then exits on a BindException, and a first start tries again
+        on a new port (up to ``BIND_ATTEMPTS`` times). A later start (``restart()``) keeps the port its
+        clients know, and fails."""
+        for attempt in range(1, BIND_ATTEMPTS + 1):
+            if self._start_once():
+                self._served = True
+                return
+            if self._served or attempt == BIND_ATTEMPTS:
+                raise RuntimeError(f"ZooKeeper could not bind {self.hosts} (taken by another process); see {self.log_path}")
+            self.port = free_port()
+            self._write_config()
+
+    def _start_once(self) -> bool:
+        """True once the server answers as itself; False if it exited because its port was taken."""
         if self._proc is not None:
             raise RuntimeError("ZooKeeper is already running")
+        logged = self.log_path.stat().st_size if self.log_path.exists() else 0
         with self.log_path.open("ab") as log:
             self._proc = subprocess.Popen(
                 [self._java, "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Dzookeeper.jmx.log4j.disable=true", "-cp", self._classpath, _MAIN,
@@ -128,16 +168,31 @@ class ZooKeeperServer:
         deadline = self._monotonic() + self._start_timeout
         while self._monotonic() < deadline:
             if self._proc.poll() is not None:
-                raise RuntimeError(f"ZooKeeper exited with {self._proc.returncode}; see {self.log_path}:\n"
-                                   + self.log_path.read_text(errors="replace")[-2000:])
+                with self.log_path.open("rb") as log:
+                    log.seek(logged)
+                    this_start = log.read().decode(errors="replace")
+                self._proc = None
+                if "java.net.BindException" in this_start:
+                    return False
+                raise RuntimeError(f"ZooKeeper exited; see {self.log_path}:\n" + this_start[-2000:])
             try:
-                if _four_letter(self.port, b"srvr").startswith(b"Zookeeper version"):
-                    return
+                # the port answers, and it is this JVM's (not another process that took the port)
+                if _four_letter(self.port, b"srvr").startswith(b"Zookeeper version") and self._listening():
+                    return True
             except OSError:
                 pass
             time.sleep(0.1)  # polling a condition with a deadline, not ordering events
         self.stop()
         raise RuntimeError(f"ZooKeeper did not answer on {self.hosts} within {self._start_timeout}s; see {self.log_path}")
+
+    def _listening(self) -> bool:
+        """Whether this server's JVM is the process listening on ``port``."""
+        assert self._proc is not None
+        try:
+            connections = psutil.Process(self._proc.pid).net_connections("tcp")
+        except psutil.Error:
+            return False
+        return any(c.status == psutil.CONN_LISTEN and c.laddr.port == self.port for c in connections)
 
     def stop(self) -> None:
         """Kill the server (SIGKILL: like a crash; its data stays for ``start()``)."""

@@ -24,9 +24,9 @@ import psutil
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
 from tests.deadlines import Deadline
+from tests.listening import announced
 from tests.paths import ROOT
 from tests.processes import stop_processes
-from tests.zookeeper_server import free_port
 
 __all__ = ["GROUP_PROTOCOLS", "Coordinator", "Timing", "WorkerPool", "answers_as_active", "env_with_tree",
            "speaks_consumer"]
@@ -83,12 +83,15 @@ def answers_as_active(address: str, timeout: float = 1.0) -> bool:
 
 
 class Coordinator:
-    """One ``groupcoord serve`` process on a fixed port; ``kill()`` then ``start()`` is a crash and restart."""
+    """One ``groupcoord serve`` process; ``kill()`` then ``start()`` is a crash and restart on the same port.
+
+    The first start binds port 0 (no port picked here and raced for until the child binds it); ``port`` and
+    ``address`` read the port it bound from its startup line (tests/listening.py) when first asked, so the
+    coordinators of an environment start together and their imports overlap."""
 
     def __init__(self, name: str, workdir: Path, config: str, *, data_dir: Path | None = None) -> None:
         self.name = name
-        self.port = free_port()
-        self.address = f"127.0.0.1:{self.port}"
+        self._port = 0
         self.data_dir = data_dir or workdir / name
         self.config_path = workdir / f"{name}.toml"
         self.config_path.write_text(config)
@@ -96,10 +99,23 @@ class Coordinator:
         self.proc: subprocess.Popen[bytes] | None = None
         self._log_lock = threading.Lock()
 
+    @property
+    def port(self) -> int:
+        """The port the first start bound (waits for its startup line: a process start, stretched by the load)."""
+        if not self._port:
+            assert self.proc is not None, f"{self.name} was never started"
+            self._port = int(announced(self.log_path, self.proc).rpartition(":")[2])
+        return self._port
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
     def start(self) -> None:
+        port = self.port if self.proc is not None else 0  # a restart keeps the address the workers know
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "groupcoord.cli", "--log-level", "info", "--log-format", "json", "serve", "--config", str(self.config_path),
-             "--listen", self.address, "--advertise", self.address, "--data-dir", str(self.data_dir)],
+             "--listen", f"127.0.0.1:{port}", "--data-dir", str(self.data_dir)],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env_with_tree(),
         )
         threading.Thread(target=self._pump, args=(self.proc,), daemon=True).start()

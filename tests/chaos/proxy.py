@@ -5,6 +5,7 @@
         proxy.blackhole()                      # bytes vanish; connections stay open (a partition)
         proxy.drop()                           # every connection closed now, new ones closed at once
         proxy.heal()                           # pass-through again; connections that lost bytes are closed
+        proxy.point_at(other_port)             # new connections go to another upstream (a replacement process)
 
 It runs its own event loop on a daemon thread; every command returns once the loop applied it.
 """
@@ -79,6 +80,15 @@ class FaultProxy:
 
     def heal(self) -> None:
         self._set("pass")
+
+    def point_at(self, upstream_port: int, upstream_host: str = "127.0.0.1") -> None:
+        """Connections accepted from now on go to ``upstream_host:upstream_port`` (open ones stay where they go):
+        a replacement process bound to a port of its own stays behind the proxy's address."""
+
+        async def apply() -> None:
+            self._upstream = (upstream_host, upstream_port)
+
+        self._run(apply())
 
     def _set(self, mode: str, delay_s: float = 0.0) -> None:
         async def apply() -> None:

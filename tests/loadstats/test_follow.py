@@ -30,6 +30,7 @@ from groupcoord.coordinator.rpc.server import ServerThread
 from groupcoord.loadstats.job import run
 from groupcoord.loadstats.snapshot_io import read_meta
 from tests.deadlines import Deadline
+from tests.listening import FOLLOW_METRICS_LINE, announced
 from tests.loadstats.loadstats_testdata import make_reports, rows_of
 from tests.loadstats.standalone import spark_env
 from tests.loadstats.test_incremental import _assert_same_snapshot, _in_order_chunks
@@ -95,12 +96,11 @@ def test_follow_survives_failures_counts_once_and_stops_on_sigterm(spark, tmp_pa
     samples, out = tmp_path / "samples", tmp_path / "snap"
     samples.mkdir()
     _write(samples, "samples-000.jsonl", chunks[0])
-    metrics_port, coordinator_port = free_port(), free_port()
-    coordinator = f"127.0.0.1:{coordinator_port}"  # nothing listens there yet
+    coordinator = f"127.0.0.1:{free_port()}"  # nothing listens there yet (the port is kept free: free_port)
     log = tmp_path / "follow.log"
     command = [sys.executable, "-m", "groupcoord.cli", "stats", "--follow", "--every", "1s",
                "--samples", str(samples), "--out", str(out), "--master", "local[1]",
-               "--metrics-listen", f"127.0.0.1:{metrics_port}", "--coordinator", coordinator,
+               "--metrics-listen", "127.0.0.1:0", "--coordinator", coordinator,
                "--publish-attempts", "2", "--conf", "spark.ui.enabled=false", "--conf", "spark.driver.memory=1g",
                "--conf", "spark.sql.shuffle.partitions=2",
                "--conf", "spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"]
@@ -110,6 +110,8 @@ def test_follow_survives_failures_counts_once_and_stops_on_sigterm(spark, tmp_pa
     server: ServerThread | None = None
     versions = tmp_path / "snap.state" / "versions"
     try:
+        metrics_port = int(announced(log, proc, FOLLOW_METRICS_LINE).rpartition(":")[2])  # it bound port 0
+
         def metric(name: str, **labels: str) -> float:
             try:
                 return _metric(metrics_port, name, **labels)

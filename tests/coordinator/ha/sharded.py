@@ -2,7 +2,7 @@
 ZooKeeper root, and the raw calls a client makes to find and reach a group's shard leader.
 
     with Cluster(tmp_path, zk, "/groupcoord/t", shards=64) as cluster:   # every process stopped at the end
-        a, b = cluster.start(), cluster.start()
+        a, b = cluster.start_many(2)                     # on ports of their own, started together
         cluster.wait_balanced([a, b])
         c = cluster.start(zk_hosts=proxy.address)   # its ZooKeeper traffic goes through a fault proxy
 """
@@ -23,8 +23,9 @@ from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
 from tests.chaos.cluster import env_with_tree
 from tests.deadlines import Deadline
+from tests.listening import announced
 from tests.processes import stop_processes
-from tests.zookeeper_server import ZooKeeperServer, free_port, wait_until
+from tests.zookeeper_server import ZooKeeperServer, wait_until
 
 __all__ = ["RETRY", "Cluster", "call", "find", "find_many", "until_answered"]
 
@@ -45,11 +46,26 @@ class Cluster:
     log_level: str = "info"
     addresses: list[str] = field(default_factory=list)
     procs: list[subprocess.Popen[str]] = field(default_factory=list)
+    started: dict[str, tuple[Path, subprocess.Popen[str]]] = field(default_factory=dict)  # address -> log, process
 
     def start(self, shards: int | None = None, *, zk_hosts: str = "") -> str:
-        """Start one more coordinator (``zk_hosts``: where it reaches ZooKeeper, e.g. through a proxy)."""
-        port = free_port()
-        address = f"127.0.0.1:{port}"
+        """Start one more coordinator (``zk_hosts``: where it reaches ZooKeeper, e.g. through a proxy); its
+        address once it has bound its port."""
+        return self.start_many(1, shards, zk_hosts=zk_hosts)[0]
+
+    def start_many(self, n: int, shards: int | None = None, *, zk_hosts: str = "", startup_timeout: float = 180) -> list[str]:
+        """Start ``n`` more coordinators at once (their imports overlap), each on a port of its own (port 0,
+        advertised as bound); their addresses, read from their startup lines (tests/listening.py), once
+        bound. The wait is a process start: its imports took tens of seconds at load 60-70, so it
+        stretches with the load (tests/deadlines.py)."""
+        launched = [self.launch(shards, zk_hosts) for _ in range(n)]
+        for log, proc in launched:
+            self.addresses.append(announced(log, proc, seconds=startup_timeout))
+            self.started[self.addresses[-1]] = (log, proc)
+        return self.addresses[-n:]
+
+    def launch(self, shards: int | None = None, zk_hosts: str = "") -> tuple[Path, subprocess.Popen[str]]:
+        """Start one more coordinator without waiting for it (one expected to refuse): its log and process."""
         name = f"c{len(self.procs)}"
         config = self.tmp / f"{name}.toml"
         config.write_text(
@@ -60,10 +76,9 @@ class Cluster:
         log = open(self.tmp / f"{name}.log", "w")  # noqa: SIM115 - the child writes to it for its whole life
         self.procs.append(subprocess.Popen(
             [sys.executable, "-m", "groupcoord.cli", "--log-level", self.log_level, "serve", "--config", str(config),
-             "--listen", address, "--advertise", address, "--data-dir", str(self.tmp / name)],
+             "--listen", "127.0.0.1:0", "--data-dir", str(self.tmp / name)],
             stdout=log, stderr=subprocess.STDOUT, text=True, env=env_with_tree()))
-        self.addresses.append(address)
-        return address
+        return self.tmp / f"{name}.log", self.procs[-1]
 
     def __enter__(self) -> Self:
         return self
@@ -72,10 +87,10 @@ class Cluster:
         stop_processes(self.procs)
 
     def proc_of(self, address: str) -> subprocess.Popen[str]:
-        return self.procs[self.addresses.index(address)]
+        return self.started[address][1]
 
     def log_of(self, address: str) -> str:
-        return (self.tmp / f"c{self.addresses.index(address)}.log").read_text()
+        return self.started[address][0].read_text()
 
     def describe(self, address: str) -> pb.DescribeClusterResponse | None:
         with grpc.insecure_channel(address) as channel:

@@ -53,7 +53,7 @@ def test_a_cut_off_coordinator_names_no_leader_and_workers_find_the_new_one(
     groups = one_group_per_shard()
     with FaultProxy(zk.port) as proxy, Cluster(tmp_path, zk, "/groupcoord/cut", shards=SHARDS,
                                                zk_session_s=ZK_SESSION_S) as cluster:
-        a, b = cluster.start(), cluster.start()
+        a, b = cluster.start_many(2)
         c = cluster.start(zk_hosts=proxy.address)
         leaders = cluster.wait_balanced([a, b, c])
         shard = next(s for s, (leader, _) in sorted(leaders.items()) if leader == a)

@@ -28,8 +28,9 @@ from groupcoord.admin import AdminClient
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
 from tests.deadlines import Deadline, keep_waiting
+from tests.listening import announced
 from tests.processes import stop_processes
-from tests.zookeeper_server import ZooKeeperServer, free_port
+from tests.zookeeper_server import ZooKeeperServer
 
 G = "ha"
 ZK_SESSION_S = 2.0
@@ -39,6 +40,8 @@ STOPPED_ACTING = "stops acting as the active coordinator"
 
 
 def start_coordinator(tmp: Path, name: str, zk: str, port: int, env: dict[str, str]) -> subprocess.Popen[str]:
+    """A coordinator advertising the port it bound (``port`` 0: any free one, read with
+    tests/listening.announced from ``tmp/<name>.log``)."""
     config = tmp / f"{name}.toml"
     config.write_text(
         "[server]\n"
@@ -49,7 +52,7 @@ def start_coordinator(tmp: Path, name: str, zk: str, port: int, env: dict[str, s
     log = open(tmp / f"{name}.log", "w")  # noqa: SIM115 - the child writes to it for its whole life
     return subprocess.Popen(
         [sys.executable, "-m", "groupcoord.cli", "--log-level", "info", "serve", "--config", str(config),
-         "--listen", f"127.0.0.1:{port}", "--advertise", f"127.0.0.1:{port}", "--data-dir", str(tmp / name)],
+         "--listen", f"127.0.0.1:{port}", "--data-dir", str(tmp / name)],
         stdout=log, stderr=subprocess.STDOUT, text=True, env=env,
     )
 
@@ -85,10 +88,12 @@ class HaCluster:
         return ",".join(self.addresses)
 
     def start_coordinators(self, n: int = 3) -> None:
-        for i in range(n):
-            port = free_port()
-            self.addresses.append(f"127.0.0.1:{port}")
-            self.coordinators.append(start_coordinator(self.tmp, f"c{i}", self.zk.hosts, port, self.env))
+        """Start ``n`` at once (their imports overlap); return once each has bound its port (a process start,
+        stretched by the load: tests/deadlines.py)."""
+        names = [f"c{len(self.coordinators) + i}" for i in range(n)]
+        started = [start_coordinator(self.tmp, name, self.zk.hosts, 0, self.env) for name in names]
+        self.coordinators += started
+        self.addresses += [announced(self.tmp / f"{name}.log", proc) for name, proc in zip(names, started, strict=True)]
 
     def wait_for_active(self, among: list[str] | None = None, timeout: float | None = None) -> str:
         """The active coordinator's address. ``timeout``: a takeover's bound (the product's, fixed); without

@@ -37,7 +37,7 @@ def beat(session: RawSession, member: Member) -> pb.HeartbeatResponse:
 def test_members_whose_shard_moves_hear_coordinator_moved_and_the_stream_lives_on(
         tmp_path: Path, zk: ZooKeeperServer) -> None:
     with Cluster(tmp_path, zk, "/groupcoord/session-sharded", shards=SHARDS, zk_session_s=ZK_SESSION_S) as cluster:
-        a, b = cluster.start(), cluster.start()
+        a, b = cluster.start_many(2)
         before = cluster.wait_balanced([a, b])
         members = [join_and_sync(a, g) for g in GROUPS]
         on_a = [m for m in members if before[shard_of(m.group_id, SHARDS)][0] == a]

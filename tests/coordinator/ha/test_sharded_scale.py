@@ -257,7 +257,7 @@ def stable_again(fleet: Fleet, before: dict[str, Seen], groups: list[str], live:
 
 
 def test_a_killed_coordinator_pauses_only_its_shards_groups(cluster: Cluster, fleet: Fleet) -> None:
-    a, b, c = cluster.start(), cluster.start(), cluster.start()
+    a, b, c = cluster.start_many(3)
     before = bring_up(cluster, fleet, [a, b, c])
     on_c = [g for g in GROUPS if before[g].address == c]
     others = [g for g in GROUPS if before[g].address != c]
@@ -277,7 +277,7 @@ def test_a_killed_coordinator_pauses_only_its_shards_groups(cluster: Cluster, fl
 
 
 def test_a_fourth_coordinator_takes_shards_without_a_rebalance(cluster: Cluster, fleet: Fleet) -> None:
-    a, b, c = cluster.start(), cluster.start(), cluster.start()
+    a, b, c = cluster.start_many(3)
     before = bring_up(cluster, fleet, [a, b, c])
     since = time.time()
     d = cluster.start()
@@ -297,7 +297,7 @@ def shown_in(cluster: Cluster, address: str, shard: int) -> bool:
 
 def test_a_coordinator_paused_past_its_zookeeper_session_serves_nothing_it_lost(
         cluster: Cluster, fleet: Fleet) -> None:
-    a, b, c = cluster.start(), cluster.start(), cluster.start()
+    a, b, c = cluster.start_many(3)
     before = bring_up(cluster, fleet, [a, b, c])
     on_b = [g for g in GROUPS if before[g].address == b]
     since = time.time()
@@ -353,7 +353,7 @@ def logged_after(log: str, text: str, since: float) -> float | None:
 def test_a_coordinator_cut_off_from_zookeeper_stops_acting_and_others_take_over(
         cluster: Cluster, fleet: Fleet, zk: ZooKeeperServer) -> None:
     with FaultProxy(zk.port) as proxy:
-        a, b = cluster.start(), cluster.start()
+        a, b = cluster.start_many(2)
         c = cluster.start(zk_hosts=proxy.address)
         before = bring_up(cluster, fleet, [a, b, c])
         on_c = [g for g in GROUPS if before[g].address == c]

@@ -15,8 +15,8 @@ import pyarrow.parquet as pq
 from groupcoord.admin import AdminClient
 from groupcoord.loadstats.job import TASK_COLUMNS, WORKER_COLUMNS, _swap_into_place
 from groupcoord.v1 import groupcoord_pb2 as pb
+from tests.listening import announced
 from tests.processes import stop_processes
-from tests.zookeeper_server import free_port
 
 
 def write_snapshot(out: Path, snapshot_id: str, created_ms: int, group: str, rate: float) -> None:
@@ -55,14 +55,18 @@ def wait_for_snapshot(admin: AdminClient, group: str, snapshot_id: str, timeout_
 def test_serve_picks_up_new_snapshots_and_survives_bad_ones(tmp_path: Path, cli_env: dict[str, str]) -> None:
     out = tmp_path / "shared" / "snapshot"
     out.parent.mkdir()
-    port = free_port()
     log = open(tmp_path / "serve.log", "w")  # noqa: SIM115 - the child writes to it for its whole life
     serve = subprocess.Popen(
-        [sys.executable, "-m", "groupcoord.cli", "--log-level", "info", "serve", "--listen", f"127.0.0.1:{port}",
+        [sys.executable, "-m", "groupcoord.cli", "--log-level", "info", "serve", "--listen", "127.0.0.1:0",
          "--data-dir", str(tmp_path / "data"), "--snapshots", str(out), "--snapshot-poll-s", "0.1"],
         stdout=subprocess.DEVNULL, stderr=log, text=True, env=cli_env,
     )
-    admin = AdminClient(f"127.0.0.1:{port}", timeout_s=5)
+    try:
+        address = announced(tmp_path / "serve.log", serve, seconds=180)  # a process start: 60 s at load 33
+    except AssertionError:
+        stop_processes([serve])
+        raise
+    admin = AdminClient(address, timeout_s=5)
     try:
         deadline = time.monotonic() + 180  # a process start: at load 33 (niced) it took over 60 s
         while True:  # nothing at the path yet: the coordinator serves regardless

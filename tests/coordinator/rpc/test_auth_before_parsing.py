@@ -26,9 +26,9 @@ from groupcoord.coordinator.rpc.server import ServerThread
 from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
 from groupcoord.v1 import groupcoord_pb2 as pb
 from tests.deadlines import Deadline
+from tests.listening import announced
 from tests.processes import stop_processes
 from tests.security_pki import Tokens
-from tests.zookeeper_server import free_port
 
 PUT_TASKS = "/groupcoord.v1.GroupAdmin/PutTasks"
 
@@ -68,13 +68,13 @@ def test_an_unauthenticated_flood_of_24_mib_bodies_costs_no_memory_and_no_admin_
         tmp_path: Path, cli_env: dict[str, str]) -> None:
     tokens = Tokens(tmp_path)
     admin_token = tokens.new("admin")
-    port = free_port()
-    address = f"127.0.0.1:{port}"
+    log = tmp_path / "serve.log"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "groupcoord.cli", "serve", "--listen", address, "--data-dir", str(tmp_path / "data"),
+        [sys.executable, "-m", "groupcoord.cli", "serve", "--listen", "127.0.0.1:0", "--data-dir", str(tmp_path / "data"),
          "--token-file", str(tokens.server_file())],
-        env=cli_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
+        env=cli_env, stdout=subprocess.DEVNULL, stderr=open(log, "w"), text=True)  # noqa: SIM115 - the child's
     try:
+        address = announced(log, proc)
         admin = AdminClient(address, timeout_s=30, security=ClientSecurity(token_file=str(admin_token)))
         deadline = Deadline(60)  # an interpreter's imports: slower the more the machine is shared
         while True:

@@ -34,9 +34,9 @@ from groupcoord.coordinator.runtime.runtime import CoordinatorRuntime
 from groupcoord.v1 import groupcoord_pb2 as pb
 from tests.coordinator.rpc.test_auth_before_parsing import flood_body
 from tests.deadlines import Deadline
+from tests.listening import announced
 from tests.processes import stop_processes
 from tests.security_pki import Tokens
-from tests.zookeeper_server import free_port
 
 PUT_TASKS = "/groupcoord.v1.GroupAdmin/PutTasks"
 PUBLISH = "/groupcoord.v1.GroupAdmin/PublishLoadSnapshot"
@@ -209,14 +209,14 @@ def test_a_flood_of_21_mib_put_tasks_costs_no_memory_and_few_log_lines(
     tokens.new("ops-b")
     acl = tmp_path / "acls.toml"
     acl.write_text(ACL_TEXT)
-    address = f"127.0.0.1:{free_port()}"
     stderr = tmp_path / "stderr"
     with stderr.open("w") as sink:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "groupcoord.cli", "serve", "--listen", address, "--store", "memory",
+            [sys.executable, "-m", "groupcoord.cli", "serve", "--listen", "127.0.0.1:0", "--store", "memory",
              "--data-dir", str(tmp_path / "data"), "--token-file", str(tokens.server_file()), "--acl-file", str(acl)],
             env=cli_env, stdout=subprocess.DEVNULL, stderr=sink, text=True)
     try:
+        address = announced(stderr, proc)
         admin = AdminClient(address, timeout_s=30, security=ClientSecurity(token_file=str(admin_token)))
         deadline = Deadline(60)  # an interpreter's imports: slower the more the machine is shared
         while True:

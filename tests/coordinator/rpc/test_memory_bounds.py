@@ -24,7 +24,6 @@ from groupcoord.channels import channel_options
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
 from tests.coordinator.storage.test_restart import serve
-from tests.zookeeper_server import free_port
 
 ROUNDS = 4
 TASKS = 100_000  # max_tasks_per_request and group_max_tasks
@@ -115,12 +114,11 @@ def _settled_rss(process: psutil.Process) -> int:
 @pytest.mark.heavy
 @pytest.mark.alone  # measures RSS and heartbeat latency: no neighbours
 def test_rss_stays_bounded_under_every_limit(tmp_path: Path, cli_env: dict[str, str]) -> None:
-    port = free_port()
-    coordinator = serve(tmp_path / "data", port, cli_env)
+    coordinator, address = serve(tmp_path / "data", cli_env)
     process = psutil.Process(coordinator.pid)
     rss: list[int] = []
     try:
-        with grpc.insecure_channel(f"127.0.0.1:{port}", options=channel_options()) as channel:
+        with grpc.insecure_channel(address, options=channel_options()) as channel:
             hostile = Hostile(channel)
             for n in range(ROUNDS):
                 hostile.round(n)

@@ -20,25 +20,26 @@ import pytest
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
 from tests.deadlines import Deadline
-from tests.zookeeper_server import free_port
+from tests.listening import METRICS_LINE, announced
 
 BOUND = 1_048_576  # session_max_buffered_bytes
 TASKS = 20_000
 ASKS = 400
 
 
-def _serve(tmp_path: Path, port: int, metrics_port: int) -> subprocess.Popen[str]:
+def _serve(tmp_path: Path) -> subprocess.Popen[str]:
+    """The coordinator, its gRPC and metrics ports any free ones (read from its log: tests/listening.py)."""
     config = tmp_path / "serve.toml"
-    config.write_text(f'[server]\nmetrics_listen = "127.0.0.1:{metrics_port}"\n\n[coordinator]\n'
+    config.write_text('[server]\nmetrics_listen = "127.0.0.1:0"\n\n[coordinator]\n'
                       f"group_initial_rebalance_delay_ms = 0\nsession_max_buffered_bytes = {BOUND}\n")
     return subprocess.Popen(
-        [sys.executable, "-m", "groupcoord.cli", "serve", "--listen", f"127.0.0.1:{port}", "--store", "memory",
+        [sys.executable, "-m", "groupcoord.cli", "serve", "--listen", "127.0.0.1:0", "--store", "memory",
          "--config", str(config)],
         stdout=subprocess.DEVNULL, stderr=open(tmp_path / "serve.log", "w"), text=True)  # the child's
 
 
-def _metric(metrics_port: int, name: str) -> float:
-    text = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).read().decode()
+def _metric(metrics: str, name: str) -> float:
+    text = urllib.request.urlopen(f"http://{metrics}/metrics", timeout=10).read().decode()
     for line in text.splitlines():
         if line.startswith(name + " "):
             return float(line.split()[1])
@@ -64,11 +65,12 @@ def _stable_member(channel: grpc.Channel) -> pb.JoinGroupResponse:
 @pytest.mark.slow
 @pytest.mark.heavy  # a serve child holding 20,000 tasks measured for memory (as the 21 MiB floods): 14-33 s; CI runs it in make test-heavy
 def test_a_client_that_stops_reading_is_cut_off_with_bounded_memory(tmp_path: Path) -> None:
-    port, metrics_port = free_port(), free_port()
-    proc = _serve(tmp_path, port, metrics_port)
+    proc = _serve(tmp_path)
     try:
+        address = announced(tmp_path / "serve.log", proc)
+        metrics = announced(tmp_path / "serve.log", proc, METRICS_LINE)
         # the client's own window stays at 64 KiB (no BDP probing): what it does not read waits in the coordinator
-        with grpc.insecure_channel(f"127.0.0.1:{port}", options=[("grpc.http2.bdp_probe", 0)]) as channel:
+        with grpc.insecure_channel(address, options=[("grpc.http2.bdp_probe", 0)]) as channel:
             ready = grpc.channel_ready_future(channel)
             started = Deadline(60)  # an interpreter's imports: slower the more the machine is shared
             while not ready.done():
@@ -88,16 +90,16 @@ def test_a_client_that_stops_reading_is_cut_off_with_bounded_memory(tmp_path: Pa
                                          response_deserializer=None)(requests)
             peak_rss = before
             deadline = time.monotonic() + 60
-            while _metric(metrics_port, "groupcoord_session_streams") != 0 or \
-                    _metric(metrics_port, "groupcoord_session_buffered_bytes_peak") == 0:
+            while _metric(metrics, "groupcoord_session_streams") != 0 or \
+                    _metric(metrics, "groupcoord_session_buffered_bytes_peak") == 0:
                 peak_rss = max(peak_rss, child.memory_info().rss)
                 assert time.monotonic() < deadline, "the stream was not cut off"
                 time.sleep(0.05)
             peak_rss = max(peak_rss, child.memory_info().rss)
-            buffered_peak = _metric(metrics_port, "groupcoord_session_buffered_bytes_peak")
+            buffered_peak = _metric(metrics, "groupcoord_session_buffered_bytes_peak")
             assert buffered_peak <= BOUND + answer_bytes  # the bound, besides the answer being written
-            assert _metric(metrics_port, 'groupcoord_session_streams_ended_total{reason="slow_reader"}') == 1
-            assert _metric(metrics_port, "groupcoord_session_buffered_bytes") == 0  # all dropped at the cut
+            assert _metric(metrics, 'groupcoord_session_streams_ended_total{reason="slow_reader"}') == 1
+            assert _metric(metrics, "groupcoord_session_buffered_bytes") == 0  # all dropped at the cut
             read = 0
             with pytest.raises(grpc.RpcError) as ended:
                 for _ in call:  # what got through before the cut, then the status

@@ -20,8 +20,8 @@ from groupcoord.assignors import TaskReplica
 from groupcoord.v1 import groupcoord_pb2 as pb
 from groupcoord.v1 import groupcoord_pb2_grpc as pb_grpc
 from groupcoord.worker import WorkerClient, WorkerConfig, WorkerState
+from tests.listening import announced
 from tests.worker.test_e2e_grpc import Recorder
-from tests.zookeeper_server import free_port
 
 G = "durable"
 START_CPU_S = 20
@@ -37,23 +37,28 @@ load ~40-60 took 18.4 s from the stable group to listening, and the worker gave 
 re-joined (generation 2)."""
 
 
-def serve(data_dir: Path, port: int, env: dict[str, str]) -> subprocess.Popen[str]:
+def serve(data_dir: Path, env: dict[str, str], port: int = 0) -> tuple[subprocess.Popen[str], str]:
+    """A coordinator on ``data_dir`` and the address it listens on, once it answers. ``port`` 0: any free
+    port, read from its startup line (tests/listening.py); a restart passes the port it had, as an operator's
+    restart keeps its address."""
     config = data_dir.parent / "restart.toml"
     config.write_text("[coordinator]\ngroup_min_session_timeout_ms = 500\ngroup_initial_rebalance_delay_ms = 0\n")
+    log = data_dir.parent / f"serve-{time.monotonic_ns()}.log"
     proc = subprocess.Popen(
         [sys.executable, "-m", "groupcoord.cli", "--log-level", "info", "serve", "--listen", f"127.0.0.1:{port}", "--data-dir",
          str(data_dir), "--config", str(config)],
-        stdout=subprocess.DEVNULL, stderr=open(data_dir.parent / f"serve-{time.monotonic_ns()}.log", "w"),  # noqa: SIM115 - the child's
+        stdout=subprocess.DEVNULL, stderr=open(log, "w"),  # noqa: SIM115 - the child's
         text=True, env=env,
     )
     deadline, child = time.monotonic() + START_WALL_S, psutil.Process(proc.pid)
-    with AdminClient(f"127.0.0.1:{port}", timeout_s=1) as admin:
+    address = announced(log, proc)
+    with AdminClient(address, timeout_s=1) as admin:
         while True:
             try:
                 admin.list_groups()
-                return proc
+                return proc, address
             except errors.GroupCoordError:
-                assert proc.poll() is None, "coordinator exited; see its log beside the data dir"
+                assert proc.poll() is None, f"coordinator exited; see {log}"
                 cpu = sum(child.cpu_times()[:2])
                 assert cpu < START_CPU_S, f"coordinator did not start in {cpu:.1f} s of CPU"
                 assert time.monotonic() < deadline, f"coordinator did not start in {START_WALL_S} s ({cpu:.1f} s of CPU)"
@@ -78,10 +83,9 @@ class GatedRecorder(Recorder):
 @pytest.mark.slow
 @pytest.mark.heavy  # coordinator and worker processes killed and started again: 15-21 s
 def test_kill_9_in_stable_and_mid_rebalance_loses_nothing(tmp_path: Path, cli_env: dict[str, str]) -> None:
-    port = free_port()
-    address = f"127.0.0.1:{port}"
     data = tmp_path / "data"
-    coordinator = serve(data, port, cli_env)
+    coordinator, address = serve(data, cli_env)
+    port = int(address.rpartition(":")[2])
     worker = WorkerClient(
         WorkerConfig(group_id=G, coordinators=address, client_id="a", session_timeout_ms=WORKER_SESSION_MS,
                      heartbeat_interval_ms=100, rebalance_timeout_ms=20_000, retry_backoff_ms=20,
@@ -95,7 +99,7 @@ def test_kill_9_in_stable_and_mid_rebalance_loses_nothing(tmp_path: Path, cli_en
         before = admin.wait_for(G, lambda d: d.state == pb.STABLE and len(d.members) == 1, 30)
         coordinator.send_signal(signal.SIGKILL)
         coordinator.wait(10)
-        coordinator = serve(data, port, cli_env)
+        coordinator, _ = serve(data, cli_env, port)
         after = admin.describe_group(G)
         assert after.state == pb.STABLE
         assert after.generation == before.generation
@@ -121,7 +125,7 @@ def test_kill_9_in_stable_and_mid_rebalance_loses_nothing(tmp_path: Path, cli_en
             coordinator.wait(10)
             with pytest.raises(grpc.RpcError):
                 held.result()
-        coordinator = serve(data, port, cli_env)
+        coordinator, _ = serve(data, cli_env, port)
         listener.gate.set()
         restarted = admin.describe_group(G)
         assert {m.member.client_id for m in restarted.members} == {"a", "b"}  # the acknowledged join is kept
