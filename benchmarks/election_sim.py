@@ -283,19 +283,21 @@ class Sim:
         """SIGKILL ``victims``; time until every shard they led has a new leader, and its costs."""
         names = [n for h in victims for n in h.names]
         lost = sorted(s for n in names for s in before[n]["leads"])
+        probe = Probe(self.zk.hosts)  # its session opened and closed outside the counters' window
         counters, reads = self.mntr(), sum(v["reads"] for n, v in before.items() if n not in names)
         cpu = {n: v["cpu"] for n, v in before.items() if n not in names}
         load = os.getloadavg()[0]
-        probe = Probe(self.zk.hosts)
-        killed = max(self.kill(h) for h in victims)
-        self.samples = []
         try:
+            probe.begin()
+            killed = max(self.kill(h) for h in victims)
+            self.samples = []
             spent, view = self.wait_even(self.args.session * 3 + 120)
-        finally:
             probe.stop()
-        done = time.monotonic()
-        self.samples.append((done, self.hosts_cpu(), self.zk_cpu()))
-        after = self.mntr()
+            done = time.monotonic()
+            self.samples.append((done, self.hosts_cpu(), self.zk_cpu()))
+            after = self.mntr()
+        finally:
+            probe.close()
         won = {s: t for v in view.values() for s, t in v["won"].items()}
         times = sorted(won[str(s)] - killed for s in lost)
         window = done - killed
@@ -307,7 +309,7 @@ class Sim:
         runs = [run for h in self.hosts if h.alive for run in h.ask("gc") if first <= run[0] <= done]
         trips = sorted(seconds for at, seconds in probe.trips if first <= at <= done) or [float("nan")]
         return {"shards": len(lost), "p50": statistics.median(times), "p99": _pct(times, 0.99), "max": times[-1],
-                "zk_reads": after["reads"] - counters["reads"], "zk_writes": after["writes"] - counters["writes"],
+                "zk_reads": after["reads"] - counters["reads"] - probe.sent, "zk_writes": after["writes"] - counters["writes"],
                 "election_reads": sum(v["reads"] for v in view.values()) - reads,
                 "cpu_share": max((view[n]["cpu"] - c) / window for n, c in cpu.items()), "even_s": spent, "load": load,
                 "hosts_cores": busy, "zk_cores": zk_busy, "busy_window": done - since[0],
@@ -354,7 +356,14 @@ class Probe:
         self._client = connect(hosts, session_timeout=30)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="probe", daemon=True)
+
+    def begin(self) -> None:
         self._thread.start()
+
+    @property
+    def sent(self) -> int:
+        """The reads it made (taken off ZooKeeper's count of the survivors' reads)."""
+        return len(self.trips) + self.failed
 
     def _run(self) -> None:
         while not self._stop.wait(0.02):  # a sampling period, not an ordering
@@ -368,7 +377,11 @@ class Probe:
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(10)
+        if self._thread.is_alive():
+            self._thread.join(10)
+
+    def close(self) -> None:
+        self.stop()
         self._client.stop()
         self._client.close()
 
