@@ -157,7 +157,7 @@ class AsyncTransport(calls.Routed[AioStreamLink]):
     async def _request(self, rpc: calls.Rpc[RequestT, AnswerT], request: RequestT, timeout: float) -> AnswerT:
         """``Transport._request`` awaited: the stream if the member's calls go there, else unary; its answer
         settled (``worker.calls``)."""
-        calls.follow_news(self._route, self.streams.take_move(), self._name)
+        self._follow_news()
         if self._route.lookup_needed():
             await self._locate(timeout)
         if not rpc.admin and rpc.method in STREAMED:

@@ -105,6 +105,8 @@ class _Link(Protocol):
 
     def via(self, address: str) -> str: ...
 
+    def take_move(self) -> str | None: ...
+
 
 LinkT = TypeVar("LinkT", bound=_Link)
 
@@ -137,3 +139,7 @@ class Routed(Generic[LinkT]):
     def via(self) -> str:
         """"stream" when the member's calls go on a Session stream now, else "unary"."""
         return self.streams.via(self.address)
+
+    def _follow_news(self) -> None:
+        """A CoordinatorMoved heard on the member's Session stream since the last call: the route follows it."""
+        follow_news(self._route, self.streams.take_move(), self._name)

@@ -225,7 +225,7 @@ class Transport(calls.Routed[StreamLink]):
         (``worker.calls``: the error raised, the route moved)."""
         if self._aborted.is_set():
             raise WorkerClosedError("closed")
-        calls.follow_news(self._route, self.streams.take_move(), self._name)
+        self._follow_news()
         if self._route.lookup_needed():
             self._locate(timeout)
         if not rpc.admin and rpc.method in STREAMED:
