@@ -23,17 +23,27 @@ def worker_args(address: str, group: str, name: str, static: bool) -> list[str]:
     return args + ["--instance-id", name] if static else args
 
 
-def start(address: str, group: str, name: str, env: dict[str, str], static: bool) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "groupcoord.cli", *worker_args(address, group, name, static)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True, env=env)
+def start(address: str, group: str, name: str, env: dict[str, str], static: bool, log: Path) -> subprocess.Popen[str]:
+    with log.open("a") as out:  # the child keeps its own copy of the descriptor
+        return subprocess.Popen([sys.executable, "-m", "groupcoord.cli", *worker_args(address, group, name, static)],
+                                stdout=subprocess.DEVNULL, stderr=out, text=True, env=env)
 
 
-def restart(old: subprocess.Popen[str], args: list[str], env: dict[str, str], marker: Path) -> subprocess.Popen[str]:
+def logs_of(tmp: Path) -> str:
+    """The end of every worker's log (both of its processes), for a failure's message: once at load 27-60 this
+    test failed with nothing to say why."""
+    return "".join(f"\n--- {log.name}:\n" + "\n".join(log.read_text(errors="replace").splitlines()[-15:])
+                   for log in sorted(tmp.glob("w*.log")))
+
+
+def restart(old: subprocess.Popen[str], args: list[str], env: dict[str, str], marker: Path,
+            log: Path) -> subprocess.Popen[str]:
     """SIGTERM ``old`` and start its replacement: one already past its imports, so the member is away for
     the shutdown and the command's own start, not for a process start on a loaded machine (25 s at load
     56, past the 10 s session)."""
-    replacement = Prewarmed(args, marker, env=env, preload=["groupcoord.cli.console_worker"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with log.open("a") as out:
+        replacement = Prewarmed(args, marker, env=env, preload=["groupcoord.cli.console_worker"],
+                                stdout=subprocess.DEVNULL, stderr=out)
     try:
         replacement.ready()
     except BaseException:
@@ -65,17 +75,20 @@ def rolling_restart(server: ServerThread, env: dict[str, str], tmp: Path, group:
     admin = AdminClient(server.address)
     admin.put_tasks(group, TASKS)
     names = [f"w{i}" for i in range(5)]
-    procs = {name: start(server.address, group, name, env, static) for name in names}
+    procs = {name: start(server.address, group, name, env, static, tmp / f"{name}.log") for name in names}
     try:
         before = admin.wait_for(group, settled(names, {}), 60)
         for name in names:
             old_member = next(m.member.member_id for m in admin.describe_group(group).members
                               if m.member.client_id == name)
             args = worker_args(server.address, group, name, static)
-            procs[name] = restart(procs[name], args, env, tmp / f"{name}.ready")
+            procs[name] = restart(procs[name], args, env, tmp / f"{name}.ready", tmp / f"{name}.log")
             admin.wait_for(group, settled(names, {name: old_member}), 60)
         after = admin.describe_group(group)
         return before.generation, after.generation, assignment(after) == assignment(before)
+    except Exception as failure:  # a group that never settled, a worker that would not stop: say what they logged
+        failure.add_note(logs_of(tmp))
+        raise
     finally:
         stop_processes(procs.values())
         admin.close()
@@ -86,8 +99,8 @@ def test_a_rolling_restart_of_static_workers_keeps_generation_and_assignment(
     server: ServerThread, cli_env: dict[str, str], tmp_path: Path
 ) -> None:
     before, after, same = rolling_restart(server, cli_env, tmp_path, "static-roll", static=True)
-    assert after == before, f"static members rebalanced: generation {before} -> {after}"
-    assert same
+    assert after == before, f"static members rebalanced: generation {before} -> {after}{logs_of(tmp_path)}"
+    assert same, logs_of(tmp_path)
 
 
 @pytest.mark.slow
