@@ -26,7 +26,7 @@ def worker_args(address: str, group: str, name: str, static: bool) -> list[str]:
 def start(address: str, group: str, name: str, env: dict[str, str], static: bool, log: Path) -> subprocess.Popen[str]:
     with log.open("a") as out:  # the child keeps its own copy of the descriptor
         return subprocess.Popen([sys.executable, "-m", "groupcoord.cli", *worker_args(address, group, name, static)],
-                                stdout=subprocess.DEVNULL, stderr=out, text=True, env=env)
+                                stdout=out, stderr=out, text=True, env=env)
 
 
 def logs_of(tmp: Path) -> str:
@@ -43,7 +43,7 @@ def restart(old: subprocess.Popen[str], args: list[str], env: dict[str, str], ma
     56, past the 10 s session)."""
     with log.open("a") as out:
         replacement = Prewarmed(args, marker, env=env, preload=["groupcoord.cli.console_worker"],
-                                stdout=subprocess.DEVNULL, stderr=out)
+                                stdout=out, stderr=out)
     try:
         replacement.ready()
     except BaseException:
