@@ -25,8 +25,10 @@ from typing import Self
 
 import psutil
 import pytest
+from kazoo.client import KazooClient
+from kazoo.handlers.threading import KazooTimeoutError
 
-__all__ = ["ZooKeeperServer", "free_port", "require_zookeeper", "wait_until", "zookeeper_classpath"]
+__all__ = ["ZooKeeperServer", "expire_session", "free_port", "require_zookeeper", "wait_until", "zookeeper_classpath"]
 
 ZOOKEEPER_JAR = Path(os.environ.get("ZOOKEEPER_JAR", "/usr/share/java/zookeeper.jar"))
 _LOGGING_JARS = ("/usr/share/java/slf4j-simple.jar",)  # optional: server log to stderr, else NOP logger
@@ -232,3 +234,26 @@ def wait_until(predicate: Callable[[], object], timeout: float, what: str,
         if monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(0.02)
+
+
+def expire_session(hosts: str, client: KazooClient, timeout: float = 60.0) -> None:
+    """Have the server end ``client``'s session, as it would after a pause longer than the session.
+
+    A twin client takes the session over with its id and password, and closes it. ``client`` is still running, so it
+    reconnects at once and can take the session back before the twin's close is sent (CI saw the twin's ``start`` fail
+    that way on a loaded machine). So this repeats until a twin offered the session id is told it has expired.
+    """
+    session_id, password = client.client_id
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        twin = KazooClient(hosts=hosts, client_id=(session_id, password), timeout=10.0)
+        try:
+            twin.start(timeout=10)  # raises if the session was taken back before it could be seen connected
+        except KazooTimeoutError:
+            continue  # start() has stopped and closed the twin
+        expired = twin.client_id[0] != session_id  # told it had expired, the twin opened a session of its own
+        twin.stop()  # closes the session it holds: the old one, or its own
+        twin.close()
+        if expired:
+            return
+    raise AssertionError(f"session {session_id:#x} still open after {timeout}s of closing it")

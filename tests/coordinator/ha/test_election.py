@@ -13,7 +13,7 @@ from kazoo.client import KazooClient
 
 from groupcoord.coordinator.ha.election import LeaderElection, connect
 from groupcoord.coordinator.storage.store import FencedError
-from tests.zookeeper_server import ZooKeeperServer, wait_until
+from tests.zookeeper_server import ZooKeeperServer, expire_session, wait_until
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.slow]
 
@@ -53,14 +53,6 @@ class Candidate:
         self.election.stop()
         self.client.stop()
         self.client.close()
-
-
-def expire_session(hosts: str, client: KazooClient) -> None:
-    """Expire ``client``'s session the way a long pause would: the server closes it (public kazoo API only)."""
-    twin = KazooClient(hosts=hosts, client_id=client.client_id, timeout=SESSION_TIMEOUT)
-    twin.start(timeout=10)
-    twin.stop()  # closing the session ends it for both connections
-    twin.close()
 
 
 @pytest.fixture(scope="module")

@@ -16,8 +16,7 @@ from groupcoord.coordinator.ha.election import connect
 from groupcoord.coordinator.ha.shard_election import ShardElections, ensure_cluster
 from groupcoord.coordinator.ha.zk_store import ZooKeeperStore
 from groupcoord.coordinator.storage.store import FencedError
-from tests.coordinator.ha.test_election import expire_session
-from tests.zookeeper_server import ZooKeeperServer, wait_until
+from tests.zookeeper_server import ZooKeeperServer, expire_session, wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -13,7 +13,7 @@ from kazoo.client import KazooClient
 from groupcoord.coordinator.ha.election import Fence, LeaderElection, connect
 from groupcoord.coordinator.ha.zk_store import ZooKeeperStore
 from groupcoord.coordinator.storage.store import FencedError, GroupStore, StoreError
-from tests.zookeeper_server import ZooKeeperServer, wait_until
+from tests.zookeeper_server import ZooKeeperServer, expire_session, wait_until
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.slow]
 
@@ -129,10 +129,7 @@ def test_session_expiry_fences_the_old_active_and_the_next_one_sees_its_records(
     stale_fence = old.election.fence()
     unaware = ZooKeeperStore(old.client, f"{cluster_root}/groups", _StaleElection(stale_fence))  # type: ignore[arg-type]
 
-    twin = KazooClient(hosts=zk.hosts, client_id=old.client.client_id, timeout=SESSION_TIMEOUT)
-    twin.start(timeout=10)
-    twin.stop()  # closes (expires) the old active's session
-    twin.close()
+    expire_session(zk.hosts, old.client)
 
     # The next term goes to whichever contender creates the node first: the one-node election (Pulsar's) gives
     # the expired one, back at once with a new session, no handicap, so either may win (make test saw both).
