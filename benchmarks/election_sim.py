@@ -5,9 +5,10 @@
 One real ZooKeeper (Debian's package, ``mntr`` enabled); each simulated coordinator is the real
 ``ShardElections`` on its own kazoo session, and its runtime is stood for by what touches ZooKeeper:
 a shard it wins is loaded (``ZooKeeperStore.load_all`` of the shard's group records), a shard it
-hands over is drained at once. No gRPC servers. The coordinators run in a few host processes (this
-script with ``--host``): the bulk, one process holding the coordinator killed alone, one holding the
-ten killed at once, and one started later (the coordinator added). Measured:
+hands over is drained at once. No gRPC servers. The coordinators run in host processes (this script
+with ``--host``): the bulk one each, as deployed (``--procs N``: in N), one process holding the
+coordinator killed alone, one holding the ten killed at once (one SIGKILL ends all ten), and one
+started later (the coordinator added). Measured:
 
 - start: time from the start to an even spread (every shard led, each coordinator S//N or one more);
 - steady state: each election thread's CPU share over a window (target: under 10 %);
@@ -466,7 +467,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         names = [f"c{i:03d}" for i in range(n)]
         bulk = names[: n - 1 - many]
         started = time.monotonic()
-        per = -(-len(bulk) // args.procs)
+        per = -(-len(bulk) // args.procs) if args.procs > 0 else 1  # 0: one process each, as deployed
         *_, one, ten = sim.spawn(*(bulk[i:i + per] for i in range(0, len(bulk), per)), [names[n - 1 - many]],
                                  names[n - many:])
         all_started = time.monotonic() - started
@@ -503,10 +504,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         zk.close()
 
 
+def _bulk_procs(args: argparse.Namespace) -> int:
+    bulk = args.coordinators - 1 - args.kill_many
+    return -(-bulk // -(-bulk // args.procs)) if args.procs > 0 else bulk
+
+
 def report(args: argparse.Namespace, out: dict[str, Any], load: str) -> bool:
     n, one, many = args.coordinators, out["one"], out["many"]
     print(f"\nelection_sim: {n} coordinators, {args.shards} shards, {args.groups} groups, ZooKeeper session "
-          f"{args.session:g}s, {args.procs}+3 host processes; load average {load}")
+          f"{args.session:g}s, {_bulk_procs(args)}+3 host processes; load average {load}")
     print(f"start to even spread: {out['spread_s']:.1f}s (every coordinator connected and started after "
           f"{out['started_s']:.1f}s); steady state ({args.steady:g}s): election thread "
           f"{100 * out['steady']['cpu_share']:.2f}% busy at most, {out['steady']['election_reads']} election reads, "
@@ -562,7 +568,10 @@ def main() -> int:
     parser.add_argument("--coordinators", type=int, default=100)
     parser.add_argument("--shards", type=int, default=1024)
     parser.add_argument("--groups", type=int, default=20_000)
-    parser.add_argument("--procs", type=int, default=4, help="host processes for the bulk of the coordinators")
+    parser.add_argument("--procs", type=int, default=0,
+                        help="host processes for the bulk of the coordinators (default 0: one each, as deployed; "
+                             "a few: less memory and a faster start, but coordinators of one process queue for "
+                             "its GIL)")
     parser.add_argument("--kill-many", type=int, default=10)
     parser.add_argument("--session", type=float, default=10.0, help="ZooKeeper session timeout, seconds")
     parser.add_argument("--tick-ms", type=int, default=2000,
