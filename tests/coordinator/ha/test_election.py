@@ -131,16 +131,22 @@ def test_session_expiry_of_the_active_fails_over(zk: ZooKeeperServer, cluster: C
     candidates = cluster(2)
     first = one_leader(candidates)
     (second,) = [c for c in candidates if c is not first]
+    stale = first.election.fence()
     expire_session(zk.hosts, first.client)
     wait_until(lambda: ("lost", 0) in first.history(), FAILOVER_DEADLINE, "on_lost on the expired active")
-    assert not first.election.is_leader()
+    # Term 2 goes to whichever creates the node first: the standby, notified of its deletion, or the expired one,
+    # back at once with a new session (the one-node election, Pulsar's, gives it no handicap: the standby nearly
+    # always wins, and test_zk_store's expiry test has seen both).
+    wait_until(lambda: any(("elected", 2) in c.history() for c in candidates), 15, "on_elected(2) on one of them")
+    active = one_leader(candidates)
+    assert active.history()[-1] == ("elected", 2) and active.election.fence().epoch == 2 > stale.epoch
+    follower = second if active is first else first
+    assert not follower.election.is_leader()
     with pytest.raises(FencedError):
-        first.election.fence()
-    assert one_leader(candidates) is second
-    wait_until(lambda: second.history()[:1] == [("elected", 2)], 15, "on_elected(2) on the standby")
-    assert_well_formed(second.history())
-    assert first.history()[-1] == ("lost", 0)  # its new session follows; it never re-won
-    assert_well_formed(first.history())
+        follower.election.fence()
+    assert ("elected", 2) not in follower.history()  # one term, one leader
+    for c in candidates:
+        assert_well_formed(c.history())
 
 
 def test_zookeeper_restart_suspends_then_one_active_again(zk: ZooKeeperServer,
