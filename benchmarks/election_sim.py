@@ -11,7 +11,8 @@ coordinator killed alone, one holding the ten killed at once (one SIGKILL ends a
 started later (the coordinator added). Measured:
 
 - start: time from the start to an even spread (every shard led, each coordinator S//N or one more);
-- steady state: each election thread's CPU share over a window (target: under 10 %);
+- steady state: each election thread's CPU share over a window (target: under 10 %), opened once no
+  election read has been made for a second, and the reads, writes and new terms within it;
 - one coordinator SIGKILLed: time until each of its shards has a new leader that has loaded it
   (p50/p99/max; target: within its ZooKeeper session + ZooKeeper's tickTime + 1 s, see below), split
   into its parts, the reads and writes ZooKeeper served meanwhile (its own
@@ -275,6 +276,19 @@ class Sim:
                                    f"{sorted(len(v['leads']) for v in view.values())}")
             time.sleep(1.0)  # polling a condition with a deadline; the hosts time the wins themselves
 
+    def quiet(self, settle_s: float = 1.0, budget: float = 60.0) -> dict[str, Any]:
+        """The view once no coordinator has made an election read for ``settle_s``: an even spread is seen as
+        soon as the last shard is won and loaded, while the others may still be reading its new leader node."""
+        started, view = time.monotonic(), self.view()
+        while True:
+            time.sleep(settle_s)  # polling a condition with a deadline, as ``wait_even``
+            later = self.view()
+            if sum(v["reads"] for v in later.values()) == sum(v["reads"] for v in view.values()):
+                return later
+            if time.monotonic() - started > budget:
+                raise RuntimeError(f"election reads still going on {budget:.0f}s after an even spread")
+            view = later
+
     def mntr(self) -> dict[str, int]:
         text = _four_letter(self.zk.port, b"mntr", timeout=10).decode()
         values = dict(line.split("\t", 1) for line in text.splitlines() if "\t" in line)
@@ -474,13 +488,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         spread_s, view = sim.wait_even(600)
         spread_s = time.monotonic() - started
         sim.settle()
+        view = sim.quiet()  # the last win's notifications read by all: the window opens on a cluster at rest
         cpu0, t0 = {k: v["cpu"] for k, v in view.items()}, time.monotonic()
-        reads0, zk0 = sum(v["reads"] for v in view.values()), sim.mntr()
+        reads0, zk0, terms0 = sum(v["reads"] for v in view.values()), sim.mntr(), _terms(view)
         time.sleep(args.steady)  # the steady-state window being measured
-        view = sim.view()
+        view, zk1 = sim.view(), sim.mntr()
         steady = {"cpu_share": max((view[k]["cpu"] - c) / (time.monotonic() - t0) for k, c in cpu0.items()),
                   "election_reads": sum(v["reads"] for v in view.values()) - reads0,
-                  "zk_reads": sim.mntr()["reads"] - zk0["reads"]}
+                  "zk_reads": zk1["reads"] - zk0["reads"], "zk_writes": zk1["writes"] - zk0["writes"],
+                  "new_terms": len({shard for _, shard, _ in terms0 ^ _terms(view)})}
         one_out = sim.failover([one], view)
         view = sim.view()
         before = {s: k for k, v in view.items() for s in v["leads"]}
@@ -504,6 +520,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         zk.close()
 
 
+def _terms(view: dict[str, Any]) -> set[tuple[str, int, tuple[float, ...]]]:
+    """Each led shard with its leader and the stamps of the step that won it: a new term changes them."""
+    return {(name, shard, tuple(v["wins"].get(str(shard), ()))) for name, v in view.items() for shard in v["leads"]}
+
+
 def _bulk_procs(args: argparse.Namespace) -> int:
     bulk = args.coordinators - 1 - args.kill_many
     return -(-bulk // -(-bulk // args.procs)) if args.procs > 0 else bulk
@@ -516,7 +537,8 @@ def report(args: argparse.Namespace, out: dict[str, Any], load: str) -> bool:
     print(f"start to even spread: {out['spread_s']:.1f}s (every coordinator connected and started after "
           f"{out['started_s']:.1f}s); steady state ({args.steady:g}s): election thread "
           f"{100 * out['steady']['cpu_share']:.2f}% busy at most, {out['steady']['election_reads']} election reads, "
-          f"{out['steady']['zk_reads']} reads served")
+          f"{out['steady']['zk_reads']} reads and {out['steady']['zk_writes']} writes served, "
+          f"{out['steady']['new_terms']} shard(s) in a new term")
     print("\n| event | load avg | shards | new leader p50 | p99 | max | ZK reads | ZK writes | election reads | "
           "election thread busy (max) |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
