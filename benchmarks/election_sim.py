@@ -482,8 +482,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         bulk = names[: n - 1 - many]
         started = time.monotonic()
         per = -(-len(bulk) // args.procs) if args.procs > 0 else 1  # 0: one process each, as deployed
-        *_, one, ten = sim.spawn(*(bulk[i:i + per] for i in range(0, len(bulk), per)), [names[n - 1 - many]],
-                                 names[n - many:])
+        groups = [bulk[i:i + per] for i in range(0, len(bulk), per)]
+        *_, one, ten = sim.spawn(*groups, [names[n - 1 - many]], names[n - many:])
         all_started = time.monotonic() - started
         spread_s, view = sim.wait_even(600)
         spread_s = time.monotonic() - started
@@ -507,7 +507,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                  "even_s": time.monotonic() - added_at}
         sim.settle()
         many_out = sim.failover([ten], view)
-        return {"started_s": all_started, "spread_s": spread_s, "steady": steady, "one": one_out, "added": added, "many": many_out}
+        return {"bulk_procs": len(groups), "started_s": all_started, "spread_s": spread_s, "steady": steady, "one": one_out, "added": added, "many": many_out}
     finally:
         for h in sim.hosts:
             if h.alive and h.proc.stdin is not None:
@@ -525,15 +525,10 @@ def _terms(view: dict[str, Any]) -> set[tuple[str, int, tuple[float, ...]]]:
     return {(name, shard, tuple(v["wins"].get(str(shard), ()))) for name, v in view.items() for shard in v["leads"]}
 
 
-def _bulk_procs(args: argparse.Namespace) -> int:
-    bulk = args.coordinators - 1 - args.kill_many
-    return -(-bulk // -(-bulk // args.procs)) if args.procs > 0 else bulk
-
-
 def report(args: argparse.Namespace, out: dict[str, Any], load: str) -> bool:
     n, one, many = args.coordinators, out["one"], out["many"]
     print(f"\nelection_sim: {n} coordinators, {args.shards} shards, {args.groups} groups, ZooKeeper session "
-          f"{args.session:g}s, {_bulk_procs(args)}+3 host processes; load average {load}")
+          f"{args.session:g}s, {out['bulk_procs']}+3 host processes; load average {load}")
     print(f"start to even spread: {out['spread_s']:.1f}s (every coordinator connected and started after "
           f"{out['started_s']:.1f}s); steady state ({args.steady:g}s): election thread "
           f"{100 * out['steady']['cpu_share']:.2f}% busy at most, {out['steady']['election_reads']} election reads, "
